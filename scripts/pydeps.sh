@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# pydeps.sh: installs the Python packages the test oracles use (never the product path):
+# numpy, gguf (its dequantiser is the independent reference), tokenizers (HF), sentencepiece.
+set -e
+missing=$(python3 - <<'PY'
+import importlib.util
+mods = {"numpy": "numpy", "gguf": "gguf", "tokenizers": "tokenizers", "sentencepiece": "sentencepiece"}
+print(" ".join(p for m, p in mods.items() if importlib.util.find_spec(m) is None))
+PY
+)
+if [ -n "$missing" ]; then
+  echo "pydeps: installing $missing"
+  python3 -m pip install --quiet --disable-pip-version-check $missing
+fi

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# run_tests.sh: runs every test (C++ binaries build/test/test_*, test/test_*.sh, test/test_*.py),
+# each with a time limit, logs to build/test-logs/, and ends with the line "N passed, M failed".
+# Usage: scripts/run_tests.sh [BUILD_DIR] [FILTER_REGEX]
+set -u
+BUILD=${1:-build}
+FILTER=${2:-.}
+cd "$(dirname "$0")/.."
+export BEAGLE_ROOT=$PWD
+export BEAGLE_BIN=$PWD/$BUILD/beagle
+export BEAGLE_SHARED=${BEAGLE_SHARED:-$PWD/../shared}
+export BEAGLE_MODEL=${BEAGLE_MODEL:-$PWD/weights/SmolLM2-135M-Instruct.Q4_1.gguf}
+LOGS=$BUILD/test-logs
+mkdir -p "$LOGS"
+TIMEOUT=${TEST_TIMEOUT:-900}
+
+tests=()
+for f in $(ls $BUILD/test/test_* 2>/dev/null | grep -v '\.d$' | sort); do [ -x "$f" ] && tests+=("$f"); done
+for f in $(ls test/test_*.sh test/test_*.py 2>/dev/null | sort); do tests+=("$f"); done
+
+pass=0; fail=0; failed=()
+for t in "${tests[@]}"; do
+  name=$(basename "$t")
+  echo "$name" | grep -Eq "$FILTER" || continue
+  log=$LOGS/$name.log
+  start=$(date +%s.%N)
+  case "$t" in
+    *.py) cmd=(python3 "$t") ;;
+    *.sh) cmd=(bash "$t") ;;
+    *)    cmd=("$t") ;;
+  esac
+  timeout --kill-after=10 "$TIMEOUT" "${cmd[@]}" </dev/null >"$log" 2>&1
+  rc=$?
+  secs=$(awk -v a="$start" -v b="$(date +%s.%N)" "BEGIN{print b-a}")
+  if [ $rc -eq 0 ]; then
+    pass=$((pass+1)); printf 'PASS %-40s %6.1fs\n' "$name" "$secs"
+  else
+    fail=$((fail+1)); failed+=("$name")
+    printf 'FAIL %-40s %6.1fs (exit %d, log %s)\n' "$name" "$secs" "$rc" "$log"
+    tail -n 25 "$log" | sed 's/^/    | /'
+  fi
+done
+[ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ] && [ $pass -gt 0 ]

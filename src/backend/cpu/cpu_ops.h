@@ -1,0 +1,70 @@
+// cpu_ops.h: the CPU backend's class implementing the op interface (src/backend/ops.h).
+// Inference ops are in ops_cpu.cpp, matmul in matmul.cpp; training ops in their own files.
+#pragma once
+#include <vector>
+
+#include "../../core/threadpool.h"
+#include "../ops.h"
+
+namespace beagle {
+
+class CpuOps : public Ops {
+public:
+    explicit CpuOps(int n_threads) : pool_(n_threads), scratch_(pool_.size()) {}
+    const char* name() const override { return "cpu"; }
+    ThreadPool& pool() { return pool_; }
+
+    float* alloc(size_t n) override;
+    void release(float* p) override;
+    void upload(float* dst, const float* src, size_t n) override;
+    void download(float* dst, const float* src, size_t n) override;
+    void copy(float* dst, const float* src, size_t n) override;
+    Weight weight(const Tensor& t) override;
+
+    void matmul(float* y, const float* x, const Weight& W, int T) override;
+    void embed(float* x, const Weight& E, const int* tokens, int T) override;
+    void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) override;
+    void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp) override;
+    void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
+                   int n_kv_heads, int head_dim, const AttnMask& mask) override;
+    void swiglu(float* out, const float* gate, const float* up, size_t n) override;
+    void add(float* y, const float* x, size_t n) override;
+    void gather_rows(float* buf, const int* src, const int* dst, int n, int width) override;
+    void copy_rows(float* dst, const int* dst_rows, const float* src, int n, int width) override;
+
+    // training ops (ops_cpu_train.cpp: templates shared with the float64 op set of src/train/ops_f64.h)
+    void zero(float* p, size_t n) override;
+    void rows_gather(float* dst, const float* src, const int* idx, int n, int width) override;
+    void rows_scatter(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) override;
+    void mm_fwd(float* y, const float* x, const float* W, int T, int n_in, int n_out) override;
+    void mm_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) override;
+    void mm_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) override;
+    void rmsnorm_fwd(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) override;
+    void rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
+                     int dim) override;
+    void rope_rotate(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) override;
+    void xattn_fwd(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads,
+                   int n_kv_heads, int head_dim, const XAttnMask& mask) override;
+    void xattn_bwd(float* dq, const XAttnGrads& dkeys, const float* dout, const float* out, const float* lse,
+                   const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads, int n_kv_heads,
+                   int head_dim, const XAttnMask& mask) override;
+    void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) override;
+    void lse_update(float* m, float* s, const float* z, int n, int C) override;
+    void ce_soft_chunk(float* dz, float* loss, const float* zt, const float* zd, const float* m_t, const float* s_t,
+                       const float* m_d, const float* s_d, int n, int C, float scale) override;
+    void ce_hard_chunk(float* dz, float* loss, const float* zd, const float* m_d, const float* s_d, const int* labels,
+                       int v0, int n, int C, float scale) override;
+    void smoothl1(float* dx, float* loss, const float* x, const float* target, int n, int dim, float beta,
+                  float scale) override;
+    double sumsq(const float* x, size_t n) override;
+    void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) override;
+
+    // RoPE inverse frequencies (head_dim / 2 of them), with Llama-3 scaling when configured.
+    static void rope_freqs(const RopeParams& rp, float* freq);
+
+private:
+    ThreadPool pool_;
+    std::vector<std::vector<float>> scratch_;  // per-thread attention scores
+};
+
+}  // namespace beagle

@@ -1,0 +1,424 @@
+// matmul.cpp: cpu_matmul (see matmul.h): checks, ISA choice, activation quantization into a reusable
+// per-thread scratch buffer, the thread split over output rows, and the AVX2+FMA kernels.
+// The AVX-512 kernels live in matmul_avx512.cpp and are only called after cpu_has_avx512_vnni().
+//
+// Batch invariance: the kernels compute a tile of R rows x C tokens (R, C <= 4) at a time so a
+// weight row is loaded once per C tokens, but every (row, token) dot product has its own
+// accumulator that goes through exactly the same instruction sequence whatever R, C, T or the thread
+// split (written as explicit FMA intrinsics, so the compiler cannot contract differently), followed
+// by the same horizontal sum. Tails (odd cols, odd block counts) are handled by zero padding inside the
+// same loop, never by a separate scalar path.
+#include "matmul.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "../../core/common.h"
+
+namespace beagle {
+
+namespace {
+
+constexpr int RT = 4;   // rows per tile
+constexpr int CT = 2;   // tokens per tile (4 x 2 accumulators + operands fit the 16 ymm registers)
+constexpr int KB = 32;  // blocks per chunk of precomputed scales (quantize.h pads nb_pad to a multiple)
+static_assert(RT <= 4 && CT <= 4, "matmul_scratch_floats assumes tiles of at most 4 x 4");
+
+// ---- the one horizontal sum of the AVX2 path: (lo128 + hi128), then pairs, then the last two
+inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// Sums of 8 accumulators a[2q + l] with exactly hsum8's pairing (lanes i + i+4, then i + i+2, then
+// i + i+1; float addition is commutative, so the bits are hsum8's), all at once. Result element 4l + q
+// = sum of a[2q + l].
+inline __m256 reduce8(const __m256* a) {
+    __m256 c[4], g[2];
+    for (int k = 0; k < 4; k++)  // 128-bit lane l = a(2k + l) lanes i + i+4
+        c[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x20),
+                             _mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x31));
+    for (int k = 0; k < 2; k++)  // lane l = [a(4k + l) x2, a(4k + 2 + l) x2], pairs i + i+2
+        g[k] = _mm256_add_ps(_mm256_shuffle_ps(c[2 * k], c[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(c[2 * k], c[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    // lane l = [a(l), a(2 + l), a(4 + l), a(6 + l)], pairs i + i+1
+    return _mm256_add_ps(_mm256_shuffle_ps(g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// y[t0 + c, r0 + r] = sum of acc[r][c]: a full 4 x 2 tile through reduce8 (element 4c + r, so each
+// 128-bit lane is 4 consecutive outputs of one token), anything else through hsum8 - the same bits.
+template <int R, int C>
+inline void store_sums(const MatmulJob& j, int64_t r0, int t0, __m256 (&acc)[R][C]) {
+    if constexpr (R == 4 && C == 2) {
+        __m256 a[8];
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 2; c++) a[2 * r + c] = acc[r][c];
+        const __m256 s = reduce8(a);
+        _mm_storeu_ps(j.y + (int64_t)t0 * j.rows + r0, _mm256_castps256_ps128(s));
+        _mm_storeu_ps(j.y + (int64_t)(t0 + 1) * j.rows + r0, _mm256_extractf128_ps(s, 1));
+    } else {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) j.y[(int64_t)(t0 + c) * j.rows + r0 + r] = hsum8(acc[r][c]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Float weights (F32, F16, BF16): acc[r][c] (8 lanes) += w[8 i..] * x[8 i..] over chunks of 8;
+// the last partial chunk is zero padded (0 * 0 adds +0, which leaves any accumulator unchanged).
+
+template <DType DT>
+inline __m256 load8_w(const uint8_t* p) {
+    if (DT == DType::F32) return _mm256_loadu_ps((const float*)p);
+    __m128i h = _mm_loadu_si128((const __m128i*)p);
+    if (DT == DType::F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // BF16
+}
+
+inline __m256i tail_mask8(int rem) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <DType DT>
+inline __m256 load8_w_tail(const uint8_t* p, int rem) {
+    if (DT == DType::F32) return _mm256_maskload_ps((const float*)p, tail_mask8(rem));
+    alignas(32) uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    memcpy(tmp, p, (size_t)rem * 2);
+    return load8_w<DT>((const uint8_t*)tmp);
+}
+
+template <DType DT>
+struct FloatKernel {
+    static constexpr int ES = DT == DType::F32 ? 4 : 2;  // bytes per weight
+    static void prepare(const MatmulJob&, int64_t, int, float*) {}
+
+    template <int R, int C>
+    static void tile(const MatmulJob& j, int64_t r0, int t0, float*) {
+        const uint8_t* wr[R];
+        const float* xc[C];
+        for (int r = 0; r < R; r++) wr[r] = j.w + (uint64_t)(r0 + r) * j.row_bytes;
+        for (int c = 0; c < C; c++) xc[c] = j.x + (int64_t)(t0 + c) * j.cols;
+        __m256 acc[R][C];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+        const int64_t n8 = j.cols / 8 * 8;
+        for (int64_t i = 0; i < n8; i += 8) {
+            __m256 w[R];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                if (C == 1)  // decode streams the weights once: prefetch the rows two tiles ahead
+                    _mm_prefetch((const char*)(wr[r] + 2 * RT * j.row_bytes + i * ES), _MM_HINT_T0);
+                w[r] = load8_w<DT>(wr[r] + i * ES);
+            }
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                __m256 xv = _mm256_loadu_ps(xc[c] + i);
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(w[r], xv, acc[r][c]);
+            }
+        }
+        const int rem = (int)(j.cols - n8);
+        if (rem) {
+            __m256 w[R];
+            for (int r = 0; r < R; r++) w[r] = load8_w_tail<DT>(wr[r] + n8 * ES, rem);
+            const __m256i m = tail_mask8(rem);
+            for (int c = 0; c < C; c++) {
+                __m256 xv = _mm256_maskload_ps(xc[c] + n8, m);
+                for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(w[r], xv, acc[r][c]);
+            }
+        }
+        store_sums<R, C>(j, r0, t0, acc);
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Quantized weights. Per block b of 32: integer dot I = sum q_w * q_x as 8 int32 lanes (each the sum
+// of 4 consecutive products, exact), then acc (8 lanes) = fma(sc[b], float(I), acc) with
+// sc[b] = d_w[b] * d_x[b] (one float product, computed 8 blocks at a time per chunk of KB blocks).
+// Q4_1 (x = d q + m) and Q4_0 (x = d (q - 8), i.e. m = -8 d) then add sum_b m[b] * s_x[b] into the same
+// accumulator, 8 blocks per FMA over the zero-padded arrays m[] and s_x[]. Result = hsum8(acc) (or
+// reduce8, the same bits).
+//
+// Scratch (floats, nbp = nb_pad): dbuf[RT][nbp] = d_w, mbuf[RT][nbp] = m_w (both filled by prepare()
+// once per row tile, zero padded), then sc[R * C][KB] per chunk.
+
+template <DType DT>
+struct QuantKernel {
+    static constexpr int BS = DT == DType::Q8_0 ? 34 : DT == DType::Q4_0 ? 18 : 20;  // block bytes
+    static constexpr int QOFF = DT == DType::Q4_1 ? 4 : 2;                          // offset of qs
+
+    static void prepare(const MatmulJob& j, int64_t r0, int n, float* scratch) {
+        const int64_t nb = j.acts.nb, nbp = j.acts.nb_pad;
+        float* dbuf = scratch;
+        float* mbuf = scratch + RT * nbp;
+        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i offs = _mm256_mullo_epi32(iota, _mm256_set1_epi32(BS));
+        for (int r = 0; r < n; r++) {
+            const uint8_t* row = j.w + (uint64_t)(r0 + r) * j.row_bytes;
+            for (int64_t b = (nb + 7) / 8 * 8; b < nbp; b++) dbuf[r * nbp + b] = mbuf[r * nbp + b] = 0.0f;
+            for (int64_t b = 0; b < nb; b += 8) {
+                // the first 4 bytes of 8 blocks: d in the low half, m (Q4_1) or the first qs in the high half
+                const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(nb - b < 8 ? nb - b : 8)), iota);
+                const __m256i g = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int*)(row + b * BS), offs,
+                                                              live, 1);
+                // words [d0..d3, m0..m3 | d4..d7, m4..m7] -> [d0..d7 | m0..m7]
+                __m256i dm = _mm256_packus_epi32(_mm256_and_si256(g, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(g, 16));
+                dm = _mm256_permute4x64_epi64(dm, _MM_SHUFFLE(3, 1, 2, 0));
+                const __m256 d8 = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));
+                _mm256_store_ps(dbuf + r * nbp + b, d8);
+                if (DT == DType::Q4_1) _mm256_store_ps(mbuf + r * nbp + b, _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1)));
+                if (DT == DType::Q4_0) _mm256_store_ps(mbuf + r * nbp + b, _mm256_mul_ps(d8, _mm256_set1_ps(-8.0f)));
+            }
+        }
+    }
+
+    template <int R, int C>
+    static void tile(const MatmulJob& j, int64_t r0, int t0, float* scratch) {
+        const QuantActs& a = j.acts;
+        const int64_t nb = a.nb, nbp = a.nb_pad;
+        const float* dbuf = scratch;
+        const float* mbuf = scratch + RT * nbp;
+        float* sc = scratch + 2 * RT * nbp;  // sc[(r * C + c) * KB + i] = d_w * d_x of block b0 + i
+        const uint8_t* wr[R];
+        const int8_t* xq[C];
+        const float* xd[C];
+        for (int r = 0; r < R; r++) wr[r] = j.w + (uint64_t)(r0 + r) * j.row_bytes + QOFF;
+        for (int c = 0; c < C; c++) {
+            xq[c] = qa_q(a, t0 + c);
+            xd[c] = qa_d(a, t0 + c);
+        }
+        const __m256i ones16 = _mm256_set1_epi16(1);
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        const __m256i shift_hi = _mm256_setr_epi64x(0, 0, 4, 4);
+        __m256 acc[R][C];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+
+        for (int64_t b0 = 0; b0 < nb; b0 += KB) {  // chunks of KB blocks (nb_pad is a multiple of KB)
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < C; c++)
+                    for (int i = 0; i < KB; i += 8)
+                        _mm256_store_ps(sc + (r * C + c) * KB + i, _mm256_mul_ps(_mm256_load_ps(dbuf + r * nbp + b0 + i),
+                                                                                  _mm256_load_ps(xd[c] + b0 + i)));
+            const int64_t bend = std::min<int64_t>(nb, b0 + KB);
+            for (int64_t b = b0; b < bend; b++) {
+                if (C == 1) {  // decode streams the weights once: prefetch the tile two tiles ahead
+                    const uint8_t* pf = wr[0] + 2 * RT * j.row_bytes + b * (RT * BS);
+                    _mm_prefetch((const char*)pf, _MM_HINT_T0);
+                    _mm_prefetch((const char*)pf + 64, _MM_HINT_T0);
+                }
+                __m256i wq[R];  // Q4: unsigned nibbles; Q8_0: |q| (the sign goes onto x)
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    if (DT == DType::Q8_0) {
+                        wq[r] = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i*)(wr[r] + b * BS)));
+                    } else {  // [qs, qs >> 4] & 15 = elements 0..15, 16..31 (bits shifted across bytes are masked)
+                        __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)(wr[r] + b * BS)));
+                        wq[r] = _mm256_and_si256(_mm256_srlv_epi64(raw, shift_hi), low4);
+                    }
+                }
+                const float* scb = sc + (b - b0);
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    const __m256i xv = _mm256_load_si256((const __m256i*)(xq[c] + b * 32));
+#pragma GCC unroll 4
+                    for (int r = 0; r < R; r++) {
+                        __m256i p;
+                        if (DT == DType::Q8_0)  // |w| * (x with w's sign): products fit maddubs (<= 2 * 128 * 127)
+                            p = _mm256_maddubs_epi16(
+                                wq[r], _mm256_sign_epi8(xv, _mm256_loadu_si256((const __m256i*)(wr[r] + b * BS))));
+                        else
+                            p = _mm256_maddubs_epi16(wq[r], xv);
+                        p = _mm256_madd_epi16(p, ones16);
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(scb + (r * C + c) * KB), _mm256_cvtepi32_ps(p),
+                                                    acc[r][c]);
+                    }
+                }
+            }
+        }
+        if (DT != DType::Q8_0) {  // + sum_b m[b] * s_x[b], into the same accumulator
+            const int64_t nb8 = (nb + 7) / 8 * 8;
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const float* xs = qa_s(a, t0 + c);
+                for (int64_t b = 0; b < nb8; b += 8) {
+                    const __m256 sv = _mm256_load_ps(xs + b);
+#pragma GCC unroll 4
+                    for (int r = 0; r < R; r++)
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(mbuf + r * nbp + b), sv, acc[r][c]);
+                }
+            }
+        }
+        store_sums<R, C>(j, r0, t0, acc);
+    }
+};
+
+// ---- drivers: row tiles of RT, token tiles of CT, tails by smaller instantiations
+template <class K, int R>
+void tokens_loop(const MatmulJob& j, int64_t r0, float* scratch) {
+    int t = 0;
+    for (; t + CT <= j.T; t += CT) K::template tile<R, CT>(j, r0, t, scratch);
+    switch (j.T - t) {
+        case 1: K::template tile<R, 1>(j, r0, t, scratch); break;
+        case 2: K::template tile<R, 2>(j, r0, t, scratch); break;
+        case 3: K::template tile<R, 3>(j, r0, t, scratch); break;
+        default: break;
+    }
+}
+
+template <class K>
+void rows_loop(const MatmulJob& j, int64_t r0, int64_t r1, float* scratch) {
+    for (int64_t r = r0; r < r1; r += RT) {
+        int n = (int)std::min<int64_t>(RT, r1 - r);
+        K::prepare(j, r, n, scratch);
+        switch (n) {
+            case 4: tokens_loop<K, 4>(j, r, scratch); break;
+            case 3: tokens_loop<K, 3>(j, r, scratch); break;
+            case 2: tokens_loop<K, 2>(j, r, scratch); break;
+            default: tokens_loop<K, 1>(j, r, scratch); break;
+        }
+    }
+}
+
+// ---- ISA selection
+enum { ISA_UNSET = -1, ISA_AVX2 = 0, ISA_AVX512 = 1 };
+std::atomic<int> g_isa{ISA_UNSET};
+
+int parse_isa(const char* name) {
+    std::string s = name ? name : "auto";
+    if (s == "" || s == "auto") return cpu_has_avx512_vnni() ? ISA_AVX512 : ISA_AVX2;
+    if (s == "avx2") return ISA_AVX2;
+    if (s == "avx512") {
+        if (!cpu_has_avx512_vnni())
+            fail("matmul ISA 'avx512' requested but this CPU lacks avx512f/avx512bw/avx512vl/avx512vnni");
+        return ISA_AVX512;
+    }
+    fail("matmul ISA: expected 'auto', 'avx2' or 'avx512' (e.g. in BEAGLE_ISA), found '%s'", s.c_str());
+}
+
+int current_isa() {
+    int v = g_isa.load(std::memory_order_relaxed);
+    if (v == ISA_UNSET) {
+        v = parse_isa(getenv("BEAGLE_ISA"));
+        g_isa.store(v);
+    }
+    return v;
+}
+
+// Reusable scratch of the calling thread (activations + per-worker row-scale buffers): no malloc
+// per call once it has grown, and concurrent callers on different threads never share it.
+uint8_t* scratch_bytes(size_t n) {
+    thread_local std::vector<uint8_t> buf;
+    if (buf.size() < n + 64) buf.resize(n + 64);
+    uintptr_t p = (uintptr_t)buf.data();
+    return (uint8_t*)((p + 63) / 64 * 64);
+}
+
+}  // namespace
+
+bool cpu_has_avx512_vnni() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+void cpu_matmul_set_isa(const char* name) { g_isa.store(parse_isa(name)); }
+
+const char* cpu_matmul_isa() { return current_isa() == ISA_AVX512 ? "avx512" : "avx2"; }
+
+int64_t matmul_scratch_floats(const MatmulJob& job) {
+    // dbuf, mbuf: 4 rows each; sc: 4 x 4 (row, token) pairs; the same bound serves both ISAs (tiles <= 4 x 4)
+    if (!dtype_is_quantized(job.dtype)) return 16;
+    return (2 * 4 + 4 * 4) * job.acts.nb_pad;
+}
+
+void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, float* scratch) {
+    switch (j.dtype) {
+        case DType::F32: rows_loop<FloatKernel<DType::F32>>(j, r0, r1, scratch); break;
+        case DType::F16: rows_loop<FloatKernel<DType::F16>>(j, r0, r1, scratch); break;
+        case DType::BF16: rows_loop<FloatKernel<DType::BF16>>(j, r0, r1, scratch); break;
+        case DType::Q8_0: rows_loop<QuantKernel<DType::Q8_0>>(j, r0, r1, scratch); break;
+        case DType::Q4_0: rows_loop<QuantKernel<DType::Q4_0>>(j, r0, r1, scratch); break;
+        case DType::Q4_1: rows_loop<QuantKernel<DType::Q4_1>>(j, r0, r1, scratch); break;
+        default: fail("matmul_rows_avx2: unsupported dtype %s", dtype_name(j.dtype));
+    }
+}
+
+void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& pool) {
+    const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
+    if (T < 0) fail("cpu_matmul: %s: token count T must be >= 0, found %d", name, T);
+    if (W.rows < 0 || W.cols < 0)
+        fail("cpu_matmul: %s: negative shape %lld x %lld", name, (long long)W.rows, (long long)W.cols);
+    switch (W.dtype) {
+        case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0: case DType::Q4_1:
+            break;
+        default:
+            fail("cpu_matmul: %s: weight dtype %s is not supported (expected F32, F16, BF16, Q8_0, Q4_0 or Q4_1)",
+                 name, dtype_name(W.dtype));
+    }
+    if (dtype_is_quantized(W.dtype) && W.cols % QK != 0)
+        fail("cpu_matmul: %s: %s weight has %lld columns, expected a multiple of %d", name, dtype_name(W.dtype),
+             (long long)W.cols, QK);
+    if (T == 0 || W.rows == 0) return;
+    if (!y || !x) fail("cpu_matmul: %s: null input or output buffer", name);
+    if (W.cols == 0) {
+        memset(y, 0, sizeof(float) * (size_t)T * (size_t)W.rows);
+        return;
+    }
+    if (!W.data) fail("cpu_matmul: %s: weight has no data", name);
+
+    const int isa = current_isa();
+    MatmulJob job;
+    job.y = y;
+    job.x = x;
+    job.w = (const uint8_t*)W.data;
+    job.dtype = W.dtype;
+    job.rows = W.rows;
+    job.cols = W.cols;
+    job.row_bytes = dtype_row_bytes(W.dtype, (uint64_t)W.cols);
+    job.T = T;
+
+    const int nth = pool.size();
+    size_t act_bytes = 0;
+    if (dtype_is_quantized(W.dtype)) {
+        quant_acts_layout(job.acts, W.cols, /*interleaved=*/isa == ISA_AVX512,
+                          /*with_corr=*/isa == ISA_AVX512 && W.dtype == DType::Q8_0);
+        act_bytes = job.acts.stride * (size_t)T;
+    }
+    const size_t per_thread = ((size_t)matmul_scratch_floats(job) * sizeof(float) + 63) / 64 * 64;
+    uint8_t* scratch = scratch_bytes(act_bytes + per_thread * (size_t)nth);
+    if (dtype_is_quantized(W.dtype)) {
+        job.acts.base = scratch;
+        if (T >= 4 && nth > 1)
+            pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
+                for (int64_t t = b; t < e; t++) quantize_act_row(job.acts, x + t * W.cols, t);
+            });
+        else
+            for (int t = 0; t < T; t++) quantize_act_row(job.acts, x + (int64_t)t * W.cols, t);
+    }
+    float* thread_scratch = (float*)(scratch + act_bytes);
+    const int64_t ntiles = (W.rows + RT - 1) / RT;
+    pool.parallel_for(ntiles, [&](int64_t b, int64_t e, int tid) {
+        float* s = (float*)((uint8_t*)thread_scratch + per_thread * (size_t)tid);
+        int64_t r0 = b * RT, r1 = std::min<int64_t>(e * RT, W.rows);
+        if (isa == ISA_AVX512)
+            matmul_rows_avx512(job, r0, r1, s);
+        else
+            matmul_rows_avx2(job, r0, r1, s);
+    }, (int64_t)RT * W.cols * T);  // cost hint: tiny matrices run on the caller alone
+}
+
+}  // namespace beagle

@@ -1,0 +1,44 @@
+// matmul.h: the CPU backend's matrix multiply y = x W^T (the hot loop of inference), called by
+// CpuOps::matmul (ops_cpu.cpp), the tests (test/test_matmul*.cpp) and the bench (test/bench_matmul.cpp).
+// Kernels: matmul.cpp (dispatch, threading, AVX2+FMA) and matmul_avx512.cpp (AVX-512 VNNI).
+#pragma once
+#include <cstdint>
+
+#include "../../core/threadpool.h"
+#include "../ops.h"
+#include "quantize.h"
+
+namespace beagle {
+
+// y[t * W.rows + o] = sum_i W[o, i] * x[t * W.cols + i], for t < T, o < W.rows.
+// Weights: F32, F16, BF16 (converted on the fly, FMA with f32 x) and Q8_0, Q4_0, Q4_1 (x quantized
+// to int8 blocks, see quantize.h; integer block dot products scaled by d_w * d_x). Quantized weights
+// need W.cols % 32 == 0 (else Error).
+// Batch invariant: y[t, o] is bit-identical whatever T, the thread count or the tiling, for a given
+// ISA (the AVX2 and AVX-512 paths may differ from each other in the last bits).
+void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& pool);
+
+// Force the kernel set: "auto" (AVX-512 VNNI if the CPU has it, else AVX2), "avx2", "avx512"
+// (Error if the CPU lacks avx512f/bw/vl/vnni). Default: env BEAGLE_ISA, else "auto".
+void cpu_matmul_set_isa(const char* name);
+const char* cpu_matmul_isa();         // "avx2" or "avx512": what cpu_matmul uses now
+bool cpu_has_avx512_vnni();           // runtime CPU check (cpuid + OS support)
+
+// ---- internal: shared by matmul.cpp and matmul_avx512.cpp
+struct MatmulJob {
+    float* y = nullptr;
+    const float* x = nullptr;      // float weights: the f32 activations
+    const uint8_t* w = nullptr;    // weight bytes, rows of row_bytes
+    DType dtype = DType::F32;
+    int64_t rows = 0, cols = 0;
+    uint64_t row_bytes = 0;
+    int T = 0;
+    QuantActs acts;                // quantized weights: the int8 activations
+};
+// Floats of per-thread scratch the row kernels need (per-row block scales and mins of a row tile).
+int64_t matmul_scratch_floats(const MatmulJob& job);
+// Compute y for rows [r0, r1) and all T tokens. scratch: matmul_scratch_floats(job) floats, 64-aligned.
+void matmul_rows_avx2(const MatmulJob& job, int64_t r0, int64_t r1, float* scratch);
+void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1, float* scratch);
+
+}  // namespace beagle

@@ -1,0 +1,178 @@
+// ops_cpu.cpp: the CPU backend of the op interface (src/backend/ops.h). Threads from a ThreadPool,
+// AVX2 inner loops (simd.h), matmul in matmul.cpp. Every op is batch-invariant: a row's result is
+// computed by the same instruction sequence whatever T or the thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "../../core/common.h"
+#include "../../core/threadpool.h"
+#include "../ops.h"
+#include "cpu_ops.h"
+#include "matmul.h"
+#include "simd.h"
+
+namespace beagle {
+
+float* CpuOps::alloc(size_t n) {
+    void* p = nullptr;
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    bytes = (bytes + 63) / 64 * 64;
+    if (posix_memalign(&p, 64, bytes) != 0) fail("out of memory allocating %zu bytes", bytes);
+    memset(p, 0, bytes);
+    return (float*)p;
+}
+void CpuOps::release(float* p) { free(p); }
+void CpuOps::upload(float* dst, const float* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
+void CpuOps::download(float* dst, const float* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
+void CpuOps::copy(float* dst, const float* src, size_t n) { memmove(dst, src, n * sizeof(float)); }
+
+Weight CpuOps::weight(const Tensor& t) {
+    Weight w;
+    w.host = &t;
+    w.data = t.data;
+    w.dtype = t.dtype;
+    w.rows = t.rows();
+    w.cols = t.cols();
+    return w;
+}
+
+void CpuOps::matmul(float* y, const float* x, const Weight& W, int T) { cpu_matmul(y, x, W, T, pool_); }
+
+void CpuOps::embed(float* x, const Weight& E, const int* tokens, int T) {
+    int64_t dim = E.cols;
+    uint64_t rb = dtype_row_bytes(E.dtype, (uint64_t)dim);
+    for (int t = 0; t < T; t++) {
+        BEAGLE_CHECK(tokens[t] >= 0 && tokens[t] < E.rows, "token id %d out of range [0, %lld)", tokens[t],
+                     (long long)E.rows);
+        dequantize_row(E.dtype, (const uint8_t*)E.data + (uint64_t)tokens[t] * rb, x + (int64_t)t * dim, dim);
+    }
+}
+
+void CpuOps::rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) {
+    BEAGLE_CHECK(w.dtype == DType::F32, "rmsnorm weight must be F32, got %s", dtype_name(w.dtype));
+    const float* g = (const float*)w.data;
+    pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
+        for (int64_t t = b; t < e; t++) {
+            const float* xr = x + t * dim;
+            float* yr = y + t * dim;
+            float ss = sumsq_f32(xr, dim) / dim + eps;
+            float inv = 1.0f / sqrtf(ss);
+            for (int i = 0; i < dim; i++) yr[i] = g[i] * (inv * xr[i]);
+        }
+    }, 3 * dim);
+}
+
+void CpuOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp) {
+    int hd = rp.head_dim, half = hd / 2;
+    std::vector<float> freq(half);
+    rope_freqs(rp, freq.data());
+    for (int t = 0; t < T; t++) {
+        float* xr = x + (int64_t)t * n_heads * hd;
+        for (int i = 0; i < half; i++) {
+            float val = pos[t] * freq[i];
+            float c = cosf(val), s = sinf(val);
+            for (int h = 0; h < n_heads; h++) {
+                float* v = xr + h * hd + 2 * i;
+                float v0 = v[0], v1 = v[1];
+                v[0] = v0 * c - v1 * s;
+                v[1] = v0 * s + v1 * c;
+            }
+        }
+    }
+}
+
+void CpuOps::attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
+               int n_kv_heads, int head_dim, const AttnMask& mask) {
+    int kv_dim = n_kv_heads * head_dim, q_dim = n_heads * head_dim, group = n_heads / n_kv_heads;
+    int n_keys_max = mask.n_past + T;
+    if (mask.kv_start)
+        for (int t = 0; t < T; t++) n_keys_max = std::max(n_keys_max, mask.kv_len[t]);
+    float scale = 1.0f / sqrtf((float)head_dim);
+    pool_.parallel_for((int64_t)T * n_heads, [&](int64_t b, int64_t e, int th) {
+        std::vector<float>& sc = scratch_[th];
+        if ((int)sc.size() < n_keys_max) sc.resize(n_keys_max);
+        std::vector<int> keys;
+        keys.reserve(n_keys_max);
+        for (int64_t job = b; job < e; job++) {
+            int t = (int)(job / n_heads), h = (int)(job % n_heads), kvh = h / group;
+            const float* qr = q + (int64_t)t * q_dim + h * head_dim;
+            float* o = out + (int64_t)t * q_dim + h * head_dim;
+            // visible keys in increasing cache order
+            keys.clear();
+            if (mask.kv_start) {
+                for (int j = 0; j < mask.kv_len[t]; j++) keys.push_back(mask.kv_start[t] + j);
+            } else {
+                for (int j = 0; j < mask.n_past; j++) keys.push_back(j);
+                if (!mask.tree_mask) {
+                    for (int j = 0; j <= t; j++) keys.push_back(mask.n_past + j);
+                } else {
+                    const uint64_t* row = mask.tree_mask + (int64_t)t * mask.mask_words;
+                    for (int j = 0; j < T; j++)
+                        if (row[j / 64] >> (j % 64) & 1) keys.push_back(mask.n_past + j);
+                }
+            }
+            int nk = (int)keys.size();
+            float mx = -INFINITY;
+            for (int i = 0; i < nk; i++) {
+                float s = dot_f32(qr, kcache + (int64_t)keys[i] * kv_dim + kvh * head_dim, head_dim) * scale;
+                sc[i] = s;
+                if (s > mx) mx = s;
+            }
+            float sum = 0.0f;
+            for (int i = 0; i < nk; i++) {
+                sc[i] = expf(sc[i] - mx);
+                sum += sc[i];
+            }
+            float inv = 1.0f / sum;
+            for (int d = 0; d < head_dim; d++) o[d] = 0.0f;
+            for (int i = 0; i < nk; i++)
+                axpy_f32(o, sc[i] * inv, vcache + (int64_t)keys[i] * kv_dim + kvh * head_dim, head_dim);
+        }
+    }, (int64_t)4 * n_keys_max * head_dim);
+}
+
+void CpuOps::swiglu(float* out, const float* gate, const float* up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g * (1.0f / (1.0f + expf(-g))) * up[i];
+    }
+}
+
+void CpuOps::add(float* y, const float* x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void CpuOps::gather_rows(float* buf, const int* src, const int* dst, int n, int width) {
+    for (int i = 0; i < n; i++)
+        if (src[i] != dst[i]) memmove(buf + (int64_t)dst[i] * width, buf + (int64_t)src[i] * width, width * sizeof(float));
+}
+
+void CpuOps::copy_rows(float* dst, const int* dst_rows, const float* src, int n, int width) {
+    for (int i = 0; i < n; i++) memcpy(dst + (int64_t)dst_rows[i] * width, src + (int64_t)i * width, width * sizeof(float));
+}
+
+// RoPE inverse frequencies, with Llama-3 scaling when configured.
+void CpuOps::rope_freqs(const RopeParams& rp, float* freq) {
+    int hd = rp.head_dim;
+    for (int i = 0; i < hd / 2; i++) {
+        float f = 1.0f / powf(rp.theta, (2 * i) / (float)hd);
+        if (rp.llama3_scaling) {
+            float wavelen = 2.0f * (float)M_PI / f;
+            float low_wavelen = rp.orig_max_pos / rp.low_freq_factor;
+            float high_wavelen = rp.orig_max_pos / rp.high_freq_factor;
+            if (wavelen > low_wavelen) f = f / rp.factor;
+            else if (wavelen >= high_wavelen) {
+                float smooth = (rp.orig_max_pos / wavelen - rp.low_freq_factor) / (rp.high_freq_factor - rp.low_freq_factor);
+                f = (1.0f - smooth) * f / rp.factor + smooth * f;
+            }
+        }
+        freq[i] = f;
+    }
+}
+
+std::unique_ptr<Ops> make_cpu_ops(int n_threads) { return std::unique_ptr<Ops>(new CpuOps(n_threads)); }
+
+}  // namespace beagle

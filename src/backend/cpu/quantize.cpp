@@ -1,0 +1,99 @@
+// quantize.cpp: AVX2 quantizer of activation rows to int8 blocks (layout and math in quantize.h).
+// Called by cpu_matmul for both ISAs, so AVX2 and AVX-512 kernels see the same q, d, s values.
+#include "quantize.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace beagle {
+
+void quant_acts_layout(QuantActs& a, int64_t cols, bool interleaved, bool with_corr) {
+    a.cols = cols;
+    a.nb = cols / 32;
+    a.nb_pad = (a.nb + 31) / 32 * 32;
+    a.qbytes = (size_t)(cols + 63) / 64 * 64;
+    size_t off = a.qbytes;
+    a.off_d = off;
+    off += (size_t)a.nb_pad * 4;
+    a.off_s = off;
+    off += (size_t)a.nb_pad * 4;
+    a.interleaved = interleaved;
+    a.off_corr = 0;
+    if (with_corr) {
+        a.off_corr = off;
+        off += a.qbytes;  // cols / 4 int32 = cols bytes, padded like q
+    }
+    a.stride = off;  // every part is a multiple of 64 bytes
+}
+
+// Largest |v| over 32 floats (exact: max does not round, so the order does not matter), or NaN if
+// any v is NaN (max_ps alone may drop a NaN; then the block's d is NaN and so is every y it touches).
+static inline float absmax32(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                             _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    __m256 nan = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(v0, v0, _CMP_UNORD_Q), _mm256_cmp_ps(v1, v1, _CMP_UNORD_Q)),
+                              _mm256_or_ps(_mm256_cmp_ps(v2, v2, _CMP_UNORD_Q), _mm256_cmp_ps(v3, v3, _CMP_UNORD_Q)));
+    return _mm256_movemask_ps(nan) ? __builtin_nanf("") : _mm_cvtss_f32(m4);
+}
+
+void quantize_act_row(const QuantActs& a, const float* x, int64_t t) {
+    int8_t* q = qa_q(a, t);
+    float* d = qa_d(a, t);
+    float* s = qa_s(a, t);
+    const __m256i unpack = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < a.nb; b++) {
+        const float* xb = x + b * 32;
+        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        float amax = absmax32(v0, v1, v2, v3);
+        float db = amax / 127.0f;
+        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        __m256 vid = _mm256_set1_ps(id);
+        // round half to even (MXCSR default) of x * id
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+        // exact integer sum of the 32 q values
+        __m256i isum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        int qsum = _mm_cvtsi128_si32(s4);
+        // pack int32 -> int8 (values are in [-127, 127]); packs interleave 128-bit lanes, undo it
+        __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
+        __m256i p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), unpack);
+        _mm256_store_si256((__m256i*)(q + b * 32), p);
+        d[b] = db;
+        s[b] = db * (float)qsum;
+    }
+    memset(q + a.nb * 32, 0, a.qbytes - (size_t)a.nb * 32);
+    for (int64_t b = a.nb; b < a.nb_pad; b++) d[b] = s[b] = 0.0f;
+
+    if (a.interleaved) {
+        for (int64_t k = 0; k < (a.nb + 1) / 2; k++) {  // q of blocks 2k (A) and 2k+1 (B, or padding zeros)
+            __m256i A = _mm256_load_si256((const __m256i*)(q + 64 * k));
+            __m256i B = _mm256_load_si256((const __m256i*)(q + 64 * k + 32));
+            __m256i lo = _mm256_unpacklo_epi32(A, B), hi = _mm256_unpackhi_epi32(A, B);  // [A0 B0 A1 B1 | A4 B4 A5 B5]
+            _mm256_store_si256((__m256i*)(q + 64 * k), _mm256_permute2x128_si256(lo, hi, 0x20));
+            _mm256_store_si256((__m256i*)(q + 64 * k + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+        }
+    }
+    if (a.off_corr) {
+        int32_t* corr = qa_corr(a, t);
+        const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+        for (size_t i = 0; i < a.qbytes; i += 32) {  // padding q is zero, so its corr is zero
+            __m256i qv = _mm256_load_si256((const __m256i*)(q + i));
+            __m256i g4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qv), ones16);  // sums of 4 q
+            _mm256_store_si256((__m256i*)(corr + i / 4), _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                                           _mm256_slli_epi32(g4, 7)));
+        }
+    }
+}
+
+}  // namespace beagle

@@ -1,0 +1,186 @@
+// ops.h: the one op interface. Model code (src/model/) calls only these; the CPU backend
+// (src/backend/cpu/) and the CUDA backend (src/backend/gpu/, kernels in cuda/) implement them.
+// All float* arguments are backend-resident buffers (host memory for the CPU backend, device
+// memory for CUDA); int and mask arrays are host arrays (a device backend uploads them).
+//
+// Batch invariance (SPEC "Exactness is a kernel property"): every op computes each row with a
+// fixed reduction order that does not depend on how many rows are computed together, so a
+// position's logits are bit-identical alone, in a prefill chunk, or among verify tokens.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "../core/tensor.h"
+
+namespace beagle {
+
+// A weight as the backend holds it: the host tensor plus the backend's copy (if any).
+struct Weight {
+    const Tensor* host = nullptr;
+    const void* data = nullptr;  // backend-resident bytes in the stored dtype
+    DType dtype = DType::F32;
+    int64_t rows = 0, cols = 0;  // matrices: {out, in}; vectors: rows = 1
+};
+
+// Which keys a block of queries may see in attention (never a dense T x T tensor).
+// Keys live in a cache of n_keys rows. Queries are T consecutive new rows whose keys were
+// written at cache rows [n_past, n_past + T).
+//  - tree_mask == nullptr: causal; query t sees keys [0, n_past + t].
+//  - otherwise: query t sees keys [0, n_past) and key n_past + j where bit j of
+//    tree_mask[t * mask_words + j / 64] is set (ancestors and itself).
+//  - kv_start != nullptr (independent sequences in one batch, datagen): query t sees exactly the
+//    cache rows [kv_start[t], kv_start[t] + kv_len[t]); n_past and tree_mask are ignored.
+struct AttnMask {
+    int n_past = 0;
+    const uint64_t* tree_mask = nullptr;
+    int mask_words = 0;
+    const int* kv_start = nullptr;
+    const int* kv_len = nullptr;
+};
+
+struct RopeParams {
+    int head_dim = 0;
+    float theta = 10000.0f;
+    bool llama3_scaling = false;
+    float factor = 1.0f, low_freq_factor = 1.0f, high_freq_factor = 4.0f;
+    int orig_max_pos = 8192;
+};
+
+// ---- training-op types (the Beagle draft; see the "training ops" section of class Ops) ----------
+// Which keys each query of the draft's cross-attention sees, given by parameters (never a dense
+// T x T tensor). Keys come in two sets: set 0 = true states (training: row j = sequence position j),
+// set 1 = predicted states (training: row r = the draft's own f^_r; inference: appended in order).
+// The exact rule is xattn_sees() in src/train/masks.h (CPU and CUDA kernels implement it):
+//  - PREFIX (inference): a query sees every set-0 row; it sees set-1 row r iff bit r of
+//    set1_bits[t * set1_words + r / 64] is set (set1_bits == nullptr: no set-1 row, no-concat mode).
+//  - BLOCK (training): the query at sequence row q = qrow[t] lies in window [b, b + w) with b = 0 if
+//    q < offset else offset + floor((q - offset) / w) * w. It sees set-0 rows j < b and set-1 rows r
+//    with b <= r < min(q, b + n_pred). Stage 1: n_pred = 0. Stage-2 step s: n_pred = s - 1.
+struct XAttnMask {
+    enum Kind : int { PREFIX = 0, BLOCK = 1 };
+    Kind kind = PREFIX;
+    const uint64_t* set1_bits = nullptr;  // PREFIX: host bit rows, set1_words words per query
+    int set1_words = 0;
+    int w = 1, offset = 0, n_pred = 0;    // BLOCK
+};
+
+// The two key sets of the draft's cross-attention: K (after RoPE) and V rows of kv_dim floats.
+template <class R>
+struct XAttnKeysT {
+    const R* k0 = nullptr; const R* v0 = nullptr; int n0 = 0;  // set 0: true states
+    const R* k1 = nullptr; const R* v1 = nullptr; int n1 = 0;  // set 1: predicted states (may be empty)
+};
+// Gradients of the two key sets (accumulated); a null set-1 pair skips set 1.
+template <class R>
+struct XAttnGradsT {
+    R* dk0 = nullptr; R* dv0 = nullptr;
+    R* dk1 = nullptr; R* dv1 = nullptr;
+};
+using XAttnKeys = XAttnKeysT<float>;
+using XAttnGrads = XAttnGradsT<float>;
+
+// One AdamW update (PyTorch semantics): g' = g * grad_scale (the grad-norm clip factor);
+// m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2; w *= 1 - lr * weight_decay;
+// w -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps). step counts from 1.
+struct AdamWParams {
+    float lr = 3e-5f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, grad_scale = 1.0f;
+    int step = 1;
+};
+
+class Ops {
+public:
+    virtual ~Ops() = default;
+    virtual const char* name() const = 0;
+
+    // ---- memory (element counts are floats)
+    virtual float* alloc(size_t n) = 0;           // zero-initialised
+    virtual void release(float* p) = 0;
+    virtual void upload(float* dst, const float* src, size_t n) = 0;    // host -> backend
+    virtual void download(float* dst, const float* src, size_t n) = 0;  // backend -> host
+    virtual void copy(float* dst, const float* src, size_t n) = 0;      // backend -> backend
+    virtual Weight weight(const Tensor& t) = 0;   // make t resident (CPU: a view, no copy)
+
+    // ---- forward ops used by the target
+    // y[t, o] = sum_i W[o, i] * x[t, i] for t < T. x rows are W.cols long, y rows W.rows long.
+    virtual void matmul(float* y, const float* x, const Weight& W, int T) = 0;
+    // x[t, :] = E[tokens[t], :] (dequantized)
+    virtual void embed(float* x, const Weight& E, const int* tokens, int T) = 0;
+    // y[t, :] = x[t, :] / rms(x[t, :]) * w
+    virtual void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) = 0;
+    // rotate each head of x[t, :] (n_heads * head_dim, adjacent pairs) by position pos[t]
+    virtual void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp) = 0;
+    // out[t, h*hd..] = softmax(q_t,h . K^T * scale | mask) V over cache rows; GQA: head h uses kv head h / (n_heads / n_kv_heads)
+    virtual void attention(float* out, const float* q, const float* kcache, const float* vcache, int T,
+                           int n_heads, int n_kv_heads, int head_dim, const AttnMask& mask) = 0;
+    // out[i] = silu(gate[i]) * up[i]
+    virtual void swiglu(float* out, const float* gate, const float* up, size_t n) = 0;
+    // y[i] += x[i]
+    virtual void add(float* y, const float* x, size_t n) = 0;
+    // move cache rows: for i < n, row dst[i] <- row src[i] (rows of `width` floats), in order (src[i] >= dst[i])
+    virtual void gather_rows(float* buf, const int* src, const int* dst, int n, int width) = 0;
+    // scatter: row dst_rows[i] of dst <- row i of src, for i < n (rows of `width` floats)
+    virtual void copy_rows(float* dst, const int* dst_rows, const float* src, int n, int width) = 0;
+
+    // ---- training ops (the Beagle draft model: src/train/, src/model/draft.*) -------------------
+    // Dense f32 row-major buffers. Gradient convention (llm.c): parameter gradients accumulate
+    // (+=); activation gradients are assigned unless the comment says "accumulates". Each output
+    // element has one fixed reduction order whatever the number of rows or threads (batch
+    // invariance: the draft's inference and training forward give the same bits).
+    virtual void zero(float* p, size_t n) = 0;
+    // dst[i, :] = src[idx[i], :] for i < n (rows of `width`; idx host)
+    virtual void rows_gather(float* dst, const float* src, const int* idx, int n, int width) = 0;
+    // dst[idx[i], :] = src[i, :] (accumulate: +=), i = 0..n-1 in order
+    virtual void rows_scatter(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) = 0;
+    // y[t, o] = sum_i W[o, i] x[t, i];  W: n_out x n_in
+    virtual void mm_fwd(float* y, const float* x, const float* W, int T, int n_in, int n_out) = 0;
+    // dx[t, i] = sum_o dy[t, o] W[o, i]  (accumulate: dx += ...)
+    virtual void mm_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) = 0;
+    // dW[o, i] += sum_t dy[t, o] x[t, i]
+    virtual void mm_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) = 0;
+    // y[t, :] = x[t, :] * rstd[t] * w, rstd[t] = 1 / sqrt(mean(x[t, :]^2) + eps) (rstd saved)
+    virtual void rmsnorm_fwd(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) = 0;
+    // backward of rmsnorm_fwd: dx accumulates (nullptr: skip), dw accumulates (nullptr: frozen)
+    virtual void rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd,
+                             int T, int dim) = 0;
+    // in place: rotate the adjacent pairs of each of n_heads heads of row t by pos[t] * freq_i
+    // (inverse: by -pos[t] * freq_i, which is RoPE's backward)
+    virtual void rope_rotate(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) = 0;
+    // Cross-attention of n_q queries over the visible keys of both sets (XAttnMask); qrow[t] is
+    // query t's sequence row (BLOCK masks; may be null for PREFIX). Visible keys in order: set 0
+    // ascending, then set 1 ascending. out: n_q x n_heads*head_dim; lse: n_q x n_heads logsumexp
+    // of the scaled scores (-inf and out = 0 for a query that sees no key). GQA: head h uses kv
+    // head h / (n_heads / n_kv_heads). Scale 1/sqrt(head_dim).
+    virtual void xattn_fwd(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys,
+                           int n_heads, int n_kv_heads, int head_dim, const XAttnMask& mask) = 0;
+    // Flash-style backward from the saved lse: dq assigned; dk/dv of both sets accumulate.
+    virtual void xattn_bwd(float* dq, const XAttnGrads& dkeys, const float* dout, const float* out, const float* lse,
+                           const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads,
+                           int n_kv_heads, int head_dim, const XAttnMask& mask) = 0;
+    // backward of swiglu: dgate, dup assigned
+    virtual void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) = 0;
+    // Online logsumexp over vocabulary chunks: per row r < n of z (n x C), m[r] = running max,
+    // s[r] = running sum of exp(z - m). Start with m = -inf, s = 0; lse = m + log(s).
+    virtual void lse_update(float* m, float* s, const float* z, int n, int C) = 0;
+    // Soft-label cross-entropy chunk: p = exp(zt - lse_t) (target), q = exp(zd - lse_d) (draft);
+    // loss[r] += -scale * sum_c p * (zd - lse_d); dz = scale * (q - p)  (n x C, assigned)
+    virtual void ce_soft_chunk(float* dz, float* loss, const float* zt, const float* zd, const float* m_t,
+                               const float* s_t, const float* m_d, const float* s_d, int n, int C, float scale) = 0;
+    // Token-label cross-entropy chunk (vocab ids v0..v0+C-1; labels host):
+    // loss[r] += scale * (lse_d - zd[label]) if the label is in the chunk; dz = scale * (q - onehot)
+    virtual void ce_hard_chunk(float* dz, float* loss, const float* zd, const float* m_d, const float* s_d,
+                               const int* labels, int v0, int n, int C, float scale) = 0;
+    // SmoothL1 (PyTorch, beta) of x - target, mean over dim per row:
+    // loss[r] += scale * mean_d l(d); dx += scale * l'(d) / dim  (both accumulate)
+    virtual void smoothl1(float* dx, float* loss, const float* x, const float* target, int n, int dim, float beta,
+                          float scale) = 0;
+    // sum of squares in double (fixed blocks, fixed order), returned to the host
+    virtual double sumsq(const float* x, size_t n) = 0;
+    // one AdamW step over n elements (see AdamWParams)
+    virtual void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) = 0;
+};
+
+// Backends.
+std::unique_ptr<Ops> make_cpu_ops(int n_threads);
+
+}  // namespace beagle

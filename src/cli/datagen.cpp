@@ -1,0 +1,39 @@
+// datagen.cpp: `beagle datagen`: self-distillation data for draft training (see src/data/datagen.h).
+#include "../core/common.h"
+#include "../data/datagen.h"
+#include "args.h"
+#include "commands.h"
+
+namespace beagle {
+
+int cmd_datagen(int argc, char** argv) {
+    DatagenOptions o;
+    Args a("datagen", "-m MODEL [-z TOK] (--prompts FILE | --sample N) -o DIR [options]",
+           "Self-distillation: the target answers the prompts (chat template for instruct models) or samples N\n"
+           "texts from BOS (base models); tokens and every position's true state (f16) go to shards in DIR,\n"
+           "written atomically. Run it again after a kill to resume.");
+    a.str("-m,--model", &o.model, "target model");
+    a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
+    a.str("--prompts", &o.prompts, "prompt file: ShareGPT JSON, JSONL (turns/question/instruction/prompt/text) or text lines");
+    a.integer("--sample", &o.sample, "sample this many texts from BOS instead of answering prompts");
+    a.integer("--skip", &o.skip, "skip the first N prompts");
+    a.integer("--limit", &o.limit, "use at most N prompts (0 = all)");
+    a.str("-o,--output", &o.out_dir, "output directory");
+    a.integer("-n,--max-new", &o.max_new, "tokens generated per sequence");
+    a.integer("--max-prompt", &o.max_prompt, "cut prompts to this many tokens");
+    a.number("--temp", &o.temperature, "temperature (-1: greedy for prompts, 1.0 for --sample)");
+    a.number("--top-p", &o.top_p, "nucleus threshold when sampling");
+    a.integer("-s,--seed", &o.seed, "seed (each sequence gets its own stream derived from it)");
+    a.integer("--batch", &o.batch, "sequences decoded together in one target pass");
+    a.integer("--shard-seqs", &o.shard_seqs, "sequences per shard file");
+    a.integer("-t,--threads", &o.threads, "CPU threads (0 = all)");
+    bool no_chat = false;
+    a.flag("--no-chat", &no_chat, "do not apply the chat template");
+    if (!a.parse(argc, argv)) return 0;
+    if (!a.positional.empty()) fail("beagle datagen: unexpected argument '%s'", a.positional[0].c_str());
+    o.chat = !no_chat;
+    run_datagen(o);
+    return 0;
+}
+
+}  // namespace beagle

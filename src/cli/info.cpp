@@ -1,0 +1,162 @@
+// info.cpp: `beagle info -m MODEL [-z TOKENIZER]`: prints a model file's format, config, every
+// stored tensor (name, dtype, shape, bytes), its metadata and tokenizer facts. A debug option
+// dumps tensors dequantized to raw f32 (used by test/test_loaders_gguf.py against the gguf package).
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "../core/common.h"
+#include "../io/model_file.h"
+#include "args.h"
+#include "commands.h"
+
+namespace beagle {
+
+static const char* kind_name(TokenizerSpec::Kind k) {
+    switch (k) {
+        case TokenizerSpec::NONE: return "none";
+        case TokenizerSpec::BPE_BYTELEVEL: return "bpe_bytelevel";
+        case TokenizerSpec::SPM: return "spm";
+    }
+    return "?";
+}
+
+static std::string shown(const std::string& s, size_t max_len) {
+    std::string out = "\"";
+    for (size_t i = 0; i < s.size() && i < max_len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n') out += "\\n";
+        else if (c == '"' || c == '\\') out += std::string("\\") + (char)c;
+        else if (c < 0x20 || c == 0x7F) out += strfmt("\\x%02x", c);
+        else out += (char)c;
+    }
+    out += "\"";
+    if (s.size() > max_len) out += "...";
+    return out;
+}
+
+static void print_tokenizer(const TokenizerSpec& t, const char* from) {
+    printf("tokenizer (%s):\n", from);
+    printf("  kind              %s\n", kind_name(t.kind));
+    if (t.kind == TokenizerSpec::NONE) return;
+    printf("  source            %s\n", t.source.c_str());
+    printf("  vocab_size        %zu\n", t.tokens.size());
+    struct { const char* name; int id; } ids[] = {{"bos", t.bos}, {"eos", t.eos}, {"unk", t.unk}, {"pad", t.pad}, {"eot", t.eot}};
+    for (auto& id : ids) {
+        if (id.id >= 0 && id.id < (int)t.tokens.size())
+            printf("  %-17s %d %s\n", id.name, id.id, shown(t.tokens[id.id], 40).c_str());
+        else
+            printf("  %-17s %d\n", id.name, id.id);
+    }
+    printf("  merges            %zu\n", t.merges.size());
+    printf("  scores            %zu\n", t.scores.size());
+    printf("  token_types       %zu\n", t.types.size());
+    printf("  pre               %s\n", t.pre.empty() ? "-" : t.pre.c_str());
+    printf("  add_bos           %s\n", t.add_bos ? "true" : "false");
+    printf("  add_space_prefix  %s\n", t.add_space_prefix ? "true" : "false");
+    printf("  llama2c_spaces    %s\n", t.llama2c_spaces ? "true" : "false");
+    if (t.chat_template.empty()) printf("  chat_template     -\n");
+    else printf("  chat_template     %zu bytes: %s\n", t.chat_template.size(), shown(t.chat_template, 60).c_str());
+}
+
+// Dequantize the named stored tensors (or all) to f32 and write them back to back to `out`.
+static void dump_tensors(const ModelFile& mf, const std::string& names, const std::string& out) {
+    std::vector<const Tensor*> list;
+    if (names == "all") {
+        for (const Tensor& t : mf.tensors) list.push_back(&t);
+    } else {
+        size_t p = 0;
+        while (p <= names.size()) {
+            size_t c = names.find(',', p);
+            if (c == std::string::npos) c = names.size();
+            std::string n = names.substr(p, c - p);
+            const Tensor* found = nullptr;
+            for (const Tensor& t : mf.tensors)
+                if (t.name == n) found = &t;
+            if (!found) fail("--dump-tensor: no tensor named '%s' in '%s' (see `beagle info -m ...` for the list)", n.c_str(), mf.path.c_str());
+            list.push_back(found);
+            p = c + 1;
+        }
+    }
+    bool to_stdout = out == "-";
+    FILE* f = to_stdout ? stdout : fopen(out.c_str(), "wb");
+    if (!f) fail("cannot create '%s': %s", out.c_str(), strerror(errno));
+    std::vector<float> row;
+    for (const Tensor* t : list) {
+        int64_t cols = t->cols(), rows = t->numel() / (cols ? cols : 1);
+        row.resize((size_t)cols);
+        for (int64_t r = 0; r < rows && cols > 0; r++) {
+            dequantize_row(t->dtype, t->row(r), row.data(), cols);
+            if (fwrite(row.data(), 4, (size_t)cols, f) != (size_t)cols) {
+                if (!to_stdout) fclose(f);
+                fail("write to '%s' failed", out.c_str());
+            }
+        }
+    }
+    if ((to_stdout ? fflush(f) : fclose(f)) != 0) fail("cannot finish writing '%s'", out.c_str());
+}
+
+int cmd_info(int argc, char** argv) {
+    std::string model, tok, dump, out;
+    Args a("info", "-m MODEL [-z TOKENIZER]",
+           "Print a model's format, config, every stored tensor (name, dtype, shape, bytes), metadata and tokenizer.\n"
+           "MODEL is a GGUF file, a llama2.c .bin, or an HF safetensors directory / .safetensors / index.json.");
+    a.str("-m,--model", &model, "model file or HF checkpoint directory");
+    a.str("-z,--tokenizer", &tok, "tokenizer file (tokenizer.bin, tokenizer.model, tokenizer.json) to describe instead of the model's own");
+    a.str("--dump-tensor", &dump,
+          "debug: dequantize stored tensors NAME[,NAME...] (or 'all') to f32, write them back to back as raw "
+          "little-endian f32 rows (outermost dimension first) to --out, and print nothing else");
+    a.str("--out", &out, "debug: output file for --dump-tensor ('-' for stdout)");
+    if (!a.parse(argc, argv)) return 0;
+    if (model.empty() && a.positional.size() == 1) model = a.positional[0];
+    else if (!a.positional.empty()) fail("beagle info: unexpected argument '%s' (see 'beagle info --help')", a.positional[0].c_str());
+    if (model.empty()) fail("beagle info: no model given (use -m MODEL; see 'beagle info --help')");
+    if (!dump.empty() && out.empty()) fail("beagle info: --dump-tensor needs --out FILE");
+    if (dump.empty() && !out.empty()) fail("beagle info: --out is only used with --dump-tensor");
+
+    std::unique_ptr<ModelFile> mf = load_model(model);
+    if (!dump.empty()) {
+        dump_tensors(*mf, dump, out);
+        return 0;
+    }
+    TokenizerSpec extra;
+    if (!tok.empty()) extra = load_tokenizer_file(tok);
+
+    const LlamaConfig& c = mf->config;
+    printf("model:   %s\n", mf->path.c_str());
+    printf("format:  %s\n", mf->format.c_str());
+    printf("config:\n");
+    printf("  dim               %d\n", c.dim);
+    printf("  n_layers          %d\n", c.n_layers);
+    printf("  n_heads           %d\n", c.n_heads);
+    printf("  n_kv_heads        %d\n", c.n_kv_heads);
+    printf("  head_dim          %d\n", c.head_dim);
+    printf("  ffn_dim           %d\n", c.ffn_dim);
+    printf("  vocab_size        %d\n", c.vocab_size);
+    printf("  max_seq           %d\n", c.max_seq);
+    printf("  rope_theta        %.9g\n", c.rope_theta);
+    printf("  rms_eps           %.9g\n", c.rms_eps);
+    printf("  tied_embeddings   %s\n", c.tied_embeddings ? "true" : "false");
+    if (c.rope_scaling)
+        printf("  rope_scaling      llama3 factor %g low_freq_factor %g high_freq_factor %g original_max_pos %d\n",
+               c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor, c.rope_orig_max_pos);
+    else
+        printf("  rope_scaling      none\n");
+    uint64_t params = 0, bytes = 0;
+    for (const Tensor& t : mf->tensors) {
+        params += (uint64_t)t.numel();
+        bytes += t.nbytes;
+    }
+    printf("tensors (%zu; %llu elements, %llu bytes):\n", mf->tensors.size(), (unsigned long long)params,
+           (unsigned long long)bytes);
+    for (const Tensor& t : mf->tensors)
+        printf("  %-40s %-5s %-16s %12llu\n", t.name.c_str(), dtype_name(t.dtype), t.shape_str().c_str(),
+               (unsigned long long)t.nbytes);
+    printf("metadata (%zu):\n", mf->metadata.size());
+    for (const auto& kv : mf->metadata) printf("  %s = %s\n", kv.first.c_str(), kv.second.c_str());
+    if (!tok.empty()) print_tokenizer(extra, "from -z");
+    else print_tokenizer(mf->tokenizer, "from the model");
+    return 0;
+}
+
+}  // namespace beagle

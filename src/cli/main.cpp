@@ -1,0 +1,49 @@
+// main.cpp: the `beagle` binary: dispatches to a subcommand, turns errors into a message on stderr
+// and exit code 1.
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "../core/common.h"
+#include "commands.h"
+
+using namespace beagle;
+
+static void usage(FILE* f) {
+    fprintf(f,
+        "usage: beagle <command> [options]   (beagle <command> --help for each)\n\n"
+        "commands:\n"
+        "  generate   generate text with a target model (plain or speculative)\n"
+        "  info       print a model file's config, tensors and tokenizer facts\n"
+        "  tokenize   encode text to token ids, or decode ids to text\n"
+        "  bench      measure prefill/decode speed and memory bandwidth (JSON)\n"
+        "  datagen    self-distillation data for draft training (tokens + true states)\n"
+        "  gradcheck  check the draft's backward against finite differences (float64, tiny config)\n");
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 1 : 0;
+    }
+    struct { const char* name; int (*fn)(int, char**); } cmds[] = {
+        {"generate", cmd_generate}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"bench", cmd_bench}, {"datagen", cmd_datagen},
+        {"gradcheck", cmd_gradcheck},
+    };
+    for (auto& c : cmds) {
+        if (strcmp(argv[1], c.name) != 0) continue;
+        try {
+            return c.fn(argc - 1, argv + 1);
+        } catch (const Error& e) {
+            fflush(stdout);
+            fprintf(stderr, "error: %s\n", e.what());
+            return 1;
+        } catch (const std::bad_alloc&) {
+            fflush(stdout);
+            fprintf(stderr, "error: out of memory\n");
+            return 1;
+        }
+    }
+    fprintf(stderr, "error: unknown command '%s' (see 'beagle --help')\n", argv[1]);
+    return 1;
+}

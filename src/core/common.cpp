@@ -1,0 +1,197 @@
+// common.cpp: implementation of errors, files, mmap, clocks and UTF-8 validation (see common.h).
+#include "common.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+#include <ctime>
+
+namespace beagle {
+
+static std::string vstrfmt(const char* fmt, va_list ap) {
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(nullptr, 0, fmt, ap2);
+    va_end(ap2);
+    std::string s(n > 0 ? n : 0, '\0');
+    if (n > 0) vsnprintf(&s[0], n + 1, fmt, ap);
+    return s;
+}
+
+std::string strfmt(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string s = vstrfmt(fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void fail(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string s = vstrfmt(fmt, ap);
+    va_end(ap);
+    throw Error(s);
+}
+
+uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r))
+        fail("size overflow computing %s: %llu * %llu", what, (unsigned long long)a, (unsigned long long)b);
+    return r;
+}
+
+uint64_t checked_add(uint64_t a, uint64_t b, const char* what) {
+    uint64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        fail("size overflow computing %s: %llu + %llu", what, (unsigned long long)a, (unsigned long long)b);
+    return r;
+}
+
+MappedFile::MappedFile(const std::string& p) : path(p) {
+    int fd = ::open(p.c_str(), O_RDONLY);
+    if (fd < 0) fail("cannot open '%s': %s", p.c_str(), strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        ::close(fd);
+        fail("cannot stat '%s': %s", p.c_str(), strerror(e));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ::close(fd);
+        fail("'%s' is a directory, expected a file", p.c_str());
+    }
+    size = (size_t)st.st_size;
+    if (size > 0) {
+        void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            ::close(fd);
+            fail("cannot mmap '%s': %s", p.c_str(), strerror(e));
+        }
+        data = (const uint8_t*)m;
+    }
+    ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+    if (data && size) munmap((void*)data, size);
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept : path(std::move(o.path)), data(o.data), size(o.size) {
+    o.data = nullptr;
+    o.size = 0;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+    if (this != &o) {
+        if (data && size) munmap((void*)data, size);
+        path = std::move(o.path);
+        data = o.data;
+        size = o.size;
+        o.data = nullptr;
+        o.size = 0;
+    }
+    return *this;
+}
+
+std::string read_file(const std::string& path) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) fail("cannot open '%s': %s", path.c_str(), strerror(errno));
+    std::string s;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+    bool err = ferror(f);
+    fclose(f);
+    if (err) fail("error reading '%s' (is it a directory?)", path.c_str());
+    return s;
+}
+
+bool file_exists(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool is_directory(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
+    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) fail("cannot create '%s': %s", tmp.c_str(), strerror(errno));
+    const uint8_t* p = (const uint8_t*)data;
+    size_t left = n;
+    while (left > 0) {
+        ssize_t w = ::write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            fail("write to '%s' failed: %s", tmp.c_str(), strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || ::close(fd) != 0) {
+        ::unlink(tmp.c_str());
+        fail("cannot flush '%s': %s", tmp.c_str(), strerror(errno));
+    }
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        fail("cannot rename '%s' to '%s': %s", tmp.c_str(), path.c_str(), strerror(e));
+    }
+}
+
+double now_seconds() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+size_t peak_rss_bytes() {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (size_t)ru.ru_maxrss * 1024;
+}
+
+bool utf8_valid(const std::string& s, size_t* bad_offset) {
+    const unsigned char* p = (const unsigned char*)s.data();
+    size_t n = s.size(), i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80) { i++; continue; }
+        else if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+        else goto bad;
+        if (i + len > n) goto bad;
+        for (size_t k = 1; k < len; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) goto bad;
+            cp = (cp << 6) | (p[i + k] & 0x3F);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            goto bad;
+        i += len;
+        continue;
+    bad:
+        if (bad_offset) *bad_offset = i;
+        return false;
+    }
+    return true;
+}
+
+}  // namespace beagle

@@ -1,0 +1,58 @@
+// common.h: errors, checked arithmetic, files (read whole / memory-mapped), timing.
+// Every loader and CLI path reports bad input by throwing beagle::Error with a message that says
+// what was expected, what was found and where; main() prints it and exits non-zero.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace beagle {
+
+struct Error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// printf-style formatting into std::string.
+std::string strfmt(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// Throw Error(strfmt(...)).
+[[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define BEAGLE_CHECK(cond, ...) \
+    do {                        \
+        if (!(cond)) ::beagle::fail(__VA_ARGS__); \
+    } while (0)
+
+// Overflow-checked size arithmetic for loaders (throws with `what` in the message).
+uint64_t checked_mul(uint64_t a, uint64_t b, const char* what);
+uint64_t checked_add(uint64_t a, uint64_t b, const char* what);
+
+// A read-only memory map of a whole file. Movable, not copyable.
+struct MappedFile {
+    std::string path;
+    const uint8_t* data = nullptr;
+    size_t size = 0;
+    MappedFile() = default;
+    explicit MappedFile(const std::string& path);  // throws Error if missing/unreadable
+    ~MappedFile();
+    MappedFile(MappedFile&& o) noexcept;
+    MappedFile& operator=(MappedFile&& o) noexcept;
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+};
+
+std::string read_file(const std::string& path);  // throws Error if missing/unreadable
+bool file_exists(const std::string& path);
+bool is_directory(const std::string& path);
+// Atomic write: write to path + ".tmp.<pid>", fsync, rename over path.
+void write_file_atomic(const std::string& path, const void* data, size_t n);
+
+double now_seconds();          // monotonic clock
+size_t peak_rss_bytes();       // from getrusage (ru_maxrss)
+
+// UTF-8: true if s is valid UTF-8; else *bad_offset gets the first bad byte offset.
+bool utf8_valid(const std::string& s, size_t* bad_offset = nullptr);
+
+}  // namespace beagle

@@ -1,0 +1,39 @@
+// tensor.h: a named, typed view of stored weights (host memory: mmapped file or owned buffer).
+// Shapes are row-major, outermost first: a weight matrix W with y = W x has shape {out, in}.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtype.h"
+
+namespace beagle {
+
+struct Tensor {
+    std::string name;
+    DType dtype = DType::F32;
+    int ndim = 0;
+    int64_t shape[4] = {1, 1, 1, 1};
+    const void* data = nullptr;  // host pointer, lives as long as the owning ModelFile
+    uint64_t nbytes = 0;
+
+    int64_t numel() const {
+        int64_t n = 1;
+        for (int i = 0; i < ndim; i++) n *= shape[i];
+        return n;
+    }
+    int64_t rows() const { return ndim <= 1 ? 1 : numel() / shape[ndim - 1]; }
+    int64_t cols() const { return ndim == 0 ? 1 : shape[ndim - 1]; }
+    uint64_t row_bytes() const { return dtype_row_bytes(dtype, (uint64_t)cols()); }
+    const uint8_t* row(int64_t r) const { return (const uint8_t*)data + (uint64_t)r * row_bytes(); }
+    std::string shape_str() const {
+        std::string s = "[";
+        for (int i = 0; i < ndim; i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+        return s + "]";
+    }
+};
+
+// Dequantize one row (n elements) of any stored dtype into f32. Reference path (scalar).
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+}  // namespace beagle

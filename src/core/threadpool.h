@@ -1,0 +1,48 @@
+// threadpool.h: a fixed pool of worker threads for data-parallel loops (the CPU backend's engine).
+// parallel_for splits [0, n) into one contiguous static chunk per thread, so the split is
+// deterministic; workers spin briefly between jobs (decode issues hundreds of small jobs per token)
+// and then sleep.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace beagle {
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int n_threads);  // n_threads >= 1 (the caller's thread counts as one)
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+    // fn(begin, end, thread_index) over static chunks of [0, n); returns when all chunks are done.
+    // cost: rough work per item (e.g. flops); jobs under ~64K in total run on the caller alone,
+    // since waking a worker costs more than that (the result does not depend on the split).
+    using RangeFn = std::function<void(int64_t, int64_t, int)>;
+    void parallel_for(int64_t n, const RangeFn& fn, int64_t cost = 1 << 20);
+    // fn(thread_index) once on every thread.
+    void run_on_all(const std::function<void(int)>& fn);
+
+private:
+    void worker(int idx);
+    int n_threads_;
+    std::vector<std::thread> threads_;
+    const std::function<void(int)>* job_ = nullptr;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> pending_{0};
+    std::atomic<bool> stop_{false};
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::atomic<int> sleepers_{0};
+};
+
+// Default thread count: hardware concurrency (at least 1).
+int default_threads();
+
+}  // namespace beagle

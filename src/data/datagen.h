@@ -1,0 +1,31 @@
+// datagen.h: self-distillation data for the draft (`beagle datagen`). The target answers prompts
+// (chat template for instruct models) or, for a base model, samples texts from BOS; every position's
+// true state is kept (f16). Many sequences share each target pass (Llama::forward_multi): decode of
+// one sequence is memory-bound, a batch costs little more. Shards are written atomically; a killed
+// run resumes at the first missing shard, and per-sequence seeds make the result independent of
+// where it was interrupted.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace beagle {
+
+struct DatagenOptions {
+    std::string model, tokenizer, prompts, out_dir;
+    long sample = 0;          // base models: number of texts sampled from BOS (instead of prompts)
+    long skip = 0;            // prompts: skip the first `skip` (keep train/eval disjoint)
+    long limit = 0;           // prompts: use at most this many (0 = all)
+    long max_new = 256;       // generated tokens per sequence
+    long max_prompt = 512;    // longer prompts are cut to their first max_prompt tokens
+    double temperature = -1;  // -1: 0 (greedy) for prompts, 1.0 for --sample
+    double top_p = 0.9;
+    long seed = 1234;
+    long batch = 16;          // sequences decoded together
+    long threads = 0;         // 0 = all cores
+    long shard_seqs = 64;     // sequences per shard
+    bool chat = true;         // wrap prompts in the chat template when the tokenizer has one
+};
+
+void run_datagen(const DatagenOptions& o);
+
+}  // namespace beagle

@@ -1,0 +1,65 @@
+// dataset.h: the draft's training data on disk: a directory with meta.txt and shard-NNNNN.bin
+// files, each holding whole sequences (tokens, the target's true states in f16, prompt length),
+// written atomically by `beagle datagen` and memory-mapped by `beagle train`.
+//
+// Shard layout (little-endian):
+//   0 "BEAGLEDS"  8 u32 version (1)  12 u32 dim  16 u32 vocab  20 u32 n_seqs  24 u64 n_tokens
+//   32 u64 tokenizer_hash  40 u64 file_size  48 sequence table: n_seqs x {u64 first_token, u32 len,
+//   u32 n_prompt}; then (64-aligned) tokens i32[n_tokens]; then (64-aligned) states
+//   f16[n_tokens x dim]; last 4 bytes: CRC-32 of everything before.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../core/common.h"
+
+namespace beagle {
+
+struct SeqData {
+    std::vector<int32_t> tokens;
+    std::vector<uint16_t> states;  // f16, tokens.size() x dim
+    int n_prompt = 0;              // tokens[0..n_prompt) came from the prompt
+};
+
+// Write one shard atomically (temp file + rename).
+void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs);
+
+struct SeqView {
+    const int32_t* tokens;
+    const uint16_t* states;  // f16
+    int len, n_prompt;
+};
+
+class Dataset {
+public:
+    // Opens every shard-*.bin in dir (sorted), validating headers, sizes and checksums.
+    explicit Dataset(const std::string& dir);
+    const std::string& dir() const { return dir_; }
+    int dim() const { return dim_; }
+    int vocab() const { return vocab_; }
+    uint64_t tokenizer_hash() const { return tok_hash_; }
+    size_t n_seqs() const { return seqs_.size(); }
+    int64_t n_tokens() const { return n_tokens_; }
+    SeqView seq(size_t i) const { return seqs_[i]; }
+    // The meta.txt value for key ("" if absent).
+    std::string meta(const std::string& key) const;
+    // Throws a clear Error if this data was not made by a target with these dims/vocabulary.
+    void check_fits(int dim, int vocab, uint64_t tokenizer_hash, const std::string& model_path) const;
+
+private:
+    std::string dir_;
+    int dim_ = 0, vocab_ = 0;
+    uint64_t tok_hash_ = 0;
+    int64_t n_tokens_ = 0;
+    std::vector<std::unique_ptr<MappedFile>> maps_;
+    std::vector<SeqView> seqs_;
+    std::vector<std::pair<std::string, std::string>> meta_;
+};
+
+// meta.txt: "key value" lines.
+std::vector<std::pair<std::string, std::string>> read_meta(const std::string& path);
+void write_meta(const std::string& path, const std::vector<std::pair<std::string, std::string>>& kv);
+
+}  // namespace beagle

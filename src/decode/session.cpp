@@ -1,0 +1,110 @@
+// session.cpp: see session.h.
+#include "session.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "../core/common.h"
+#include "../core/threadpool.h"
+
+namespace beagle {
+
+Session::Session(const std::string& model_path, const std::string& tokenizer_path, int n_threads, int ctx, int batch)
+    : threads(n_threads) {
+    mf = load_model(model_path);
+    TokenizerSpec spec = tokenizer_path.empty() ? mf->tokenizer : load_tokenizer_file(tokenizer_path);
+    if (spec.kind == TokenizerSpec::NONE)
+        fail("model '%s' carries no tokenizer: pass one with -z (tokenizer.bin, tokenizer.model or tokenizer.json)",
+             model_path.c_str());
+    tok = Tokenizer::create(spec);
+    if (tok->vocab_size() != mf->config.vocab_size)
+        fail("tokenizer '%s' does not fit model '%s': tokenizer has %d tokens, model vocabulary is %d",
+             tokenizer_path.empty() ? model_path.c_str() : tokenizer_path.c_str(), model_path.c_str(),
+             tok->vocab_size(), mf->config.vocab_size);
+    if (ctx <= 0) ctx = std::min(mf->config.max_seq > 0 ? mf->config.max_seq : 4096, 4096);
+    ops = make_cpu_ops(n_threads);
+    llama.reset(new Llama(*mf, *ops, ctx, batch));
+}
+
+std::vector<int> Session::encode_prompt(const std::string& prompt, bool chat, const std::string& system) const {
+    size_t bad;
+    if (!utf8_valid(prompt, &bad)) fail("prompt is not valid UTF-8 (bad byte at offset %zu)", bad);
+    std::vector<int> ids;
+    const TokenizerSpec& sp = tok->spec();
+    bool bos = sp.add_bos || sp.llama2c_spaces;
+    if (chat) ids = tok->encode(apply_chat_template(*tok, prompt, system), bos, true);
+    else ids = tok->encode(prompt, bos, false);
+    if (ids.empty()) {
+        if (tok->bos() < 0) fail("empty prompt and the tokenizer has no BOS token to start from");
+        ids.push_back(tok->bos());
+    }
+    if ((int)ids.size() >= llama->ctx())
+        fail("prompt is %zu tokens but the context holds %d (leave room to generate; raise -c)", ids.size(), llama->ctx());
+    return ids;
+}
+
+bool Session::is_stop(int id) const {
+    if (tok->is_eog(id)) return true;
+    // llama2.c's run.c stops when the model emits BOS
+    return tok->spec().llama2c_spaces && id == tok->bos();
+}
+
+std::string Session::generate_plain(const std::vector<int>& prompt, int n, const SamplingParams& sp, FILE* stream,
+                                    GenStats* st, std::vector<int>* out_ids) {
+    const int V = mf->config.vocab_size;
+    std::vector<float> logits(V);
+    Sampler sampler(sp, V);
+    llama->truncate(0);
+    *st = GenStats();
+    st->prompt_tokens = (int)prompt.size();
+    double t0 = now_seconds();
+    llama->prefill(prompt.data(), (int)prompt.size(), logits.data());
+    double t1 = now_seconds();
+    st->prefill_s = t1 - t0;
+    std::string text;
+    int prev = prompt.back();
+    for (int i = 0; i < n; i++) {
+        int next = sampler.sample(logits.data());
+        if (is_stop(next)) {
+            st->stopped_eog = true;
+            break;
+        }
+        std::string piece = tok->decode_token(prev, next);
+        text += piece;
+        if (stream) {
+            fwrite(piece.data(), 1, piece.size(), stream);
+            fflush(stream);
+        }
+        if (out_ids) out_ids->push_back(next);
+        st->gen_tokens++;
+        prev = next;
+        if (i + 1 == n) break;
+        if (llama->n_past() >= llama->ctx()) {
+            st->stopped_ctx = true;
+            break;
+        }
+        int pos = llama->n_past();
+        llama->forward(&next, &pos, 1, nullptr, 0, logits.data(), 1, nullptr, 0);
+        st->target_passes++;
+    }
+    st->decode_s = now_seconds() - t1;
+    return text;
+}
+
+void Session::print_stats(const GenStats& st, bool json) const {
+    double pf = st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0;
+    double dc = st.decode_s > 0 ? st.gen_tokens / st.decode_s : 0;
+    fprintf(stderr, "prompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)%s%s\n",
+            st.prompt_tokens, st.prefill_s, pf, st.gen_tokens, st.decode_s, dc,
+            st.stopped_eog ? "; stopped at end-of-generation token" : "",
+            st.stopped_ctx ? "; stopped: context full" : "");
+    if (json)
+        fprintf(stderr,
+                "{\"mode\": \"none\", \"prompt_tokens\": %d, \"tokens\": %d, \"target_passes\": %d, \"prefill_s\": %.6f, "
+                "\"decode_s\": %.6f, \"prefill_tok_s\": %.3f, \"tok_s\": %.3f, \"tau\": 1.0, \"threads\": %d, "
+                "\"peak_rss_bytes\": %zu}\n",
+                st.prompt_tokens, st.gen_tokens, st.target_passes, st.prefill_s, st.decode_s, pf, dc, threads,
+                peak_rss_bytes());
+}
+
+}  // namespace beagle

@@ -1,0 +1,48 @@
+// session.h: one loaded target ready to generate: model file, tokenizer, backend, Llama with its
+// KV cache. Used by `beagle generate`, `beagle bench` and the tests; plain decoding lives here,
+// speculative decoding engines build on the same session.
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../backend/ops.h"
+#include "../io/model_file.h"
+#include "../model/llama.h"
+#include "../tokenizer/tokenizer.h"
+#include "sampling.h"
+
+namespace beagle {
+
+struct GenStats {
+    int prompt_tokens = 0;
+    int gen_tokens = 0;
+    int target_passes = 0;      // target forward calls after prefill
+    double prefill_s = 0, decode_s = 0;
+    bool stopped_eog = false, stopped_ctx = false;
+};
+
+class Session {
+public:
+    // ctx 0: the model's context length capped at 4096.
+    Session(const std::string& model_path, const std::string& tokenizer_path, int threads, int ctx, int batch);
+    std::unique_ptr<ModelFile> mf;
+    std::unique_ptr<Tokenizer> tok;
+    std::unique_ptr<Ops> ops;
+    std::unique_ptr<Llama> llama;
+    int threads;
+
+    // Prompt -> ids: BOS when the tokenizer wants one (always for llama2.c vocabularies), chat
+    // template when asked. Throws Error for invalid UTF-8 or a prompt that leaves no room.
+    std::vector<int> encode_prompt(const std::string& prompt, bool chat, const std::string& system) const;
+    // True when generation must stop after `id`.
+    bool is_stop(int id) const;
+    // Plain decoding from a fresh cache: prefill `prompt`, then up to n tokens. Streams text to
+    // `stream` if not null. Returns the text; ids of the generated tokens in *out_ids if given.
+    std::string generate_plain(const std::vector<int>& prompt, int n, const SamplingParams& sp, FILE* stream,
+                               GenStats* st, std::vector<int>* out_ids = nullptr);
+    void print_stats(const GenStats& st, bool json) const;
+};
+
+}  // namespace beagle

@@ -1,0 +1,217 @@
+// speculative.cpp: draft -> verify (one target forward over the tree) -> accept -> compact KV ->
+// tell the drafter the new true states. See speculative.h.
+#include "speculative.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "../core/common.h"
+
+namespace beagle {
+
+// ---------------------------------------------------------------- prompt lookup drafter
+class LookupDrafter : public Drafter {
+public:
+    LookupDrafter(int ngram, int gamma) : ngram_(ngram), gamma_(gamma) {}
+    const char* name() const override { return "lookup"; }
+    void begin(const std::vector<int>&, const float*) override {}
+    void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams&, Rng&) override {
+        // context = history + root; find the latest earlier occurrence of its last n-gram
+        std::vector<int> ctx(history);
+        ctx.push_back(tree->token[0]);
+        int L = (int)ctx.size();
+        for (int n = std::min(ngram_, L - 1); n >= 1; n--) {
+            const int* tail = &ctx[L - n];
+            for (int start = L - n - 1; start >= 0; start--) {
+                if (!std::equal(tail, tail + n, &ctx[start])) continue;
+                int from = start + n, par = 0;
+                for (int k = 0; k < gamma_ && from + k < L && tree->size() < room; k++)
+                    par = tree->add(par, ctx[from + k], 0.0f);
+                if (tree->size() > 1) return;
+            }
+        }
+    }
+    void accept(const DraftTree&, const std::vector<int>&, const float*) override {}
+
+private:
+    int ngram_, gamma_;
+};
+
+std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma) {
+    BEAGLE_CHECK(ngram >= 1, "--ngram must be >= 1, got %d", ngram);
+    BEAGLE_CHECK(gamma >= 1, "--gamma must be >= 1, got %d", gamma);
+    return std::unique_ptr<Drafter>(new LookupDrafter(ngram, gamma));
+}
+
+// ---------------------------------------------------------------- acceptance
+static int sample_dense(const std::vector<float>& p, float coin) {
+    float total = 0;
+    for (float v : p) total += v;
+    float r = coin * total, cdf = 0;
+    int last = 0;
+    for (size_t i = 0; i < p.size(); i++) {
+        if (p[i] <= 0) continue;
+        cdf += p[i];
+        last = (int)i;
+        if (r < cdf) return (int)i;
+    }
+    return last;
+}
+
+// Walk the tree from the root; returns the accepted path (node indices, root first) and the
+// target's token after it in *bonus. logits: one row per tree node.
+static std::vector<int> accept_path(const DraftTree& tree, const float* logits, int V, const SamplingParams& sp,
+                                    const SpecParams& spp, Rng& rng, int* bonus) {
+    std::vector<std::vector<int>> kids = tree.children();
+    std::vector<int> path(1, 0);
+    int cur = 0;
+    std::vector<float> p, p0;
+    for (;;) {
+        const float* lg = logits + (size_t)cur * V;
+        if (sp.temperature <= 0) {
+            int y = argmax(lg, V), next = -1;
+            for (int c : kids[cur])
+                if (tree.token[c] == y) { next = c; break; }
+            if (next < 0) { *bonus = y; return path; }
+            path.push_back(next);
+            cur = next;
+            continue;
+        }
+        warp_dense(lg, V, sp, &p);
+        p0 = p;
+        int next = -1;
+        for (int c : kids[cur]) {
+            int x = tree.token[c];
+            const float* q = tree.q[c];
+            float prob = q ? (q[x] > 0 ? std::min(1.0f, p[x] / q[x]) : 0.0f) : p[x];
+            if (rng.next_f32() < prob) { next = c; break; }
+            if (spp.debug_break_residual) continue;  // WRONG on purpose (tests only): keep p
+            // residual: p <- norm(max(0, p - q)), q a point mass when the candidate was not sampled
+            double sum = 0;
+            if (q) {
+                for (int i = 0; i < V; i++) { p[i] = std::max(0.0f, p[i] - q[i]); sum += p[i]; }
+            } else {
+                p[x] = 0;
+                for (int i = 0; i < V; i++) sum += p[i];
+            }
+            if (sum <= 0) { p = p0; continue; }  // p == q exactly: cannot happen after a rejection but be safe
+            for (int i = 0; i < V; i++) p[i] = (float)(p[i] / sum);
+        }
+        if (next < 0) { *bonus = sample_dense(p, rng.next_f32()); return path; }
+        path.push_back(next);
+        cur = next;
+    }
+}
+
+std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
+                                 const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids) {
+    Llama& m = *s.llama;
+    const int V = m.config().vocab_size, D = m.config().dim;
+    *st = SpecStats();
+    st->prompt_tokens = (int)prompt.size();
+    m.truncate(0);
+    std::vector<float> logits(V), pstates((size_t)prompt.size() * D);
+    Sampler sampler(sp, V);
+    double t0 = now_seconds();
+    m.prefill(prompt.data(), (int)prompt.size(), logits.data(), pstates.data());
+    st->prefill_s = now_seconds() - t0;
+    double t1 = now_seconds();
+    d.begin(prompt, pstates.data());
+
+    std::string text;
+    std::vector<int> history(prompt);
+    int prev = prompt.back();
+    bool done = false;
+    auto emit = [&](int tok) {  // returns false when generation must stop before `tok`
+        if (s.is_stop(tok)) { st->stopped_eog = true; return false; }
+        std::string piece = s.tok->decode_token(prev, tok);
+        text += piece;
+        if (stream) { fwrite(piece.data(), 1, piece.size(), stream); fflush(stream); }
+        if (out_ids) out_ids->push_back(tok);
+        st->gen_tokens++;
+        prev = tok;
+        return st->gen_tokens < n;
+    };
+    if (n <= 0) return text;
+    int root = sampler.sample(logits.data());
+    if (!emit(root)) done = true;
+
+    DraftTree tree;
+    std::vector<uint64_t> mask;
+    std::vector<int> pos;
+    std::vector<float> vlogits, vstates, path_states;
+    while (!done) {
+        int room = std::min(spp.max_tree, m.ctx() - m.n_past());
+        if (room < 1) { st->stopped_ctx = true; break; }
+        double ta = now_seconds();
+        tree.reset(root);
+        d.propose(history, &tree, room, sp, sampler.rng());
+        tree.truncate(room);
+        double tb = now_seconds();
+        st->draft_s += tb - ta;
+
+        int T = tree.size(), n0 = m.n_past();
+        tree.mask(&mask);
+        pos.resize(T);
+        for (int i = 0; i < T; i++) pos[i] = n0 + tree.depth[i];
+        vlogits.resize((size_t)T * V);
+        vstates.resize((size_t)T * D);
+        m.forward(tree.token.data(), pos.data(), T, mask.data(), tree.words(), vlogits.data(), T, vstates.data(), T);
+        int bonus = -1;
+        std::vector<int> path = accept_path(tree, vlogits.data(), V, sp, spp, sampler.rng(), &bonus);
+        std::vector<int> src(path.size());
+        for (size_t i = 0; i < path.size(); i++) src[i] = n0 + path[i];
+        m.compact(src.data(), (int)path.size(), n0);
+        st->verify_s += now_seconds() - tb;
+
+        // statistics
+        st->rounds++;
+        st->target_passes++;
+        st->drafted += T - 1;
+        st->gen_tokens_after_root += (int)path.size();
+        std::vector<std::vector<int>> kids = tree.children();
+        for (size_t k = 0; k < path.size(); k++) {
+            if (kids[path[k]].empty()) break;
+            if (st->reached_by_depth.size() <= k) { st->reached_by_depth.resize(k + 1); st->accept_by_depth.resize(k + 1); }
+            st->reached_by_depth[k]++;
+            if (k + 1 < path.size()) st->accept_by_depth[k]++;
+        }
+        // commit: accepted candidates, then the bonus token
+        history.push_back(root);
+        for (size_t k = 1; k < path.size() && !done; k++) {
+            history.push_back(tree.token[path[k]]);
+            if (!emit(tree.token[path[k]])) done = true;
+        }
+        path_states.resize(path.size() * D);
+        for (size_t k = 0; k < path.size(); k++)
+            memcpy(&path_states[k * D], &vstates[(size_t)path[k] * D], D * sizeof(float));
+        double tc = now_seconds();
+        d.accept(tree, path, path_states.data());
+        st->draft_s += now_seconds() - tc;
+        if (done) break;
+        root = bonus;
+        if (!emit(root)) break;
+    }
+    st->decode_s = now_seconds() - t1;
+    return text;
+}
+
+std::string spec_stats_json(const char* mode, const SpecStats& st, int threads) {
+    std::string acc = "[", reach = "[";
+    for (size_t k = 0; k < st.accept_by_depth.size(); k++) {
+        acc += strfmt("%s%.4f", k ? ", " : "", st.reached_by_depth[k] ? (double)st.accept_by_depth[k] / st.reached_by_depth[k] : 0.0);
+        reach += strfmt("%s%d", k ? ", " : "", st.reached_by_depth[k]);
+    }
+    acc += "]";
+    reach += "]";
+    double tok_s = st.decode_s > 0 ? st.gen_tokens / st.decode_s : 0;
+    return strfmt(
+        "{\"mode\": \"%s\", \"prompt_tokens\": %d, \"tokens\": %d, \"target_passes\": %d, \"tau\": %.4f, "
+        "\"drafted\": %d, \"accept_by_depth\": %s, \"reached_by_depth\": %s, \"prefill_ms\": %.3f, \"draft_ms\": %.3f, "
+        "\"verify_ms\": %.3f, \"decode_ms\": %.3f, \"tok_s\": %.3f, \"threads\": %d, \"peak_rss_bytes\": %zu}",
+        mode, st.prompt_tokens, st.gen_tokens, st.target_passes, st.tau(), st.drafted, acc.c_str(), reach.c_str(),
+        st.prefill_s * 1e3, st.draft_s * 1e3, st.verify_s * 1e3, st.decode_s * 1e3, tok_s, threads, peak_rss_bytes());
+}
+
+}  // namespace beagle

@@ -1,0 +1,59 @@
+// speculative.h: the speculative decoding engine (SPEC sections 1, 3, 4). A Drafter proposes a
+// token tree under the root (the target's last chosen token); ONE target forward verifies the whole
+// tree with a tree mask over the prefix KV; the longest accepted path plus one target token is
+// committed; the path's KV rows are compacted in place and the drafter is told the path's true
+// states. Greedy acceptance is token-identical to plain greedy decoding (batch-invariant kernels);
+// sampling uses per-node rejection with residual distributions, siblings tried in turn.
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sampling.h"
+#include "session.h"
+#include "tree.h"
+
+namespace beagle {
+
+class Drafter {
+public:
+    virtual ~Drafter() = default;
+    virtual const char* name() const = 0;
+    // The target wrote K/V and true states for `prompt` (states: prompt.size() x dim, host).
+    virtual void begin(const std::vector<int>& prompt, const float* states) = 0;
+    // `tree` holds only the root (the next token, not yet run through the target); `history` is
+    // every committed token before it. Add candidates. `room` is the most nodes the tree may hold.
+    virtual void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) = 0;
+    // After verification: tree path[0] = root, path[1..] accepted nodes; states of those nodes
+    // (path.size() x dim, host), which are now true states at the next positions.
+    virtual void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) = 0;
+};
+
+// Prompt lookup (n-gram) drafting: no model; the continuation of the latest earlier occurrence of
+// the context's last n-gram (n = ngram .. 1) becomes a chain of up to `gamma` tokens.
+std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma);
+
+struct SpecStats : GenStats {
+    int rounds = 0;                      // verify passes
+    int drafted = 0;                     // candidate nodes sent to verification
+    std::vector<int> reached_by_depth;   // rounds in which depth d had at least one candidate
+    std::vector<int> accept_by_depth;    // rounds in which a depth-d candidate was accepted
+    double draft_s = 0, verify_s = 0;
+    double tau() const { return rounds ? (double)gen_tokens_after_root / rounds : 1.0; }
+    int gen_tokens_after_root = 0;       // tokens committed by verify rounds
+};
+
+struct SpecParams {
+    int max_tree = 64;                   // most nodes per verify (root included)
+    bool debug_break_residual = false;   // TESTS ONLY: wrong rejection rule, to show the test catches it
+};
+
+// Speculative generation from a fresh cache (see Session::generate_plain for the contract).
+std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
+                                 const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids = nullptr);
+
+// JSON stats object (one line) for --json, plain or speculative.
+std::string spec_stats_json(const char* mode, const SpecStats& st, int threads);
+
+}  // namespace beagle

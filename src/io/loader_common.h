@@ -1,0 +1,27 @@
+// loader_common.h: checks and helpers shared by the format loaders (gguf.cpp, safetensors.cpp,
+// llama2c.cpp); implemented in load_model.cpp. Internal to src/io/.
+#pragma once
+#include <string>
+
+#include "model_file.h"
+
+namespace beagle {
+
+// Sanity of the hyper-parameters (positive, heads divide, sizes bounded); errors name `path`.
+void validate_config(const LlamaConfig& c, const std::string& path);
+
+// Every role tensor present, with the shape the config implies and a usable dtype. Errors name
+// the tensor, its role, the expected and the found shape. Call after filling mf.weights.
+void validate_weights(const ModelFile& mf);
+
+// The stored tensor called `name`, or nullptr.
+const Tensor* find_tensor(const ModelFile& mf, const std::string& name);
+
+// `p` itself when it is aligned for dtype `t`, else a copy owned by mf (aligned). Keeps typed
+// loads from stored data free of misaligned access (UB) when a file uses a small alignment.
+const void* keep_aligned(ModelFile& mf, const uint8_t* p, uint64_t nbytes, DType t);
+
+// Llama-3 rope scaling factor of rotation pair i (frequency divisor), as HF computes inv_freq.
+double llama3_rope_factor(const LlamaConfig& c, int i);
+
+}  // namespace beagle

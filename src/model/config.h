@@ -1,0 +1,48 @@
+// config.h: the Llama-family target's hyper-parameters and its weight tensors by role.
+// Filled by every format loader (src/io/); read by the model (src/model/llama.*).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "../core/tensor.h"
+
+namespace beagle {
+
+struct LlamaConfig {
+    int dim = 0;          // model width
+    int n_layers = 0;
+    int n_heads = 0;
+    int n_kv_heads = 0;   // GQA: n_heads % n_kv_heads == 0
+    int head_dim = 0;     // usually dim / n_heads
+    int ffn_dim = 0;      // SwiGLU hidden size
+    int vocab_size = 0;
+    int max_seq = 0;      // context length from the file
+    float rope_theta = 10000.0f;
+    float rms_eps = 1e-5f;
+    bool tied_embeddings = false;
+    // Llama-3 rope scaling ("rope_type": "llama3"); off unless rope_scaling is set.
+    bool rope_scaling = false;
+    float rope_factor = 1.0f, rope_low_freq_factor = 1.0f, rope_high_freq_factor = 4.0f;
+    int rope_orig_max_pos = 8192;
+};
+
+// Weight tensors by role. All matrices have shape {out, in} (y = W x).
+// RoPE convention inside Beagle is the GGUF / llama2.c one: rotation pairs are adjacent elements
+// (x[2i], x[2i+1]) of each head. Loaders of HF checkpoints (rotate-half convention) permute the
+// rows of wq and wk into this convention.
+struct LayerWeights {
+    Tensor attn_norm;         // {dim}
+    Tensor wq, wk, wv, wo;    // {n_heads*hd, dim}, {n_kv*hd, dim}, {n_kv*hd, dim}, {dim, n_heads*hd}
+    Tensor ffn_norm;          // {dim}
+    Tensor w_gate, w_up;      // {ffn, dim}
+    Tensor w_down;            // {dim, ffn}
+};
+
+struct LlamaWeights {
+    Tensor tok_embd;          // {vocab, dim}
+    std::vector<LayerWeights> layers;
+    Tensor out_norm;          // {dim}
+    Tensor lm_head;           // {vocab, dim}; equals tok_embd when tied
+};
+
+}  // namespace beagle

@@ -1,0 +1,153 @@
+// draft.h: the Beagle draft model (SPEC section 3): its config, host weights, the frozen tensors it
+// shares with the target (embedding, final norm, LM head), the draft file format ("BEAGLEDR"), and
+// Draft, the inference object the speculative-decoding engine calls (lazy-appending KV cache of
+// true-state K/V, concat / no-concat). The layer math is src/train/draft_layers.h, shared with
+// training so inference and the training forward give the same bits on the same backend.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../backend/ops.h"
+#include "../io/model_file.h"
+#include "config.h"
+
+namespace beagle {
+
+// The trainable tensors, in file order. Matrices are {out, in} (y = W x); norms are {dim}.
+enum DraftTensor : int {
+    DT_WQ,       // {n_heads * head_dim, dim}
+    DT_WK,       // {n_kv_heads * head_dim, dim}
+    DT_WV,       // {n_kv_heads * head_dim, dim}
+    DT_WO,       // {dim, n_heads * head_dim}
+    DT_NORM_Q,   // {dim}  RMSNorm_q on the query token's embedding
+    DT_NORM_KV,  // {dim}  RMSNorm_kv on the key/value states
+    DT_NORM_M,   // {dim}  RMSNorm_m before the MLP
+    DT_W_GATE,   // {ffn_dim, dim}
+    DT_W_UP,     // {ffn_dim, dim}
+    DT_W_DOWN,   // {dim, ffn_dim}
+    DT_COUNT
+};
+const char* draft_tensor_name(int i);
+
+struct DraftConfig {
+    int dim = 0;                  // = the target's dim (queries are its embeddings, keys its states)
+    int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    int ffn_dim = 0;
+    int vocab_size = 0;           // = the target's vocabulary (frozen LM head)
+    float norm_eps = 1e-5f;       // the draft's three RMSNorms
+    float final_eps = 1e-5f;      // the target's final norm (frozen)
+    float rope_theta = 10000.0f;
+    bool rope_scaling = false;    // Llama-3 rope scaling, as the target
+    float rope_factor = 1.0f, rope_low_freq_factor = 1.0f, rope_high_freq_factor = 4.0f;
+    int rope_orig_max_pos = 8192;
+    // which target it belongs to (checked when loading for a target)
+    int target_n_layers = 0;
+    uint64_t tokenizer_hash = 0;  // tokenizer_fingerprint() of the target's vocabulary (0: unknown)
+
+    int q_dim() const { return n_heads * head_dim; }
+    int kv_dim() const { return n_kv_heads * head_dim; }
+    RopeParams rope() const;
+    int64_t rows(int t) const;    // shape of tensor t
+    int64_t cols(int t) const;
+    int64_t numel(int t) const { return rows(t) * cols(t); }
+    void validate(const char* where) const;  // throws if inconsistent
+};
+
+// Heads, head_dim, GQA and RoPE follow the target; ffn_dim 0 = the target's.
+DraftConfig draft_config_for_target(const LlamaConfig& t, const TokenizerSpec& tok, int ffn_dim = 0);
+// FNV-1a 64 over the vocabulary (count, then each piece's length and bytes); 0 if no tokenizer.
+uint64_t tokenizer_fingerprint(const TokenizerSpec& tok);
+// Throws a clear Error if a draft with config d cannot run on this target.
+void check_draft_fits_target(const DraftConfig& d, const LlamaConfig& t, const TokenizerSpec& tok,
+                             const std::string& draft_path);
+
+struct DraftWeights {
+    DraftConfig cfg;
+    std::vector<float> t[DT_COUNT];                             // host f32, shapes cfg.rows/cols
+    std::vector<std::pair<std::string, std::string>> meta;      // free-form (training step, data, ...)
+    // PyTorch-Linear-style init: U(-1/sqrt(in), 1/sqrt(in)); norms 1. Deterministic in seed.
+    void init_random(const DraftConfig& c, uint64_t seed);
+};
+
+// File format, little-endian:
+//   0  "BEAGLEDR"   8  u32 version (1)   12 u32 n_tensors   16 u32 config_len   20 u32 0
+//   24 u64 file_size   32 config text (config_len bytes, lines "key value\n")
+//   tensor table: per tensor u32 name_len, name, u32 ndim, ndim x u64 shape, u64 offset, u64 nbytes
+//   tensor data (f32, offsets 64-aligned)   last 4 bytes: u32 CRC-32 (zlib) of everything before.
+void save_draft(const std::string& path, const DraftWeights& w);  // atomic write
+DraftWeights load_draft(const std::string& path);                 // validates everything
+uint32_t crc32_update(uint32_t crc, const void* data, size_t n);   // zlib's crc32 (start with 0)
+
+// The target's frozen tensors as f32 (dequantized once): embedding, final norm, LM head. Training
+// needs all three. Inference may leave embd (and lm_head) empty and call Draft::use_target_weights
+// to use the target's stored (quantized) tensors instead: less memory and bandwidth.
+struct DraftFrozen {
+    int vocab = 0, dim = 0;
+    std::vector<float> embd, out_norm, lm_head;  // lm_head empty when tied to embd
+};
+DraftFrozen frozen_from_target(const ModelFile& mf, bool tables = true);  // tables false: out_norm only
+
+template <class O>
+struct DraftModelT;  // backend-resident weights (src/train/draft_layers.h)
+
+// Inference. Keys: the true states f_0..f_{n_true-1} (row j = position j) whose K/V are computed
+// once, lazily, when a query first needs them; plus (concat mode) predicted states kept from earlier
+// queries. Usage per speculative round: add_true_states(newly verified states); forward(queries);
+// keep_pred(rows of that forward) to let later queries see those predictions; ...; clear_pred().
+class Draft {
+public:
+    // ctx: most true states; max_pred: most predicted states kept at once; max_queries: most
+    // queries per forward() call.
+    Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, int max_pred = 256, int max_queries = 64);
+    ~Draft();
+    Draft(const Draft&) = delete;
+    Draft& operator=(const Draft&) = delete;
+
+    const DraftConfig& config() const;
+    // Use the target's embedding and LM head as stored (e.g. Q8_0) through Ops::embed and
+    // Ops::matmul instead of the f32 tables. Predicted states stay bit-identical to the f32 path
+    // (the embedding rows are dequantized by the same routine); logits then come from the target's
+    // matmul kernel, no longer bit-identical to the training forward.
+    void use_target_weights(const Weight& tok_embd, const Weight& lm_head);
+    void set_concat(bool on) { concat_ = on; }  // default on; off: queries see true states only
+    bool concat() const { return concat_; }
+
+    void reset();                                 // forget all states
+    // Append the next n true states (n x dim), host memory (or backend buffers if on_backend).
+    void add_true_states(const float* states, int n, bool on_backend = false);
+    int n_true() const { return n_true_cached_ + n_true_pending_; }
+    // Truncate back to the true states (after verification).
+    void clear_pred();
+    int n_pred() const { return n_pred_cached_ + n_pred_pending_; }
+
+    // n queries: token tokens[i] at position pos[i]. Each sees every true state and, in concat mode,
+    // the predicted rows whose bit is set in row i of pred_mask (mask_words words per row; nullptr:
+    // none). Writes the predicted states f^ (n x dim) and logits (n x vocab) to host buffers if not
+    // null; both also stay on the backend (states_backend(), logits_backend()) until the next call.
+    void forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
+                 float* states_out, float* logits_out);
+    // Keep rows[0..n) of the last forward's predicted states as predicted keys (their K/V are
+    // computed when next needed). Returns the pred row index of the first one.
+    int keep_pred(const int* rows, int n);
+    const float* states_backend() const;
+    const float* logits_backend() const;
+
+private:
+    void ensure_kv();
+    Ops& ops_;
+    std::unique_ptr<DraftModelT<Ops>> m_;
+    int ctx_, max_pred_, max_q_;
+    bool concat_ = true;
+    float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
+    float *stage_t_, *stage_p_;              // pending states (K/V not yet computed)
+    int n_true_cached_ = 0, n_true_pending_ = 0, n_pred_cached_ = 0, n_pred_pending_ = 0;
+    std::vector<int> pred_pos_;              // position of each predicted row
+    std::vector<int> last_pos_;
+    struct Acts;
+    std::unique_ptr<Acts> a_;
+};
+
+}  // namespace beagle

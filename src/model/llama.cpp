@@ -1,0 +1,182 @@
+// llama.cpp: the target forward (see llama.h). Reads like the equations of SPEC section 2:
+// x = E[tok]; per layer: x += Wo·Attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)); x += W2·(silu(W1·n(x)) * W3·n(x));
+// states = x; logits = lm_head·norm(x).
+#include "llama.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace beagle {
+
+Llama::Llama(const ModelFile& mf, Ops& ops, int ctx, int max_batch, int n_seq)
+    : cfg_(mf.config), ops_(ops), ctx_(ctx), max_batch_(max_batch), seq_len_(n_seq, 0) {
+    BEAGLE_CHECK(n_seq >= 1, "n_seq must be >= 1, got %d", n_seq);
+    BEAGLE_CHECK(ctx > 0, "context length must be positive, got %d", ctx);
+    BEAGLE_CHECK(max_batch > 0, "max batch must be positive, got %d", max_batch);
+    const LlamaConfig& c = cfg_;
+    rope_.head_dim = c.head_dim;
+    rope_.theta = c.rope_theta;
+    rope_.llama3_scaling = c.rope_scaling;
+    rope_.factor = c.rope_factor;
+    rope_.low_freq_factor = c.rope_low_freq_factor;
+    rope_.high_freq_factor = c.rope_high_freq_factor;
+    rope_.orig_max_pos = c.rope_orig_max_pos;
+    const LlamaWeights& w = mf.weights;
+    tok_embd_ = ops.weight(w.tok_embd);
+    out_norm_ = ops.weight(w.out_norm);
+    lm_head_ = ops.weight(w.lm_head);
+    for (const LayerWeights& l : w.layers) {
+        LayerW lw;
+        lw.attn_norm = ops.weight(l.attn_norm);
+        lw.wq = ops.weight(l.wq);
+        lw.wk = ops.weight(l.wk);
+        lw.wv = ops.weight(l.wv);
+        lw.wo = ops.weight(l.wo);
+        lw.ffn_norm = ops.weight(l.ffn_norm);
+        lw.w_gate = ops.weight(l.w_gate);
+        lw.w_up = ops.weight(l.w_up);
+        lw.w_down = ops.weight(l.w_down);
+        layers_.push_back(lw);
+    }
+    int kv_dim = c.n_kv_heads * c.head_dim, q_dim = c.n_heads * c.head_dim;
+    for (int l = 0; l < c.n_layers; l++) {
+        kcache_.push_back(ops.alloc((size_t)n_seq * ctx * kv_dim));
+        vcache_.push_back(ops.alloc((size_t)n_seq * ctx * kv_dim));
+    }
+    size_t B = (size_t)max_batch;
+    x_ = ops.alloc(B * c.dim);
+    xb_ = ops.alloc(B * c.dim);
+    q_ = ops.alloc(B * q_dim);
+    att_ = ops.alloc(B * q_dim);
+    xb2_ = ops.alloc(B * c.dim);
+    hb_ = ops.alloc(B * c.ffn_dim);
+    hb2_ = ops.alloc(B * c.ffn_dim);
+    logits_ = ops.alloc(B * c.vocab_size);
+    k_new_ = ops.alloc(B * kv_dim);
+    v_new_ = ops.alloc(B * kv_dim);
+}
+
+Llama::~Llama() {
+    for (float* p : kcache_) ops_.release(p);
+    for (float* p : vcache_) ops_.release(p);
+    for (float* p : {x_, xb_, q_, att_, xb2_, hb_, hb2_, logits_, k_new_, v_new_}) ops_.release(p);
+}
+
+void Llama::forward(const int* tokens, const int* pos, int T, const uint64_t* tree_mask, int mask_words,
+                    float* logits, int n_logits, float* states, int n_states) {
+    int& n_past = seq_len_[0];
+    BEAGLE_CHECK(T >= 1 && T <= max_batch_, "forward: %d tokens, expected 1..%d", T, max_batch_);
+    BEAGLE_CHECK(n_past + T <= ctx_, "context full: %d cached + %d new tokens > context length %d", n_past, T, ctx_);
+    if (!logits) n_logits = 0;
+    if (!states) n_states = 0;
+    BEAGLE_CHECK(n_logits >= 0 && n_logits <= T && n_states >= 0 && n_states <= T,
+                 "forward: output rows (%d logits, %d states) not in [0, %d]", n_logits, n_states, T);
+    AttnMask mask;
+    mask.n_past = n_past;
+    mask.tree_mask = tree_mask;
+    mask.mask_words = mask_words;
+    run(tokens, pos, T, mask, nullptr, n_past);
+    n_past += T;
+    outputs(T, logits, n_logits, states, n_states);
+}
+
+void Llama::forward_multi(const int* tokens, const int* seq, int T, float* logits, float* states) {
+    BEAGLE_CHECK(T >= 1 && T <= max_batch_, "forward_multi: %d tokens, expected 1..%d", T, max_batch_);
+    std::vector<int> pos(T), rows(T), start(T), len(T), next(seq_len_);
+    for (int t = 0; t < T; t++) {
+        int s = seq[t];
+        BEAGLE_CHECK(s >= 0 && s < n_seq(), "forward_multi: sequence %d out of range [0, %d)", s, n_seq());
+        BEAGLE_CHECK(next[s] < ctx_, "context full in sequence %d (%d tokens)", s, ctx_);
+        pos[t] = next[s]++;
+        rows[t] = s * ctx_ + pos[t];
+        start[t] = s * ctx_;
+        len[t] = pos[t] + 1;
+    }
+    AttnMask mask;
+    mask.kv_start = start.data();
+    mask.kv_len = len.data();
+    run(tokens, pos.data(), T, mask, rows.data(), 0);
+    seq_len_ = next;
+    outputs(T, logits, logits ? T : 0, states, states ? T : 0);
+}
+
+void Llama::run(const int* tokens, const int* pos, int T, const AttnMask& mask, const int* kv_rows, int first_row) {
+    const LlamaConfig& c = cfg_;
+    int dim = c.dim, kv_dim = c.n_kv_heads * c.head_dim;
+    ops_.embed(x_, tok_embd_, tokens, T);
+    for (int l = 0; l < c.n_layers; l++) {
+        const LayerW& w = layers_[l];
+        // new K/V rows: straight into the cache when contiguous, else staged and scattered
+        float* k = kv_rows ? k_new_ : kcache_[l] + (size_t)first_row * kv_dim;
+        float* v = kv_rows ? v_new_ : vcache_[l] + (size_t)first_row * kv_dim;
+        // attention block
+        ops_.rmsnorm(xb_, x_, w.attn_norm, T, dim, c.rms_eps);
+        ops_.matmul(q_, xb_, w.wq, T);
+        ops_.matmul(k, xb_, w.wk, T);
+        ops_.matmul(v, xb_, w.wv, T);
+        ops_.rope(q_, pos, T, c.n_heads, rope_);
+        ops_.rope(k, pos, T, c.n_kv_heads, rope_);
+        if (kv_rows) {
+            ops_.copy_rows(kcache_[l], kv_rows, k, T, kv_dim);
+            ops_.copy_rows(vcache_[l], kv_rows, v, T, kv_dim);
+        }
+        ops_.attention(att_, q_, kcache_[l], vcache_[l], T, c.n_heads, c.n_kv_heads, c.head_dim, mask);
+        ops_.matmul(xb2_, att_, w.wo, T);
+        ops_.add(x_, xb2_, (size_t)T * dim);
+        // SwiGLU MLP block
+        ops_.rmsnorm(xb_, x_, w.ffn_norm, T, dim, c.rms_eps);
+        ops_.matmul(hb_, xb_, w.w_gate, T);
+        ops_.matmul(hb2_, xb_, w.w_up, T);
+        ops_.swiglu(hb_, hb_, hb2_, (size_t)T * c.ffn_dim);
+        ops_.matmul(xb2_, hb_, w.w_down, T);
+        ops_.add(x_, xb2_, (size_t)T * dim);
+    }
+}
+
+// The true states (last layer output, before the final norm) and logits of the last rows.
+void Llama::outputs(int T, float* logits, int n_logits, float* states, int n_states) {
+    const LlamaConfig& c = cfg_;
+    int dim = c.dim;
+    if (n_states) ops_.download(states, x_ + (size_t)(T - n_states) * dim, (size_t)n_states * dim);
+    if (n_logits) {
+        ops_.rmsnorm(xb_, x_ + (size_t)(T - n_logits) * dim, out_norm_, n_logits, dim, c.rms_eps);
+        ops_.matmul(logits_, xb_, lm_head_, n_logits);
+        ops_.download(logits, logits_, (size_t)n_logits * c.vocab_size);
+    }
+}
+
+void Llama::prefill(const int* tokens, int n, float* last_logits, float* all_states) {
+    BEAGLE_CHECK(n >= 1, "prefill needs at least one token");
+    BEAGLE_CHECK(seq_len_[0] + n <= ctx_, "prompt of %d tokens does not fit: %d cached, context length %d", n, seq_len_[0], ctx_);
+    std::vector<int> pos(max_batch_);
+    for (int done = 0; done < n;) {
+        int T = std::min(max_batch_, n - done);
+        for (int t = 0; t < T; t++) pos[t] = seq_len_[0] + t;
+        bool last = done + T == n;
+        forward(tokens + done, pos.data(), T, nullptr, 0, last ? last_logits : nullptr, 1,
+                all_states ? all_states + (size_t)done * cfg_.dim : nullptr, T);
+        done += T;
+    }
+}
+
+void Llama::truncate(int n) {
+    BEAGLE_CHECK(n >= 0 && n <= seq_len_[0], "truncate to %d: cache holds %d", n, seq_len_[0]);
+    seq_len_[0] = n;
+}
+
+void Llama::compact(const int* src, int n, int dst_start) {
+    int kv_dim = cfg_.n_kv_heads * cfg_.head_dim;
+    std::vector<int> dst(n);
+    for (int i = 0; i < n; i++) {
+        dst[i] = dst_start + i;
+        BEAGLE_CHECK(src[i] >= dst[i] && src[i] < seq_len_[0] && (i == 0 || src[i] > src[i - 1]),
+                     "compact: bad source row %d at %d", src[i], i);
+    }
+    for (int l = 0; l < cfg_.n_layers; l++) {
+        ops_.gather_rows(kcache_[l], src, dst.data(), n, kv_dim);
+        ops_.gather_rows(vcache_[l], src, dst.data(), n, kv_dim);
+    }
+    seq_len_[0] = dst_start + n;
+}
+
+}  // namespace beagle

@@ -1,0 +1,71 @@
+// llama.h: the target model (SPEC section 2): Llama forward over any number of new tokens with a
+// KV cache, causal or with a tree visibility mask (the verify pass of speculative decoding), and
+// optional output of the true states (last layer output before the final norm).
+// All compute goes through the op interface (src/backend/ops.h).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "../backend/ops.h"
+#include "../io/model_file.h"
+
+namespace beagle {
+
+class Llama {
+public:
+    // ctx: KV cache length (<= config max_seq unless the caller overrides); max_batch: most tokens
+    // per forward call (prefill is chunked to this); n_seq: independent sequences for
+    // forward_multi (each has its own ctx rows of cache; the single-sequence API uses sequence 0).
+    Llama(const ModelFile& mf, Ops& ops, int ctx, int max_batch = 128, int n_seq = 1);
+    ~Llama();
+    Llama(const Llama&) = delete;
+    Llama& operator=(const Llama&) = delete;
+
+    const LlamaConfig& config() const { return cfg_; }
+    int ctx() const { return ctx_; }
+    int max_batch() const { return max_batch_; }
+    int n_past() const { return seq_len_[0]; }  // KV cache rows in use (sequence 0)
+    int n_seq() const { return (int)seq_len_.size(); }
+    int seq_len(int s) const { return seq_len_[s]; }
+    void reset_seq(int s) { seq_len_[s] = 0; }
+
+    // Run T new tokens (T <= max_batch) at positions pos[t]; their K/V go to cache rows
+    // [n_past, n_past + T) and n_past advances by T. tree_mask == nullptr means causal; otherwise
+    // row t (mask_words words) holds the bits of the new tokens that token t may see (itself
+    // included), see AttnMask. logits (host, n_logits x vocab) get the last n_logits rows, states
+    // (host, n_states x dim) the last n_states rows (null or 0: not computed / not copied).
+    void forward(const int* tokens, const int* pos, int T, const uint64_t* tree_mask, int mask_words,
+                 float* logits, int n_logits, float* states, int n_states);
+    // Causal prefill of n tokens at positions n_past.., in chunks of max_batch: logits of the last
+    // token; all_states (n x dim) gets every position's true state if not null.
+    void prefill(const int* tokens, int n, float* last_logits, float* all_states = nullptr);
+    // Independent sequences in one batch (datagen: decode of one sequence is memory-bound, a batch
+    // costs little more). Token t goes to sequence seq[t] at that sequence's next position (tokens of
+    // one sequence in order); it attends causally within its own sequence only. logits (T x vocab)
+    // and states (T x dim) for every row if not null. Same bits per row as forward().
+    void forward_multi(const int* tokens, const int* seq, int T, float* logits, float* states);
+    // Drop cache rows >= n.
+    void truncate(int n);
+    // Keep n rows of the cache: for i < n, row src[i] moves to row dst_start + i (src increasing,
+    // src[i] >= dst_start + i); then n_past = dst_start + n.
+    void compact(const int* src, int n, int dst_start);
+
+private:
+    const LlamaConfig cfg_;
+    Ops& ops_;
+    int ctx_, max_batch_;
+    std::vector<int> seq_len_;  // cache rows in use per sequence
+    RopeParams rope_;
+    struct LayerW { Weight attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down; };
+    std::vector<LayerW> layers_;
+    Weight tok_embd_, out_norm_, lm_head_;
+    std::vector<float*> kcache_, vcache_;  // per layer: ctx x kv_dim
+    // activations, max_batch rows each
+    float *x_, *xb_, *q_, *att_, *xb2_, *hb_, *hb2_, *logits_, *k_new_, *v_new_;
+    // One forward over T rows; K/V rows go to cache rows kv_rows[t]; attention as `mask`.
+    void run(const int* tokens, const int* pos, int T, const AttnMask& mask, const int* kv_rows, int first_row);
+    void outputs(int T, float* logits, int n_logits, float* states, int n_states);
+    std::vector<float> host_tmp_;
+};
+
+}  // namespace beagle

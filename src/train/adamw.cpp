@@ -1,0 +1,60 @@
+// adamw.cpp: the AdamW optimizer of the draft (see adamw.h); the element-wise update is the
+// backend's adamw op, the global norm its sumsq op.
+#include "adamw.h"
+
+#include <cmath>
+
+#include "../core/common.h"
+
+namespace beagle {
+
+template <class O>
+AdamWT<O>::AdamWT(DraftModelT<O>& m, const AdamWOptions& opt) : model_(m), opt_(opt) {
+    BEAGLE_CHECK(opt.lr >= 0 && opt.beta1 >= 0 && opt.beta1 < 1 && opt.beta2 >= 0 && opt.beta2 < 1 && opt.eps > 0,
+                 "AdamW: bad options (lr %g, betas %g %g, eps %g)", opt.lr, opt.beta1, opt.beta2, opt.eps);
+    for (int i = 0; i < DT_COUNT; i++) {
+        m_[i] = m.ops.alloc((size_t)m.cfg.numel(i));
+        v_[i] = m.ops.alloc((size_t)m.cfg.numel(i));
+    }
+}
+
+template <class O>
+AdamWT<O>::~AdamWT() {
+    for (int i = 0; i < DT_COUNT; i++) {
+        model_.ops.release(m_[i]);
+        model_.ops.release(v_[i]);
+    }
+}
+
+template <class O>
+float AdamWT<O>::lr_at(int step) const {
+    if (opt_.warmup <= 0 || step >= opt_.warmup) return opt_.lr;
+    return opt_.lr * (float)(step + 1) / (float)opt_.warmup;
+}
+
+template <class O>
+double AdamWT<O>::step(float lr) {
+    for (int i = 0; i < DT_COUNT; i++) BEAGLE_CHECK(model_.g[i], "AdamW step without gradients (enable_grads)");
+    double ss = 0;
+    for (int i = 0; i < DT_COUNT; i++) ss += model_.ops.sumsq(model_.g[i], (size_t)model_.cfg.numel(i));
+    double norm = std::sqrt(ss);
+    BEAGLE_CHECK(std::isfinite(norm), "AdamW: gradient norm is not finite (%g): the loss diverged", norm);
+    AdamWParams p;
+    p.lr = lr >= 0 ? lr : lr_at(t_);
+    p.beta1 = opt_.beta1;
+    p.beta2 = opt_.beta2;
+    p.eps = opt_.eps;
+    p.grad_scale = opt_.clip > 0 && norm > opt_.clip ? (float)(opt_.clip / norm) : 1.0f;
+    p.step = ++t_;
+    for (int i = 0; i < DT_COUNT; i++) {
+        bool is_norm = i == DT_NORM_Q || i == DT_NORM_KV || i == DT_NORM_M;
+        p.weight_decay = is_norm ? 0.0f : opt_.weight_decay;
+        model_.ops.adamw(model_.w[i], m_[i], v_[i], model_.g[i], (size_t)model_.cfg.numel(i), p);
+    }
+    return norm;
+}
+
+template class AdamWT<Ops>;
+template class AdamWT<CpuOps64>;
+
+}  // namespace beagle

@@ -1,0 +1,46 @@
+// adamw.h: AdamW over the draft's trainable tensors with global gradient-norm clipping (SPEC 3:
+// betas 0.9/0.95, clip 0.5, constant lr after a linear warm-up). Weight decay applies to the
+// matrices only (not the RMSNorm gains). Called once per batch by the training loop.
+#pragma once
+#include "draft_layers.h"
+
+namespace beagle {
+
+struct AdamWOptions {
+    float lr = 3e-5f;
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+    float weight_decay = 0.0f;
+    float clip = 0.5f;   // global grad-norm clip (<= 0: off)
+    int warmup = 2000;   // linear warm-up steps
+};
+
+template <class O>
+class AdamWT {
+public:
+    AdamWT(DraftModelT<O>& m, const AdamWOptions& opt);
+    ~AdamWT();
+    AdamWT(const AdamWT&) = delete;
+    AdamWT& operator=(const AdamWT&) = delete;
+
+    // One update from the gradients in m.g, at learning rate lr_at(steps()) unless lr >= 0 is given.
+    // Returns the global gradient norm before clipping.
+    double step(float lr = -1.0f);
+    float lr_at(int step) const;  // linear warm-up from 0 to opt.lr over `warmup` steps, then constant
+    int steps() const { return t_; }
+    const AdamWOptions& options() const { return opt_; }
+    // moments (for checkpoints): backend buffers, shapes as the weights
+    RealOf<O>* m(int i) { return m_[i]; }
+    RealOf<O>* v(int i) { return v_[i]; }
+    void set_steps(int t) { t_ = t; }
+
+private:
+    DraftModelT<O>& model_;
+    AdamWOptions opt_;
+    RealOf<O>* m_[DT_COUNT] = {};
+    RealOf<O>* v_[DT_COUNT] = {};
+    int t_ = 0;
+};
+
+using AdamW = AdamWT<Ops>;
+
+}  // namespace beagle

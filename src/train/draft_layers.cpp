@@ -1,0 +1,274 @@
+// draft_layers.cpp: the draft's forward/backward per layer (see draft_layers.h), instantiated for
+// Ops (float) and CpuOps64 (double). Called by the trainer (trainer.cpp), the inference Draft
+// (src/model/draft.cpp) and the gradient check.
+#include "draft_layers.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "../core/common.h"
+
+namespace beagle {
+
+// ---- DraftModelT -----------------------------------------------------------------------------------
+template <class O>
+DraftModelT<O>::DraftModelT(O& ops_, const DraftWeights& dw, const DraftFrozen& fz) : ops(ops_), cfg(dw.cfg) {
+    cfg.validate("draft weights");
+    BEAGLE_CHECK(fz.vocab == cfg.vocab_size && fz.dim == cfg.dim,
+                 "frozen target tensors are %d x %d, the draft expects vocab %d x dim %d", fz.vocab, fz.dim,
+                 cfg.vocab_size, cfg.dim);
+    BEAGLE_CHECK((fz.embd.empty() || fz.embd.size() == (size_t)cfg.vocab_size * cfg.dim) &&
+                     fz.out_norm.size() == (size_t)cfg.dim && (fz.lm_head.empty() || fz.lm_head.size() == fz.embd.size()),
+                 "frozen target tensors have wrong sizes");
+    for (int i = 0; i < DT_COUNT; i++) w[i] = ops.alloc((size_t)cfg.numel(i));
+    set_weights(dw);
+    size_t ve = (size_t)cfg.vocab_size * cfg.dim;
+    out_norm = ops.alloc(cfg.dim);
+    upload_f(ops, out_norm, fz.out_norm.data(), cfg.dim);
+    tied = fz.lm_head.empty();
+    if (fz.embd.empty()) return;  // no f32 tables: inference with the target's weights only
+    embd = ops.alloc(ve);
+    upload_f(ops, embd, fz.embd.data(), ve);
+    if (tied) lm_head = embd;
+    else {
+        lm_head = ops.alloc(ve);
+        upload_f(ops, lm_head, fz.lm_head.data(), ve);
+    }
+}
+
+template <class O>
+DraftModelT<O>::~DraftModelT() {
+    for (int i = 0; i < DT_COUNT; i++) {
+        ops.release(w[i]);
+        if (g[i]) ops.release(g[i]);
+    }
+    if (lm_head && !tied) ops.release(lm_head);
+    if (embd) ops.release(embd);
+    ops.release(out_norm);
+}
+
+template <class O>
+void DraftModelT<O>::set_weights(const DraftWeights& dw) {
+    for (int i = 0; i < DT_COUNT; i++) {
+        BEAGLE_CHECK(dw.t[i].size() == (size_t)cfg.numel(i), "draft tensor %s has %zu values, expected %lld",
+                     draft_tensor_name(i), dw.t[i].size(), (long long)cfg.numel(i));
+        upload_f(ops, w[i], dw.t[i].data(), dw.t[i].size());
+    }
+}
+
+template <class O>
+void DraftModelT<O>::get_weights(DraftWeights* dw) const {
+    dw->cfg = cfg;
+    for (int i = 0; i < DT_COUNT; i++) {
+        dw->t[i].resize((size_t)cfg.numel(i));
+        download_f(ops, dw->t[i].data(), w[i], dw->t[i].size());
+    }
+}
+
+template <class O>
+void DraftModelT<O>::enable_grads() {
+    for (int i = 0; i < DT_COUNT; i++)
+        if (!g[i]) g[i] = ops.alloc((size_t)cfg.numel(i));
+}
+
+template <class O>
+void DraftModelT<O>::zero_grads() {
+    for (int i = 0; i < DT_COUNT; i++)
+        if (g[i]) ops.zero(g[i], (size_t)cfg.numel(i));
+}
+
+template <class O>
+void upload_f(O& ops, RealOf<O>* dst, const float* src, size_t n) {
+    if constexpr (std::is_same<RealOf<O>, float>::value) ops.upload(dst, src, n);
+    else {
+        std::vector<RealOf<O>> tmp(src, src + n);
+        ops.upload(dst, tmp.data(), n);
+    }
+}
+
+template <class O>
+void download_f(O& ops, float* dst, const RealOf<O>* src, size_t n) {
+    if constexpr (std::is_same<RealOf<O>, float>::value) ops.download(dst, src, n);
+    else {
+        std::vector<RealOf<O>> tmp(n);
+        ops.download(tmp.data(), src, n);
+        for (size_t i = 0; i < n; i++) dst[i] = (float)tmp[i];
+    }
+}
+
+// ---- key side ---------------------------------------------------------------------------------------
+template <class O>
+void key_forward(DraftModelT<O>& m, const RealOf<O>* s, RealOf<O>* ns, RealOf<O>* rstd, RealOf<O>* K, RealOf<O>* V,
+                 int n, const int* pos) {
+    if (n == 0) return;
+    const DraftConfig& c = m.cfg;
+    O& ops = m.ops;
+    ops.rmsnorm_fwd(ns, rstd, s, m.w[DT_NORM_KV], n, c.dim, c.norm_eps);
+    ops.mm_fwd(K, ns, m.w[DT_WK], n, c.dim, c.kv_dim());
+    ops.rope_rotate(K, pos, n, c.n_kv_heads, c.rope(), false);
+    ops.mm_fwd(V, ns, m.w[DT_WV], n, c.dim, c.kv_dim());
+}
+
+template <class O>
+void key_backward(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* s, const RealOf<O>* ns, const RealOf<O>* rstd,
+                  RealOf<O>* dK, const RealOf<O>* dV, int n, const int* pos, RealOf<O>* ds) {
+    using R = RealOf<O>;
+    if (n == 0) return;
+    const DraftConfig& c = m.cfg;
+    O& ops = m.ops;
+    ops.rope_rotate(dK, pos, n, c.n_kv_heads, c.rope(), true);
+    ops.mm_bwd_w(m.g[DT_WK], dK, ns, n, c.dim, c.kv_dim());
+    ops.mm_bwd_w(m.g[DT_WV], dV, ns, n, c.dim, c.kv_dim());
+    R* dns = al.alloc((size_t)n * c.dim);
+    ops.mm_bwd_x(dns, dK, m.w[DT_WK], n, c.dim, c.kv_dim(), false);
+    ops.mm_bwd_x(dns, dV, m.w[DT_WV], n, c.dim, c.kv_dim(), true);
+    ops.rmsnorm_bwd(ds, m.g[DT_NORM_KV], dns, s, m.w[DT_NORM_KV], rstd, n, c.dim);
+    al.release(dns);
+}
+
+// ---- query side -------------------------------------------------------------------------------------
+size_t query_acts_floats_per_row(const DraftConfig& c) {
+    return (size_t)5 * c.dim + 2 * c.q_dim() + 3 * c.ffn_dim + c.n_heads + 2;
+}
+
+template <class O>
+void query_acts_alloc(BufAlloc<O>& al, const DraftConfig& c, QueryActs<RealOf<O>>* A, int n) {
+    size_t N = (size_t)n;
+    A->n = n;
+    A->u = al.alloc(N * c.dim);
+    A->nq = al.alloc(N * c.dim);
+    A->rstd_q = al.alloc(N);
+    A->q = al.alloc(N * c.q_dim());
+    A->att = al.alloc(N * c.q_dim());
+    A->lse = al.alloc(N * c.n_heads);
+    A->a = al.alloc(N * c.dim);
+    A->nm = al.alloc(N * c.dim);
+    A->rstd_m = al.alloc(N);
+    A->gate = al.alloc(N * c.ffn_dim);
+    A->up = al.alloc(N * c.ffn_dim);
+    A->h = al.alloc(N * c.ffn_dim);
+    A->fh = al.alloc(N * c.dim);
+}
+
+template <class O>
+void query_acts_free(BufAlloc<O>& al, QueryActs<RealOf<O>>* A) {
+    for (auto* p : {&A->u, &A->nq, &A->rstd_q, &A->q, &A->att, &A->lse, &A->a, &A->nm, &A->rstd_m, &A->gate, &A->up,
+                    &A->h, &A->fh})
+        al.release(*p);
+    A->n = 0;
+}
+
+template <class O>
+void query_forward(DraftModelT<O>& m, QueryActs<RealOf<O>>& A, int n, const int* tokens, const int* pos,
+                   const int* qrow, const XAttnKeysT<RealOf<O>>& keys, const XAttnMask& mask) {
+    if (n == 0) return;
+    const DraftConfig& c = m.cfg;
+    O& ops = m.ops;
+    BEAGLE_CHECK(n <= A.n, "query_forward: %d queries but activations for %d", n, A.n);
+    for (int i = 0; i < n; i++)
+        BEAGLE_CHECK(tokens[i] >= 0 && tokens[i] < c.vocab_size, "draft query token %d out of range [0, %d)",
+                     tokens[i], c.vocab_size);
+    size_t nd = (size_t)n * c.dim;
+    bool done = false;                                                            // u = E(t)
+    if constexpr (std::is_same<O, Ops>::value)
+        if (m.embd_w.data) {
+            ops.embed(A.u, m.embd_w, tokens, n);
+            done = true;
+        }
+    if (!done) {
+        BEAGLE_CHECK(m.embd, "draft: no embedding table (frozen tables not loaded, no target weights given)");
+        ops.rows_gather(A.u, m.embd, tokens, n, c.dim);
+    }
+    ops.rmsnorm_fwd(A.nq, A.rstd_q, A.u, m.w[DT_NORM_Q], n, c.dim, c.norm_eps);   // RMSNorm_q(u)
+    ops.mm_fwd(A.q, A.nq, m.w[DT_WQ], n, c.dim, c.q_dim());                      // Wq .
+    ops.rope_rotate(A.q, pos, n, c.n_heads, c.rope(), false);                     // RoPE_i
+    ops.xattn_fwd(A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
+    ops.mm_fwd(A.a, A.att, m.w[DT_WO], n, c.q_dim(), c.dim);                      // Wo Attn
+    ops.add(A.a, A.u, nd);                                                        // a = u + Wo Attn
+    ops.rmsnorm_fwd(A.nm, A.rstd_m, A.a, m.w[DT_NORM_M], n, c.dim, c.norm_eps);   // RMSNorm_m(a)
+    ops.mm_fwd(A.gate, A.nm, m.w[DT_W_GATE], n, c.dim, c.ffn_dim);
+    ops.mm_fwd(A.up, A.nm, m.w[DT_W_UP], n, c.dim, c.ffn_dim);
+    ops.swiglu(A.h, A.gate, A.up, (size_t)n * c.ffn_dim);
+    ops.mm_fwd(A.fh, A.h, m.w[DT_W_DOWN], n, c.ffn_dim, c.dim);
+    ops.add(A.fh, A.a, nd);                                                       // f^ = a + SwiGLU(...)
+}
+
+size_t query_backward_floats_per_row(const DraftConfig& c) {
+    return (size_t)3 * c.ffn_dim + 2 * c.dim + 2 * c.q_dim();
+}
+
+template <class O>
+void query_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, RealOf<O>* dfh, const int* pos,
+                    const int* qrow, const XAttnKeysT<RealOf<O>>& keys, const XAttnGradsT<RealOf<O>>& dkeys,
+                    const XAttnMask& mask) {
+    using R = RealOf<O>;
+    int n = A.n;
+    if (n == 0) return;
+    const DraftConfig& c = m.cfg;
+    O& ops = m.ops;
+    size_t N = (size_t)n;
+    R* dh = al.alloc(N * c.ffn_dim);
+    R* dgate = al.alloc(N * c.ffn_dim);
+    R* dup = al.alloc(N * c.ffn_dim);
+    R* dnm = al.alloc(N * c.dim);
+    R* datt = al.alloc(N * c.q_dim());
+    R* dq = al.alloc(N * c.q_dim());
+    R* dnq = al.alloc(N * c.dim);
+    R* da = dfh;  // f^ = a + mlp: da starts as dfh (the residual), dmlp = dfh
+    // MLP
+    ops.mm_bwd_w(m.g[DT_W_DOWN], dfh, A.h, n, c.ffn_dim, c.dim);
+    ops.mm_bwd_x(dh, dfh, m.w[DT_W_DOWN], n, c.ffn_dim, c.dim, false);
+    ops.swiglu_bwd(dgate, dup, dh, A.gate, A.up, N * c.ffn_dim);
+    ops.mm_bwd_w(m.g[DT_W_GATE], dgate, A.nm, n, c.dim, c.ffn_dim);
+    ops.mm_bwd_w(m.g[DT_W_UP], dup, A.nm, n, c.dim, c.ffn_dim);
+    ops.mm_bwd_x(dnm, dgate, m.w[DT_W_GATE], n, c.dim, c.ffn_dim, false);
+    ops.mm_bwd_x(dnm, dup, m.w[DT_W_UP], n, c.dim, c.ffn_dim, true);
+    ops.rmsnorm_bwd(da, m.g[DT_NORM_M], dnm, A.a, m.w[DT_NORM_M], A.rstd_m, n, c.dim);
+    // a = u + Wo att (u = E(t) is frozen: its gradient is dropped)
+    ops.mm_bwd_w(m.g[DT_WO], da, A.att, n, c.q_dim(), c.dim);
+    ops.mm_bwd_x(datt, da, m.w[DT_WO], n, c.q_dim(), c.dim, false);
+    ops.xattn_bwd(dq, dkeys, datt, A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
+    // q = RoPE(Wq RMSNorm_q(u))
+    ops.rope_rotate(dq, pos, n, c.n_heads, c.rope(), true);
+    ops.mm_bwd_w(m.g[DT_WQ], dq, A.nq, n, c.dim, c.q_dim());
+    ops.mm_bwd_x(dnq, dq, m.w[DT_WQ], n, c.dim, c.q_dim(), false);
+    ops.rmsnorm_bwd(nullptr, m.g[DT_NORM_Q], dnq, A.u, m.w[DT_NORM_Q], A.rstd_q, n, c.dim);
+    for (R** p : {&dh, &dgate, &dup, &dnm, &datt, &dq, &dnq}) al.release(*p);
+}
+
+template <class O>
+void head_logits(DraftModelT<O>& m, const RealOf<O>* fh, int n, RealOf<O>* xn, RealOf<O>* rstd, RealOf<O>* logits) {
+    if (n == 0) return;
+    const DraftConfig& c = m.cfg;
+    m.ops.rmsnorm_fwd(xn, rstd, fh, m.out_norm, n, c.dim, c.final_eps);
+    if constexpr (std::is_same<O, Ops>::value)
+        if (m.head_w.data) {
+            m.ops.matmul(logits, xn, m.head_w, n);
+            return;
+        }
+    BEAGLE_CHECK(m.lm_head, "draft: no LM head (frozen tables not loaded, no target weights given)");
+    m.ops.mm_fwd(logits, xn, m.lm_head, n, c.dim, c.vocab_size);
+}
+
+// ---- instantiations -----------------------------------------------------------------------------------
+#define BEAGLE_DRAFT_LAYERS(O)                                                                                     \
+    template struct DraftModelT<O>;                                                                                \
+    template void upload_f<O>(O&, RealOf<O>*, const float*, size_t);                                               \
+    template void download_f<O>(O&, float*, const RealOf<O>*, size_t);                                             \
+    template void key_forward<O>(DraftModelT<O>&, const RealOf<O>*, RealOf<O>*, RealOf<O>*, RealOf<O>*, RealOf<O>*, \
+                                 int, const int*);                                                                 \
+    template void key_backward<O>(DraftModelT<O>&, BufAlloc<O>&, const RealOf<O>*, const RealOf<O>*,               \
+                                  const RealOf<O>*, RealOf<O>*, const RealOf<O>*, int, const int*, RealOf<O>*);    \
+    template void query_acts_alloc<O>(BufAlloc<O>&, const DraftConfig&, QueryActs<RealOf<O>>*, int);               \
+    template void query_acts_free<O>(BufAlloc<O>&, QueryActs<RealOf<O>>*);                                         \
+    template void query_forward<O>(DraftModelT<O>&, QueryActs<RealOf<O>>&, int, const int*, const int*, const int*, \
+                                   const XAttnKeysT<RealOf<O>>&, const XAttnMask&);                                \
+    template void query_backward<O>(DraftModelT<O>&, BufAlloc<O>&, QueryActs<RealOf<O>>&, RealOf<O>*, const int*,  \
+                                    const int*, const XAttnKeysT<RealOf<O>>&, const XAttnGradsT<RealOf<O>>&,       \
+                                    const XAttnMask&);                                                             \
+    template void head_logits<O>(DraftModelT<O>&, const RealOf<O>*, int, RealOf<O>*, RealOf<O>*, RealOf<O>*);
+
+BEAGLE_DRAFT_LAYERS(Ops)
+BEAGLE_DRAFT_LAYERS(CpuOps64)
+
+}  // namespace beagle

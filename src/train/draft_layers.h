@@ -1,0 +1,98 @@
+// draft_layers.h: the Beagle draft's forward and backward, layer by layer, side by side (SPEC 3):
+//   keys:    ns = RMSNorm_kv(s);  K = RoPE_j(Wk ns);  V = Wv ns
+//   query:   u = E(t);  q = RoPE_i(Wq RMSNorm_q(u));  a = u + Wo Attn(q, K, V | mask)
+//            f^ = a + W_down (silu(W_gate m) * (W_up m)),  m = RMSNorm_m(a)
+//   logits:  lm_head(final_norm(f^))   (E, final_norm, lm_head frozen)
+// Templates over the op set O: Ops (float; training and the inference Draft in src/model/draft.cpp)
+// and CpuOps64 (double; the gradient check). Explicit instantiations are in draft_layers.cpp.
+// Gradient convention (llm.c): parameter gradients accumulate, activation gradients are assigned.
+#pragma once
+#include <vector>
+
+#include "../backend/ops.h"
+#include "../model/draft.h"
+#include "alloc.h"
+#include "ops_f64.h"
+
+namespace beagle {
+
+// Backend-resident draft: trainable weights (and their gradients when training) plus the frozen
+// tensors shared with the target.
+template <class O>
+struct DraftModelT {
+    using R = RealOf<O>;
+    O& ops;
+    DraftConfig cfg;
+    R* w[DT_COUNT] = {};
+    R* g[DT_COUNT] = {};                  // gradients; null until enable_grads()
+    R *embd = nullptr, *out_norm = nullptr, *lm_head = nullptr;  // lm_head == embd when tied; both null
+    bool tied = false;                                           // when the frozen tables were not given
+    // Inference only (O = Ops): the target's own (possibly quantized) embedding and LM head, used
+    // instead of the f32 tables when set (Draft::use_target_weights).
+    Weight embd_w, head_w;
+
+    DraftModelT(O& ops, const DraftWeights& dw, const DraftFrozen& fz);
+    ~DraftModelT();
+    DraftModelT(const DraftModelT&) = delete;
+    DraftModelT& operator=(const DraftModelT&) = delete;
+
+    void set_weights(const DraftWeights& dw);  // host -> backend (config must match)
+    void get_weights(DraftWeights* dw) const;  // backend -> host (keeps dw->meta)
+    void enable_grads();
+    void zero_grads();
+};
+
+// host float <-> backend R (converting when R is double)
+template <class O>
+void upload_f(O& ops, RealOf<O>* dst, const float* src, size_t n);
+template <class O>
+void download_f(O& ops, float* dst, const RealOf<O>* src, size_t n);
+
+// ---- key side: K/V of n key states s (rows at positions pos) -------------------------------------
+// Saves ns (n x dim) and rstd (n) for the backward.
+template <class O>
+void key_forward(DraftModelT<O>& m, const RealOf<O>* s, RealOf<O>* ns, RealOf<O>* rstd, RealOf<O>* K, RealOf<O>* V,
+                 int n, const int* pos);
+// dK (turned back through RoPE in place) and dV -> dWk, dWv, dnorm_kv (accumulate) and, if ds is
+// not null, ds += d loss / d s.
+template <class O>
+void key_backward(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* s, const RealOf<O>* ns, const RealOf<O>* rstd,
+                  RealOf<O>* dK, const RealOf<O>* dV, int n, const int* pos, RealOf<O>* ds);
+
+// ---- query side: n queries ---------------------------------------------------------------------
+// Activations of a block of n queries, everything the backward needs, named as in the math.
+template <class R>
+struct QueryActs {
+    int n = 0;
+    R *u = nullptr, *nq = nullptr, *rstd_q = nullptr, *q = nullptr;     // embedding, RMSNorm_q, query (roped)
+    R *att = nullptr, *lse = nullptr;                                   // attention output, its logsumexp
+    R *a = nullptr, *nm = nullptr, *rstd_m = nullptr;                   // u + Wo att, RMSNorm_m(a)
+    R *gate = nullptr, *up = nullptr, *h = nullptr;                     // MLP
+    R *fh = nullptr;                                                    // predicted state f^
+};
+// floats per query row of QueryActs (for memory accounting)
+size_t query_acts_floats_per_row(const DraftConfig& c);
+template <class O>
+void query_acts_alloc(BufAlloc<O>& al, const DraftConfig& c, QueryActs<RealOf<O>>* A, int n);
+template <class O>
+void query_acts_free(BufAlloc<O>& al, QueryActs<RealOf<O>>* A);
+
+// tokens, pos, qrow: host arrays of n (qrow: sequence row of each query, for BLOCK masks).
+template <class O>
+void query_forward(DraftModelT<O>& m, QueryActs<RealOf<O>>& A, int n, const int* tokens, const int* pos,
+                   const int* qrow, const XAttnKeysT<RealOf<O>>& keys, const XAttnMask& mask);
+// dfh: d loss / d f^ (n x dim), overwritten. Parameter gradients accumulate into m.g; key-set
+// gradients accumulate into dkeys.
+template <class O>
+void query_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, RealOf<O>* dfh, const int* pos,
+                    const int* qrow, const XAttnKeysT<RealOf<O>>& keys, const XAttnGradsT<RealOf<O>>& dkeys,
+                    const XAttnMask& mask);
+// floats per query row of the backward's temporaries
+size_t query_backward_floats_per_row(const DraftConfig& c);
+
+// ---- head ---------------------------------------------------------------------------------------
+// logits (n x vocab) = lm_head(final_norm(fh)); xn: n x dim scratch, rstd: n scratch.
+template <class O>
+void head_logits(DraftModelT<O>& m, const RealOf<O>* fh, int n, RealOf<O>* xn, RealOf<O>* rstd, RealOf<O>* logits);
+
+}  // namespace beagle

@@ -1,0 +1,37 @@
+// gradcheck.h: the gradient check of the draft's hand-written backward (`beagle gradcheck`): a tiny
+// random draft in float64 (CpuOps64, the same templates as the float training path), one training
+// iteration's analytic gradients against central finite differences of the loss, per tensor.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace beagle {
+
+struct GradcheckOptions {
+    int stage = 1;
+    bool sim_grad_through = false;  // stage 2: plain finite differences; else predicted states held fixed
+    bool hard_labels = false;
+    int dim = 16, n_heads = 4, n_kv_heads = 2, head_dim = 4, ffn_dim = 24, vocab = 40;
+    int T = 13, w = 3, S = 3, offset = 1, vocab_chunk = 16, pos0 = 3;
+    bool loss_mask = true;          // mask a few rows out of the loss
+    float noise_std = 0.2f;
+    uint64_t seed = 1;
+    double h = 1e-6;                // finite-difference step
+    double tol = 1e-5;              // pass if every tensor's relative error <= tol
+};
+
+struct GradcheckTensor {
+    std::string name;
+    int64_t n = 0;
+    double grad_norm = 0, fd_norm = 0;
+    double rel = 0;      // |g - fd|_2 / max(|g|_2, |fd|_2)
+    double max_rel = 0;  // max_k |g_k - fd_k| / |fd|_inf
+    bool pass = false;
+};
+
+// Runs the check, prints a table to `out` (if not null); returns true iff every tensor passes.
+bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTensor>* result = nullptr);
+
+}  // namespace beagle

@@ -1,0 +1,342 @@
+// trainer.cpp: stage-1 and stage-2 training iterations of the draft (see trainer.h), and the
+// memory formula of one iteration. Called by the (future) `beagle train` loop, gradcheck and tests.
+//
+// Stage 1: all T true states give the key set (noise added); the queries are every row whose window
+// start b >= 1; query b+k sees true rows j < b (BLOCK mask, n_pred 0). One forward, one backward.
+// Stage 2: step s computes the queries b+s-1 of every window (rows of masks.h stage2_rows); before
+// step s >= 2 the predicted states f^ of step s-1 are written IN PLACE into the second key set
+// (row r holds f^_r, T rows, one buffer for all steps) and its K/V recomputed; query b+s-1 sees
+// true rows j < b and predicted rows b..b+s-2. Loss = sum_s beta_s mean_i L_i(step s) / sum beta,
+// beta_s = S - s + 1. Detached (default): the written states are constants; each step's backward
+// runs right after its forward and frees its activations; gradients w.r.t. the second set's K/V
+// accumulate and go through its projection once at the end. --sim-grad-through: all steps are kept
+// and back-propagated in reverse, the predicted rows' K/V gradients flowing into the step that
+// produced them.
+#include "trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "../core/common.h"
+#include "masks.h"
+#include "rng.h"
+
+namespace beagle {
+
+template <class O>
+struct DraftTrainerT<O>::Step {
+    int s = 1;
+    std::vector<int> Q, qtok, qpos;  // query rows, their tokens and positions
+    XAttnMask mask;
+    QueryActs<R> A;
+    R* dfh = nullptr;
+};
+
+template <class O>
+DraftTrainerT<O>::DraftTrainerT(DraftModelT<O>& m, const TrainOptions& opt) : m_(m), opt_(opt), al_(m.ops) {
+    BEAGLE_CHECK(opt.stage == 1 || opt.stage == 2, "training stage must be 1 or 2, got %d", opt.stage);
+    BEAGLE_CHECK(opt.w >= 1, "window size w must be >= 1, got %d", opt.w);
+    if (opt.stage == 2)
+        BEAGLE_CHECK(opt.S >= 1 && opt.S <= opt.w, "stage 2 needs 1 <= S <= w, got S = %d, w = %d", opt.S, opt.w);
+    BEAGLE_CHECK(m.embd && m.lm_head, "training needs the frozen f32 embedding and LM head (DraftFrozen tables)");
+    BEAGLE_CHECK(opt.noise_std >= 0, "noise std must be >= 0, got %g", opt.noise_std);
+}
+
+template <class O>
+void DraftTrainerT<O>::step_forward(Step& st, const TrainBatch& b, const std::vector<int>& pos, const R* f, int s,
+                                    float scale, const XAttnKeysT<R>& keys, const XAttnMask& mask, IterStats* stats) {
+    const DraftConfig& c = m_.cfg;
+    O& ops = m_.ops;
+    int n = (int)st.Q.size(), dim = c.dim;
+    st.s = s;
+    st.mask = mask;
+    st.qtok.resize(n);
+    st.qpos.resize(n);
+    for (int i = 0; i < n; i++) {
+        st.qtok[i] = b.tokens[st.Q[i]];
+        st.qpos[i] = pos[st.Q[i]];
+    }
+    query_acts_alloc(al_, c, &st.A, n);
+    query_forward(m_, st.A, n, st.qtok.data(), st.qpos.data(), st.Q.data(), keys, mask);
+    st.dfh = al_.alloc((size_t)n * dim);
+
+    // loss rows: the queries not masked out (hard labels also need a next token)
+    std::vector<int> Lidx, lrows, labels;
+    for (int i = 0; i < n; i++) {
+        int q = st.Q[i];
+        if (b.loss_mask && !b.loss_mask[q]) continue;
+        if (opt_.loss.hard_labels && q + 1 >= b.T) continue;
+        Lidx.push_back(i);
+        lrows.push_back(q);
+        if (opt_.loss.hard_labels) labels.push_back(b.tokens[q + 1]);
+    }
+    int nL = (int)Lidx.size();
+    std::vector<R> logits;
+    if (nL > 0) {
+        size_t NL = (size_t)nL;
+        R* fhL = al_.alloc(NL * dim);
+        R* fL = al_.alloc(NL * dim);
+        R* dfhL = al_.alloc(NL * dim);
+        R* ce = al_.alloc(NL);
+        R* vl = al_.alloc(NL);
+        ops.rows_gather(fhL, st.A.fh, Lidx.data(), nL, dim);
+        ops.rows_gather(fL, f, lrows.data(), nL, dim);
+        float sc = scale / (float)nL;
+        draft_loss(m_, al_, fhL, fL, labels.empty() ? nullptr : labels.data(), nL, opt_.loss, sc, dfhL, ce, vl,
+                   capture ? &logits : nullptr);
+        ops.rows_scatter(st.dfh, dfhL, Lidx.data(), nL, dim, false);
+        std::vector<R> hce(NL), hvl(NL);
+        ops.download(hce.data(), ce, NL);
+        ops.download(hvl.data(), vl, NL);
+        double sce = 0, svl = 0;
+        for (size_t i = 0; i < NL; i++) {
+            sce += (double)hce[i];
+            svl += (double)hvl[i];
+        }
+        stats->ce += sce;
+        stats->vloss += svl;
+        stats->step_loss.push_back((sce + svl) / (double)scale);
+        for (R** p : {&fhL, &fL, &dfhL, &ce, &vl}) al_.release(*p);
+    } else {
+        stats->step_loss.push_back(0.0);
+    }
+    stats->step_rows.push_back(nL);
+    if (capture) {
+        std::vector<R> fh((size_t)n * dim);
+        ops.download(fh.data(), st.A.fh, fh.size());
+        int li = 0;
+        for (int i = 0; i < n; i++) {
+            typename TrainCaptureT<R>::Row row;
+            row.step = s;
+            row.row = st.Q[i];
+            row.fh.assign(fh.begin() + (size_t)i * dim, fh.begin() + (size_t)(i + 1) * dim);
+            if (li < nL && Lidx[li] == i) {
+                size_t V = (size_t)c.vocab_size;
+                row.logits.assign(logits.begin() + (size_t)li * V, logits.begin() + (size_t)(li + 1) * V);
+                li++;
+            }
+            capture->rows.push_back(std::move(row));
+        }
+    }
+}
+
+template <class O>
+void DraftTrainerT<O>::step_backward(Step& st, const std::vector<int>& pos, const XAttnKeysT<R>& keys,
+                                     const XAttnGradsT<R>& dkeys, const XAttnMask& mask) {
+    query_backward(m_, al_, st.A, st.dfh, st.qpos.data(), st.Q.data(), keys, dkeys, mask);
+}
+
+template <class O>
+void DraftTrainerT<O>::step_free(Step& st) {
+    query_acts_free(al_, &st.A);
+    al_.release(st.dfh);
+}
+
+template <class O>
+IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_seed, float loss_scale, bool backward) {
+    const DraftConfig& c = m_.cfg;
+    O& ops = m_.ops;
+    int T = b.T, dim = c.dim, kvd = c.kv_dim();
+    BEAGLE_CHECK(T >= 1 && b.tokens && b.states, "training batch: need T >= 1 tokens and states, got T = %d", T);
+    BEAGLE_CHECK(offset >= 0 && offset < opt_.w, "window offset %d outside [0, w = %d)", offset, opt_.w);
+    BEAGLE_CHECK(loss_scale > 0, "loss_scale must be > 0, got %g", loss_scale);
+    BEAGLE_CHECK(b.pos0 >= 0, "training batch: negative start position %d", b.pos0);
+    if (backward)
+        for (int i = 0; i < DT_COUNT; i++)
+            BEAGLE_CHECK(m_.g[i], "training with backward needs gradients: call enable_grads() first");
+    for (int j = 0; j < T; j++)
+        BEAGLE_CHECK(b.tokens[j] >= 0 && b.tokens[j] < c.vocab_size, "training token %d at row %d outside [0, %d)",
+                     b.tokens[j], j, c.vocab_size);
+    al_.reset_peak();
+    IterStats stats;
+    stats.offset = offset;
+    size_t Td = (size_t)T * dim, Tk = (size_t)T * kvd;
+    std::vector<int> pos(T);
+    for (int j = 0; j < T; j++) pos[j] = b.pos0 + j;
+
+    // true key set: s = f + noise
+    R* f = al_.alloc(Td);
+    upload_f(ops, f, b.states, Td);
+    R* s = al_.alloc(Td);
+    {
+        std::vector<R> sh(b.states, b.states + Td);
+        if (opt_.noise_std > 0) {
+            TrainRng rng(noise_seed);
+            for (size_t i = 0; i < Td; i++) sh[i] += (R)(opt_.noise_std * rng.normal());
+        }
+        ops.upload(s, sh.data(), Td);
+    }
+    R* ns = al_.alloc(Td);
+    R* rstd = al_.alloc(T);
+    R* K = al_.alloc(Tk);
+    R* V = al_.alloc(Tk);
+    R *dK = nullptr, *dV = nullptr;
+    if (backward) {
+        dK = al_.alloc(Tk);
+        dV = al_.alloc(Tk);
+    }
+    key_forward(m_, s, ns, rstd, K, V, T, pos.data());
+    XAttnKeysT<R> keys;
+    keys.k0 = K;
+    keys.v0 = V;
+    keys.n0 = T;
+    XAttnGradsT<R> dkeys;
+    dkeys.dk0 = dK;
+    dkeys.dv0 = dV;
+    XAttnMask mask;
+    mask.kind = XAttnMask::BLOCK;
+    mask.w = opt_.w;
+    mask.offset = offset;
+
+    if (opt_.stage == 1) {
+        Step st;
+        st.Q = stage1_rows(T, opt_.w, offset);
+        mask.n_pred = 0;
+        step_forward(st, b, pos, f, 1, loss_scale, keys, mask, &stats);
+        if (backward) step_backward(st, pos, keys, dkeys, mask);
+        step_free(st);
+    } else {
+        int S = opt_.S;
+        double sum_beta = S * (S + 1) / 2.0;
+        R *sp = nullptr, *nsp = nullptr, *rstdp = nullptr, *Kp = nullptr, *Vp = nullptr, *dKp = nullptr, *dVp = nullptr;
+        if (S >= 2) {  // the second KV set: T rows, written in place step after step
+            sp = al_.alloc(Td);
+            nsp = al_.alloc(Td);
+            rstdp = al_.alloc(T);
+            Kp = al_.alloc(Tk);
+            Vp = al_.alloc(Tk);
+            if (backward) {
+                dKp = al_.alloc(Tk);
+                dVp = al_.alloc(Tk);
+            }
+            keys.k1 = Kp;
+            keys.v1 = Vp;
+            keys.n1 = T;
+            dkeys.dk1 = dKp;
+            dkeys.dv1 = dVp;
+        }
+        if (record_pred) record_pred->assign(Td, R(0));
+        std::vector<Step> kept(opt_.sim_grad_through ? S : 0);
+        for (int st_i = 1; st_i <= S; st_i++) {
+            mask.n_pred = st_i - 1;
+            if (st_i >= 2) key_forward(m_, sp, nsp, rstdp, Kp, Vp, T, pos.data());
+            Step local;
+            Step& st = opt_.sim_grad_through ? kept[st_i - 1] : local;
+            st.Q = stage2_rows(T, opt_.w, offset, st_i);
+            float scale = (float)(loss_scale * (S - st_i + 1) / sum_beta);
+            step_forward(st, b, pos, f, st_i, scale, keys, mask, &stats);
+            int n = (int)st.Q.size();
+            if (st_i < S && n > 0) {  // write f^ of these queries into the second KV set, in place
+                if (frozen_pred) {
+                    BEAGLE_CHECK(frozen_pred->size() == Td, "frozen predicted states: %zu values, expected %zu",
+                                 frozen_pred->size(), Td);
+                    std::vector<R> rows((size_t)n * dim);
+                    for (int i = 0; i < n; i++)
+                        memcpy(&rows[(size_t)i * dim], frozen_pred->data() + (size_t)st.Q[i] * dim, dim * sizeof(R));
+                    R* tmp = al_.alloc(rows.size());
+                    ops.upload(tmp, rows.data(), rows.size());
+                    ops.rows_scatter(sp, tmp, st.Q.data(), n, dim, false);
+                    al_.release(tmp);
+                } else {
+                    ops.rows_scatter(sp, st.A.fh, st.Q.data(), n, dim, false);
+                }
+                if (record_pred) {
+                    std::vector<R> rows((size_t)n * dim);
+                    ops.download(rows.data(), st.A.fh, rows.size());
+                    for (int i = 0; i < n; i++)
+                        memcpy(record_pred->data() + (size_t)st.Q[i] * dim, &rows[(size_t)i * dim], dim * sizeof(R));
+                }
+            }
+            if (!opt_.sim_grad_through) {
+                if (backward) step_backward(st, pos, keys, dkeys, mask);
+                step_free(st);
+            }
+        }
+        if (opt_.sim_grad_through) {
+            for (int st_i = S; st_i >= 1; st_i--) {
+                Step& st = kept[st_i - 1];
+                int n = (int)st.Q.size();
+                if (backward && st_i < S && n > 0) {
+                    // the rows this step wrote into the second set: their K/V gradients (complete: all
+                    // later steps are done) go back through the projection into this step's d f^
+                    size_t N = (size_t)n;
+                    R* sg = al_.alloc(N * dim);
+                    R* nsg = al_.alloc(N * dim);
+                    R* rg = al_.alloc(N);
+                    R* dKg = al_.alloc(N * kvd);
+                    R* dVg = al_.alloc(N * kvd);
+                    R* ds = al_.alloc(N * dim);
+                    ops.rows_gather(sg, sp, st.Q.data(), n, dim);
+                    ops.rows_gather(nsg, nsp, st.Q.data(), n, dim);
+                    ops.rows_gather(rg, rstdp, st.Q.data(), n, 1);
+                    ops.rows_gather(dKg, dKp, st.Q.data(), n, kvd);
+                    ops.rows_gather(dVg, dVp, st.Q.data(), n, kvd);
+                    key_backward(m_, al_, sg, nsg, rg, dKg, dVg, n, st.qpos.data(), ds);
+                    ops.add(st.dfh, ds, N * dim);
+                    for (R** p : {&sg, &nsg, &rg, &dKg, &dVg, &ds}) al_.release(*p);
+                }
+                if (backward) step_backward(st, pos, keys, dkeys, st.mask);
+                step_free(st);
+            }
+        } else if (backward && S >= 2) {
+            key_backward(m_, al_, sp, nsp, rstdp, dKp, dVp, T, pos.data(), nullptr);
+        }
+        for (R** p : {&sp, &nsp, &rstdp, &Kp, &Vp, &dKp, &dVp}) al_.release(*p);
+    }
+    if (backward) key_backward(m_, al_, s, ns, rstd, dK, dV, T, pos.data(), nullptr);
+    for (R** p : {&f, &s, &ns, &rstd, &K, &V, &dK, &dV}) al_.release(*p);
+    stats.loss = (stats.ce + stats.vloss) / loss_scale;
+    stats.ce /= loss_scale;
+    stats.vloss /= loss_scale;
+    return stats;
+}
+
+
+// ---- memory formula: mirrors run()'s allocations (default detached mode / stage 1, no loss mask) ----
+TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, int offset, int sizeof_real) {
+    TrainMemory mem;
+    double B = sizeof_real, Td = (double)T * c.dim, Tk = (double)T * c.kv_dim();
+    double params = 0;
+    for (int i = 0; i < DT_COUNT; i++) params += (double)c.numel(i);
+    double frozen = 2.0 * c.vocab_size * c.dim + c.dim;  // embedding + untied LM head + final norm
+    mem.lines.push_back({"draft weights", params * B});
+    mem.lines.push_back({"gradients", params * B});
+    mem.lines.push_back({"AdamW moments m, v", 2 * params * B});
+    mem.lines.push_back({"frozen embedding + LM head + final norm", frozen * B});
+    mem.persistent = (4 * params + frozen) * B;
+
+    double true_set = 3 * Td + T + 4 * Tk;        // f, s (noisy), ns, rstd, K, V, dK, dV
+    double pred_set = 2 * Td + T + 4 * Tk;        // sp, nsp, rstdp, Kp, Vp, dKp, dVp
+    mem.kv_set = pred_set * B;
+    bool two = opt.stage == 2 && opt.S >= 2;
+    int steps = opt.stage == 1 ? 1 : opt.S;
+    double qa = (double)query_acts_floats_per_row(c), qb = (double)query_backward_floats_per_row(c);
+    double worst_step = 0, worst_acts = 0, worst_tmp = 0;
+    for (int s = 1; s <= steps; s++) {
+        std::vector<int> Q = opt.stage == 1 ? stage1_rows(T, opt.w, offset) : stage2_rows(T, opt.w, offset, s);
+        int n = (int)Q.size(), nL = 0;
+        for (int q : Q) nL += !(opt.loss.hard_labels && q + 1 >= T);
+        double acts = n * (qa + c.dim);  // activations + d f^
+        double loss_phase = nL > 0 ? 3.0 * nL * c.dim + 2.0 * nL + (double)draft_loss_floats(c, nL, opt.loss) : 0;
+        double tmp = std::max(loss_phase, n * qb);
+        if (acts + tmp > worst_step) {
+            worst_step = acts + tmp;
+            worst_acts = acts;
+            worst_tmp = tmp;
+        }
+    }
+    double end_phase = Td;  // key_backward's d ns
+    mem.lines.push_back({"true KV set (f, noisy s, norm, rstd, K, V, dK, dV)", true_set * B});
+    if (two) mem.lines.push_back({"predicted KV set (stage 2, in place)", pred_set * B});
+    mem.lines.push_back({"largest step: query activations + d f^", worst_acts * B});
+    mem.lines.push_back({"largest step: loss or backward temporaries", worst_tmp * B});
+    mem.lines.push_back({"key-set backward temporary", end_phase * B});
+    mem.iteration_peak = (true_set + (two ? pred_set : 0) + std::max(worst_step, end_phase)) * B;
+    return mem;
+}
+
+template class DraftTrainerT<Ops>;
+template class DraftTrainerT<CpuOps64>;
+
+}  // namespace beagle

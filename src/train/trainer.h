@@ -1,0 +1,103 @@
+// trainer.h: one training iteration of the Beagle draft on one sequence (SPEC 3, Two-Stage
+// Block-Attention Training): stage 1 (inverse block attention, every query contributes) or stage 2
+// (S simulation steps with a second, in-place KV set of predicted states; detached by default,
+// --sim-grad-through keeps all steps). A trainer is a short loop over these:
+//     model.zero_grads(); for each sequence in the batch: trainer.run(seq, offset, seed, 1/B);
+//     adamw.step(lr);
+// Templated over the op set (Ops: float training; CpuOps64: the gradient check).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "draft_layers.h"
+#include "losses.h"
+
+namespace beagle {
+
+struct TrainOptions {
+    int stage = 1;                  // 1 = early (inverse block attention), 2 = late (simulation)
+    int w = 3;                      // window size (paper ablation: 3 best; main runs 5)
+    int S = 3;                      // stage 2: simulation steps (needs w >= S)
+    bool sim_grad_through = false;  // stage 2: gradients through the predicted states (memory grows with S)
+    float noise_std = 0.2f;         // Gaussian noise on the input true states (not on the targets)
+    LossOptions loss;
+};
+
+// One sequence: tokens t_0..t_{T-1} and the target's true states f_0..f_{T-1} (T x dim, host f32)
+// at positions pos0..pos0+T-1. loss_mask (optional, host): rows with 0 contribute no loss.
+struct TrainBatch {
+    const int* tokens = nullptr;
+    const float* states = nullptr;
+    const uint8_t* loss_mask = nullptr;
+    int T = 0;
+    int pos0 = 0;
+};
+
+struct IterStats {
+    double loss = 0, ce = 0, vloss = 0;  // the iteration's loss (unscaled by loss_scale) and its parts
+    int offset = 0;
+    std::vector<double> step_loss;       // per step: mean of L_i over its loss rows (stage 1: one step)
+    std::vector<int> step_rows;          // per step: loss rows
+};
+
+// Test hooks: what one stage computed, row by row.
+template <class R>
+struct TrainCaptureT {
+    struct Row {
+        int step, row;
+        std::vector<R> fh, logits;  // predicted state (dim) and draft logits (vocab; loss rows only)
+    };
+    std::vector<Row> rows;
+};
+
+template <class O>
+class DraftTrainerT {
+public:
+    using R = RealOf<O>;
+    DraftTrainerT(DraftModelT<O>& m, const TrainOptions& opt);
+
+    // Forward (and, if backward, gradients of loss_scale * loss accumulated into m.g) on one
+    // sequence. offset: window offset in [0, w) (draw it uniformly per iteration). noise_seed: the
+    // seed of the Gaussian noise added to the input true states.
+    IterStats run(const TrainBatch& b, int offset, uint64_t noise_seed, float loss_scale = 1.0f, bool backward = true);
+
+    const TrainOptions& options() const { return opt_; }
+    BufAlloc<O>& mem() { return al_; }  // every buffer of run() comes from here (peak bytes)
+
+    // Stage 2, detached mode, gradient check: use these predicted states (T x dim) instead of the
+    // computed ones when writing the second KV set (predicted states held at unperturbed values).
+    const std::vector<R>* frozen_pred = nullptr;
+    std::vector<R>* record_pred = nullptr;   // receives the predicted states written (T x dim)
+    TrainCaptureT<R>* capture = nullptr;     // receives every step's f^ rows and logits
+
+private:
+    struct Step;
+    void step_forward(Step& st, const TrainBatch& b, const std::vector<int>& pos, const R* f, int s, float scale,
+                      const XAttnKeysT<R>& keys, const XAttnMask& mask, IterStats* stats);
+    void step_backward(Step& st, const std::vector<int>& pos, const XAttnKeysT<R>& keys,
+                       const XAttnGradsT<R>& dkeys, const XAttnMask& mask);
+    void step_free(Step& st);
+    DraftModelT<O>& m_;
+    TrainOptions opt_;
+    BufAlloc<O> al_;
+};
+
+using DraftTrainer = DraftTrainerT<Ops>;
+
+// Memory of one training iteration (default detached mode, or stage 1): every buffer the trainer
+// allocates, by name, with the bytes the code allocates (checked against the counting allocator
+// by test/test_stage2_memory.cpp). sizeof_real: 4 (float) or 8.
+struct MemLine {
+    std::string name;
+    double bytes;
+};
+struct TrainMemory {
+    std::vector<MemLine> lines;      // persistent (weights, grads, AdamW, frozen) and per-iteration
+    double iteration_peak = 0;       // peak bytes of run() (what BufAlloc measures)
+    double kv_set = 0;               // bytes of one KV set (the second, predicted, set of stage 2)
+    double persistent = 0;           // weights + grads + AdamW moments + frozen tensors
+};
+TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, int offset, int sizeof_real = 4);
+
+}  // namespace beagle

@@ -1,0 +1,147 @@
+// bench_matmul.cpp: micro-benchmark of cpu_matmul (src/backend/cpu/matmul.cpp): decode (T = 1) GB/s
+// against measured read bandwidth, and prefill (T = 128, ...) GFLOP/s, per ISA and thread count, for
+// single SmolLM2-135M shapes and the whole model's weight set (30 layers + Q8_0 lm_head, ~98 MB).
+// Build and run: bash scripts/bench_matmul.sh [--quick]
+#include <immintrin.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "core/common.h"
+
+using namespace beagle;
+
+struct Mat {
+    DType dt;
+    int64_t rows, cols;
+    std::vector<uint8_t> bytes;
+    Weight W;
+};
+
+static Mat make_mat(DType dt, int64_t rows, int64_t cols, std::mt19937& g) {
+    Mat m{dt, rows, cols, {}, {}};
+    m.bytes.resize(dtype_row_bytes(dt, cols) * rows);
+    for (auto& b : m.bytes) b = (uint8_t)g();
+    // sane fp16 scales: put a small positive half at every block start
+    size_t bs = dt == DType::Q8_0 ? 34 : dt == DType::Q4_0 ? 18 : dt == DType::Q4_1 ? 20 : 0;
+    if (bs)
+        for (size_t o = 0; o + bs <= m.bytes.size(); o += bs) {
+            uint16_t h = f32_to_f16(0.01f);
+            memcpy(&m.bytes[o], &h, 2);
+            if (dt == DType::Q4_1) memcpy(&m.bytes[o + 2], &h, 2);
+        }
+    // float weights: small normal numbers (random bytes would be NaN/denormal-heavy and slow)
+    for (size_t i = 0; dt == DType::F32 && i < m.bytes.size() / 4; i++)
+        ((float*)m.bytes.data())[i] = (float)((int)(g() % 2001) - 1000) * 1e-5f;
+    for (size_t i = 0; (dt == DType::F16 || dt == DType::BF16) && i < m.bytes.size() / 2; i++) {
+        float v = (float)((int)(g() % 2001) - 1000) * 1e-5f;
+        uint16_t h = dt == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+        memcpy(&m.bytes[2 * i], &h, 2);
+    }
+    m.W.data = m.bytes.data();
+    m.W.dtype = dt;
+    m.W.rows = rows;
+    m.W.cols = cols;
+    return m;
+}
+
+// Best-of read bandwidth over `bytes` with the pool's threads (GB/s).
+static double read_bandwidth(ThreadPool& pool, size_t bytes) {
+    std::vector<uint8_t> buf(bytes, 1);
+    double best = 1e30;
+    std::vector<long long> sink(pool.size());
+    for (int it = 0; it < 10; it++) {
+        double t0 = now_seconds();
+        pool.parallel_for((int64_t)(bytes / 4096), [&](int64_t b, int64_t e, int tid) {
+            __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+            for (int64_t i = b * 4096; i < e * 4096; i += 64) {
+                a0 = _mm256_add_epi64(a0, _mm256_loadu_si256((const __m256i*)(buf.data() + i)));
+                a1 = _mm256_add_epi64(a1, _mm256_loadu_si256((const __m256i*)(buf.data() + i + 32)));
+            }
+            sink[tid] += _mm256_extract_epi64(_mm256_add_epi64(a0, a1), 0);
+        });
+        double s = now_seconds() - t0;
+        if (s < best) best = s;
+    }
+    return bytes / best / 1e9;
+}
+
+// Seconds per call over the matrices (best of `reps` rounds, each round calls every matrix once).
+static double time_set(std::vector<Mat>& mats, int T, ThreadPool& pool, int reps) {
+    int64_t maxc = 0, maxr = 0;
+    for (auto& m : mats) maxc = std::max(maxc, m.cols), maxr = std::max(maxr, m.rows);
+    std::vector<float> x((size_t)T * maxc), y((size_t)T * maxr);
+    std::mt19937 g(1);
+    for (auto& v : x) v = (float)((int)(g() % 2001) - 1000) / 1000.0f;
+    for (auto& m : mats) cpu_matmul(y.data(), x.data(), m.W, T, pool);  // warm up
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_seconds();
+        for (auto& m : mats) cpu_matmul(y.data(), x.data(), m.W, T, pool);
+        best = std::min(best, now_seconds() - t0);
+    }
+    return best;
+}
+
+int main(int argc, char** argv) {
+    bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    std::mt19937 g(123);
+    std::vector<const char*> isas = {"avx2"};
+    if (cpu_has_avx512_vnni()) isas.push_back("avx512");
+
+    struct Shape { const char* name; DType dt; int64_t rows, cols; };
+    std::vector<Shape> shapes = {{"ffn_down Q4_1 576x1536", DType::Q4_1, 576, 1536},
+                                 {"ffn_up   Q4_1 1536x576", DType::Q4_1, 1536, 576},
+                                 {"lm_head  Q8_0 49152x576", DType::Q8_0, 49152, 576},
+                                 {"ffn_up   Q4_0 1536x576", DType::Q4_0, 1536, 576},
+                                 {"ffn_up   F16  1536x576", DType::F16, 1536, 576},
+                                 {"ffn_up   BF16 1536x576", DType::BF16, 1536, 576},
+                                 {"ffn_up   F32  1536x576", DType::F32, 1536, 576}};
+    // whole SmolLM2-135M weight set: 30 x (q, k, v, o, gate, up, down) in Q4_1 + lm_head Q8_0
+    std::vector<Mat> model;
+    size_t model_bytes = 0;
+    for (int l = 0; l < 30; l++) {
+        int64_t sh[7][2] = {{576, 576}, {192, 576}, {192, 576}, {576, 576}, {1536, 576}, {1536, 576}, {576, 1536}};
+        for (auto& s : sh) model.push_back(make_mat(DType::Q4_1, s[0], s[1], g));
+    }
+    model.push_back(make_mat(DType::Q8_0, 49152, 576, g));
+    for (auto& m : model) model_bytes += m.bytes.size();
+
+    for (int nt : {1, 2}) {
+        ThreadPool pool(nt);
+        double bw = read_bandwidth(pool, model_bytes);
+        printf("threads %d: read bandwidth over %.1f MB: %.1f GB/s\n", nt, model_bytes / 1e6, bw);
+        for (const char* isa : isas) {
+            cpu_matmul_set_isa(isa);
+            for (auto& s : shapes) {
+                std::vector<Mat> one;
+                one.push_back(make_mat(s.dt, s.rows, s.cols, g));
+                double bytes = (double)one[0].bytes.size();
+                for (int T : {1, 128}) {
+                    if (quick && T == 128 && s.dt != DType::Q4_1) continue;
+                    double sec = time_set(one, T, pool, T == 1 ? 50 : 5);
+                    double gflops = 2.0 * s.rows * s.cols * T / sec / 1e9;
+                    printf("  %-6s t%d %-24s T=%-3d %9.1f us  %6.1f GFLOP/s  %5.1f GB/s of weights\n", isa, nt, s.name,
+                           T, sec * 1e6, gflops, bytes / sec / 1e9);
+                }
+            }
+            double dec = time_set(model, 1, pool, quick ? 3 : 10);
+            printf("  %-6s t%d whole model T=1 (decode): %.2f ms/token, %.1f GB/s = %.0f%% of read bandwidth\n", isa, nt,
+                   dec * 1e3, model_bytes / dec / 1e9, 100.0 * model_bytes / dec / 1e9 / bw);
+            for (int T : {16, 64, 128, 512}) {
+                if (quick && T != 128) continue;
+                double sec = time_set(model, T, pool, 2);
+                double flops = 0;
+                for (auto& m : model) flops += 2.0 * m.rows * m.cols * T;
+                printf("  %-6s t%d whole model T=%-3d (prefill): %.2f ms/token, %.1f GFLOP/s\n", isa, nt, T,
+                       sec * 1e3 / T, flops / sec / 1e9);
+            }
+        }
+    }
+    cpu_matmul_set_isa("auto");
+    return 0;
+}

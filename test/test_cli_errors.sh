@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# test_cli_errors.sh: bad command lines and bad inputs to `beagle generate` get a clear message on
+# stderr and exit code 1: never a signal, never a hang (each run has a 60 s limit).
+set -u
+M=$BEAGLE_SHARED/data/models
+B=$BEAGLE_BIN
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0
+expect_error() {  # description, expected stderr substring, command...
+  local what=$1 needle=$2; shift 2
+  timeout 60 "$@" > "$tmp/out" 2> "$tmp/err" < /dev/null
+  local rc=$?
+  if [ $rc -ne 1 ]; then echo "FAIL $what: exit $rc (want 1)"; cat "$tmp/err" | head -5; fails=$((fails+1)); return; fi
+  if ! grep -qF -- "$needle" "$tmp/err"; then echo "FAIL $what: stderr lacks '$needle':"; cat "$tmp/err"; fails=$((fails+1)); return; fi
+  echo "ok   $what: $(head -c 200 "$tmp/err" | tr '\n' ' ')"
+}
+expect_error "no command" "usage" "$B"
+expect_error "unknown command" "unknown command 'frobnicate'" "$B" frobnicate
+expect_error "unknown flag" "unknown option '--bogus'" "$B" generate -m "$M/stories260K.bin" --bogus
+expect_error "missing value" "expects a value" "$B" generate -m
+expect_error "bad integer" "expects an integer, got 'ten'" "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -n ten
+expect_error "bad number" "expects a number, got 'hot'" "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" --temp hot
+expect_error "negative n" "-n must be >= 0" "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -n -5
+expect_error "no model" "-m MODEL is required" "$B" generate -p hi
+expect_error "missing model file" "'$tmp/nope.gguf': No such file" "$B" generate -m "$tmp/nope.gguf" -p hi
+expect_error "missing tokenizer file" "cannot open '$tmp/nope.bin'" "$B" generate -m "$M/stories260K.bin" -z "$tmp/nope.bin"
+expect_error ".bin without tokenizer" "carries no tokenizer" "$B" generate -m "$M/stories260K.bin" -p hi
+expect_error "tokenizer does not fit" "does not fit model" "$B" generate -m "$M/stories260K.bin" -z "$M/tokenizer.bin" -p hi
+printf 'Once upon a \xff\xfe time' > "$tmp/bad_utf8.txt"
+expect_error "invalid UTF-8 prompt" "not valid UTF-8" "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -f "$tmp/bad_utf8.txt"
+python3 -c "print('Once upon a time there was a dog. ' * 200)" > "$tmp/long.txt"
+expect_error "prompt longer than context" "context holds 512" "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -f "$tmp/long.txt"
+expect_error "bad threads" "-t must be in 1..256" "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -t 0
+expect_error "prompt file missing" "cannot open" "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -f "$tmp/none.txt"
+expect_error "directory as model" "" "$B" generate -m "$tmp" -p hi
+# --help works for every subcommand and exits 0
+for c in generate info tokenize bench; do
+  if timeout 20 "$B" $c --help > "$tmp/help" 2>&1 && grep -q "usage: beagle $c" "$tmp/help"; then echo "ok   $c --help"; else echo "FAIL $c --help"; fails=$((fails+1)); fi
+done
+# context fills up mid-generation: stops cleanly with a note, exit 0
+if timeout 60 "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -n 600 --temp 0 -c 64 > "$tmp/out" 2> "$tmp/err" && grep -q "context full" "$tmp/err"; then
+  echo "ok   context full stops cleanly"; else echo "FAIL context full"; cat "$tmp/err"; fails=$((fails+1)); fi
+echo "$fails failures"
+[ $fails -eq 0 ]

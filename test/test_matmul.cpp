@@ -1,0 +1,267 @@
+// test_matmul.cpp: cpu_matmul (src/backend/cpu/matmul.cpp, matmul_avx512.cpp) and the activation
+// quantizer (quantize.cpp) against double-precision references, for every weight dtype, ragged shapes,
+// T in {1,2,3,4,5,8,17}, both ISAs; plus the batch-invariance contract (bitwise) and error messages.
+//
+// Tolerances (u = 2^-24, the float unit roundoff), all derived, none tuned:
+//  * float weights: y = sum_i w_i x_i summed in 8 or 16 lanes of at most ceil(cols/8) FMAs each, then a
+//    4-level tree: |y - exact| <= (ceil(cols/8) + 5) * u * sum_i |w_i x_i|.
+//  * quantized weights, model check: the test re-derives the int8 activations (q, d, s) with its own
+//    scalar code and requires them bit-equal to the library's (both layouts). The kernel must then equal
+//    y_model = sum_b d_w[b] d_x[b] sum_i qw_i qx_i + m[b] s[b] (exact, in double) up to float rounding
+//    of at most nb + 10 roundings of the magnitudes it adds: (nb + 10) * u * S, where
+//    S = sum_b |d_w d_x| sum_i |qw_i qx_i| + |m[b] s[b]|.
+//  * quantized weights, against the exact y = sum_i w_i x_i (w from the reference dequantize_row):
+//    x_i is represented by d_x q_i with |x_i - d_x q_i| <= d_x / 2 + 3u|x_i| (round half even of
+//    x * fl(1/d), d = fl(amax / 127)), so |y_model - y| <= sum_i |w_i| (d_x/2 + 3u|x_i|); add the
+//    rounding of the reference's float w (u sum |w_i x_i|) and the kernel's rounding bound above.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/quantize.h"
+#include "core/common.h"
+#include "core/tensor.h"
+#include "testlib.h"
+#include "matmul_ref.h"
+
+using namespace beagle;
+
+struct Rng {
+    std::mt19937_64 g;
+    explicit Rng(uint64_t seed) : g(seed) {}
+    double uniform(double a, double b) { return std::uniform_real_distribution<double>(a, b)(g); }
+    double normal() { return std::normal_distribution<double>(0.0, 1.0)(g); }
+    int integer(int a, int b) { return std::uniform_int_distribution<int>(a, b)(g); }
+};
+
+// Random weight bytes of a rows x cols matrix in dtype t (quantized blocks filled field by field,
+// including the extreme codes -128 / 0 / 15 and negative mins).
+static std::vector<uint8_t> make_weight(DType t, int64_t rows, int64_t cols, Rng& rng) {
+    std::vector<uint8_t> w(dtype_row_bytes(t, cols) * rows + (t == DType::F32 ? 0 : 0));
+    uint8_t* p = w.data();
+    int64_t n = rows * cols;
+    auto put16 = [](uint8_t* q, uint16_t v) { memcpy(q, &v, 2); };
+    switch (t) {
+        case DType::F32:
+            for (int64_t i = 0; i < n; i++) {
+                float v = (float)rng.normal();
+                memcpy(p + 4 * i, &v, 4);
+            }
+            break;
+        case DType::F16:
+            for (int64_t i = 0; i < n; i++) put16(p + 2 * i, f32_to_f16((float)rng.normal()));
+            break;
+        case DType::BF16:
+            for (int64_t i = 0; i < n; i++) put16(p + 2 * i, f32_to_bf16((float)rng.normal()));
+            break;
+        case DType::Q8_0:
+            for (int64_t b = 0; b < n / 32; b++) {
+                uint8_t* blk = p + b * 34;
+                put16(blk, f32_to_f16((float)rng.uniform(0.001, 0.05)));
+                for (int i = 0; i < 32; i++) blk[2 + i] = (uint8_t)(int8_t)rng.integer(-128, 127);
+            }
+            break;
+        case DType::Q4_0:
+            for (int64_t b = 0; b < n / 32; b++) {
+                uint8_t* blk = p + b * 18;
+                put16(blk, f32_to_f16((float)rng.uniform(0.001, 0.05)));
+                for (int i = 0; i < 16; i++) blk[2 + i] = (uint8_t)rng.integer(0, 255);
+            }
+            break;
+        case DType::Q4_1:
+            for (int64_t b = 0; b < n / 32; b++) {
+                uint8_t* blk = p + b * 20;
+                put16(blk, f32_to_f16((float)rng.uniform(0.001, 0.05)));
+                put16(blk + 2, f32_to_f16((float)rng.uniform(-0.4, 0.1)));
+                for (int i = 0; i < 16; i++) blk[4 + i] = (uint8_t)rng.integer(0, 255);
+            }
+            break;
+        default: break;
+    }
+    return w;
+}
+
+// Activations: normal values, one all-zero block and one block with a large outlier (when cols allow).
+static std::vector<float> make_x(int T, int64_t cols, Rng& rng) {
+    std::vector<float> x((size_t)T * cols);
+    for (auto& v : x) v = (float)(rng.normal() * 2.0);
+    for (int t = 0; t < T; t++) {
+        float* r = x.data() + (size_t)t * cols;
+        if (cols >= 64 && t % 3 == 1)
+            for (int i = 32; i < 64; i++) r[i] = 0.0f;
+        if (cols >= 32 && t % 2 == 0) r[(t * 7) % 32] = 300.0f;
+    }
+    return x;
+}
+
+static Weight make_W(DType dt, const std::vector<uint8_t>& wb, int64_t rows, int64_t cols, int64_t row0 = 0) {
+    Weight W;
+    W.data = wb.data() + row0 * dtype_row_bytes(dt, cols);
+    W.dtype = dt;
+    W.rows = rows;
+    W.cols = cols;
+    return W;
+}
+
+// The library's quantizer equals the scalar model bit for bit (q, d, s, padding, the interleaved
+// pair order and the Q8_0 correction of the AVX-512 layout).
+static void test_quantizer() {
+    Rng rng(7);
+    for (int64_t cols : {32, 64, 96, 576, 1536})
+        for (bool inter : {false, true}) {
+            std::vector<float> x = make_x(3, cols, rng);
+            QuantActs a;
+            quant_acts_layout(a, cols, inter, inter);
+            std::vector<uint8_t> buf(a.stride * 3 + 64, 0xAB);
+            a.base = (uint8_t*)(((uintptr_t)buf.data() + 63) / 64 * 64);
+            for (int t = 0; t < 3; t++) quantize_act_row(a, x.data() + t * cols, t);
+            bool ok = true;
+            for (int t = 0; t < 3 && ok; t++) {
+                QRow m = quantize_model(x.data() + t * cols, cols);
+                const int8_t* q = qa_q(a, t);
+                for (int64_t i = 0; i < (int64_t)a.qbytes; i++) {
+                    int64_t e = i;  // element stored at byte i
+                    if (inter) {    // pair k: group g of the 64 bytes is group g/2 of block 2k + (g & 1)
+                        int64_t k = i / 64, g = (i % 64) / 4;
+                        e = (2 * k + (g & 1)) * 32 + (g / 2) * 4 + i % 4;
+                    }
+                    ok &= q[i] == (e < cols ? m.q[e] : 0);
+                }
+                for (int64_t b = 0; b < a.nb_pad; b++) {
+                    float d = b < a.nb ? m.d[b] : 0.0f, s = b < a.nb ? m.s[b] : 0.0f;
+                    ok &= memcmp(&qa_d(a, t)[b], &d, 4) == 0 && memcmp(&qa_s(a, t)[b], &s, 4) == 0;
+                }
+                if (inter)
+                    for (int64_t g = 0; g < (int64_t)a.qbytes / 4; g++) {
+                        int sum = 0;
+                        for (int k = 0; k < 4; k++) sum += q[4 * g + k];
+                        ok &= qa_corr(a, t)[g] == -128 * sum;
+                    }
+            }
+            CHECK(ok, "quantizer differs from the scalar model at cols %lld interleaved %d", (long long)cols, inter);
+        }
+}
+
+static void test_accuracy(const char* isa, ThreadPool& pool) {
+    cpu_matmul_set_isa(isa);
+    CHECK(strcmp(cpu_matmul_isa(), isa) == 0, "isa %s vs %s", cpu_matmul_isa(), isa);
+    Rng rng(42);
+    const int Ts[] = {1, 2, 3, 4, 5, 8, 17};
+    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+        std::vector<int64_t> colset = dtype_is_quantized(dt) ? std::vector<int64_t>{32, 64, 96, 576, 1536}
+                                                             : std::vector<int64_t>{1, 5, 17, 63, 64, 576};
+        bool ok = true;
+        for (int64_t rows : {1, 7, 33, 100})
+            for (int64_t cols : colset) {
+                std::vector<uint8_t> wb = make_weight(dt, rows, cols, rng);
+                Weight W = make_W(dt, wb, rows, cols);
+                for (int T : Ts) {
+                    if (!ok) break;
+                    std::vector<float> x = make_x(T, cols, rng);
+                    std::vector<float> y((size_t)T * rows, NAN);
+                    cpu_matmul(y.data(), x.data(), W, T, pool);
+                    ok = check_result(dt, wb.data(), x, y.data(), rows, cols, T, isa);
+                }
+            }
+        CHECK(ok, "%s %s accuracy", isa, dtype_name(dt));
+    }
+}
+
+// y[t, o] of a T = 17 call equals, bit for bit: the T = 1 call on token t alone, the call on a
+// sub-range of rows, and the same call with 1 or 2 threads.
+static void test_invariance(const char* isa, ThreadPool& pool1, ThreadPool& pool2) {
+    cpu_matmul_set_isa(isa);
+    Rng rng(99);
+    const int T = 17;
+    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+        for (int64_t cols : {dtype_is_quantized(dt) ? (int64_t)96 : (int64_t)63, (int64_t)576}) {
+            const int64_t rows = 33;
+            std::vector<uint8_t> wb = make_weight(dt, rows, cols, rng);
+            Weight W = make_W(dt, wb, rows, cols);
+            std::vector<float> x = make_x(T, cols, rng);
+            std::vector<float> y1((size_t)T * rows), y2((size_t)T * rows), yt(rows), ys((size_t)T * 10);
+            cpu_matmul(y1.data(), x.data(), W, T, pool1);
+            cpu_matmul(y2.data(), x.data(), W, T, pool2);
+            CHECK(memcmp(y1.data(), y2.data(), y1.size() * 4) == 0, "%s %s cols %lld: 1 vs 2 threads differ", isa,
+                  dtype_name(dt), (long long)cols);
+            bool same = true;
+            for (ThreadPool* p : {&pool1, &pool2})
+                for (int t = 0; t < T; t++) {
+                    cpu_matmul(yt.data(), x.data() + (size_t)t * cols, W, 1, *p);
+                    same &= memcmp(yt.data(), y1.data() + (size_t)t * rows, rows * 4) == 0;
+                }
+            CHECK(same, "%s %s cols %lld: T=1 rows differ from the T=17 call", isa, dtype_name(dt), (long long)cols);
+            // rows 5..14 alone (shifts the row tiling by one) with tokens 3..16
+            Weight Ws = make_W(dt, wb, 10, cols, 5);
+            cpu_matmul(ys.data(), x.data() + 3 * cols, Ws, T - 3, pool2);
+            bool sub = true;
+            for (int t = 3; t < T; t++)
+                sub &= memcmp(ys.data() + (size_t)(t - 3) * 10, y1.data() + (size_t)t * rows + 5, 10 * 4) == 0;
+            CHECK(sub, "%s %s cols %lld: sub-range of rows/tokens differs", isa, dtype_name(dt), (long long)cols);
+        }
+    }
+}
+
+// A NaN anywhere in a token's x makes every output of that token NaN (and only that token's), for
+// every dtype: quantization must not turn it into finite garbage.
+static void test_nan(const char* isa, ThreadPool& pool) {
+    cpu_matmul_set_isa(isa);
+    Rng rng(3);
+    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+        const int64_t rows = 9, cols = 96;
+        std::vector<uint8_t> wb = make_weight(dt, rows, cols, rng);
+        Weight W = make_W(dt, wb, rows, cols);
+        std::vector<float> x = make_x(3, cols, rng), y(3 * rows);
+        x[cols + 70] = NAN;  // token 1, block 2
+        cpu_matmul(y.data(), x.data(), W, 3, pool);
+        bool ok = true;
+        for (int t = 0; t < 3; t++)
+            for (int64_t o = 0; o < rows; o++) ok &= std::isnan(y[t * rows + o]) == (t == 1);
+        CHECK(ok, "%s %s: NaN in token 1 must give NaN outputs for token 1 only", isa, dtype_name(dt));
+    }
+}
+
+static void test_errors(ThreadPool& pool) {
+    std::vector<uint8_t> wb(1024);
+    float x[64] = {0}, y[8];
+    Weight W;
+    W.data = wb.data();
+    W.dtype = DType::Q4_1;
+    W.rows = 2;
+    W.cols = 40;
+    CHECK_THROWS(cpu_matmul(y, x, W, 1, pool), "multiple of 32");
+    W.dtype = DType::I32;
+    W.cols = 8;
+    CHECK_THROWS(cpu_matmul(y, x, W, 1, pool), "not supported");
+    W.dtype = DType::F32;
+    CHECK_THROWS(cpu_matmul(y, x, W, -1, pool), "T must be");
+    CHECK_THROWS(cpu_matmul_set_isa("sse2"), "expected 'auto'");
+    // T = 0 and rows = 0 are no-ops; cols = 0 gives zeros
+    cpu_matmul(y, x, W, 0, pool);
+    W.cols = 0;
+    y[0] = y[1] = 5;
+    cpu_matmul(y, x, W, 1, pool);
+    CHECK(y[0] == 0 && y[1] == 0, "cols = 0 must give 0");
+}
+
+int main() {
+    ThreadPool pool1(1), pool2(2);
+    test_quantizer();
+    test_errors(pool2);
+    std::vector<const char*> isas = {"avx2"};
+    if (cpu_has_avx512_vnni())
+        isas.push_back("avx512");
+    else
+        printf("note: CPU lacks AVX-512 VNNI, only the AVX2 path is tested\n");
+    for (const char* isa : isas) {
+        test_accuracy(isa, pool2);
+        test_invariance(isa, pool1, pool2);
+        test_nan(isa, pool2);
+    }
+    cpu_matmul_set_isa("auto");
+    printf("checked %d output values\n", g_cases);
+    return test_summary("test_matmul");
+}

@@ -1,0 +1,128 @@
+// test_stage2_memory.cpp: SPEC 3's memory claim. Peak bytes allocated by one stage-2 training
+// iteration (the trainer's counting allocator) for S = 1..6 at fixed T, default detached mode:
+// flat for S >= 2, and the S-dependent part (peak(S) - peak(1)) is at most one extra KV set. The
+// --sim-grad-through mode is printed for contrast (it grows with S). The memory formula
+// train_memory() must equal the measured peak exactly (several T, offsets, stages), and the same
+// formula gives the budget of a 7B-class target's draft at T = 2048, checked to fit 24 GiB.
+#include <cstdio>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/common.h"
+#include "testlib.h"
+#include "train/rng.h"
+#include "train/trainer.h"
+
+using namespace beagle;
+
+int main() {
+    DraftConfig c;
+    c.dim = 32;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = 8;
+    c.ffn_dim = 48;
+    c.vocab_size = 300;
+    DraftWeights dw;
+    dw.init_random(c, 3);
+    DraftFrozen fz;
+    fz.vocab = c.vocab_size;
+    fz.dim = c.dim;
+    TrainRng rng(9);
+    fz.embd.resize((size_t)c.vocab_size * c.dim);
+    fz.out_norm.assign(c.dim, 1.0f);
+    for (float& x : fz.embd) x = (float)rng.normal();  // tied head
+    const int T = 96, W = 6;
+    std::vector<int> tokens(T);
+    std::vector<float> states((size_t)T * c.dim);
+    for (int& t : tokens) t = rng.below(c.vocab_size);
+    for (float& x : states) x = (float)rng.normal();
+    TrainBatch b;
+    b.tokens = tokens.data();
+    b.states = states.data();
+    b.T = T;
+
+    CpuOps ops(2);
+    DraftModelT<Ops> m(ops, dw, fz);
+    m.enable_grads();
+    auto measure = [&](int stage, int S, bool through, int offset, int vocab_chunk, int TT) {
+        TrainOptions o;
+        o.stage = stage;
+        o.w = W;
+        o.S = S;
+        o.sim_grad_through = through;
+        o.loss.vocab_chunk = vocab_chunk;
+        DraftTrainer tr(m, o);
+        TrainBatch bb = b;
+        bb.T = TT;
+        tr.run(bb, offset, 7, 1.0f, true);
+        CHECK(tr.mem().current_bytes() == 0, "trainer leaked %zu bytes", tr.mem().current_bytes());
+        return (double)tr.mem().peak_bytes();
+    };
+
+    printf("stage-2 peak bytes of one training iteration, T = %d, w = %d, dim %d, kv_dim %d, ffn %d, vocab %d\n", T, W,
+           c.dim, c.kv_dim(), c.ffn_dim, c.vocab_size);
+    printf("%3s %14s %14s %14s %16s\n", "S", "detached", "S-dependent", "one KV set", "sim-grad-through");
+    TrainOptions o2;
+    o2.stage = 2;
+    o2.w = W;
+    double kv_set = train_memory(c, o2, T, 1).kv_set;
+    std::vector<double> det(7), thr(7);
+    for (int S = 1; S <= 6; S++) {
+        det[S] = measure(2, S, false, 1, 1024, T);
+        thr[S] = measure(2, S, true, 1, 1024, T);
+        printf("%3d %14.0f %14.0f %14.0f %16.0f\n", S, det[S], det[S] - det[1], kv_set, thr[S]);
+    }
+    for (int S = 2; S <= 6; S++) {
+        CHECK(det[S] == det[2], "detached peak must not grow with S: S=%d %.0f vs S=2 %.0f", S, det[S], det[2]);
+        CHECK(det[S] - det[1] <= kv_set, "S-dependent part %.0f exceeds one KV set %.0f at S=%d", det[S] - det[1],
+              kv_set, S);
+    }
+    CHECK(thr[6] > thr[2], "sim-grad-through keeps every step: its peak should grow with S");
+
+    // the formula equals the measurement
+    int checked = 0;
+    for (int TT : {T, 41, 7})
+        for (int off = 0; off < W; off += 2)
+            for (int chunk : {1024, 64})
+                for (int stage : {1, 2})
+                    for (int S : {1, 3, 6}) {
+                        if (stage == 1 && S != 1) continue;
+                        TrainOptions o;
+                        o.stage = stage;
+                        o.w = W;
+                        o.S = S;
+                        o.loss.vocab_chunk = chunk;
+                        double want = train_memory(c, o, TT, off).iteration_peak;
+                        double got = measure(stage, S, false, off, chunk, TT);
+                        CHECK(got == want, "formula %.0f != measured %.0f (stage %d S %d T %d offset %d chunk %d)", want,
+                              got, stage, S, TT, off, chunk);
+                        checked++;
+                    }
+    printf("memory formula == measured peak in %d configurations\n", checked);
+
+    // the budget of a 7B-class draft (dim 4096, 32 heads, 8 KV heads, ffn 11008), T = 2048, f32
+    for (int vocab : {32000, 128256})
+        for (int stage : {1, 2}) {
+            DraftConfig b7;
+            b7.dim = 4096;
+            b7.n_heads = 32;
+            b7.n_kv_heads = 8;
+            b7.head_dim = 128;
+            b7.ffn_dim = 11008;
+            b7.vocab_size = vocab;
+            TrainOptions o;
+            o.stage = stage;
+            o.w = 3;
+            o.S = 3;
+            TrainMemory mem = train_memory(b7, o, 2048, 1);
+            printf("\n7B-class draft, vocab %d, T 2048, stage %d%s, f32 (bytes per buffer):\n", vocab, stage,
+                   stage == 2 ? " (S = 3, detached)" : "");
+            for (auto& l : mem.lines) printf("  %-52s %10.1f MiB\n", l.name.c_str(), l.bytes / (1 << 20));
+            double total = mem.persistent + mem.iteration_peak;
+            printf("  %-52s %10.1f MiB  (%.2f GiB)\n", "total (persistent + iteration peak)", total / (1 << 20),
+                   total / (1 << 30));
+            CHECK(total < 24.0 * (1 << 30), "7B-class draft training budget %.2f GiB exceeds 24 GiB", total / (1 << 30));
+        }
+    return test_summary("test_stage2_memory");
+}

@@ -1,0 +1,49 @@
+// testlib.h: the tiny assertion library of the C++ tests. A test binary exits 0 iff every CHECK
+// held; each failed CHECK prints file:line and the message.
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/common.h"
+
+static int g_checks = 0, g_failures = 0;
+
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        g_checks++;                                                         \
+        if (!(cond)) {                                                      \
+            g_failures++;                                                   \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, " " __VA_ARGS__);                               \
+            fprintf(stderr, "\n");                                          \
+        }                                                                   \
+    } while (0)
+
+// |got - want| <= atol + rtol * |want|; an optional string literal names the value.
+#define CHECK_CLOSE(got, want, atol, rtol, ...)                                                  \
+    do {                                                                                         \
+        double g_ = (got), w_ = (want);                                                          \
+        CHECK(std::fabs(g_ - w_) <= (atol) + (rtol) * std::fabs(w_), "%s: got %.9g want %.9g", "" __VA_ARGS__, g_, w_); \
+    } while (0)
+
+// Expect the expression to throw beagle::Error whose message contains `needle`.
+#define CHECK_THROWS(expr, needle)                                                          \
+    do {                                                                                    \
+        g_checks++;                                                                         \
+        bool thrown_ = false;                                                               \
+        try { expr; } catch (const beagle::Error& e_) {                                     \
+            thrown_ = true;                                                                 \
+            if (!strstr(e_.what(), needle)) {                                               \
+                g_failures++;                                                               \
+                fprintf(stderr, "FAIL %s:%d: message '%s' lacks '%s'\n", __FILE__, __LINE__, e_.what(), needle); \
+            }                                                                               \
+        }                                                                                   \
+        if (!thrown_) { g_failures++; fprintf(stderr, "FAIL %s:%d: %s did not throw\n", __FILE__, __LINE__, #expr); } \
+    } while (0)
+
+static inline int test_summary(const char* name) {
+    printf("%s: %d checks, %d failed\n", name, g_checks, g_failures);
+    return g_failures == 0 && g_checks > 0 ? 0 : 1;
+}

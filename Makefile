@@ -39,6 +39,13 @@ $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(if $(findstring _avx512,$<),$(AVX512FLAGS)) -MMD -MP -c $< -o $@
 
+# PNG charts (src/train/plot.cpp) use Debian's header-only libstb-dev; scripts/sysdeps.sh installs it
+# when the header is missing (apt-get), so `make`, `make tests` and `make test` work on a fresh machine.
+STB_HDR  := /usr/include/stb/stb_image_write.h
+$(STB_HDR):
+	bash scripts/sysdeps.sh
+$(BUILD)/obj/src/train/plot.o: | $(STB_HDR)
+
 $(LIB): $(OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -81,5 +88,7 @@ clean:
 # CUDA emulator (cuda/emu/emu.mk): its runtime library, cuda/*.cu compiled for the emulator, and
 # the emulator tests test/cuda_*.cpp -> build/test/test_emu_*.
 include cuda/emu/emu.mk
+# CUDA backend builds (make cuda, make cuda-emu, make test-kernels): cuda/cuda.mk.
+include cuda/cuda.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

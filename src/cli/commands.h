@@ -9,4 +9,5 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_datagen(int argc, char** argv);
 int cmd_gradcheck(int argc, char** argv);
+int cmd_train(int argc, char** argv);
 }  // namespace beagle

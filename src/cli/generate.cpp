@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "../backend/backend.h"
 #include "../backend/ops.h"
 #include "../core/common.h"
 #include "../core/threadpool.h"
 #include "../decode/sampling.h"
 #include "../decode/speculative.h"
+#include "../model/draft.h"
 #include "../io/model_file.h"
 #include "../model/llama.h"
 #include "../tokenizer/tokenizer.h"
@@ -27,8 +29,10 @@ int cmd_generate(int argc, char** argv) {
     long n_predict = 256, threads = default_threads(), seed = -1, top_k = 0, ctx = 0, batch = 64;
     double temp = 0.8, top_p = 0.9;
     bool chat = false, json = false, no_stream = false, compare = false;
-    std::string spec = "", draft;
-    long gamma = 5, ngram = 3, max_tree = 64;
+    std::string spec = "", draft, backend;
+    long gamma = 5, ngram = 3, max_tree = 64, depth = 5, topk = 10;
+    std::string total_tokens = "auto";
+    bool no_concat = false;
     Args a("generate", "-m MODEL [-z TOKENIZER] [-p PROMPT] [options]",
            "Generate text with a Llama-family target. Text goes to stdout, statistics to stderr.");
     a.str("-m,--model", &model, "model: GGUF file, llama2.c .bin, or HF safetensors directory");
@@ -50,9 +54,14 @@ int cmd_generate(int argc, char** argv) {
     a.str("-d,--draft", &draft, "Beagle draft weights (enables speculative decoding)");
     a.str("--spec", &spec, "none | lookup | chain | tree (default: tree with a draft, else none)");
     a.integer("--gamma", &gamma, "chain and lookup: tokens drafted per round");
+    a.integer("--depth", &depth, "tree: draft depth");
+    a.integer("--topk", &topk, "tree: children per expanded node and nodes expanded per depth");
+    a.str("--total-tokens", &total_tokens, "tree: nodes per verify pass, or 'auto' (from the verify cost measured here)");
+    a.flag("--no-concat", &no_concat, "draft attends to true states only (not its own predictions)");
     a.integer("--ngram", &ngram, "lookup: longest n-gram matched in the context");
     a.integer("--max-tree", &max_tree, "most tokens per verify pass (root included)");
     a.flag("--compare", &compare, "also run plain decoding on the same prompt and report the speedup");
+    a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return 0;
     if (!a.positional.empty()) fail("beagle generate: unexpected argument '%s'", a.positional[0].c_str());
     if (model.empty()) fail("beagle generate: -m MODEL is required (see --help)");
@@ -72,9 +81,16 @@ int cmd_generate(int argc, char** argv) {
     if ((spec == "chain" || spec == "tree") && draft.empty())
         fail("beagle generate: --spec %s needs a draft model (-d DRAFT)", spec.c_str());
     if (gamma < 1 || gamma > 63) fail("beagle generate: --gamma must be in 1..63, got %ld", gamma);
+    if (depth < 1 || depth > 32) fail("beagle generate: --depth must be in 1..32, got %ld", depth);
+    if (topk < 1 || topk > 64) fail("beagle generate: --topk must be in 1..64, got %ld", topk);
     if (ngram < 1) fail("beagle generate: --ngram must be >= 1, got %ld", ngram);
     if (max_tree < 1 || max_tree > 1024) fail("beagle generate: --max-tree must be in 1..1024, got %ld", max_tree);
 
+    if (!backend.empty()) {
+        if (backend != "cpu" && backend != "cuda")
+            fail("beagle generate: --backend must be cpu or cuda, got '%s'", backend.c_str());
+        select_backend(backend);
+    }
     Session s(model, tok_path, (int)threads, (int)ctx, (int)batch);
     SamplingParams sp;
     sp.temperature = (float)temp;
@@ -94,10 +110,35 @@ int cmd_generate(int argc, char** argv) {
         return 0;
     }
     std::unique_ptr<Drafter> drafter;
-    if (spec == "lookup") drafter = make_lookup_drafter((int)ngram, (int)gamma);
-    else fail("beagle generate: --spec %s is not available yet in this build", spec.c_str());
     SpecParams spp;
     spp.max_tree = (int)max_tree;
+    DraftWeights dw;
+    DraftFrozen fz;
+    if (spec == "lookup") {
+        drafter = make_lookup_drafter((int)ngram, (int)gamma);
+    } else {
+        dw = load_draft(draft);
+        check_draft_fits_target(dw.cfg, s.mf->config, s.tok->spec(), draft);
+        fz = frozen_from_target(*s.mf, false);
+        BeagleDraftParams bp;
+        bp.tree = spec == "tree";
+        bp.gamma = (int)gamma;
+        bp.depth = (int)depth;
+        bp.topk = (int)topk;
+        bp.concat = !no_concat;
+        if (total_tokens == "auto") {
+            bp.total_tokens = auto_tree_size(s, (int)max_tree);
+            fprintf(stderr, "tree: --total-tokens auto -> %d (from the verify cost measured on this machine)\n", bp.total_tokens);
+        } else {
+            char* end = nullptr;
+            long v = strtol(total_tokens.c_str(), &end, 10);
+            if (total_tokens.empty() || *end || v < 2 || v > 1024)
+                fail("beagle generate: --total-tokens must be 'auto' or an integer in 2..1024, got '%s'", total_tokens.c_str());
+            bp.total_tokens = (int)v;
+        }
+        spp.max_tree = std::max(spp.max_tree, bp.tree ? bp.total_tokens : bp.gamma + 1);
+        drafter = make_beagle_drafter(dw, fz, s, bp);
+    }
     SpecStats st;
     std::string text = generate_speculative(s, *drafter, tokens, (int)n_predict, sp, spp, stream, &st);
     if (no_stream) fputs(text.c_str(), stdout);

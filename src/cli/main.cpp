@@ -18,7 +18,8 @@ static void usage(FILE* f) {
         "  tokenize   encode text to token ids, or decode ids to text\n"
         "  bench      measure prefill/decode speed and memory bandwidth (JSON)\n"
         "  datagen    self-distillation data for draft training (tokens + true states)\n"
-        "  gradcheck  check the draft's backward against finite differences (float64, tiny config)\n");
+        "  gradcheck  check the draft's backward against finite differences (float64, tiny config)\n"
+        "  train      train a Beagle draft on datagen data (two-stage block attention, checkpoints, eval)\n");
 }
 
 int main(int argc, char** argv) {
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
     }
     struct { const char* name; int (*fn)(int, char**); } cmds[] = {
         {"generate", cmd_generate}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"bench", cmd_bench}, {"datagen", cmd_datagen},
-        {"gradcheck", cmd_gradcheck},
+        {"gradcheck", cmd_gradcheck}, {"train", cmd_train},
     };
     for (auto& c : cmds) {
         if (strcmp(argv[1], c.name) != 0) continue;

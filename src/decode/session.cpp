@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../backend/backend.h"
 #include "../core/common.h"
 #include "../core/threadpool.h"
 
@@ -22,7 +23,7 @@ Session::Session(const std::string& model_path, const std::string& tokenizer_pat
              tokenizer_path.empty() ? model_path.c_str() : tokenizer_path.c_str(), model_path.c_str(),
              tok->vocab_size(), mf->config.vocab_size);
     if (ctx <= 0) ctx = std::min(mf->config.max_seq > 0 ? mf->config.max_seq : 4096, 4096);
-    ops = make_cpu_ops(n_threads);
+    ops = make_ops("", n_threads);  // the selected backend (--backend), see src/backend/backend.h
     llama.reset(new Llama(*mf, *ops, ctx, batch));
 }
 

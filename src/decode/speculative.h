@@ -34,6 +34,18 @@ public:
 // the context's last n-gram (n = ngram .. 1) becomes a chain of up to `gamma` tokens.
 std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma);
 
+// Drafting with a Beagle draft model (beagle_drafter.cpp).
+struct BeagleDraftParams {
+    bool tree = true;        // false: chain
+    int gamma = 5;           // chain length
+    int depth = 5, topk = 10, total_tokens = 60;  // EAGLE-2 dynamic tree
+    bool concat = true;      // draft keys: true states + own predictions (false: true states only)
+};
+struct DraftWeights;
+struct DraftFrozen;
+std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftFrozen& fz, Session& s,
+                                             const BeagleDraftParams& p);
+
 struct SpecStats : GenStats {
     int rounds = 0;                      // verify passes
     int drafted = 0;                     // candidate nodes sent to verification
@@ -52,6 +64,11 @@ struct SpecParams {
 // Speculative generation from a fresh cache (see Session::generate_plain for the contract).
 std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
                                  const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids = nullptr);
+
+// --total-tokens auto: times target forwards of T = 1..max_nodes tokens on this machine and picks
+// the T maximising an acceptance model tau(T) = 1 + 0.6 log2(T) over the verify cost (EAGLE's auto
+// mode does the same with GPU timings). Leaves the cache empty.
+int auto_tree_size(Session& s, int max_nodes);
 
 // JSON stats object (one line) for --json, plain or speculative.
 std::string spec_stats_json(const char* mode, const SpecStats& st, int threads);

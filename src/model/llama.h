@@ -24,6 +24,8 @@ public:
     const LlamaConfig& config() const { return cfg_; }
     int ctx() const { return ctx_; }
     int max_batch() const { return max_batch_; }
+    const Weight& tok_embd_weight() const { return tok_embd_; }  // shared with the draft (frozen)
+    const Weight& lm_head_weight() const { return lm_head_; }
     int n_past() const { return seq_len_[0]; }  // KV cache rows in use (sequence 0)
     int n_seq() const { return (int)seq_len_.size(); }
     int seq_len(int s) const { return seq_len_[s]; }

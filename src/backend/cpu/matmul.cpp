@@ -380,6 +380,19 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     }
     if (!W.data) fail("cpu_matmul: %s: weight has no data", name);
 
+    if (getenv("BEAGLE_MATMUL_EXACT_TMP")) {  // TEMPORARY diagnostic
+        std::vector<float> w(W.cols);
+        uint64_t rb = dtype_row_bytes(W.dtype, (uint64_t)W.cols);
+        for (int64_t o = 0; o < W.rows; o++) {
+            dequantize_row(W.dtype, (const uint8_t*)W.data + o * rb, w.data(), W.cols);
+            for (int t = 0; t < T; t++) {
+                double s = 0;
+                for (int64_t i = 0; i < W.cols; i++) s += (double)w[i] * x[(int64_t)t * W.cols + i];
+                y[(int64_t)t * W.rows + o] = (float)s;
+            }
+        }
+        return;
+    }
     const int isa = current_isa();
     MatmulJob job;
     job.y = y;
@@ -402,12 +415,9 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     uint8_t* scratch = scratch_bytes(act_bytes + per_thread * (size_t)nth);
     if (dtype_is_quantized(W.dtype)) {
         job.acts.base = scratch;
-        if (T >= 4 && nth > 1)
-            pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
-                for (int64_t t = b; t < e; t++) quantize_act_row(job.acts, x + t * W.cols, t);
-            });
-        else
-            for (int t = 0; t < T; t++) quantize_act_row(job.acts, x + (int64_t)t * W.cols, t);
+        pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
+            for (int64_t t = b; t < e; t++) quantize_act_row(job.acts, x + t * W.cols, t);
+        }, 8 * W.cols);  // cost hint: ~8 operations per value; a few rows stay on the caller
     }
     float* thread_scratch = (float*)(scratch + act_bytes);
     const int64_t ntiles = (W.rows + RT - 1) / RT;

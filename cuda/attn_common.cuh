@@ -1,0 +1,137 @@
+// attn_common.cuh: the flash-style attention steps shared by attention.cu (the target's self-attention)
+// and xattn.cu (the draft's cross-attention): K/V tiles in shared memory and, per query head (one
+// warp), an online softmax that visits the visible keys ONE AT A TIME in increasing key order.
+//
+// Why key by key: the running max / sum / output of a query then depend only on the sequence of keys
+// it sees, not on where the tile boundaries fall or on which other queries share the block. So a
+// query's output is bit-identical in a decode step, a prefill chunk or a tree-verify pass (where its
+// ancestors sit at other cache rows): the batch invariance that makes greedy speculative decoding
+// exact (SPEC "Exactness is a kernel property").
+//
+// Shared memory (floats, dynamic): Ks[ATTN_BK][hd + 1], Vs[ATTN_BK][hd + 1] (the +1 pad makes the
+// lane-per-key reads of Ks conflict-free), then per warp: qs[hd], dos[hd] (backward), sc[ATTN_BK].
+#pragma once
+#include "kernels.cuh"
+
+struct AttnTile {
+    float* Ks;
+    float* Vs;
+    int ld;  // head_dim + 1
+};
+
+// Per-warp state of one query head: running max m, running sum l, output o (lane owns dims lane + 32 i).
+struct OnlineSoftmax {
+    float m, l;
+    float o[ATTN_MAX_HD / 32];
+};
+
+// Stage rows [k0, k0 + nk) of K and V (row stride kv_stride, already offset to the kv head) into the
+// tile. Every thread of the block calls it (it has barriers).
+__device__ __forceinline__ void attn_load_tile(const AttnTile& tl, const float* K, const float* V, long long kv_stride,
+                                               int k0, int nk, int hd) {
+    __syncthreads();  // the previous tile has been consumed
+    for (int idx = threadIdx.x; idx < nk * hd; idx += blockDim.x) {
+        const int j = idx / hd, d = idx % hd;
+        tl.Ks[j * tl.ld + d] = K[(long long)(k0 + j) * kv_stride + d];
+        tl.Vs[j * tl.ld + d] = V[(long long)(k0 + j) * kv_stride + d];
+    }
+    __syncthreads();
+}
+
+// Score of tile key j (lane = j) against the warp's query: fma chain over d in order, times scale.
+__device__ __forceinline__ float attn_score(const AttnTile& tl, const float* qs, int j, int hd, float scale) {
+    float s = 0.0f;
+    const float* kr = tl.Ks + j * tl.ld;
+    for (int d = 0; d < hd; d++) s = fmaf(qs[d], kr[d], s);
+    return s * scale;
+}
+
+// Forward over one key segment [lo, hi) of K/V with visibility vis(key) (a functor; the same for the
+// whole warp). Block-uniform loop: every thread calls it with the same lo, hi; `active` says whether
+// this warp has a query head in the current round.
+template <class Vis>
+__device__ void attn_fwd_segment(const AttnTile& tl, const float* K, const float* V, long long kv_stride, int lo,
+                                 int hi, Vis vis, const float* qs, float* sc, int hd, float scale, bool active,
+                                 OnlineSoftmax& st) {
+    const int lane = threadIdx.x % 32;
+    for (int k0 = lo; k0 < hi; k0 += ATTN_BK) {
+        const int nk = min(ATTN_BK, hi - k0);
+        attn_load_tile(tl, K, V, kv_stride, k0, nk, hd);
+        if (!active) continue;
+        const bool seen = lane < nk && vis(k0 + lane);
+        if (seen) sc[lane] = attn_score(tl, qs, lane, hd, scale);
+        const unsigned vmask = __ballot_sync(0xffffffffu, seen);
+        __syncwarp();
+        for (int j = 0; j < nk; j++) {
+            if (!((vmask >> j) & 1u)) continue;
+            const float s = sc[j];
+            const float m_new = fmaxf(st.m, s);
+            const float alpha = expf(st.m - m_new);  // 0 for the first key (m = -inf)
+            const float p = expf(s - m_new);
+            st.l = fmaf(st.l, alpha, p);
+            const float* vr = tl.Vs + j * tl.ld;
+            for (int i = 0; i < ATTN_MAX_HD / 32; i++) {
+                const int d = lane + 32 * i;
+                if (d < hd) st.o[i] = fmaf(st.o[i], alpha, p * vr[d]);
+            }
+            st.m = m_new;
+        }
+        __syncwarp();  // sc is rewritten by the next tile
+    }
+}
+
+// Backward (dq) over one key segment: with p = exp(s - L) and ds = p (dout . v - D),
+// dq += scale * ds * k for the visible keys in increasing order (lane j scores key j, then the lanes
+// owning the dims accumulate the keys one by one).
+template <class Vis>
+__device__ void attn_bwd_dq_segment(const AttnTile& tl, const float* K, const float* V, long long kv_stride, int lo,
+                                    int hi, Vis vis, const float* qs, const float* dos, float* sc, int hd, float scale,
+                                    float L, float D, bool active, float* dq) {
+    const int lane = threadIdx.x % 32;
+    for (int k0 = lo; k0 < hi; k0 += ATTN_BK) {
+        const int nk = min(ATTN_BK, hi - k0);
+        attn_load_tile(tl, K, V, kv_stride, k0, nk, hd);
+        if (!active) continue;
+        const bool seen = lane < nk && vis(k0 + lane);
+        if (seen) {
+            const float s = attn_score(tl, qs, lane, hd, scale);
+            float pv = 0.0f;
+            const float* vr = tl.Vs + lane * tl.ld;
+            for (int d = 0; d < hd; d++) pv = fmaf(dos[d], vr[d], pv);
+            const float p = expf(s - L);
+            sc[lane] = p * (pv - D);
+        }
+        const unsigned vmask = __ballot_sync(0xffffffffu, seen);
+        __syncwarp();
+        for (int j = 0; j < nk; j++) {
+            if (!((vmask >> j) & 1u)) continue;
+            const float g = sc[j] * scale;
+            const float* kr = tl.Ks + j * tl.ld;
+            for (int i = 0; i < ATTN_MAX_HD / 32; i++) {
+                const int d = lane + 32 * i;
+                if (d < hd) dq[i] = fmaf(g, kr[d], dq[i]);
+            }
+        }
+        __syncwarp();
+    }
+}
+
+// Dynamic shared memory carve-up for `warps` warps.
+struct AttnSmem {
+    AttnTile tile;
+    float* qs;   // this warp's query row
+    float* dos;  // this warp's dout row (backward)
+    float* sc;   // this warp's ATTN_BK scores
+};
+__device__ __forceinline__ AttnSmem attn_smem(float* base, int hd) {
+    AttnSmem s;
+    const int ld = hd + 1, warp = threadIdx.x / 32;
+    s.tile.Ks = base;
+    s.tile.Vs = base + ATTN_BK * ld;
+    s.tile.ld = ld;
+    float* w = base + 2 * ATTN_BK * ld + warp * (2 * hd + ATTN_BK);
+    s.qs = w;
+    s.dos = w + hd;
+    s.sc = w + 2 * hd;
+    return s;
+}

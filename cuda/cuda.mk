@@ -1,0 +1,53 @@
+# cuda/cuda.mk: the CUDA backend builds, included by the main Makefile after cuda/emu/emu.mk.
+#   make cuda-emu      build/beagle-cuda-emu: the beagle CLI + library with the CUDA backend's host
+#                      code (src/backend/gpu/*.cu) compiled by g++ against the CPU emulator runtime
+#                      $(CUDAEMU_LIB) and the kernels $(CUDA_EMU_OBJ): every kernel runs on the CPU.
+#   make cuda          build/beagle-cuda: the same sources through nvcc for sm_80, sm_86, sm_89, sm_90,
+#                      linked with the real CUDA runtime (static). Default backend: cuda.
+#   make test-kernels  only the kernel tests (test/cuda_emu_kernels_*.cpp -> build/test/test_emu_kernels_*)
+#                      and the coverage check of every __global__ (test/test_cuda_kernel_coverage.sh).
+# Tests of the backend as a whole: test/cuda_backend_*.cpp -> build/test/test_cuda_backend_* (linked
+# with libbeagle, the CUDA backend and the emulator), test/test_cuda_*.sh.
+CUDA_ARCHS       ?= 80 86 89 90
+CUDA_GENCODE     := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+NVCCFLAGS        ?= -std=c++17 -O2 -Xcompiler -pthread,-mavx2,-mfma,-mf16c -Icuda -isystem $(CUDA_HOME)/include/cccl
+CUDA_LIBDIR      ?= $(CUDA_HOME)/lib64
+CUDA_GPU_SRC     := $(sort $(wildcard src/backend/gpu/*.cu))
+CUDA_KERNEL_SRC  := $(sort $(wildcard cuda/*.cu))
+
+# ---- emulator build (g++) ----
+CUDA_GPU_EMU_OBJ := $(CUDA_GPU_SRC:%.cu=$(BUILD)/obj/%.emu.o)
+$(CUDA_GPU_EMU_OBJ): $(BUILD)/obj/%.emu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDAEMU_CXXFLAGS) -MMD -MP -x c++ -include cuda/compat.cuh -c $< -o $@
+
+$(BUILD)/beagle-cuda-emu: $(CLI_OBJ) $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB)
+	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB) $(LDFLAGS)
+
+# Backend tests: the library, the CUDA backend and the kernels, all on the emulator.
+CUDA_BACKEND_TEST_SRC := $(sort $(wildcard test/cuda_backend_*.cpp))
+CUDA_BACKEND_TEST_BIN := $(CUDA_BACKEND_TEST_SRC:test/cuda_backend_%.cpp=$(BUILD)/test/test_cuda_backend_%)
+$(CUDA_BACKEND_TEST_BIN): $(BUILD)/test/test_cuda_backend_%: test/cuda_backend_%.cpp $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB) test/testlib.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -Isrc -Itest -MMD -MP -o $@ $< $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB) $(LDFLAGS)
+
+# Not in sanitizer builds (the emulator switches stacks).
+tests: $(if $(SAN),,$(BUILD)/beagle-cuda-emu $(CUDA_BACKEND_TEST_BIN))
+
+# ---- nvcc build ----
+CUDA_NVCC_OBJ := $(CUDA_GPU_SRC:%.cu=$(BUILD)/obj-nvcc/%.o) $(CUDA_KERNEL_SRC:%.cu=$(BUILD)/obj-nvcc/%.o)
+$(CUDA_NVCC_OBJ): $(BUILD)/obj-nvcc/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(CUDA_GENCODE) -MMD -MP -c $< -o $@
+
+$(BUILD)/beagle-cuda: $(CLI_OBJ) $(CUDA_NVCC_OBJ) $(LIB)
+	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(CUDA_NVCC_OBJ) $(LIB) -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt $(LDFLAGS)
+
+.PHONY: cuda cuda-emu test-kernels
+cuda: $(BUILD)/beagle-cuda
+cuda-emu: $(BUILD)/beagle-cuda-emu
+
+KERNEL_TEST_BIN := $(filter $(BUILD)/test/test_emu_kernels_%,$(CUDAEMU_TEST_BIN))
+test-kernels: $(KERNEL_TEST_BIN)
+	rm -f $(BUILD)/kernel-tests/*.log
+	bash scripts/run_tests.sh $(BUILD) 'test_emu_kernels_|test_cuda_kernel_coverage'

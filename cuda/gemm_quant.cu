@@ -1,0 +1,102 @@
+// gemm_quant.cu: y = x W^T for weights stored as GGUF blocks (Q8_0, Q4_0, Q4_1): the target's
+// quantized linear layers (forward only: the target is frozen). Launched by the CUDA backend's
+// matmul (src/backend/gpu/ops_cuda.cu); tested by test/cuda_emu_kernels_gemm_quant.cpp.
+//
+// quantize_q8_kernel: each 32-value block of an activation row becomes int8 q, d = max|x| / 127 and
+//   s = d * sum q (one warp per block: max and integer sum by xor butterflies), with the rounding of the
+//   CPU backend (src/backend/cpu/quantize.h: q = round-half-even(x / d), a NaN makes d NaN).
+// gemm_q{8_0,4_0,4_1}_kernel: a block of 4 warps covers 4 weight rows (one per warp) x 4 tokens. A
+//   warp walks its row 8 blocks at a time, 4 lanes per 32-block, each lane 8 values: two dp4a
+//   (int8 x int8 -> int32, exact) give the lane's integer dot I, and the lane accumulates
+//   d_w * d_x * I for each of its 4 tokens (the weight bytes are loaded once for all 4). Q4_0 adds
+//   -8 d_w s_x and Q4_1 adds m_w s_x per block (lane part 0). A fixed xor butterfly sums the lanes.
+//   Batch invariance: the lane -> block mapping and the butterfly do not depend on T, and tokens never
+//   mix, so y[t, o] has the same bits for any T.
+//   Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves.
+// dp4a: the hardware instruction under nvcc (sm_61+, common.cuh dot4_i8, compile-tested only); the
+// portable byte loop is what the emulator runs and the tests check (against a double reference of the
+// dequantized weights times the dequantized int8 activations, and against the plain f32 product).
+#include "kernels.cuh"
+
+__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols) {
+    const int lane = threadIdx.x % 32;
+    const int nb = cols / 32;
+    const long long blk = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // one warp per block
+    if (blk >= (long long)T * nb) return;  // whole warps leave together
+    const long long t = blk / nb, b = blk % nb;
+    const float v = x[t * cols + b * 32 + lane];
+    const float amax = warp_max(fabsf(v));
+    const bool nan = __any_sync(0xffffffffu, v != v);
+    const float d = nan ? __int_as_float(0x7fc00000) : amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int q = __float2int_rn(v * id);
+    int qsum = q;
+    for (int o = 16; o > 0; o >>= 1) qsum += __shfl_xor_sync(0xffffffffu, qsum, o);
+    xq[t * cols + b * 32 + lane] = (int8_t)q;
+    if (lane == 0) {
+        xd[t * nb + b] = d;
+        xs[t * nb + b] = d * (float)qsum;
+    }
+}
+
+// 32-bit word from a 2-byte aligned address (little-endian).
+__device__ __forceinline__ int load_i32_a2(const uint8_t* p) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+    return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
+}
+
+// DT: KD_Q8_0, KD_Q4_0 or KD_Q4_1.
+template <int DT>
+__device__ void gemm_q_body(const QGemmArgs& a) {
+    constexpr int BS = DT == KD_Q8_0 ? 34 : DT == KD_Q4_0 ? 18 : 20;  // block bytes
+    constexpr int QOFF = DT == KD_Q4_1 ? 4 : 2;                          // offset of qs in the block
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int o = blockIdx.x * QGEMM_WARPS + warp;
+    const int t0 = blockIdx.y * QGEMM_TOKENS;
+    if (o >= a.rows) return;  // whole warps
+    const int nt = min(QGEMM_TOKENS, a.T - t0);
+    const int nb = a.cols / 32;
+    const int sub = lane / 4, part = lane % 4;  // block sub of each group of 8, quarter `part` of it
+    const uint8_t* wrow = a.w + (long long)o * a.row_bytes;
+    float acc[QGEMM_TOKENS];
+    for (int i = 0; i < QGEMM_TOKENS; i++) acc[i] = 0.0f;
+    for (int b = sub; b < nb; b += 8) {
+        const uint8_t* blk = wrow + (long long)b * BS;
+        const float dw = f16_bits_to_float(load_u16(blk));
+        int w0, w1;  // 8 int8 weights of this lane, as the activation ints x0, x1 below pair with them
+        int xoff0, xoff1;
+        if (DT == KD_Q8_0) {
+            w0 = load_i32_a2(blk + QOFF + 8 * part);
+            w1 = load_i32_a2(blk + QOFF + 8 * part + 4);
+            xoff0 = 8 * part;
+            xoff1 = 8 * part + 4;
+        } else {  // bytes 4 part .. 4 part + 3 hold elements 4 part.. (low nibbles) and 16 + 4 part.. (high)
+            const int v = load_i32_a2(blk + QOFF + 4 * part);
+            w0 = v & 0x0F0F0F0F;
+            w1 = (v >> 4) & 0x0F0F0F0F;
+            xoff0 = 4 * part;
+            xoff1 = 16 + 4 * part;
+        }
+        float mw = 0.0f;  // per-block offset term coefficient: x = d (q - 8) or d q + m
+        if (DT == KD_Q4_0) mw = -8.0f * dw;
+        if (DT == KD_Q4_1) mw = f16_bits_to_float(load_u16(blk + 2));
+        for (int i = 0; i < QGEMM_TOKENS; i++) {
+            if (i >= nt) break;
+            const long long t = t0 + i;
+            const int8_t* xq = a.xq + t * a.cols + b * 32;
+            const int x0 = *reinterpret_cast<const int*>(xq + xoff0);
+            const int x1 = *reinterpret_cast<const int*>(xq + xoff1);
+            const int I = dot4_i8(w1, x1, dot4_i8(w0, x0, 0));
+            acc[i] = fmaf(dw * a.xd[t * nb + b], (float)I, acc[i]);
+            if (DT != KD_Q8_0 && part == 0) acc[i] = fmaf(mw, a.xs[t * nb + b], acc[i]);
+        }
+    }
+    for (int i = 0; i < QGEMM_TOKENS; i++) {
+        const float s = warp_sum(acc[i]);  // every lane takes part, also for tokens past T
+        if (lane == 0 && i < nt) a.y[(long long)(t0 + i) * a.rows + o] = s;
+    }
+}
+
+__global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0>(a); }
+__global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0>(a); }
+__global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1>(a); }

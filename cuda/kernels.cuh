@@ -1,0 +1,159 @@
+// kernels.cuh: the declarations of every kernel in cuda/*.cu and their argument structs: the one
+// interface between the kernel files and their callers (the CUDA backend's host code in
+// src/backend/gpu/, and the kernel tests test/cuda_emu_kernels_*.cpp, which include the .cu files).
+// Kernels are plain (non-template) __global__ functions so a launch from another translation unit
+// needs only this declaration, under nvcc (no -rdc) and under the emulator alike.
+#pragma once
+#include "common.cuh"
+
+// ---- gemm.cu: C[m, n] = (accumulate ? C[m, n] : 0) + sum_k A[m, k] * B[k, n] -----------------
+// Strided operands, so one kernel does all three products of a linear layer y = x W^T:
+//   forward  y  = x W^T : A = x (a_m = K, a_k = 1),   B[k, n] = W[n, k] (b_k = 1, b_n = K)
+//   backward dx = dy W  : A = dy,                     B[k, n] = W[k, n] (b_k = N, b_n = 1)
+//   backward dW += dy^T x: A[m, k] = dy[k, m] (a_m = 1, a_k = M), B = x (b_k = N, b_n = 1), accumulate
+struct GemmArgs {
+    int M, N, K;
+    const float* A;
+    long long a_m, a_k;  // A[m, k] = A[m * a_m + k * a_k]
+    long long b_k, b_n;  // B[k, n] = B[k * b_k + n * b_n]
+    float* C;
+    long long c_m;       // C[m, n] = C[m * c_m + n]
+    int accumulate;
+};
+constexpr int GEMM_BM = 64, GEMM_BN = 64, GEMM_BK = 16, GEMM_THREADS = 256;  // 4 x 4 outputs per thread
+__global__ void gemm_f32_kernel(GemmArgs g, const float* B);
+// Tensor cores (wmma 16x16x16, fp32 accumulate): A rounded to bf16 / fp16 on its way to shared memory,
+// B stored in that type (the weights as stored).
+constexpr int WMMA_BM = 64, WMMA_BN = 64, WMMA_BK = 32, WMMA_THREADS = 128;  // 4 warps, 32 x 32 each
+__global__ void gemm_wmma_bf16_kernel(GemmArgs g, const __nv_bfloat16* B);
+__global__ void gemm_wmma_f16_kernel(GemmArgs g, const __half* B);
+
+// ---- gemm_quant.cu: y[t, o] = sum_i W[o, i] x[t, i] with W stored as Q8_0 / Q4_0 / Q4_1 blocks ----
+// x is first quantized to int8 blocks of 32 (q, d = max|x| / 127, s = d * sum q: quantize_q8_kernel),
+// then every 32-block is an exact integer dot product (dp4a) scaled by d_w * d_x.
+struct QGemmArgs {
+    const uint8_t* w;           // rows x cols weights, row_bytes per row (GGUF blocks)
+    long long row_bytes;
+    int rows, cols;             // cols % 32 == 0
+    const int8_t* xq;           // T x cols
+    const float* xd;            // T x cols/32 block scales
+    const float* xs;            // T x cols/32: d * sum(q) of each block
+    float* y;                   // T x rows
+    int T;
+};
+constexpr int QGEMM_WARPS = 4, QGEMM_TOKENS = 4;  // a block: 4 weight rows (one per warp) x 4 tokens
+__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);
+__global__ void gemm_q8_0_kernel(QGemmArgs a);
+__global__ void gemm_q4_0_kernel(QGemmArgs a);
+__global__ void gemm_q4_1_kernel(QGemmArgs a);
+
+// ---- rmsnorm.cu -------------------------------------------------------------------------------
+// y[t] = x[t] * rstd[t] * w, rstd = 1/sqrt(mean(x^2) + eps); one block per row (rstd may be null).
+__global__ void rmsnorm_fwd_kernel(float* y, float* rstd, const float* x, const float* w, int dim, float eps);
+// dx[t] += rstd * (dy * w) - rstd^3 * (sum_i dy_i w_i x_i) / dim * x; one block per row.
+__global__ void rmsnorm_bwd_dx_kernel(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
+                                      int dim);
+// dw[i] += sum_t dy[t, i] x[t, i] rstd[t]; one thread per column, t in order.
+__global__ void rmsnorm_bwd_dw_kernel(float* dw, const float* dy, const float* x, const float* rstd, int T, int dim);
+
+// ---- rope.cu: rotate the adjacent pairs (2i, 2i+1) of every head by pos[t] * freq[i] (inverse: by
+// minus that angle, which is RoPE's backward). One thread per (row, head, pair).
+__global__ void rope_kernel(float* x, const int* pos, const float* freq, int T, int n_heads, int head_dim, int inverse);
+
+// ---- swiglu.cu ----------------------------------------------------------------------------------
+__global__ void swiglu_fwd_kernel(float* out, const float* gate, const float* up, long long n);
+__global__ void swiglu_bwd_kernel(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                  long long n);
+
+// ---- add.cu: residual y += x (its backward is the identity: no kernel) ------------------------
+__global__ void add_kernel(float* y, const float* x, long long n);
+
+// ---- embed.cu: x[t, :] = dequantized row tokens[t] of the stored table E (grid: T rows) ---------
+// Its backward, the scatter-add of rows into dE, is rows_scatter_kernel (rows.cu) with accumulate.
+__global__ void embed_kernel(float* x, const uint8_t* E, int dtype, long long row_bytes, const int* tokens, int dim);
+
+// ---- rows.cu: row gather / scatter(-add) / in-place move (KV-cache compaction) ------------------
+__global__ void rows_gather_kernel(float* dst, const float* src, const int* idx, int n, int width);
+// dst[idx[i]] (+)= src[i] for i = 0..n-1 IN ORDER: one thread per column walks i (duplicates ok).
+__global__ void rows_scatter_kernel(float* dst, const float* src, const int* idx, int n, int width, int accumulate);
+// buf[dst[i]] = buf[src[i]] for i = 0..n-1 in order (src[i] >= dst[i]): one thread per column.
+__global__ void move_rows_kernel(float* buf, const int* src, const int* dst, int n, int width);
+
+// ---- attention.cu: the target's causal / tree / per-sequence self-attention over a KV cache -----
+struct AttnArgs {
+    float* out;                 // T x n_heads*head_dim
+    const float* q;             // T x n_heads*head_dim (roped)
+    const float* k;             // cache rows x n_kv_heads*head_dim (roped)
+    const float* v;
+    int T, n_heads, n_kv_heads, head_dim;
+    float scale;
+    // mask (ops.h AttnMask), device arrays
+    int n_past;
+    const uint64_t* tree;       // null: causal
+    int mask_words;
+    const int* kv_start;        // non-null: query t sees cache rows [kv_start[t], kv_start[t] + kv_len[t])
+    const int* kv_len;
+};
+constexpr int ATTN_BK = 32;     // keys per shared-memory tile (one per lane while scoring)
+constexpr int ATTN_MAX_HD = 128;
+// grid (T, n_kv_heads); blockDim.x = 32 * warps (each warp one query head of the kv head's group)
+__global__ void attn_fwd_kernel(AttnArgs a);
+__host__ __device__ inline int attn_smem_floats(int head_dim, int warps) {
+    return 2 * ATTN_BK * (head_dim + 1) + warps * (2 * head_dim + ATTN_BK);
+}
+
+// ---- xattn.cu: the draft's cross-attention over two key sets with the parametric mask ------------
+struct XAttnArgs {
+    const float* q;             // n_q x n_heads*head_dim
+    const int* qrow;            // sequence row of each query (BLOCK masks), device
+    int n_q;
+    const float *k0, *v0;       // set 0 (true states): n0 x kv_dim
+    int n0;
+    const float *k1, *v1;       // set 1 (predicted states): n1 x kv_dim
+    int n1;
+    int n_heads, n_kv_heads, head_dim;
+    float scale;
+    int kind;                   // 0 PREFIX, 1 BLOCK (ops.h XAttnMask)
+    const uint64_t* set1_bits;  // PREFIX: n_q x set1_words, device (null: no set-1 row)
+    int set1_words;
+    int w, offset, n_pred;      // BLOCK
+    float* out;                 // forward: n_q x n_heads*head_dim
+    float* lse;                 // forward out, backward in: n_q x n_heads
+    const float* dout;          // backward
+    const float* o;             // backward: the forward's out
+    float* dq;                  // backward, assigned
+    float* D;                   // backward scratch: n_q x n_heads (dout . out), written by the dq kernel
+    float *dk0, *dv0, *dk1, *dv1;  // backward, accumulated (a null pair: that set is skipped)
+    int tiles0;                 // dk/dv kernel: blocks of set 0 (cdiv(n0, XATTN_BKEYS), or 0 to skip set 0)
+};
+constexpr int XATTN_BKEYS = 32;  // keys per block of the dk/dv kernel (one per thread)
+__global__ void xattn_fwd_kernel(XAttnArgs a);      // grid (n_q, n_kv_heads), as attn_fwd_kernel
+__global__ void xattn_bwd_dq_kernel(XAttnArgs a);   // grid (n_q, n_kv_heads), as attn_fwd_kernel
+__global__ void xattn_bwd_dkdv_kernel(XAttnArgs a); // grid (tiles0 + set-1 tiles, n_kv_heads), 32 threads
+__host__ __device__ inline int xattn_dkdv_smem_floats(int head_dim, int group) {
+    return 2 * XATTN_BKEYS * (head_dim + 1) + 2 * group * head_dim + 2 * group;
+}
+
+// ---- cross_entropy.cu: vocabulary-chunked softmax cross-entropy, one block per row -------------
+__global__ void lse_update_kernel(float* m, float* s, const float* z, int C);
+__global__ void ce_soft_kernel(float* dz, float* loss, const float* zt, const float* zd, const float* m_t,
+                               const float* s_t, const float* m_d, const float* s_d, int C, float scale);
+__global__ void ce_hard_kernel(float* dz, float* loss, const float* zd, const float* m_d, const float* s_d,
+                               const int* labels, int v0, int C, float scale);
+
+// ---- smoothl1.cu: loss[r] += scale * mean_d l(x - target); dx += scale * l'(d) / dim; block per row
+__global__ void smoothl1_kernel(float* dx, float* loss, const float* x, const float* target, int dim, float beta,
+                                float scale);
+
+// ---- adamw.cu: sum of squares (global grad norm, double, fixed chunks) and the AdamW update ------
+constexpr int SUMSQ_CHUNK = 16384;  // elements per block: partial[b] = sum over chunk b, fixed order
+__global__ void sumsq_kernel(const float* x, long long n, double* partial);
+struct AdamWArgs {
+    float* w; float* m; float* v; const float* g;
+    long long n;
+    float beta1, beta2, lr, eps, decay, grad_scale, bc1, bc2;  // decay = 1 - lr * wd; bc = 1 - beta^step
+};
+__global__ void adamw_kernel(AdamWArgs a);
+
+// ---- topk.cu: the k largest entries of each row (descending; ties: lower index first); k = 1 is argmax
+__global__ void topk_kernel(const float* x, int n_cols, int k, int* idx, float* val);

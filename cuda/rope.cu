@@ -1,0 +1,29 @@
+// rope.cu: rotary position embedding, forward and backward (adjacent-pair convention: the pairs
+// (x[2i], x[2i+1]) of each head, SPEC / src/model/config.h). Launched by the CUDA backend
+// (src/backend/gpu/: rope for the target, rope_rotate for the draft); tested by
+// test/cuda_emu_kernels_rows.cpp.
+//
+// rope_kernel: one thread per (row t, head h, pair i): angle = pos[t] * freq[i] (float, as the CPU
+//   backend), (v0, v1) <- (v0 c - v1 s, v0 s + v1 c). freq[] (head_dim / 2 inverse frequencies, with
+//   Llama-3 scaling when the model has it) is computed once on the host by the CPU backend's
+//   CpuOps::rope_freqs and uploaded, so both backends rotate by the same float angles.
+//   inverse = 1 rotates by minus the angle: RoPE is orthogonal, so that is its backward (dx = R^T dy).
+// Run-tested under the emulator (odd head counts, head_dim 8..128, Llama-3 scaled frequencies) against a
+// double reference, including inverse(forward(x)) == x. No PTX paths.
+#include "kernels.cuh"
+
+__global__ void rope_kernel(float* x, const int* pos, const float* freq, int T, int n_heads, int head_dim, int inverse) {
+    const int half = head_dim / 2;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long long)T * n_heads * half) return;
+    const int i = (int)(idx % half);
+    const long long th = idx / half;  // t * n_heads + h
+    const int t = (int)(th / n_heads);
+    const float angle = (float)pos[t] * freq[i];
+    const float c = cosf(angle);
+    const float s = inverse ? -sinf(angle) : sinf(angle);
+    float* v = x + th * head_dim + 2 * i;
+    const float v0 = v[0], v1 = v[1];
+    v[0] = v0 * c - v1 * s;
+    v[1] = v0 * s + v1 * c;
+}

@@ -1,0 +1,82 @@
+// topk.cu: the k largest entries of each row of logits, for drafting (expand the top-k children of a
+// tree node; k = 1 is the greedy argmax), so only k (index, value) pairs per row leave the GPU.
+// Launched by the CUDA backend (src/backend/gpu/ops_cuda.cu: CudaOps::topk); tested by
+// test/cuda_emu_kernels_loss.cpp.
+//
+// topk_kernel: one block per row, k rounds. The order is total - larger value first, equal values by
+//   lower index - so round r needs no list of earlier picks: each thread scans its strided columns for
+//   the best entry strictly below the previous pick, and a block argmax (warp butterflies on
+//   (value, index) pairs, then warp 0) picks the next. O(k * n / threads) work, no sorting, no
+//   atomics; NaN entries are never picked. Run-tested under the emulator (ties, k = 1..20, rows shorter
+//   than k, block sizes 32/256/1024) against a sort-based reference. No PTX paths.
+#include "kernels.cuh"
+
+// (v, i) precedes (w, j) in the pick order
+__device__ __forceinline__ bool topk_before(float v, int i, float w, int j) { return v > w || (v == w && i < j); }
+
+__global__ void topk_kernel(const float* x, int n_cols, int k, int* idx, float* val) {
+    __shared__ float rv[33];
+    __shared__ int ri[33];
+    const long long row = blockIdx.x;
+    const float* xr = x + row * n_cols;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    float pv = INFINITY;  // previous pick (starts above everything)
+    int pi = -1;
+    for (int r = 0; r < k; r++) {
+        float bv = -INFINITY;
+        int bi = -1;
+        for (int c = threadIdx.x; c < n_cols; c += blockDim.x) {
+            const float v = xr[c];
+            if (v != v) continue;
+            if (r > 0 && !topk_before(pv, pi, v, c)) continue;  // not strictly below the previous pick
+            if (bi < 0 || topk_before(v, c, bv, bi)) {
+                bv = v;
+                bi = c;
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (oi >= 0 && (bi < 0 || topk_before(ov, oi, bv, bi))) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        __syncthreads();  // rv/ri of the previous round have been read
+        if (lane == 0) {
+            rv[warp] = bv;
+            ri[warp] = bi;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            float wv = lane < nw ? rv[lane] : -INFINITY;
+            int wi = lane < nw ? ri[lane] : -1;
+            for (int o = 16; o > 0; o >>= 1) {
+                const float ov = __shfl_xor_sync(0xffffffffu, wv, o);
+                const int oi = __shfl_xor_sync(0xffffffffu, wi, o);
+                if (oi >= 0 && (wi < 0 || topk_before(ov, oi, wv, wi))) {
+                    wv = ov;
+                    wi = oi;
+                }
+            }
+            if (lane == 0) {
+                rv[32] = wv;
+                ri[32] = wi;
+            }
+        }
+        __syncthreads();
+        pv = rv[32];
+        pi = ri[32];
+        if (threadIdx.x == 0) {
+            idx[row * k + r] = pi;
+            val[row * k + r] = pi >= 0 ? pv : -INFINITY;
+        }
+        if (pi < 0) {  // fewer than k candidates: pad the rest
+            for (int q = r + 1 + threadIdx.x; q < k; q += blockDim.x) {
+                idx[row * k + q] = -1;
+                val[row * k + q] = -INFINITY;
+            }
+            break;
+        }
+    }
+}

@@ -1,0 +1,31 @@
+// backend.cpp: run-time backend choice (backend.h). The CUDA backend's factory make_cuda_ops()
+// (src/backend/gpu/ops_cuda.cu) is referenced weakly: binaries built with it (make cuda, make
+// cuda-emu) link its definition; the plain CPU build leaves it null and reports so.
+#include "backend.h"
+
+#include "../core/common.h"
+
+namespace beagle {
+
+std::unique_ptr<Ops> make_cuda_ops() __attribute__((weak));
+
+static std::string g_selected;
+
+bool has_cuda_backend() { return make_cuda_ops != nullptr; }
+const char* default_backend() { return has_cuda_backend() ? "cuda" : "cpu"; }
+void select_backend(const std::string& name) { g_selected = name; }
+std::string selected_backend() { return g_selected.empty() ? std::string(default_backend()) : g_selected; }
+
+std::unique_ptr<Ops> make_ops(const std::string& backend, int n_threads) {
+    const std::string b = backend.empty() ? selected_backend() : backend;
+    if (b == "cpu") return make_cpu_ops(n_threads);
+    if (b == "cuda") {
+        if (!has_cuda_backend())
+            fail("this binary was built without CUDA: --backend cuda needs build/beagle-cuda (make cuda) or the CPU "
+                 "emulator build build/beagle-cuda-emu (make cuda-emu)");
+        return make_cuda_ops();
+    }
+    fail("unknown backend '%s' (expected cpu or cuda)", b.c_str());
+}
+
+}  // namespace beagle

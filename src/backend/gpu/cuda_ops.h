@@ -1,0 +1,98 @@
+// cuda_ops.h: the CUDA backend of the op interface (src/backend/ops.h): device buffers from
+// cudaMalloc, weights uploaded once in their stored dtype, every op a launch of the hand-written
+// kernels in cuda/*.cu (declared in cuda/kernels.cuh) followed by an error check. Plain C++ header
+// (no CUDA types) so tests and the CLI can include it; the implementation is ops_cuda.cu (compiled by
+// nvcc for build/beagle-cuda, or by g++ against the CPU emulator cuda/emu/ for build/beagle-cuda-emu).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../ops.h"
+
+namespace beagle {
+
+class CudaOps : public Ops {
+public:
+    CudaOps();  // needs a device: use make_cuda_ops() for the "no CUDA device found" error
+    ~CudaOps() override;
+    const char* name() const override { return "cuda"; }
+
+    float* alloc(size_t n) override;
+    void release(float* p) override;
+    void upload(float* dst, const float* src, size_t n) override;
+    void download(float* dst, const float* src, size_t n) override;
+    void copy(float* dst, const float* src, size_t n) override;
+    Weight weight(const Tensor& t) override;
+
+    void matmul(float* y, const float* x, const Weight& W, int T) override;
+    void embed(float* x, const Weight& E, const int* tokens, int T) override;
+    void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) override;
+    void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp) override;
+    void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
+                   int n_kv_heads, int head_dim, const AttnMask& mask) override;
+    void swiglu(float* out, const float* gate, const float* up, size_t n) override;
+    void add(float* y, const float* x, size_t n) override;
+    void gather_rows(float* buf, const int* src, const int* dst, int n, int width) override;
+    void copy_rows(float* dst, const int* dst_rows, const float* src, int n, int width) override;
+
+    void zero(float* p, size_t n) override;
+    void rows_gather(float* dst, const float* src, const int* idx, int n, int width) override;
+    void rows_scatter(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) override;
+    void mm_fwd(float* y, const float* x, const float* W, int T, int n_in, int n_out) override;
+    void mm_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) override;
+    void mm_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) override;
+    void rmsnorm_fwd(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) override;
+    void rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
+                     int dim) override;
+    void rope_rotate(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) override;
+    void xattn_fwd(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads,
+                   int n_kv_heads, int head_dim, const XAttnMask& mask) override;
+    void xattn_bwd(float* dq, const XAttnGrads& dkeys, const float* dout, const float* out, const float* lse,
+                   const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads, int n_kv_heads,
+                   int head_dim, const XAttnMask& mask) override;
+    void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) override;
+    void lse_update(float* m, float* s, const float* z, int n, int C) override;
+    void ce_soft_chunk(float* dz, float* loss, const float* zt, const float* zd, const float* m_t, const float* s_t,
+                       const float* m_d, const float* s_d, int n, int C, float scale) override;
+    void ce_hard_chunk(float* dz, float* loss, const float* zd, const float* m_d, const float* s_d, const int* labels,
+                       int v0, int n, int C, float scale) override;
+    void smoothl1(float* dx, float* loss, const float* x, const float* target, int n, int dim, float beta,
+                  float scale) override;
+    double sumsq(const float* x, size_t n) override;
+    void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) override;
+
+    // Drafting helper (not in the op interface yet): the k largest logits of each of `rows` rows of
+    // x (rows x n_cols, device), descending, ties by lower index; idx/val are host arrays rows x k
+    // (-1 / -inf past the row's length). k = 1 is the greedy argmax.
+    void topk(const float* x, int rows, int n_cols, int k, int* idx, float* val);
+
+    // Kernel launches so far, by kernel name (tests check which kernels an op ran).
+    const std::map<std::string, long>& launch_counts() const { return launches_; }
+
+private:
+    // device scratch slots (host arrays staged for kernels, temporaries)
+    enum Slot : int { S_TOKENS, S_POS, S_MASK, S_START, S_LEN, S_IDX, S_IDX2, S_QROW, S_BITS, S_QACT, S_D, S_PART,
+                      S_FREQ, S_LABELS, S_TMP, S_TOPK_I, S_TOPK_V, S_COUNT };
+    void check_launch(const char* kernel);
+    // Device copy of a host array in scratch slot `slot` (grown on demand, reused by the next call).
+    void* stage(int slot, const void* host, size_t bytes);
+    void* scratch(int slot, size_t bytes);  // device scratch without upload
+    const float* rope_freq(const RopeParams& rp);
+    void gemm(const void* args, const float* B);
+
+    std::map<std::string, long> launches_;
+    std::unordered_map<const void*, void*> weights_;  // host tensor bytes -> device copy (tied tables share)
+    std::vector<void*> slot_ptr_;
+    std::vector<size_t> slot_bytes_;
+    RopeParams rope_rp_;
+    bool rope_valid_ = false;
+    bool sync_each_ = false;  // BEAGLE_CUDA_SYNC=1: synchronize after every launch (errors at their kernel)
+};
+
+// The CUDA backend, or Error "no CUDA device found (...)" when cudaGetDeviceCount fails or finds none.
+std::unique_ptr<Ops> make_cuda_ops();
+
+}  // namespace beagle

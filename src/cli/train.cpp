@@ -1,0 +1,95 @@
+// train.cpp: `beagle train`: trains a Beagle draft on `beagle datagen` data (two-stage block-attention
+// training, SPEC 3) with periodic checkpoints and --resume; evaluates acceptance on held-out prompts.
+// The loop is src/train/train_loop.cpp.
+#include <cstdio>
+
+#include "../core/common.h"
+#include "../train/train_loop.h"
+#include "args.h"
+#include "commands.h"
+
+namespace beagle {
+
+int cmd_train(int argc, char** argv) {
+    TrainLoopOptions o;
+    long e1 = o.stage1_epochs, e2 = o.stage2_epochs, w = o.w, S = o.S, batch = o.batch, seq_len = o.seq_len;
+    long seed = (long)o.seed, ffn = o.ffn_dim, threads = o.threads, eval_n = o.eval_n, eval_tokens = o.eval_tokens;
+    long gamma = o.gamma, depth = o.depth, topk = o.topk, total = o.total_tokens;
+    bool quiet = false;
+    Args a("train", "-m MODEL [-z TOK] --data DIR -o DRAFT [options] [--resume CKPT]",
+           "Train a Beagle draft (one cross-attention block) for a frozen target on `beagle datagen` data: the first\n"
+           "--stage1-epochs use inverse block attention (window --window), the next --stage2-epochs add training-time\n"
+           "simulation (--sim-steps). AdamW (betas 0.9/0.95), linear warm-up then constant lr, global grad-norm clip.\n"
+           "Writes DRAFT, DRAFT.ckpt (every --ckpt-every steps and at the end; --resume continues bit-exactly),\n"
+           "DRAFT.loss.png, DRAFT.loss.tsv and, with --eval-prompts, DRAFT.accept.png; a summary in DRAFT.json.\n"
+           "Tests only: BEAGLE_DEBUG_NAN_STEP=N poisons an input state of step N with NaN (the run must stop).");
+    a.str("-m,--model", &o.model, "target model (frozen)");
+    a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
+    a.str("--data", &o.data, "training data directory (beagle datagen)");
+    a.str("-o,--output", &o.out, "draft file to write");
+    a.str("--resume", &o.resume, "continue from this checkpoint (same data and flags)");
+    a.str("--ckpt", &o.ckpt, "checkpoint path (default DRAFT.ckpt)");
+    a.integer("--ckpt-every", &o.ckpt_every, "write a checkpoint every N steps (0 = only at the end)");
+    a.integer("--stage1-epochs", &e1, "epochs of stage 1 (inverse block attention)");
+    a.integer("--stage2-epochs", &e2, "epochs of stage 2 (training-time simulation)");
+    a.integer("--window", &w, "window size w of the block attention");
+    a.integer("--sim-steps", &S, "stage 2: simulation steps S (<= window)");
+    a.flag("--sim-grad-through", &o.sim_grad_through, "stage 2: gradients through the predicted states (memory grows with S)");
+    a.number("--lr", &o.lr, "peak learning rate (0 = by model width: 3e-3 up to dim 128, 5e-4 to 1024, 1e-4 to 2048, else 3e-5)");
+    a.integer("--warmup", &o.warmup, "linear warm-up steps (-1 = min(2000, 5% of all steps))");
+    a.number("--clip", &o.clip, "global gradient-norm clip (0 = off)");
+    a.number("--weight-decay", &o.weight_decay, "AdamW weight decay (matrices only)");
+    a.integer("--batch", &batch, "sequences (chunks) per optimizer step");
+    a.integer("--seq-len", &seq_len, "longer sequences are split into chunks of this many tokens");
+    a.integer("-s,--seed", &seed, "seed of the init, data order, window offsets and noise");
+    a.integer("--max-steps", &o.max_steps, "stop after this many optimizer steps in total (0 = all epochs)");
+    a.number("--noise", &o.noise, "std of the Gaussian noise on the input true states");
+    a.number("--vloss-weight", &o.w_v, "weight of the SmoothL1 state loss (CE weight 1)");
+    a.flag("--hard-labels", &o.hard_labels, "cross-entropy against the next token instead of the target's distribution");
+    a.flag("--loss-on-prompt", &o.loss_on_prompt, "also train on prompt positions (default: generated part only)");
+    a.integer("--ffn", &ffn, "draft MLP hidden size (0 = the target's)");
+    a.str("--eval-prompts", &o.eval_prompts, "held-out prompts for the acceptance evaluation (greedy)");
+    a.integer("--eval-n", &eval_n, "evaluate on the first N prompts");
+    a.integer("--eval-tokens", &eval_tokens, "tokens generated per evaluation prompt");
+    a.integer("--gamma", &gamma, "evaluation: chain length");
+    a.integer("--depth", &depth, "evaluation: tree depth");
+    a.integer("--topk", &topk, "evaluation: tree top-k");
+    a.integer("--total-tokens", &total, "evaluation: tree nodes per verify pass");
+    a.integer("-t,--threads", &threads, "CPU threads (0 = all)");
+    a.flag("-q,--quiet", &quiet, "no progress output");
+    if (!a.parse(argc, argv)) return 0;
+    if (!a.positional.empty()) fail("beagle train: unexpected argument '%s'", a.positional[0].c_str());
+    auto in = [](long v, long lo, long hi, const char* name) {
+        if (v < lo || v > hi) fail("beagle train: %s must be in %ld..%ld, got %ld", name, lo, hi, v);
+        return (int)v;
+    };
+    o.stage1_epochs = in(e1, 0, 100000, "--stage1-epochs");
+    o.stage2_epochs = in(e2, 0, 100000, "--stage2-epochs");
+    o.w = in(w, 1, 64, "--window");
+    o.S = in(S, 1, 64, "--sim-steps");
+    o.batch = in(batch, 1, 4096, "--batch");
+    o.seq_len = in(seq_len, 2, 1 << 20, "--seq-len");
+    if (seed < 0) fail("beagle train: --seed must be >= 0, got %ld", seed);
+    o.seed = (uint64_t)seed;
+    o.ffn_dim = in(ffn, 0, 1 << 20, "--ffn");
+    o.threads = in(threads, 0, 256, "--threads");
+    o.eval_n = in(eval_n, 1, 1000000, "--eval-n");
+    o.eval_tokens = in(eval_tokens, 1, 1 << 20, "--eval-tokens");
+    o.gamma = in(gamma, 1, 63, "--gamma");
+    o.depth = in(depth, 1, 32, "--depth");
+    o.topk = in(topk, 1, 64, "--topk");
+    o.total_tokens = in(total, 2, 1024, "--total-tokens");
+    if (o.warmup < -1) fail("beagle train: --warmup must be >= 0 (or -1 for the default), got %ld", o.warmup);
+    o.quiet = quiet;
+    TrainResult r = run_train(o);
+    printf("draft: %s (%d steps)\n", r.draft_path.c_str(), r.steps);
+    printf("loss curve: %s\n", r.loss_png.c_str());
+    if (r.evaluated) {
+        printf("acceptance: %s\n", r.accept_png.c_str());
+        printf("tau chain %.3f, tree %.3f\n", r.chain.tau, r.tree.tau);
+    }
+    printf("summary: %s\n", r.json_path.c_str());
+    return 0;
+}
+
+}  // namespace beagle

@@ -1,0 +1,165 @@
+// beagle_drafter.cpp: drafting with the Beagle cross-attention draft (SPEC section 3, inference):
+// chain (gamma steps, each query sees the true states plus, in concat mode, its own earlier
+// predictions) and the EAGLE-2 dynamic tree (expand the top-k nodes of each depth by cumulative
+// draft log-probability, then keep the best total_tokens nodes of the whole tree).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "../core/common.h"
+#include "../model/draft.h"
+#include "speculative.h"
+
+namespace beagle {
+
+class BeagleDrafter : public Drafter {
+public:
+    BeagleDrafter(const DraftWeights& w, const DraftFrozen& fz, Session& s, const BeagleDraftParams& p)
+        : p_(p), V_(w.cfg.vocab_size) {
+        int max_pred = p.tree ? 1 + p.topk * std::max(0, p.depth - 1) : p.gamma;
+        max_pred = std::max(max_pred, 1);
+        draft_.reset(new Draft(w, fz, *s.ops, s.llama->ctx(), max_pred + 1, std::max(p.topk, 1)));
+        draft_->use_target_weights(s.llama->tok_embd_weight(), s.llama->lm_head_weight());
+        draft_->set_concat(p.concat);
+        words_ = (max_pred + 1 + 63) / 64;
+    }
+    const char* name() const override { return p_.tree ? "tree" : "chain"; }
+
+    void begin(const std::vector<int>& prompt, const float* states) override {
+        draft_->reset();
+        draft_->add_true_states(states, (int)prompt.size());
+    }
+
+    void accept(const DraftTree&, const std::vector<int>& path, const float* path_states) override {
+        draft_->clear_pred();
+        draft_->add_true_states(path_states, (int)path.size());
+    }
+
+    void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) override {
+        BEAGLE_CHECK((int)history.size() == draft_->n_true(), "draft out of step: %zu committed tokens, %d true states",
+                     history.size(), draft_->n_true());
+        draft_->clear_pred();
+        if (p_.tree) propose_tree(tree, room);
+        else propose_chain(tree, room, sp, rng);
+    }
+
+private:
+    BeagleDraftParams p_;
+    int V_, words_;
+    std::unique_ptr<Draft> draft_;
+    std::vector<float> logits_;
+    std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
+
+    // log-softmax of one row
+    void log_softmax(const float* lg, std::vector<float>* out) {
+        float mx = *std::max_element(lg, lg + V_);
+        float sum = 0;
+        for (int i = 0; i < V_; i++) sum += expf(lg[i] - mx);
+        float lse = mx + logf(sum);
+        out->resize(V_);
+        for (int i = 0; i < V_; i++) (*out)[i] = lg[i] - lse;
+    }
+
+    void propose_chain(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
+        int P = draft_->n_true();
+        std::vector<uint64_t> mask(words_, 0);
+        int node = 0;
+        if (q_.size() < (size_t)p_.gamma) q_.resize(p_.gamma);
+        logits_.resize(V_);
+        for (int k = 0; k < p_.gamma && tree->size() < room; k++) {
+            int tok = tree->token[node], pos = P + k, row = 0;
+            draft_->forward(&tok, &pos, 1, k ? mask.data() : nullptr, words_, nullptr, logits_.data());
+            int pr = draft_->keep_pred(&row, 1);
+            mask[pr / 64] |= 1ULL << (pr % 64);
+            int next;
+            const float* q = nullptr;
+            if (sp.temperature <= 0) {
+                next = argmax(logits_.data(), V_);
+            } else {  // speculative sampling: draw from the draft's own (warped) distribution q
+                warp_dense(logits_.data(), V_, sp, &q_[k]);
+                float coin = rng.next_f32(), cdf = 0;
+                next = V_ - 1;
+                for (int i = 0; i < V_; i++) {
+                    cdf += q_[k][i];
+                    if (coin < cdf) { next = i; break; }
+                }
+                q = q_[k].data();
+            }
+            node = tree->add(node, next, 0.0f, q);
+        }
+    }
+
+    void propose_tree(DraftTree* tree, int room) {
+        int P = draft_->n_true();
+        int total = std::min(room, p_.total_tokens);
+        if (total <= 1) return;
+        // working tree (before the final rerank): token, parent, depth, score, pred row
+        struct Node { int tok, parent, depth; float score; int pred; };
+        std::vector<Node> nodes;
+        nodes.push_back({tree->token[0], -1, 0, 0.0f, -1});
+        std::vector<int> frontier(1, 0);
+        std::vector<float> lp;
+        for (int d = 0; d < p_.depth; d++) {
+            // expand the best `topk` frontier nodes (the root alone at depth 0)
+            std::vector<int> ex(frontier);
+            std::stable_sort(ex.begin(), ex.end(), [&](int a, int b) { return nodes[a].score > nodes[b].score; });
+            if ((int)ex.size() > p_.topk) ex.resize(p_.topk);
+            int n = (int)ex.size();
+            std::vector<int> toks(n), pos(n), rows(n);
+            std::vector<uint64_t> mask((size_t)n * words_, 0);
+            for (int i = 0; i < n; i++) {
+                toks[i] = nodes[ex[i]].tok;
+                pos[i] = P + nodes[ex[i]].depth;
+                rows[i] = i;
+                for (int a = nodes[ex[i]].parent; a >= 0; a = nodes[a].parent)
+                    mask[(size_t)i * words_ + nodes[a].pred / 64] |= 1ULL << (nodes[a].pred % 64);
+            }
+            logits_.resize((size_t)n * V_);
+            draft_->forward(toks.data(), pos.data(), n, d ? mask.data() : nullptr, words_, nullptr, logits_.data());
+            if (d + 1 < p_.depth) {  // their predicted states become keys for their children
+                int base = draft_->keep_pred(rows.data(), n);
+                for (int i = 0; i < n; i++) nodes[ex[i]].pred = base + i;
+            }
+            frontier.clear();
+            for (int i = 0; i < n; i++) {
+                log_softmax(&logits_[(size_t)i * V_], &lp);
+                std::vector<int> idx(V_);
+                std::iota(idx.begin(), idx.end(), 0);
+                int k = std::min(p_.topk, V_);
+                std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+                    return lp[a] > lp[b] || (lp[a] == lp[b] && a < b);
+                });
+                for (int j = 0; j < k; j++) {
+                    nodes.push_back({idx[j], ex[i], nodes[ex[i]].depth + 1, nodes[ex[i]].score + lp[idx[j]], -1});
+                    frontier.push_back((int)nodes.size() - 1);
+                }
+            }
+        }
+        // rerank: the best total - 1 candidates by cumulative log-probability. A child never scores
+        // above its parent (log q <= 0) and ties go to the lower index (parents come first), so
+        // the kept set contains every kept node's ancestors.
+        std::vector<int> order(nodes.size() - 1);
+        std::iota(order.begin(), order.end(), 1);
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return nodes[a].score > nodes[b].score; });
+        if ((int)order.size() > total - 1) order.resize(total - 1);
+        std::sort(order.begin(), order.end());  // creation order is topological, siblings by score
+        std::vector<int> newidx(nodes.size(), -1);
+        newidx[0] = 0;
+        for (int o : order) {
+            int par = newidx[nodes[o].parent];
+            if (par < 0) continue;  // cannot happen (see above); keep the tree valid regardless
+            newidx[o] = tree->add(par, nodes[o].tok, nodes[o].score);
+        }
+    }
+};
+
+std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftFrozen& fz, Session& s,
+                                             const BeagleDraftParams& p) {
+    BEAGLE_CHECK(p.depth >= 1, "--depth must be >= 1, got %d", p.depth);
+    BEAGLE_CHECK(p.topk >= 1, "--topk must be >= 1, got %d", p.topk);
+    BEAGLE_CHECK(p.gamma >= 1, "--gamma must be >= 1, got %d", p.gamma);
+    BEAGLE_CHECK(p.total_tokens >= 2, "--total-tokens must be >= 2, got %d", p.total_tokens);
+    return std::unique_ptr<Drafter>(new BeagleDrafter(w, fz, s, p));
+}
+
+}  // namespace beagle

@@ -1,0 +1,98 @@
+// train_loop.h: `beagle train`, the draft's training loop (SPEC 3, Two-Stage Block-Attention
+// Training): epochs over the data shards (stage 1, then stage 2), AdamW with warm-up, periodic atomic
+// checkpoints that resume bit-exactly, and a final acceptance evaluation with the speculative
+// decoding engine (tau, per-depth acceptance) plus PNG charts and a JSON summary next to the draft.
+// Called by src/cli/train.cpp and the tests (test/test_train_loop.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../decode/speculative.h"
+#include "../model/draft.h"
+
+namespace beagle {
+
+struct TrainLoopOptions {
+    std::string model, tokenizer;     // target (frozen)
+    std::string data;                 // `beagle datagen` directory
+    std::string out;                  // draft file; DRAFT.ckpt, DRAFT.loss.png, ... go next to it
+    std::string ckpt;                 // checkpoint path ("" = DRAFT.ckpt)
+    std::string resume;               // continue from this checkpoint ("" = fresh start)
+    int stage1_epochs = 5, stage2_epochs = 5;
+    int w = 3, S = 3;                 // window size; stage-2 simulation steps
+    bool sim_grad_through = false;
+    double lr = 0;                    // 0: by model size (default_lr)
+    long warmup = -1;                 // -1: min(2000, 5% of the steps)
+    double clip = 0.5, weight_decay = 0.0;
+    int batch = 16;                   // sequences (chunks) per optimizer step
+    int seq_len = 2048;               // longer sequences are split into chunks of this many tokens
+    uint64_t seed = 1;
+    long max_steps = 0;               // stop after this many optimizer steps in total (0 = all epochs)
+    double noise = 0.2;               // std of the Gaussian noise on the input true states
+    double w_v = 10.0;                // vloss weight
+    bool hard_labels = false;
+    bool loss_on_prompt = false;      // also train on positions < n_prompt
+    int ffn_dim = 0;                  // draft MLP width (0 = the target's)
+    long ckpt_every = 200;            // checkpoint every N steps (0 = only at the end)
+    int threads = 0;                  // 0 = all cores
+    // evaluation on held-out prompts (greedy): chain gamma and EAGLE-2 tree
+    std::string eval_prompts;         // "" = no evaluation
+    int eval_n = 50, eval_tokens = 128;
+    int gamma = 5, depth = 5, topk = 10, total_tokens = 60;
+    bool quiet = false;               // no progress output (tests)
+};
+
+// Learning rate default for a target width: tiny models need far more than SPEC's 3e-5.
+double default_lr(int dim);
+
+// One optimizer step's record (also kept in checkpoints, so the loss curve survives a resume).
+struct StepRecord {
+    float loss, ce, vloss;
+    int stage;
+};
+
+// Acceptance on held-out prompts, pooled over the prompts.
+struct AcceptEval {
+    double tau = 0;                        // tokens committed per verify pass (after the root)
+    int rounds = 0, tokens = 0, prompts = 0;
+    std::vector<double> accept_by_depth;   // depth d+1: accepted / reached (conditional rate)
+    std::vector<int> reached_by_depth;
+    double seconds = 0;
+};
+
+struct TrainResult {
+    std::vector<StepRecord> history;
+    int steps = 0;
+    bool evaluated = false;
+    AcceptEval chain, tree;
+    std::string draft_path, json_path, loss_png, accept_png;
+};
+
+// Runs (or resumes) training to the end; throws Error on bad input or a non-finite loss (after
+// which the last checkpoint written stays the last good one).
+TrainResult run_train(const TrainLoopOptions& o);
+
+// Greedy speculative generation of n tokens after each prompt (token ids, BOS included) with the
+// draft; statistics pooled.
+AcceptEval eval_acceptance(Session& s, const DraftWeights& dw, const std::vector<std::vector<int>>& prompts, int n,
+                           const BeagleDraftParams& p);
+
+// Checkpoint file ("BEAGLECK"), little-endian:
+//   0 "BEAGLECK"  8 u32 version (1)  12 u32 text_len  16 u64 file_size  24 text ("key value\n"
+//   lines: the run's config, then its state: step, epoch, position, RNG states, ...)
+//   then f32 sections: per trainable tensor weights, AdamW m, AdamW v (DT order); u32 data order
+//   (n_items); history (n_steps x {f32 loss, ce, vloss, i32 stage}); last 4 bytes CRC-32.
+struct Checkpoint {
+    std::vector<std::pair<std::string, std::string>> kv;  // config + state
+    std::vector<float> w[DT_COUNT], m[DT_COUNT], v[DT_COUNT];
+    std::vector<uint32_t> order;
+    std::vector<StepRecord> history;
+    std::string get(const std::string& key) const;  // "" if absent
+};
+void save_checkpoint(const std::string& path, const Checkpoint& c, const DraftConfig& cfg);
+// Validates magic, sizes and CRC; tensor sizes from the stored config.
+Checkpoint load_checkpoint(const std::string& path);
+
+}  // namespace beagle

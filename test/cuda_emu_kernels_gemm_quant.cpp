@@ -1,0 +1,186 @@
+// cuda_emu_kernels_gemm_quant.cpp -> build/test/test_emu_kernels_gemm_quant: the quantized matmul of
+// cuda/gemm_quant.cu in the CPU emulator. quantize_q8_kernel against the CPU backend's rule
+// (src/backend/cpu/quantize.h: d = max|x| / 127, q = round-half-even(x / d), s = d sum q; a NaN makes d
+// NaN) - q exact, d and s exact; gemm_q8_0/q4_0/q4_1_kernel against a double reference that
+// dequantizes the GGUF blocks with the formulas of src/core/dtype.cpp and uses the int8 activations
+// the kernel saw (tolerance atol 1e-6 K, rtol 1e-5: only fp32 accumulation error remains), and against
+// the plain f32 product within the int8 rounding bound sum_k |w_k| d_x(k) / 2. Ragged shapes (T = 1..9,
+// rows not a multiple of 4, 32-blocks per row not a multiple of 8), debug schedules, batch invariance.
+#include "cuda_kernel_test.h"
+#include "core/dtype.h"
+#include "gemm_quant.cu"
+
+using beagle::f16_to_f32;
+using beagle::f32_to_f16;
+
+struct QWeights {
+    int dt, rows, cols;
+    long long row_bytes;
+    std::vector<uint8_t> bytes;
+    std::vector<double> deq;  // rows x cols, reference dequantization
+};
+
+static QWeights make_weights(int dt, int rows, int cols) {
+    QWeights w{dt, rows, cols, 0, {}, {}};
+    const int bs = dt == KD_Q8_0 ? 34 : dt == KD_Q4_0 ? 18 : 20;
+    w.row_bytes = (long long)cols / 32 * bs;
+    w.bytes.resize((size_t)rows * w.row_bytes);
+    w.deq.resize((size_t)rows * cols);
+    for (int r = 0; r < rows; r++)
+        for (int b = 0; b < cols / 32; b++) {
+            uint8_t* blk = w.bytes.data() + (size_t)r * w.row_bytes + (size_t)b * bs;
+            uint16_t dh = f32_to_f16(kt_uniform(0.001f, 0.02f) * (kt_rand() < 0.5 ? -1 : 1));
+            memcpy(blk, &dh, 2);
+            const double d = f16_to_f32(dh);
+            double m = 0;
+            if (dt == KD_Q4_1) {
+                uint16_t mh = f32_to_f16(kt_uniform(-0.2f, 0.2f));
+                memcpy(blk + 2, &mh, 2);
+                m = f16_to_f32(mh);
+            }
+            double* out = w.deq.data() + (size_t)r * cols + b * 32;
+            if (dt == KD_Q8_0) {
+                for (int j = 0; j < 32; j++) {
+                    int8_t q = (int8_t)(int)(kt_rand() * 255 - 127);
+                    blk[2 + j] = (uint8_t)q;
+                    out[j] = d * q;
+                }
+            } else {
+                uint8_t* qs = blk + (dt == KD_Q4_1 ? 4 : 2);
+                for (int j = 0; j < 16; j++) {
+                    int lo = (int)(kt_rand() * 16) & 15, hi = (int)(kt_rand() * 16) & 15;
+                    qs[j] = (uint8_t)(lo | (hi << 4));
+                    out[j] = dt == KD_Q4_0 ? d * (lo - 8) : d * lo + m;
+                    out[j + 16] = dt == KD_Q4_0 ? d * (hi - 8) : d * hi + m;
+                }
+            }
+        }
+    return w;
+}
+
+struct QActs {
+    std::vector<int8_t> q;
+    std::vector<float> d, s;
+};
+
+// Quantize through the kernel and check it against the host rule.
+static QActs quantize(const std::vector<float>& x, int T, int cols, int block, const std::string& tag) {
+    const int nb = cols / 32;
+    QActs a;
+    a.q.assign((size_t)T * cols, 0);
+    a.d.assign((size_t)T * nb, 0);
+    a.s.assign((size_t)T * nb, 0);
+    const int warps = block / 32;
+    TLAUNCH(cdiv(T * nb, warps), block, 0, quantize_q8_kernel)(x.data(), a.q.data(), a.d.data(), a.s.data(), T, cols);
+    std::vector<float> got_q(a.q.size()), got_ds(2 * a.d.size());
+    std::vector<double> ref_q(a.q.size()), ref_ds(2 * a.d.size());
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < nb; b++) {
+            const float* xb = x.data() + (size_t)t * cols + b * 32;
+            float amax = 0;
+            bool nan = false;
+            for (int j = 0; j < 32; j++) {
+                amax = std::max(amax, std::fabs(xb[j]));
+                nan |= std::isnan(xb[j]);
+            }
+            float d = nan ? NAN : amax / 127.0f;
+            float id = d != 0.0f ? 1.0f / d : 0.0f;
+            int qsum = 0;
+            for (int j = 0; j < 32; j++) {
+                size_t k = (size_t)t * cols + b * 32 + j;
+                int q = nan ? a.q[k] : (int)std::nearbyint(xb[j] * id);  // NaN block: q unspecified
+                qsum += q;
+                got_q[k] = a.q[k];
+                ref_q[k] = q;
+            }
+            size_t k = (size_t)t * nb + b;
+            got_ds[2 * k] = a.d[k];
+            ref_ds[2 * k] = d;
+            got_ds[2 * k + 1] = a.s[k];
+            ref_ds[2 * k + 1] = nan ? NAN : d * (float)qsum;
+        }
+    kt_compare("quantize_q8_kernel", got_q.data(), ref_q.data(), got_q.size(), 0, 0, "q " + tag);
+    kt_compare("quantize_q8_kernel", got_ds.data(), ref_ds.data(), got_ds.size(), 0, 0, "d, s " + tag);
+    return a;
+}
+
+static std::vector<float> run_gemm(const QWeights& w, const QActs& a, int T, std::vector<float>* yout = nullptr) {
+    std::vector<float> y((size_t)T * w.rows, -7.0f);
+    QGemmArgs g;
+    g.w = w.bytes.data();
+    g.row_bytes = w.row_bytes;
+    g.rows = w.rows;
+    g.cols = w.cols;
+    g.xq = a.q.data();
+    g.xd = a.d.data();
+    g.xs = a.s.data();
+    g.y = y.data();
+    g.T = T;
+    dim3 grid(cdiv(w.rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS));
+    if (w.dt == KD_Q8_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel)(g);
+    if (w.dt == KD_Q4_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel)(g);
+    if (w.dt == KD_Q4_1) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel)(g);
+    if (yout) *yout = y;
+    return y;
+}
+
+static const char* qname(int dt) { return dt == KD_Q8_0 ? "gemm_q8_0_kernel" : dt == KD_Q4_0 ? "gemm_q4_0_kernel" : "gemm_q4_1_kernel"; }
+
+static void check_case(int dt, int rows, int cols, int T, const std::string& tag) {
+    QWeights w = make_weights(dt, rows, cols);
+    std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f);
+    QActs a = quantize(x, T, cols, 256, tag);
+    std::vector<float> y = run_gemm(w, a, T);
+    std::vector<double> ref((size_t)T * rows);
+    int nb = cols / 32, outside = 0;
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < rows; o++) {
+            double s = 0, exact = 0, bound = 0;
+            for (int i = 0; i < cols; i++) {
+                double wv = w.deq[(size_t)o * cols + i];
+                double xd = a.d[(size_t)t * nb + i / 32];
+                s += wv * xd * a.q[(size_t)t * cols + i];
+                exact += wv * x[(size_t)t * cols + i];
+                bound += std::fabs(wv) * xd / 2;
+            }
+            ref[(size_t)t * rows + o] = s;
+            outside += std::fabs(y[(size_t)t * rows + o] - exact) > bound * 1.001 + 1e-5;
+        }
+    kt_compare(qname(dt), y, ref, 1e-6 * cols, 1e-5, kt_fmt("T%d rows%d cols%d %s", T, rows, cols, tag.c_str()));
+    CHECK(outside == 0, "%s T%d rows%d cols%d: %d outputs outside the int8 rounding bound of the f32 product", qname(dt), T,
+          rows, cols, outside);
+}
+
+int main() {
+    const int shapes[][3] = {{1, 32, 1}, {5, 64, 3}, {37, 288, 4}, {130, 96, 5}, {8, 1024, 9}, {3, 544, 2}};
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
+        for (auto& s : shapes) check_case(dt, s[0], s[1], s[2], "");
+    // quantizer with block sizes 32 and 1024, zero blocks and a NaN block
+    for (int block : {32, 1024}) {
+        int T = 3, cols = 96;
+        std::vector<float> x = kt_vec((size_t)T * cols, -3.0f, 3.0f);
+        for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;  // an all-zero block: d = 0, q = 0
+        x[2 * cols + 70] = NAN;                         // a NaN block: d NaN
+        quantize(x, T, cols, block, kt_fmt("block %d, zero and NaN blocks", block));
+    }
+    kt_debug_modes([](const char* mode) {
+        for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_case(dt, 9, 320, 6, mode);
+    });
+    // batch invariance: each token's outputs are bit-identical computed alone
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) {
+        int rows = 21, cols = 160, T = 7;
+        QWeights w = make_weights(dt, rows, cols);
+        std::vector<float> x = kt_vec((size_t)T * cols);
+        QActs a = quantize(x, T, cols, 256, "batch");
+        std::vector<float> y = run_gemm(w, a, T);
+        int bad = 0;
+        for (int t = 0; t < T; t++) {
+            std::vector<float> xt(x.begin() + (size_t)t * cols, x.begin() + (size_t)(t + 1) * cols);
+            QActs at = quantize(xt, 1, cols, 256, "batch row");
+            std::vector<float> yt = run_gemm(w, at, 1);
+            bad += memcmp(yt.data(), y.data() + (size_t)t * rows, rows * sizeof(float)) != 0;
+        }
+        CHECK(bad == 0, "%s: %d tokens differ between batch and single-token products", qname(dt), bad);
+    }
+    return kt_finish("test_emu_kernels_gemm_quant");
+}

@@ -1,0 +1,193 @@
+// test_spec_sampling.cpp: speculative SAMPLING is lossless: the distribution of the tokens generated
+// at fixed positions equals plain sampling's. stories260K, temperature 1, prompt "Once upon a time",
+// N samples per method; two-sample chi-square test per position (first 3 generated tokens).
+// Drafters: an oracle tree (the target's own top-3 + greedy chain: accepted often; deterministic
+// candidates, point-mass q), a random-weights Beagle draft in chain mode (candidates SAMPLED from its
+// q: exercises min(1, p/q) and the residual max(0, p - q)) and in tree mode (siblings rejected in
+// turn). Each test at alpha = 1e-3; 9 tests -> family-wise false alarm <= 0.9% (Bonferroni).
+// Test of the test: with the residual rule broken on purpose (SpecParams::debug_break_residual) the
+// oracle drafter's output must be rejected with p < 1e-6.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "decode/session.h"
+#include "decode/speculative.h"
+#include "model/draft.h"
+#include "testlib.h"
+
+using namespace beagle;
+
+// Upper tail of the chi-square distribution: Q(df/2, x/2) (regularized upper incomplete gamma).
+static double chi2_sf(double x, double df) {
+    double a = df / 2, z = x / 2;
+    if (z <= 0) return 1.0;
+    double gln = std::lgamma(a);
+    if (z < a + 1) {  // series for P, return 1 - P
+        double sum = 1.0 / a, term = sum;
+        for (int n = 1; n < 1000; n++) {
+            term *= z / (a + n);
+            sum += term;
+            if (term < sum * 1e-15) break;
+        }
+        return 1.0 - sum * std::exp(-z + a * std::log(z) - gln);
+    }
+    // continued fraction for Q (Lentz)
+    double b = z + 1 - a, c = 1e300, d = 1 / b, h = d;
+    for (int i = 1; i < 1000; i++) {
+        double an = -i * (i - a);
+        b += 2;
+        d = an * d + b;
+        if (std::fabs(d) < 1e-300) d = 1e-300;
+        c = b + an / c;
+        if (std::fabs(c) < 1e-300) c = 1e-300;
+        d = 1 / d;
+        double del = d * c;
+        h *= del;
+        if (std::fabs(del - 1) < 1e-15) break;
+    }
+    return std::exp(-z + a * std::log(z) - gln) * h;
+}
+
+// Two-sample chi-square test of homogeneity; categories with fewer than 10 total are pooled.
+static double two_sample_p(const std::vector<int>& a, const std::vector<int>& b, double* stat_out, int* df_out) {
+    std::map<int, std::pair<double, double>> c;
+    for (int x : a) c[x].first++;
+    for (int x : b) c[x].second++;
+    std::vector<std::pair<double, double>> cats;
+    std::pair<double, double> other{0, 0};
+    for (auto& kv : c) {
+        if (kv.second.first + kv.second.second < 10) {
+            other.first += kv.second.first;
+            other.second += kv.second.second;
+        } else {
+            cats.push_back(kv.second);
+        }
+    }
+    if (other.first + other.second > 0) cats.push_back(other);
+    double na = (double)a.size(), nb = (double)b.size(), stat = 0;
+    for (auto& k : cats) {
+        double tot = k.first + k.second;
+        double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
+        stat += (k.first - ea) * (k.first - ea) / ea + (k.second - eb) * (k.second - eb) / eb;
+    }
+    int df = std::max(1, (int)cats.size() - 1);
+    *stat_out = stat;
+    *df_out = df;
+    return chi2_sf(stat, df);
+}
+
+// The target itself as the drafter: root -> its top-3 tokens; the best -> greedy chain of 2 more.
+class OracleDrafter : public Drafter {
+public:
+    explicit OracleDrafter(Session& s) : s_(s), m_(*s.mf, *s.ops, s.llama->ctx(), 64) {}
+    const char* name() const override { return "oracle"; }
+    void begin(const std::vector<int>&, const float*) override {}
+    void accept(const DraftTree&, const std::vector<int>&, const float*) override {}
+    void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams&, Rng&) override {
+        int V = s_.mf->config.vocab_size;
+        std::vector<int> ctx(history);
+        ctx.push_back(tree->token[0]);
+        std::vector<float> lg(V);
+        m_.truncate(0);
+        m_.prefill(ctx.data(), (int)ctx.size(), lg.data());
+        std::vector<int> idx(V);
+        for (int i = 0; i < V; i++) idx[i] = i;
+        std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](int a, int b) { return lg[a] > lg[b]; });
+        int first = -1;
+        for (int j = 0; j < 3 && tree->size() < room; j++) {
+            int n = tree->add(0, idx[j], 0.0f);
+            if (j == 0) first = n;
+        }
+        int node = first, t = idx[0];
+        for (int k = 0; k < 2 && node >= 0 && tree->size() < room; k++) {
+            int p = m_.n_past();
+            m_.forward(&t, &p, 1, nullptr, 0, lg.data(), 1, nullptr, 0);
+            t = argmax(lg.data(), V);
+            node = tree->add(node, t, 0.0f);
+        }
+    }
+
+private:
+    Session& s_;
+    Llama m_;
+};
+
+// Seeds for the xorshift RNG (run.c's, which uses the seed as its raw state): small consecutive
+// seeds give correlated first draws, so each sample's seed goes through splitmix64.
+static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+int main() {
+    const char* sh = getenv("BEAGLE_SHARED");
+    std::string M = std::string(sh ? sh : "../shared") + "/data/models/";
+    const int N = 2000, NPOS = 3;
+    try {
+        Session s(M + "stories260K.bin", M + "tok512.bin", 1, 512, 64);
+        std::vector<int> ids = s.encode_prompt("Once upon a time", false, "");
+        SamplingParams sp;
+        sp.temperature = 1.0f;
+        sp.top_p = 1.0f;
+        sp.top_k = 0;
+        // plain sampling: position k of sample i
+        std::vector<std::vector<int>> plain(NPOS);
+        for (int i = 0; i < N; i++) {
+            sp.seed = mix(1 + i);
+            GenStats st;
+            std::vector<int> out;
+            s.generate_plain(ids, NPOS, sp, nullptr, &st, &out);
+            CHECK((int)out.size() == NPOS, "plain sample %d has %zu tokens", i, out.size());
+            for (int k = 0; k < NPOS && k < (int)out.size(); k++) plain[k].push_back(out[k]);
+        }
+        DraftWeights rnd;
+        rnd.init_random(draft_config_for_target(s.mf->config, s.tok->spec()), 11);
+        DraftFrozen fz = frozen_from_target(*s.mf, false);
+        BeagleDraftParams chain;
+        chain.tree = false;
+        chain.gamma = 3;
+        BeagleDraftParams tree;
+        tree.total_tokens = 12;
+        tree.topk = 4;
+        struct Case { const char* name; std::unique_ptr<Drafter> d; bool broken; };
+        std::vector<Case> cases;
+        cases.push_back({"oracle tree", std::unique_ptr<Drafter>(new OracleDrafter(s)), false});
+        cases.push_back({"random chain (sampled q)", make_beagle_drafter(rnd, fz, s, chain), false});
+        cases.push_back({"random tree", make_beagle_drafter(rnd, fz, s, tree), false});
+        cases.push_back({"oracle tree, BROKEN residual", std::unique_ptr<Drafter>(new OracleDrafter(s)), true});
+        for (auto& c : cases) {
+            std::vector<std::vector<int>> sd(NPOS);
+            double tau = 0;
+            for (int i = 0; i < N; i++) {
+                sp.seed = mix(1000003 + i);
+                SpecParams spp;
+                spp.debug_break_residual = c.broken;
+                SpecStats st;
+                std::vector<int> out;
+                generate_speculative(s, *c.d, ids, NPOS, sp, spp, nullptr, &st, &out);
+                CHECK((int)out.size() == NPOS, "%s sample %d has %zu tokens", c.name, i, out.size());
+                for (int k = 0; k < NPOS && k < (int)out.size(); k++) sd[k].push_back(out[k]);
+                tau += st.tau();
+            }
+            double min_p = 1;
+            for (int k = 0; k < NPOS; k++) {
+                double stat;
+                int df;
+                double p = two_sample_p(plain[k], sd[k], &stat, &df);
+                min_p = std::min(min_p, p);
+                printf("%-30s position %d: chi2 %.1f df %d p %.3g\n", c.name, k, stat, df, p);
+                if (!c.broken) CHECK(p >= 1e-3, "%s: position %d distribution differs from plain sampling (p %.3g)", c.name, k, p);
+            }
+            printf("%-30s mean tau %.3f\n", c.name, tau / N);
+            if (c.broken) CHECK(min_p < 1e-6, "the broken residual rule was NOT detected (min p %.3g)", min_p);
+        }
+    } catch (const Error& e) {
+        CHECK(false, "error: %s", e.what());
+    }
+    return test_summary("spec_sampling");
+}

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+# test_train_outputs.py: `beagle train` end to end through the CLI on tiny stories260K data: the
+# files it promises next to the draft (DRAFT, .ckpt, .loss.png, .accept.png, .loss.tsv, .json) exist;
+# the PNGs are valid, checked independently of stb with Python's zlib (signature, every chunk's CRC,
+# IHDR 8-bit RGB, the IDAT stream inflates to height x (1 + 3 x width) bytes with valid filter
+# bytes) and are not blank; the JSON summary parses and holds the promised fields (tau >= 1,
+# acceptance rates in [0, 1]); the loss TSV has one row per step. CLI errors: a missing flag, a
+# NaN run (exit code 1, message naming the step), S > w.
+import json, os, struct, subprocess, sys, tempfile, zlib
+
+BIN = os.environ.get("BEAGLE_BIN", "build/beagle")
+SHARED = os.environ.get("BEAGLE_SHARED", "../shared")
+MODEL = f"{SHARED}/data/models/stories260K.bin"
+TOK = f"{SHARED}/data/models/tok512.bin"
+ROOT = os.environ.get("BEAGLE_ROOT", ".")
+fails = 0
+
+
+def check(cond, msg):
+    global fails
+    if not cond:
+        fails += 1
+        print("FAIL:", msg)
+
+
+def run(args, env=None):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    return subprocess.run([BIN] + args, capture_output=True, text=True, env=e)
+
+
+def png_pixels(path):
+    b = open(path, "rb").read()
+    assert b[:8] == b"\x89PNG\r\n\x1a\n", "PNG signature"
+    off, idat, ihdr, names = 8, b"", None, []
+    while off < len(b):
+        (n,) = struct.unpack(">I", b[off:off + 4])
+        typ = b[off + 4:off + 8]
+        data = b[off + 8:off + 8 + n]
+        (crc,) = struct.unpack(">I", b[off + 8 + n:off + 12 + n])
+        assert zlib.crc32(typ + data) & 0xFFFFFFFF == crc, f"CRC of chunk {typ}"
+        names.append(typ)
+        if typ == b"IHDR":
+            ihdr = struct.unpack(">IIBBBBB", data)
+        elif typ == b"IDAT":
+            idat += data
+        off += 12 + n
+    assert names[0] == b"IHDR" and names[-1] == b"IEND", f"chunk order {names}"
+    w, h, depth, ctype = ihdr[:4]
+    assert depth == 8 and ctype == 2, f"expected 8-bit RGB, got depth {depth} color type {ctype}"
+    raw = zlib.decompress(idat)
+    assert len(raw) == h * (1 + 3 * w), f"IDAT inflates to {len(raw)} bytes, want {h * (1 + 3 * w)}"
+    assert all(raw[r * (1 + 3 * w)] <= 4 for r in range(h)), "bad filter byte"
+    return w, h, raw
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    data = f"{tmp}/data"
+    r = run(["datagen", "-m", MODEL, "-z", TOK, "--sample", "4", "-n", "32", "-o", data, "-t", "1"])
+    check(r.returncode == 0, f"datagen failed: {r.stderr[-500:]}")
+    draft = f"{tmp}/d.bin"
+    prompts = f"{ROOT}/test/data/stories_prompts.txt"
+    r = run(["train", "-m", MODEL, "-z", TOK, "--data", data, "-o", draft, "--stage1-epochs", "2", "--stage2-epochs", "1",
+             "--batch", "2", "--seq-len", "16", "--eval-prompts", prompts, "--eval-n", "2", "--eval-tokens", "16", "-t", "1"])
+    check(r.returncode == 0, f"train failed ({r.returncode}): {r.stderr[-800:]}")
+    print(r.stdout)
+    for suf in ["", ".ckpt", ".loss.png", ".accept.png", ".loss.tsv", ".json"]:
+        check(os.path.isfile(draft + suf), f"missing {draft + suf}")
+    for suf in [".loss.png", ".accept.png"]:
+        try:
+            w, h, raw = png_pixels(draft + suf)
+            # filter bytes removed is not needed for "not blank": any non-0xff, non-0x00 data byte
+            dark = sum(1 for x in raw[1:20000] if x < 128)
+            print(f"{suf}: {w} x {h}, {len(raw)} raw bytes")
+            check(w >= 400 and h >= 300, f"{suf}: tiny image {w}x{h}")
+            check(dark > 50, f"{suf}: looks blank")
+        except AssertionError as e:
+            check(False, f"{suf}: invalid PNG: {e}")
+    js = json.load(open(draft + ".json"))
+    for k in ["config", "data_tokens", "epochs", "steps", "train_seconds", "final_loss", "tau_chain", "tau_tree", "accept_by_depth"]:
+        check(k in js, f"JSON lacks {k}")
+    check(js["tau_chain"] >= 1 and js["tau_tree"] >= 1, "tau < 1")
+    for mode in ["chain", "tree"]:
+        acc = js["accept_by_depth"][mode]
+        check(len(acc) >= 1 and all(0 <= a <= 1 for a in acc), f"{mode} acceptance {acc}")
+    check(js["config"]["window"] == 3 and js["epochs"] == [2, 1], "config in JSON")
+    rows = open(draft + ".loss.tsv").read().strip().split("\n")
+    check(len(rows) == 1 + js["steps"], f"loss.tsv has {len(rows) - 1} rows for {js['steps']} steps")
+    check("tau chain" in r.stdout, "stdout reports tau")
+
+    # CLI errors
+    r = run(["train", "--data", data, "-o", f"{tmp}/e.bin"])
+    check(r.returncode == 1 and "-m MODEL is required" in r.stderr, f"missing -m: {r.returncode} {r.stderr}")
+    r = run(["train", "-m", MODEL, "-z", TOK, "--data", data, "-o", f"{tmp}/e.bin", "--window", "2", "--sim-steps", "3"])
+    check(r.returncode == 1 and "--sim-steps <= --window" in r.stderr, f"S > w: {r.stderr}")
+    r = run(["train", "-m", MODEL, "-z", TOK, "--data", data, "-o", f"{tmp}/n.bin", "--batch", "2", "--seq-len", "16",
+             "--ckpt-every", "1", "-q"], env={"BEAGLE_DEBUG_NAN_STEP": "3"})
+    check(r.returncode == 1 and "at step 3" in r.stderr and "(step 2)" in r.stderr, f"NaN run: {r.returncode} {r.stderr}")
+    check(not os.path.exists(f"{tmp}/n.bin"), "NaN run wrote a draft")
+    check(os.path.exists(f"{tmp}/n.bin.ckpt"), "NaN run lost its last good checkpoint")
+
+print("test_train_outputs:", "OK" if fails == 0 else f"{fails} failures")
+sys.exit(1 if fails else 0)

@@ -32,7 +32,7 @@ TEST_BIN += $(TOOL_SRC:test/%.cpp=$(BUILD)/test/%)
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all run test test-asan bench model pydeps clean tests
+.PHONY: all run test test-asan bench bench-sd model pydeps clean tests
 all: $(BUILD)/beagle
 
 $(BUILD)/obj/%.o: %.cpp
@@ -70,17 +70,17 @@ pydeps:
 test: tests model pydeps
 	bash scripts/run_tests.sh $(BUILD)
 
+# The main job: speculative generation with the default target and the shipped draft, then plain
+# decoding of the same prompt in the same process for the speedup (stderr has tau and tokens/s).
+DRAFT    := weights/beagle-smollm2-135m.bin
+RUN_PROMPT ?= Write a short story about a dog who learns to fly.
 run: $(BUILD)/beagle $(MODEL)
-	$(BUILD)/beagle generate -m $(MODEL) --chat -p "Write a short story about a dog who learns to fly." -n 200 --temp 0
-
-bench: $(BUILD)/beagle $(MODEL)
-	$(BUILD)/beagle bench -m $(MODEL) -t 2 -o $(BUILD)/bench.json
-
-# Loaders, tokenizers and bad-input tests under AddressSanitizer + UndefinedBehaviorSanitizer.
-ASAN_FILTER ?= loader|bad_input|tokenizer|json
-test-asan: model pydeps
-	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" tests
-	ASAN_OPTIONS=detect_leaks=1 bash scripts/run_tests.sh build-asan '$(ASAN_FILTER)'
+	@if [ -f $(DRAFT) ]; then \
+	  $(BUILD)/beagle generate -m $(MODEL) -d $(DRAFT) --chat -p "$(RUN_PROMPT)" -n 256 --temp 0 --compare; \
+	else \
+	  echo "note: $(DRAFT) is not shipped yet; using prompt-lookup drafting" >&2; \
+	  $(BUILD)/beagle generate -m $(MODEL) --spec lookup --chat -p "$(RUN_PROMPT)" -n 256 --temp 0 --compare; \
+	fi
 
 clean:
 	rm -rf $(BUILD)

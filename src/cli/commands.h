@@ -8,6 +8,7 @@ int cmd_info(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_datagen(int argc, char** argv);
+int cmd_bench_sd(int argc, char** argv);
 int cmd_gradcheck(int argc, char** argv);
 int cmd_train(int argc, char** argv);
 }  // namespace beagle

@@ -28,6 +28,7 @@ int cmd_datagen(int argc, char** argv) {
     a.integer("--shard-seqs", &o.shard_seqs, "sequences per shard file");
     a.integer("-t,--threads", &o.threads, "CPU threads (0 = all)");
     bool no_chat = false;
+    a.flag("--f32-weights", &o.f32_weights, "compute with the weights dequantized to f32 (float-accurate, slower)");
     a.flag("--no-chat", &no_chat, "do not apply the chat template");
     if (!a.parse(argc, argv)) return 0;
     if (!a.positional.empty()) fail("beagle datagen: unexpected argument '%s'", a.positional[0].c_str());

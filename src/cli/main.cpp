@@ -17,6 +17,7 @@ static void usage(FILE* f) {
         "  info       print a model file's config, tensors and tokenizer facts\n"
         "  tokenize   encode text to token ids, or decode ids to text\n"
         "  bench      measure prefill/decode speed and memory bandwidth (JSON)\n"
+        "  bench-sd   speculative decoding benchmark over prompt categories (JSON)\n"
         "  datagen    self-distillation data for draft training (tokens + true states)\n"
         "  gradcheck  check the draft's backward against finite differences (float64, tiny config)\n"
         "  train      train a Beagle draft on datagen data (two-stage block attention, checkpoints, eval)\n");
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
         return argc < 2 ? 1 : 0;
     }
     struct { const char* name; int (*fn)(int, char**); } cmds[] = {
-        {"generate", cmd_generate}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"bench", cmd_bench}, {"datagen", cmd_datagen},
+        {"generate", cmd_generate}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"bench", cmd_bench}, {"datagen", cmd_datagen}, {"bench-sd", cmd_bench_sd},
         {"gradcheck", cmd_gradcheck}, {"train", cmd_train},
     };
     for (auto& c : cmds) {

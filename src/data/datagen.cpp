@@ -49,6 +49,7 @@ void run_datagen(const DatagenOptions& o) {
     BEAGLE_CHECK(o.max_new >= 1 && o.batch >= 1 && o.batch <= 256 && o.shard_seqs >= 1 && o.max_prompt >= 1,
                  "beagle datagen: --max-new, --batch (1..256), --shard-seqs and --max-prompt must be >= 1");
     std::unique_ptr<ModelFile> mf = load_model(o.model);
+    if (o.f32_weights) dequantize_weights_f32(*mf);
     TokenizerSpec spec = o.tokenizer.empty() ? mf->tokenizer : load_tokenizer_file(o.tokenizer);
     if (spec.kind == TokenizerSpec::NONE) fail("model '%s' carries no tokenizer: pass one with -z", o.model.c_str());
     std::unique_ptr<Tokenizer> tok = Tokenizer::create(spec);
@@ -98,6 +99,7 @@ void run_datagen(const DatagenOptions& o) {
         {"top_p", strfmt("%g", o.top_p)},
         {"seed", std::to_string(o.seed)},
         {"shard_seqs", std::to_string(o.shard_seqs)},
+        {"f32_weights", o.f32_weights ? "1" : "0"},
     };
     std::string meta_path = o.out_dir + "/meta.txt";
     if (file_exists(meta_path)) {

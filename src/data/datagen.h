@@ -24,6 +24,7 @@ struct DatagenOptions {
     long threads = 0;         // 0 = all cores
     long shard_seqs = 64;     // sequences per shard
     bool chat = true;         // wrap prompts in the chat template when the tokenizer has one
+    bool f32_weights = false; // compute with weights dequantized to f32 (float-accurate target)
 };
 
 void run_datagen(const DatagenOptions& o);

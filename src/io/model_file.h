@@ -34,6 +34,10 @@ std::unique_ptr<ModelFile> load_gguf(const std::string& path);
 std::unique_ptr<ModelFile> load_safetensors(const std::string& path);  // dir or .safetensors / index.json
 std::unique_ptr<ModelFile> load_llama2c(const std::string& path);
 
+// Replace every quantized role tensor (matrices and embedding) by an F32 copy owned by mf: the
+// float path computes with unquantized activations (slower; used where float accuracy matters).
+void dequantize_weights_f32(ModelFile& mf);
+
 // Tokenizer files: llama2.c tokenizer.bin, SentencePiece tokenizer.model, HF tokenizer.json.
 TokenizerSpec load_tokenizer_file(const std::string& path);
 

@@ -608,6 +608,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
         tree.depth = o.depth;
         tree.topk = o.topk;
         tree.total_tokens = o.total_tokens;
+        chain.concat = tree.concat = !o.eval_no_concat;
         res.chain = eval_acceptance(s, final_w, prompts, o.eval_tokens, chain);
         res.tree = eval_acceptance(s, final_w, prompts, o.eval_tokens, tree);
         res.evaluated = true;
@@ -659,8 +660,9 @@ TrainResult run_train(const TrainLoopOptions& o) {
                      num(tail_mean(history, 2, 20, &StepRecord::ce)).c_str(),
                      num(tail_mean(history, 0, 20, &StepRecord::loss)).c_str());
         if (res.evaluated) {
-            js += strfmt("  \"eval\": {\"prompts_file\": %s, \"prompts\": %d, \"tokens_per_prompt\": %d, \"greedy\": true,\n",
-                         json_str(o.eval_prompts).c_str(), res.tree.prompts, o.eval_tokens);
+            js += strfmt("  \"eval\": {\"prompts_file\": %s, \"prompts\": %d, \"tokens_per_prompt\": %d, \"greedy\": true, "
+                         "\"concat\": %s,\n",
+                         json_str(o.eval_prompts).c_str(), res.tree.prompts, o.eval_tokens, o.eval_no_concat ? "false" : "true");
             js += strfmt("    \"chain\": {\"gamma\": %d, \"stats\": %s},\n", o.gamma, eval_json(res.chain).c_str());
             js += strfmt("    \"tree\": {\"depth\": %d, \"topk\": %d, \"total_tokens\": %d, \"stats\": %s}},\n", o.depth, o.topk,
                          o.total_tokens, eval_json(res.tree).c_str());

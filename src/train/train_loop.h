@@ -41,6 +41,7 @@ struct TrainLoopOptions {
     std::string eval_prompts;         // "" = no evaluation
     int eval_n = 50, eval_tokens = 128;
     int gamma = 5, depth = 5, topk = 10, total_tokens = 60;
+    bool eval_no_concat = false;      // draft queries see true states only (SPEC's no-concat mode)
     bool quiet = false;               // no progress output (tests)
 };
 

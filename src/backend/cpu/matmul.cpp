@@ -380,19 +380,6 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     }
     if (!W.data) fail("cpu_matmul: %s: weight has no data", name);
 
-    if (getenv("BEAGLE_MATMUL_EXACT_TMP")) {  // TEMPORARY diagnostic
-        std::vector<float> w(W.cols);
-        uint64_t rb = dtype_row_bytes(W.dtype, (uint64_t)W.cols);
-        for (int64_t o = 0; o < W.rows; o++) {
-            dequantize_row(W.dtype, (const uint8_t*)W.data + o * rb, w.data(), W.cols);
-            for (int t = 0; t < T; t++) {
-                double s = 0;
-                for (int64_t i = 0; i < W.cols; i++) s += (double)w[i] * x[(int64_t)t * W.cols + i];
-                y[(int64_t)t * W.rows + o] = (float)s;
-            }
-        }
-        return;
-    }
     const int isa = current_isa();
     MatmulJob job;
     job.y = y;

@@ -76,7 +76,7 @@ private:
     // device scratch slots (host arrays staged for kernels, temporaries)
     enum Slot : int { S_TOKENS, S_POS, S_MASK, S_START, S_LEN, S_IDX, S_IDX2, S_QROW, S_BITS, S_QACT, S_D, S_PART,
                       S_FREQ, S_LABELS, S_TMP, S_TOPK_I, S_TOPK_V, S_COUNT };
-    void check_launch(const char* kernel);
+    void check_launch(const char* kernel, double t0);
     // Device copy of a host array in scratch slot `slot` (grown on demand, reused by the next call).
     void* stage(int slot, const void* host, size_t bytes);
     void* scratch(int slot, size_t bytes);  // device scratch without upload
@@ -84,12 +84,18 @@ private:
     void gemm(const void* args, const float* B);
 
     std::map<std::string, long> launches_;
-    std::unordered_map<const void*, void*> weights_;  // host tensor bytes -> device copy (tied tables share)
+    struct DevWeight {
+        void* d;
+        uint64_t nbytes, fingerprint;  // a reused host address with other contents is uploaded again
+    };
+    std::unordered_map<const void*, DevWeight> weights_;  // host tensor bytes -> device copy (tied tables share)
     std::vector<void*> slot_ptr_;
     std::vector<size_t> slot_bytes_;
     RopeParams rope_rp_;
     bool rope_valid_ = false;
     bool sync_each_ = false;  // BEAGLE_CUDA_SYNC=1: synchronize after every launch (errors at their kernel)
+    bool profile_ = false;    // BEAGLE_CUDA_PROFILE=1: synchronized launches, seconds per kernel at exit
+    std::map<std::string, double> seconds_;
 };
 
 // The CUDA backend, or Error "no CUDA device found (...)" when cudaGetDeviceCount fails or finds none.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -20,8 +21,9 @@ namespace beagle {
 // LAUNCH(grid, block, smem, kernel, args...): launch on the default stream, then check for errors.
 #define LAUNCH(grid, block, smem, kernel, ...)                      \
     do {                                                            \
+        const double t0_ = profile_ ? now_seconds() : 0.0;          \
         KLAUNCH((grid), (block), (smem), 0, kernel)(__VA_ARGS__);  \
-        check_launch(#kernel);                                      \
+        check_launch(#kernel, t0_);                                 \
     } while (0)
 
 static void cuda_check(cudaError_t e, const char* what) {
@@ -31,18 +33,26 @@ static void cuda_check(cudaError_t e, const char* what) {
 CudaOps::CudaOps() : slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0) {
     const char* s = getenv("BEAGLE_CUDA_SYNC");
     sync_each_ = s && atoi(s) > 0;
+    const char* p = getenv("BEAGLE_CUDA_PROFILE");
+    profile_ = p && atoi(p) > 0;
 }
 
 CudaOps::~CudaOps() {
+    if (profile_) {
+        fprintf(stderr, "CUDA backend profile (synchronized launches):\n");
+        for (auto& kv : launches_)
+            fprintf(stderr, "  %-26s %8ld launches %10.3f s\n", kv.first.c_str(), kv.second, seconds_[kv.first]);
+    }
     for (void* p : slot_ptr_)
         if (p) cudaFree(p);
-    for (auto& kv : weights_) cudaFree(kv.second);
+    for (auto& kv : weights_) cudaFree(kv.second.d);
 }
 
-void CudaOps::check_launch(const char* kernel) {
+void CudaOps::check_launch(const char* kernel, double t0) {
     launches_[kernel]++;
     cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess && sync_each_) e = cudaDeviceSynchronize();
+    if (e == cudaSuccess && (sync_each_ || profile_)) e = cudaDeviceSynchronize();
+    if (profile_) seconds_[kernel] += now_seconds() - t0;
     if (e != cudaSuccess) fail("CUDA kernel %s failed: %s (%s)", kernel, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
@@ -95,6 +105,18 @@ void CudaOps::copy(float* dst, const float* src, size_t n) {
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy (copy)");
 }
 
+// FNV-1a over the size and 256 bytes sampled across the tensor: tells a tied table (same bytes at the
+// same address) from a new tensor that happens to reuse a freed host address.
+static uint64_t weight_fingerprint(const Tensor& t) {
+    const uint8_t* p = (const uint8_t*)t.data;
+    uint64_t h = 1469598103934665603ull ^ t.nbytes;
+    for (int i = 0; i < 256; i++) {
+        h ^= p[(uint64_t)i * (t.nbytes - 1) / 255];
+        h *= 1099511628211ull;
+    }
+    return h ^ (uint64_t)t.dtype;
+}
+
 Weight CudaOps::weight(const Tensor& t) {
     Weight w;
     w.host = &t;
@@ -102,7 +124,13 @@ Weight CudaOps::weight(const Tensor& t) {
     w.rows = t.rows();
     w.cols = t.cols();
     BEAGLE_CHECK(t.data && t.nbytes > 0, "CUDA backend: tensor '%s' has no data", t.name.c_str());
+    const uint64_t fp = weight_fingerprint(t);
     auto it = weights_.find(t.data);
+    if (it != weights_.end() && (it->second.nbytes != t.nbytes || it->second.fingerprint != fp)) {
+        cuda_check(cudaFree(it->second.d), "cudaFree");
+        weights_.erase(it);
+        it = weights_.end();
+    }
     if (it == weights_.end()) {  // tied embedding / LM head: one device copy
         void* d = nullptr;
         cudaError_t e = cudaMalloc(&d, t.nbytes);
@@ -110,9 +138,9 @@ Weight CudaOps::weight(const Tensor& t) {
             fail("CUDA out of memory uploading tensor '%s' (%llu bytes, %s)", t.name.c_str(), (unsigned long long)t.nbytes,
                  cudaGetErrorString(e));
         cuda_check(cudaMemcpy(d, t.data, t.nbytes, cudaMemcpyHostToDevice), "cudaMemcpy (weight)");
-        it = weights_.emplace(t.data, d).first;
+        it = weights_.emplace(t.data, DevWeight{d, t.nbytes, fp}).first;
     }
-    w.data = it->second;
+    w.data = it->second.d;
     return w;
 }
 

@@ -16,8 +16,9 @@ namespace beagle {
 
 #define LAUNCH(grid, block, smem, kernel, ...)                      \
     do {                                                            \
+        const double t0_ = profile_ ? now_seconds() : 0.0;          \
         KLAUNCH((grid), (block), (smem), 0, kernel)(__VA_ARGS__);  \
-        check_launch(#kernel);                                      \
+        check_launch(#kernel, t0_);                                 \
     } while (0)
 
 static int elementwise_grid(size_t n) { return (int)std::min<size_t>((n + 255) / 256, 4096); }

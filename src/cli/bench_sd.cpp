@@ -1,0 +1,200 @@
+// bench_sd.cpp: `beagle bench-sd`: the speculative-decoding benchmark. Greedy, batch 1, over prompt
+// categories (Spec-Bench JSONL), modes none / lookup / chain / tree in the same process: tau,
+// acceptance by depth, tokens/s, speedup over plain decoding of the same prompts, peak RSS; every
+// mode's output is also checked token-for-token against plain greedy decoding (exactness).
+// Writes one JSON object (-o FILE).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../core/common.h"
+#include "../data/prompts.h"
+#include "../decode/session.h"
+#include "../decode/speculative.h"
+#include "../model/draft.h"
+#include "args.h"
+#include "commands.h"
+
+namespace beagle {
+
+namespace {
+struct Acc {
+    int prompts = 0, tokens = 0, passes = 0, mismatches = 0;
+    double seconds = 0, tau_tokens = 0, rounds = 0;
+    std::vector<long> reached, accepted;
+    void add(const SpecStats& st) {
+        tokens += st.gen_tokens;
+        passes += st.target_passes;
+        seconds += st.decode_s;
+        tau_tokens += st.gen_tokens_after_root;
+        rounds += st.rounds;
+        if (reached.size() < st.reached_by_depth.size()) {
+            reached.resize(st.reached_by_depth.size());
+            accepted.resize(st.reached_by_depth.size());
+        }
+        for (size_t k = 0; k < st.reached_by_depth.size(); k++) {
+            reached[k] += st.reached_by_depth[k];
+            accepted[k] += st.accept_by_depth[k];
+        }
+    }
+    double tok_s() const { return seconds > 0 ? tokens / seconds : 0; }
+    double tau() const { return rounds > 0 ? tau_tokens / rounds : 1.0; }
+    std::string json(double plain_tok_s) const {
+        std::string acc = "[";
+        for (size_t k = 0; k < reached.size(); k++)
+            acc += strfmt("%s%.4f", k ? ", " : "", reached[k] ? (double)accepted[k] / reached[k] : 0.0);
+        acc += "]";
+        return strfmt("{\"prompts\": %d, \"tokens\": %d, \"target_passes\": %d, \"tau\": %.4f, \"accept_by_depth\": %s, "
+                      "\"tok_s\": %.3f, \"speedup\": %.4f, \"mismatches\": %d}",
+                      prompts, tokens, passes, tau(), acc.c_str(), tok_s(), plain_tok_s > 0 ? tok_s() / plain_tok_s : 0.0,
+                      mismatches);
+    }
+};
+}  // namespace
+
+int cmd_bench_sd(int argc, char** argv) {
+    std::string model, tok_path, draft, prompts_path, out, modes_s = "none,lookup,chain,tree", cats_s, total_tokens = "auto";
+    long per_cat = 5, n = 256, threads = 2, gamma = 5, depth = 5, topk = 10, ctx = 2048;
+    bool chat = true;
+    Args a("bench-sd", "-m MODEL -d DRAFT --prompts FILE [options]",
+           "Speculative decoding benchmark (greedy, batch 1): per category and mode, tau, acceptance by depth,\n"
+           "tokens/s and speedup over plain decoding measured in the same process; checks every output equals\n"
+           "plain greedy decoding. Prints one JSON object (and writes it to -o FILE).");
+    a.str("-m,--model", &model, "target model");
+    a.str("-z,--tokenizer", &tok_path, "tokenizer file if the model has none");
+    a.str("-d,--draft", &draft, "Beagle draft (needed for chain and tree)");
+    a.str("--prompts", &prompts_path, "prompt file (Spec-Bench / MT-Bench JSONL, ...)");
+    a.str("--categories", &cats_s, "comma-separated categories to run (default: all in the file)");
+    a.integer("--per-category", &per_cat, "prompts per category");
+    a.str("--modes", &modes_s, "comma-separated: none, lookup, chain, tree");
+    a.integer("-n,--n-predict", &n, "tokens generated per prompt");
+    a.integer("-t,--threads", &threads, "CPU threads");
+    a.integer("-c,--ctx-size", &ctx, "context length");
+    a.integer("--gamma", &gamma, "chain/lookup length");
+    a.integer("--depth", &depth, "tree depth");
+    a.integer("--topk", &topk, "tree top-k");
+    a.str("--total-tokens", &total_tokens, "tree size or 'auto'");
+    a.str("-o,--output", &out, "write the JSON here too");
+    if (!a.parse(argc, argv)) return 0;
+    if (model.empty() || prompts_path.empty()) fail("beagle bench-sd: -m MODEL and --prompts FILE are required");
+    std::vector<std::string> modes, cats;
+    for (size_t b = 0; b <= modes_s.size();) {
+        size_t e = modes_s.find(',', b);
+        if (e == std::string::npos) e = modes_s.size();
+        std::string m = modes_s.substr(b, e - b);
+        if (m != "none" && m != "lookup" && m != "chain" && m != "tree") fail("beagle bench-sd: unknown mode '%s'", m.c_str());
+        if ((m == "chain" || m == "tree") && draft.empty()) fail("beagle bench-sd: mode %s needs -d DRAFT", m.c_str());
+        modes.push_back(m);
+        b = e + 1;
+    }
+    for (size_t b = 0; b < cats_s.size();) {
+        size_t e = cats_s.find(',', b);
+        if (e == std::string::npos) e = cats_s.size();
+        cats.push_back(cats_s.substr(b, e - b));
+        b = e + 1;
+    }
+    std::vector<Prompt> all = load_prompts(prompts_path);
+    std::map<std::string, std::vector<Prompt>> by_cat;
+    std::vector<std::string> order;
+    for (const Prompt& p : all) {
+        std::string c = p.category.empty() ? "all" : p.category;
+        if (!cats.empty() && std::find(cats.begin(), cats.end(), c) == cats.end()) continue;
+        if (!by_cat.count(c)) order.push_back(c);
+        if ((long)by_cat[c].size() < per_cat) by_cat[c].push_back(p);
+    }
+    if (order.empty()) fail("beagle bench-sd: no prompts match the categories");
+
+    Session s(model, tok_path, (int)threads, (int)ctx, 64);
+    DraftWeights dw;
+    DraftFrozen fz;
+    std::unique_ptr<Drafter> chain_d, tree_d;
+    int tree_size = 0;
+    if (!draft.empty()) {
+        dw = load_draft(draft);
+        check_draft_fits_target(dw.cfg, s.mf->config, s.tok->spec(), draft);
+        fz = frozen_from_target(*s.mf, false);
+        BeagleDraftParams bp;
+        bp.tree = false;
+        bp.gamma = (int)gamma;
+        chain_d = make_beagle_drafter(dw, fz, s, bp);
+        bp.tree = true;
+        bp.depth = (int)depth;
+        bp.topk = (int)topk;
+        bp.total_tokens = total_tokens == "auto" ? auto_tree_size(s, 64) : atoi(total_tokens.c_str());
+        tree_size = bp.total_tokens;
+        tree_d = make_beagle_drafter(dw, fz, s, bp);
+    }
+    std::unique_ptr<Drafter> lookup_d = make_lookup_drafter(3, (int)gamma);
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    std::map<std::string, std::map<std::string, Acc>> acc;  // category -> mode -> totals
+    std::map<std::string, Acc> total;
+    int done = 0, n_total = 0;
+    for (auto& c : order) n_total += (int)by_cat[c].size();
+    for (const std::string& c : order) {
+        for (const Prompt& p : by_cat[c]) {
+            std::vector<int> ids = s.encode_prompt(p.text, chat, "");
+            if ((int)ids.size() + n + 70 > s.llama->ctx()) ids.resize(std::max(1, s.llama->ctx() - (int)n - 70));
+            std::vector<int> plain;
+            for (const std::string& m : modes) {
+                SpecStats st;
+                std::vector<int> got;
+                if (m == "none") {
+                    GenStats g;
+                    s.generate_plain(ids, (int)n, greedy, nullptr, &g, &got);
+                    static_cast<GenStats&>(st) = g;
+                    st.rounds = g.target_passes;
+                    st.gen_tokens_after_root = g.target_passes;
+                    plain = got;
+                } else {
+                    Drafter* d = m == "lookup" ? lookup_d.get() : m == "chain" ? chain_d.get() : tree_d.get();
+                    SpecParams spp;
+                    spp.max_tree = 64;
+                    generate_speculative(s, *d, ids, (int)n, greedy, spp, nullptr, &st, &got);
+                }
+                Acc& a1 = acc[c][m];
+                a1.prompts++;
+                a1.add(st);
+                total[m].prompts++;
+                total[m].add(st);
+                if (!plain.empty() && m != "none" && got != plain) {
+                    a1.mismatches++;
+                    total[m].mismatches++;
+                    fprintf(stderr, "bench-sd: MISMATCH: mode %s differs from plain greedy on prompt %s (%s)\n", m.c_str(),
+                            p.id.c_str(), c.c_str());
+                }
+            }
+            done++;
+            fprintf(stderr, "bench-sd: %d/%d prompts (%s)", done, n_total, c.c_str());
+            for (const std::string& m : modes) fprintf(stderr, " %s %.1f tok/s tau %.2f;", m.c_str(), acc[c][m].tok_s(), acc[c][m].tau());
+            fprintf(stderr, "\n");
+        }
+    }
+    std::string js = strfmt("{\n  \"model\": \"%s\",\n  \"draft\": \"%s\",\n  \"threads\": %ld,\n  \"n_predict\": %ld,\n"
+                            "  \"tree_total_tokens\": %d,\n  \"peak_rss_bytes\": %zu,\n  \"categories\": {\n",
+                            model.c_str(), draft.c_str(), threads, n, tree_size, peak_rss_bytes());
+    for (size_t i = 0; i < order.size(); i++) {
+        const std::string& c = order[i];
+        double plain = acc[c].count("none") ? acc[c]["none"].tok_s() : 0;
+        js += strfmt("    \"%s\": {", c.c_str());
+        for (size_t k = 0; k < modes.size(); k++)
+            js += strfmt("%s\"%s\": %s", k ? ", " : "", modes[k].c_str(), acc[c][modes[k]].json(plain).c_str());
+        js += i + 1 < order.size() ? "},\n" : "}\n";
+    }
+    double plain_all = total.count("none") ? total["none"].tok_s() : 0;
+    js += "  },\n  \"overall\": {";
+    for (size_t k = 0; k < modes.size(); k++)
+        js += strfmt("%s\"%s\": %s", k ? ", " : "", modes[k].c_str(), total[modes[k]].json(plain_all).c_str());
+    js += "}\n}\n";
+    fputs(js.c_str(), stdout);
+    if (!out.empty()) write_file_atomic(out, js.data(), js.size());
+    int mism = 0;
+    for (auto& kv : total) mism += kv.second.mismatches;
+    if (mism) fail("bench-sd: %d outputs differ from plain greedy decoding", mism);
+    return 0;
+}
+
+}  // namespace beagle

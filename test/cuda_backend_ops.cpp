@@ -1,0 +1,469 @@
+// cuda_backend_ops.cpp -> build/test/test_cuda_backend_ops: every method of the op interface
+// (src/backend/ops.h) on the CUDA backend (src/backend/gpu/, kernels in the CPU emulator) against the
+// CPU backend on the same inputs: memory, matmul for every stored weight type, embed, rmsnorm, rope,
+// attention with each AttnMask kind, swiglu, add, gather_rows/copy_rows, and every training op
+// (dense products and transposes, rmsnorm fwd/bwd, rope inverse, xattn fwd/bwd with PREFIX and BLOCK
+// masks, swiglu bwd, chunked cross-entropy, SmoothL1, sumsq, AdamW), plus the drafting top-k. This
+// checks the host code (argument mapping, host-array staging, masks) that the kernel tests do not.
+// Tolerances: exact where both backends do the same float operations (copies, embed, elementwise
+// add); fp32 ops atol 1e-5 rtol 1e-4 (different but fixed summation orders); bf16/fp16 weights: the
+// GPU rounds activations to bf16/fp16 for the tensor cores, 2^-8 / 2^-11 relative to sum |w x|.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/gpu/cuda_ops.h"
+#include "core/dtype.h"
+#include "testlib.h"
+
+using namespace beagle;
+
+static uint64_t g_rng = 88172645463325252ull;
+static float frand(float lo = -1, float hi = 1) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return lo + (hi - lo) * (float)((g_rng >> 40) / 16777216.0);
+}
+static std::vector<float> rvec(size_t n, float lo = -1, float hi = 1) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = frand(lo, hi);
+    return v;
+}
+
+static CpuOps* g_cpu;
+static CudaOps* g_gpu;
+
+// One buffer on each backend with the same contents.
+struct Buf {
+    float* c = nullptr;
+    float* g = nullptr;
+    size_t n = 0;
+};
+static Buf mk(const std::vector<float>& h) {
+    Buf b;
+    b.n = h.size();
+    b.c = g_cpu->alloc(b.n);
+    b.g = g_gpu->alloc(b.n);
+    g_cpu->upload(b.c, h.data(), b.n);
+    g_gpu->upload(b.g, h.data(), b.n);
+    return b;
+}
+static Buf mk(size_t n) { return mk(std::vector<float>(n, 0.0f)); }
+static void rel(Buf& b) {
+    g_cpu->release(b.c);
+    g_gpu->release(b.g);
+}
+static std::vector<float> get(Ops& o, const float* p, size_t n) {
+    std::vector<float> h(n);
+    o.download(h.data(), p, n);
+    return h;
+}
+// Compare the two backends' contents of b: |gpu - cpu| <= atol + rtol |cpu|.
+static void cmp(const char* what, const Buf& b, double atol, double rtol) {
+    std::vector<float> c = get(*g_cpu, b.c, b.n), g = get(*g_gpu, b.g, b.n);
+    size_t bad = 0, first = 0;
+    double worst = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        double err = std::fabs((double)g[i] - c[i]);
+        if (std::isinf(c[i]) && g[i] == c[i]) err = 0;
+        if (std::isnan(c[i]) != std::isnan(g[i])) err = INFINITY;
+        worst = std::max(worst, err);
+        if (!(err <= atol + rtol * std::fabs(c[i]))) {
+            if (!bad) first = i;
+            bad++;
+        }
+    }
+    CHECK(bad == 0, "%s: %zu of %zu differ, first at %zu: cuda %.9g cpu %.9g (atol %g rtol %g)", what, bad, b.n, first,
+          bad ? g[first] : 0.0f, bad ? c[first] : 0.0f, atol, rtol);
+    printf("  %-44s n %7zu  max |cuda - cpu| %.3e\n", what, b.n, worst);
+}
+
+// ---- weights of each stored type ------------------------------------------------------------------
+struct HostTensor {
+    Tensor t;
+    std::vector<uint8_t> bytes;
+};
+static HostTensor make_tensor(DType dt, int rows, int cols, const char* name) {
+    HostTensor h;
+    h.t.name = name;
+    h.t.dtype = dt;
+    h.t.ndim = 2;
+    h.t.shape[0] = rows;
+    h.t.shape[1] = cols;
+    uint64_t rb = dtype_row_bytes(dt, cols);
+    h.bytes.resize(rows * rb);
+    for (int r = 0; r < rows; r++) {
+        uint8_t* row = h.bytes.data() + r * rb;
+        for (int i = 0; i < cols; i++) {
+            float v = frand(-0.5f, 0.5f);
+            if (dt == DType::F32) memcpy(row + 4 * i, &v, 4);
+            if (dt == DType::F16) { uint16_t x = f32_to_f16(v); memcpy(row + 2 * i, &x, 2); }
+            if (dt == DType::BF16) { uint16_t x = f32_to_bf16(v); memcpy(row + 2 * i, &x, 2); }
+        }
+        if (dtype_is_quantized(dt)) {
+            int bs = dt == DType::Q8_0 ? 34 : dt == DType::Q4_0 ? 18 : 20;
+            for (int b = 0; b < cols / 32; b++) {
+                uint8_t* blk = row + b * bs;
+                uint16_t d = f32_to_f16(frand(0.002f, 0.02f)), m = f32_to_f16(frand(-0.1f, 0.1f));
+                memcpy(blk, &d, 2);
+                if (dt == DType::Q4_1) memcpy(blk + 2, &m, 2);
+                for (int j = (dt == DType::Q4_1 ? 4 : 2); j < bs; j++) blk[j] = (uint8_t)(frand(0, 255.99f));
+            }
+        }
+    }
+    h.t.data = h.bytes.data();
+    h.t.nbytes = h.bytes.size();
+    return h;
+}
+
+static void test_memory() {
+    std::vector<float> h = rvec(1000);
+    Buf b = mk(h);
+    CHECK(get(*g_gpu, b.g, b.n) == h, "upload/download round trip");
+    // copy with overlap (memmove semantics)
+    g_cpu->copy(b.c + 10, b.c, 500);
+    g_gpu->copy(b.g + 10, b.g, 500);
+    cmp("copy (overlapping)", b, 0, 0);
+    g_cpu->zero(b.c + 3, 7);
+    g_gpu->zero(b.g + 3, 7);
+    cmp("zero", b, 0, 0);
+    float* z = g_gpu->alloc(77);
+    std::vector<float> zz = get(*g_gpu, z, 77);
+    CHECK(std::all_of(zz.begin(), zz.end(), [](float v) { return v == 0.0f; }), "alloc is zero-initialised");
+    g_gpu->release(z);
+    rel(b);
+}
+
+static void test_matmul() {
+    struct Case { DType dt; int rows, cols, T; double rtol_sum; };
+    // rtol_sum: tolerance relative to sum_i |w_i x_i| (GPU bf16/f16 activations; quantized: same int8
+    // activations, fp32 accumulation only)
+    Case cases[] = {{DType::F32, 37, 70, 5, 1e-5},  {DType::F16, 33, 64, 3, 2e-3}, {DType::BF16, 65, 96, 4, 1e-2},
+                    {DType::Q8_0, 37, 96, 5, 1e-5}, {DType::Q4_0, 20, 64, 2, 1e-5}, {DType::Q4_1, 9, 288, 7, 1e-5}};
+    for (auto& cs : cases) {
+        HostTensor W = make_tensor(cs.dt, cs.rows, cs.cols, "w");
+        Weight wc = g_cpu->weight(W.t), wg = g_gpu->weight(W.t);
+        std::vector<float> xh = rvec((size_t)cs.T * cs.cols, -2, 2);
+        Buf x = mk(xh), y = mk((size_t)cs.T * cs.rows);
+        g_cpu->matmul(y.c, x.c, wc, cs.T);
+        g_gpu->matmul(y.g, x.g, wg, cs.T);
+        // scale of each output: sum |w x| with the dequantized weights
+        std::vector<float> wrow(cs.cols);
+        double mag = 0;
+        for (int o = 0; o < cs.rows; o++) {
+            dequantize_row(cs.dt, W.t.row(o), wrow.data(), cs.cols);
+            for (int t = 0; t < cs.T; t++) {
+                double s = 0;
+                for (int i = 0; i < cs.cols; i++) s += std::fabs(wrow[i] * xh[(size_t)t * cs.cols + i]);
+                mag = std::max(mag, s);
+            }
+        }
+        cmp(strfmt("matmul %s %dx%d T%d", dtype_name(cs.dt), cs.rows, cs.cols, cs.T).c_str(), y, cs.rtol_sum * mag, 0);
+        rel(x);
+        rel(y);
+    }
+}
+
+static void test_inference_ops() {
+    // embed (Q8_0 and F32 tables): the same dequantization formulas -> exact
+    for (DType dt : {DType::Q8_0, DType::F32, DType::Q4_1}) {
+        HostTensor E = make_tensor(dt, 50, 64, "embd");
+        Weight ec = g_cpu->weight(E.t), eg = g_gpu->weight(E.t);
+        std::vector<int> tok = {3, 49, 0, 3, 17};
+        Buf x = mk(5 * 64);
+        g_cpu->embed(x.c, ec, tok.data(), 5);
+        g_gpu->embed(x.g, eg, tok.data(), 5);
+        cmp(strfmt("embed %s", dtype_name(dt)).c_str(), x, 0, 0);
+        rel(x);
+        int bad = 99;
+        CHECK_THROWS(g_gpu->embed(x.g, eg, &bad, 1), "out of range");
+    }
+    // rmsnorm
+    {
+        HostTensor w = make_tensor(DType::F32, 1, 100, "norm");
+        w.t.ndim = 1;
+        w.t.shape[0] = 100;
+        Weight wc = g_cpu->weight(w.t), wg = g_gpu->weight(w.t);
+        Buf x = mk(rvec(3 * 100, -3, 3)), y = mk(3 * 100);
+        g_cpu->rmsnorm(y.c, x.c, wc, 3, 100, 1e-5f);
+        g_gpu->rmsnorm(y.g, x.g, wg, 3, 100, 1e-5f);
+        cmp("rmsnorm", y, 1e-6, 1e-5);
+        rel(x);
+        rel(y);
+    }
+    // rope, with and without Llama-3 scaling
+    for (bool l3 : {false, true}) {
+        RopeParams rp;
+        rp.head_dim = 64;
+        rp.theta = l3 ? 500000.0f : 10000.0f;
+        rp.llama3_scaling = l3;
+        rp.factor = 8;
+        std::vector<int> pos = {0, 5, 1000, 4099};
+        Buf x = mk(rvec(4 * 3 * 64));
+        g_cpu->rope(x.c, pos.data(), 4, 3, rp);
+        g_gpu->rope(x.g, pos.data(), 4, 3, rp);
+        cmp(l3 ? "rope (llama3 scaling)" : "rope", x, 1e-6, 1e-5);
+        g_cpu->rope_rotate(x.c, pos.data(), 4, 3, rp, true);
+        g_gpu->rope_rotate(x.g, pos.data(), 4, 3, rp, true);
+        cmp("rope_rotate inverse", x, 1e-6, 1e-5);
+        rel(x);
+    }
+    // attention: causal, tree, per-query ranges
+    {
+        const int T = 6, nh = 6, nkv = 2, hd = 32, past = 9, rows = past + T, qd = nh * hd, kvd = nkv * hd;
+        Buf q = mk(rvec(T * qd, -2, 2)), k = mk(rvec(rows * kvd, -2, 2)), v = mk(rvec(rows * kvd)), o = mk(T * qd);
+        AttnMask m;
+        m.n_past = past;
+        g_cpu->attention(o.c, q.c, k.c, v.c, T, nh, nkv, hd, m);
+        g_gpu->attention(o.g, q.g, k.g, v.g, T, nh, nkv, hd, m);
+        cmp("attention causal", o, 1e-5, 1e-4);
+        std::vector<uint64_t> tree = {1, 3, 5, 11, 17, 39};
+        m.tree_mask = tree.data();
+        m.mask_words = 1;
+        g_cpu->attention(o.c, q.c, k.c, v.c, T, nh, nkv, hd, m);
+        g_gpu->attention(o.g, q.g, k.g, v.g, T, nh, nkv, hd, m);
+        cmp("attention tree", o, 1e-5, 1e-4);
+        std::vector<int> start = {0, 0, 5, 5, 5, 10}, len = {1, 2, 1, 2, 3, 5};
+        AttnMask r;
+        r.kv_start = start.data();
+        r.kv_len = len.data();
+        g_cpu->attention(o.c, q.c, k.c, v.c, T, nh, nkv, hd, r);
+        g_gpu->attention(o.g, q.g, k.g, v.g, T, nh, nkv, hd, r);
+        cmp("attention per-sequence ranges", o, 1e-5, 1e-4);
+        rel(q); rel(k); rel(v); rel(o);
+    }
+    // swiglu, add, gather_rows (in-place compaction), copy_rows
+    {
+        Buf g = mk(rvec(1001, -8, 8)), u = mk(rvec(1001)), out = mk(1001);
+        g_cpu->swiglu(out.c, g.c, u.c, 1001);
+        g_gpu->swiglu(out.g, g.g, u.g, 1001);
+        cmp("swiglu", out, 1e-6, 1e-5);
+        g_cpu->add(out.c, u.c, 1001);
+        g_gpu->add(out.g, u.g, 1001);
+        cmp("add", out, 1e-6, 1e-5);
+        rel(g); rel(u); rel(out);
+        Buf cache = mk(rvec(20 * 12));
+        std::vector<int> src = {5, 7, 8, 12}, dst = {5, 6, 7, 8};
+        g_cpu->gather_rows(cache.c, src.data(), dst.data(), 4, 12);
+        g_gpu->gather_rows(cache.g, src.data(), dst.data(), 4, 12);
+        cmp("gather_rows (KV compaction)", cache, 0, 0);
+        Buf rows = mk(rvec(3 * 12));
+        std::vector<int> at = {19, 0, 4};
+        g_cpu->copy_rows(cache.c, at.data(), rows.c, 3, 12);
+        g_gpu->copy_rows(cache.g, at.data(), rows.g, 3, 12);
+        cmp("copy_rows", cache, 0, 0);
+        rel(cache); rel(rows);
+    }
+}
+
+static void test_training_ops() {
+    const int T = 7, n_in = 40, n_out = 33;
+    {
+        Buf x = mk(rvec(T * n_in)), W = mk(rvec(n_out * n_in)), y = mk(T * n_out), dy = mk(rvec(T * n_out));
+        Buf dx = mk(rvec(T * n_in)), dW = mk(rvec(n_out * n_in));
+        g_cpu->mm_fwd(y.c, x.c, W.c, T, n_in, n_out);
+        g_gpu->mm_fwd(y.g, x.g, W.g, T, n_in, n_out);
+        cmp("mm_fwd", y, 1e-5, 1e-5);
+        for (bool acc : {true, false}) {
+            g_cpu->mm_bwd_x(dx.c, dy.c, W.c, T, n_in, n_out, acc);
+            g_gpu->mm_bwd_x(dx.g, dy.g, W.g, T, n_in, n_out, acc);
+            cmp(acc ? "mm_bwd_x (accumulate)" : "mm_bwd_x", dx, 1e-5, 1e-5);
+        }
+        g_cpu->mm_bwd_w(dW.c, dy.c, x.c, T, n_in, n_out);
+        g_gpu->mm_bwd_w(dW.g, dy.g, x.g, T, n_in, n_out);
+        cmp("mm_bwd_w (accumulates)", dW, 1e-5, 1e-5);
+        rel(x); rel(W); rel(y); rel(dy); rel(dx); rel(dW);
+    }
+    {
+        const int dim = 77;
+        Buf x = mk(rvec(T * dim, -2, 2)), w = mk(rvec(dim, 0.5f, 1.5f)), y = mk(T * dim), r = mk(T);
+        Buf dy = mk(rvec(T * dim)), dx = mk(rvec(T * dim)), dw = mk(rvec(dim));
+        g_cpu->rmsnorm_fwd(y.c, r.c, x.c, w.c, T, dim, 1e-6f);
+        g_gpu->rmsnorm_fwd(y.g, r.g, x.g, w.g, T, dim, 1e-6f);
+        cmp("rmsnorm_fwd y", y, 1e-6, 1e-5);
+        cmp("rmsnorm_fwd rstd", r, 1e-6, 1e-5);
+        g_cpu->rmsnorm_bwd(dx.c, dw.c, dy.c, x.c, w.c, r.c, T, dim);
+        g_gpu->rmsnorm_bwd(dx.g, dw.g, dy.g, x.g, w.g, r.g, T, dim);
+        cmp("rmsnorm_bwd dx (accumulates)", dx, 1e-5, 1e-5);
+        cmp("rmsnorm_bwd dw (accumulates)", dw, 1e-5, 1e-5);
+        g_cpu->rmsnorm_bwd(nullptr, dw.c, dy.c, x.c, w.c, r.c, T, dim);
+        g_gpu->rmsnorm_bwd(nullptr, dw.g, dy.g, x.g, w.g, r.g, T, dim);
+        cmp("rmsnorm_bwd dw only", dw, 1e-5, 1e-5);
+        rel(x); rel(w); rel(y); rel(r); rel(dy); rel(dx); rel(dw);
+    }
+    {
+        const size_t n = 999;
+        Buf d = mk(rvec(n)), g = mk(rvec(n, -9, 9)), u = mk(rvec(n)), dg = mk(n), du = mk(n);
+        g_cpu->swiglu_bwd(dg.c, du.c, d.c, g.c, u.c, n);
+        g_gpu->swiglu_bwd(dg.g, du.g, d.g, g.g, u.g, n);
+        cmp("swiglu_bwd dgate", dg, 1e-6, 1e-5);
+        cmp("swiglu_bwd dup", du, 1e-6, 1e-5);
+        rel(d); rel(g); rel(u); rel(dg); rel(du);
+    }
+    {
+        Buf src = mk(rvec(10 * 9)), dst = mk(rvec(6 * 9));
+        std::vector<int> idx = {3, 3, 9, 0, 1, 3};
+        g_cpu->rows_gather(dst.c, src.c, idx.data(), 6, 9);
+        g_gpu->rows_gather(dst.g, src.g, idx.data(), 6, 9);
+        cmp("rows_gather", dst, 0, 0);
+        for (bool acc : {true, false}) {
+            g_cpu->rows_scatter(src.c, dst.c, idx.data(), 6, 9, acc);
+            g_gpu->rows_scatter(src.g, dst.g, idx.data(), 6, 9, acc);
+            cmp(acc ? "rows_scatter (accumulate, duplicates)" : "rows_scatter", src, 0, 0);
+        }
+        rel(src); rel(dst);
+    }
+    // cross-entropy chunks, SmoothL1, sumsq, AdamW
+    {
+        const int n = 4, V = 300, C = 128;
+        Buf zt = mk(rvec(n * V, -5, 5)), zd = mk(rvec(n * V, -5, 5));
+        std::vector<float> ninf(n, -INFINITY);
+        Buf mt = mk(ninf), st = mk(n), md = mk(ninf), sd = mk(n), loss = mk(n), loss2 = mk(n), dz = mk(n * C);
+        std::vector<int> labels = {0, 299, 128, 5};
+        for (int v0 = 0; v0 < V; v0 += C) {  // chunk k of rows r: at zt + v0, row stride V (as a n x Cc view)
+            int Cc = std::min(C, V - v0);
+            std::vector<float> a(n * Cc), b(n * Cc), hz(n * V);
+            g_cpu->download(hz.data(), zt.c, n * V);
+            for (int r = 0; r < n; r++) memcpy(&a[r * Cc], &hz[r * V + v0], Cc * 4);
+            g_cpu->download(hz.data(), zd.c, n * V);
+            for (int r = 0; r < n; r++) memcpy(&b[r * Cc], &hz[r * V + v0], Cc * 4);
+            Buf ca = mk(a), cb = mk(b);
+            g_cpu->lse_update(mt.c, st.c, ca.c, n, Cc);
+            g_gpu->lse_update(mt.g, st.g, ca.g, n, Cc);
+            g_cpu->lse_update(md.c, sd.c, cb.c, n, Cc);
+            g_gpu->lse_update(md.g, sd.g, cb.g, n, Cc);
+            rel(ca); rel(cb);
+        }
+        cmp("lse_update m", md, 1e-6, 1e-6);
+        cmp("lse_update s", sd, 1e-6, 1e-5);
+        std::vector<float> a(n * C), b(n * C), hz(n * V);
+        g_cpu->download(hz.data(), zt.c, n * V);
+        for (int r = 0; r < n; r++) memcpy(&a[r * C], &hz[r * V + 128], C * 4);
+        g_cpu->download(hz.data(), zd.c, n * V);
+        for (int r = 0; r < n; r++) memcpy(&b[r * C], &hz[r * V + 128], C * 4);
+        Buf ca = mk(a), cb = mk(b);
+        g_cpu->ce_soft_chunk(dz.c, loss.c, ca.c, cb.c, mt.c, st.c, md.c, sd.c, n, C, 0.7f);
+        g_gpu->ce_soft_chunk(dz.g, loss.g, ca.g, cb.g, mt.g, st.g, md.g, sd.g, n, C, 0.7f);
+        cmp("ce_soft_chunk dz", dz, 1e-6, 1e-4);
+        cmp("ce_soft_chunk loss", loss, 1e-5, 1e-4);
+        g_cpu->ce_hard_chunk(dz.c, loss2.c, cb.c, md.c, sd.c, labels.data(), 128, n, C, 0.7f);
+        g_gpu->ce_hard_chunk(dz.g, loss2.g, cb.g, md.g, sd.g, labels.data(), 128, n, C, 0.7f);
+        cmp("ce_hard_chunk dz", dz, 1e-6, 1e-4);
+        cmp("ce_hard_chunk loss", loss2, 1e-5, 1e-4);
+        rel(zt); rel(zd); rel(mt); rel(st); rel(md); rel(sd); rel(loss); rel(loss2); rel(dz); rel(ca); rel(cb);
+    }
+    {
+        Buf x = mk(rvec(5 * 33, -2, 2)), t = mk(rvec(5 * 33, -2, 2)), dx = mk(rvec(5 * 33)), l = mk(5);
+        g_cpu->smoothl1(dx.c, l.c, x.c, t.c, 5, 33, 1.0f, 10.0f);
+        g_gpu->smoothl1(dx.g, l.g, x.g, t.g, 5, 33, 1.0f, 10.0f);
+        cmp("smoothl1 dx", dx, 1e-6, 1e-5);
+        cmp("smoothl1 loss", l, 1e-5, 1e-5);
+        rel(x); rel(t); rel(dx); rel(l);
+    }
+    {
+        const size_t n = 40000;
+        Buf w = mk(rvec(n)), m = mk(n), v = mk(n), g = mk(rvec(n, -2, 2));
+        double sc = g_cpu->sumsq(g.c, n), sg = g_gpu->sumsq(g.g, n);
+        CHECK(std::fabs(sc - sg) <= 1e-9 * sc, "sumsq: cuda %.17g cpu %.17g", sg, sc);
+        AdamWParams p;
+        p.lr = 1e-3f;
+        p.weight_decay = 0.1f;
+        p.grad_scale = (float)(0.5 / std::sqrt(sc));
+        for (int step = 1; step <= 3; step++) {
+            p.step = step;
+            g_cpu->adamw(w.c, m.c, v.c, g.c, n, p);
+            g_gpu->adamw(w.g, m.g, v.g, g.g, n, p);
+        }
+        cmp("adamw w", w, 1e-7, 1e-6);
+        cmp("adamw m", m, 1e-9, 1e-5);
+        cmp("adamw v", v, 1e-12, 1e-5);
+        rel(w); rel(m); rel(v); rel(g);
+    }
+}
+
+static void test_xattn() {
+    const int nh = 4, nkv = 2, hd = 16, qd = nh * hd, kvd = nkv * hd, T = 20;
+    for (int kind = 0; kind < 3; kind++) {  // PREFIX (no set 1), PREFIX with bits, BLOCK stage 2
+        XAttnMask m;
+        std::vector<uint64_t> bits;
+        std::vector<int> qrow;
+        int n_q = kind == 2 ? T : 5, n1 = kind == 0 ? 0 : T;
+        if (kind == 1) {
+            bits.resize(n_q);
+            for (auto& b : bits) b = ((uint64_t)(frand(0, 1) * 1048575));
+            m.set1_bits = bits.data();
+            m.set1_words = 1;
+        }
+        if (kind == 2) {
+            m.kind = XAttnMask::BLOCK;
+            m.w = 3;
+            m.offset = 1;
+            m.n_pred = 2;
+            for (int t = 0; t < n_q; t++) qrow.push_back(t);
+        }
+        Buf q = mk(rvec(n_q * qd, -2, 2)), k0 = mk(rvec(T * kvd, -2, 2)), v0 = mk(rvec(T * kvd));
+        Buf k1 = mk(rvec(T * kvd, -2, 2)), v1 = mk(rvec(T * kvd)), out = mk(n_q * qd), lse = mk(n_q * nh);
+        Buf dout = mk(rvec(n_q * qd)), dq = mk(n_q * qd), dk0 = mk(rvec(T * kvd)), dv0 = mk(rvec(T * kvd));
+        Buf dk1 = mk(rvec(T * kvd)), dv1 = mk(rvec(T * kvd));
+        XAttnKeys kc{k0.c, v0.c, T, n1 ? k1.c : nullptr, n1 ? v1.c : nullptr, n1};
+        XAttnKeys kg{k0.g, v0.g, T, n1 ? k1.g : nullptr, n1 ? v1.g : nullptr, n1};
+        const int* qr = qrow.empty() ? nullptr : qrow.data();
+        g_cpu->xattn_fwd(out.c, lse.c, q.c, qr, n_q, kc, nh, nkv, hd, m);
+        g_gpu->xattn_fwd(out.g, lse.g, q.g, qr, n_q, kg, nh, nkv, hd, m);
+        const char* names[] = {"PREFIX", "PREFIX+bits", "BLOCK"};
+        cmp(strfmt("xattn_fwd %s out", names[kind]).c_str(), out, 1e-5, 1e-4);
+        cmp(strfmt("xattn_fwd %s lse", names[kind]).c_str(), lse, 1e-5, 1e-4);
+        XAttnGrads gc{dk0.c, dv0.c, n1 ? dk1.c : nullptr, n1 ? dv1.c : nullptr};
+        XAttnGrads gg{dk0.g, dv0.g, n1 ? dk1.g : nullptr, n1 ? dv1.g : nullptr};
+        g_cpu->xattn_bwd(dq.c, gc, dout.c, out.c, lse.c, q.c, qr, n_q, kc, nh, nkv, hd, m);
+        g_gpu->xattn_bwd(dq.g, gg, dout.g, out.g, lse.g, q.g, qr, n_q, kg, nh, nkv, hd, m);
+        cmp(strfmt("xattn_bwd %s dq", names[kind]).c_str(), dq, 3e-5, 1e-4);
+        cmp(strfmt("xattn_bwd %s dk0", names[kind]).c_str(), dk0, 3e-5, 1e-4);
+        cmp(strfmt("xattn_bwd %s dv0", names[kind]).c_str(), dv0, 3e-5, 1e-4);
+        cmp(strfmt("xattn_bwd %s dk1", names[kind]).c_str(), dk1, 3e-5, 1e-4);
+        cmp(strfmt("xattn_bwd %s dv1", names[kind]).c_str(), dv1, 3e-5, 1e-4);
+        for (Buf* b : {&q, &k0, &v0, &k1, &v1, &out, &lse, &dout, &dq, &dk0, &dv0, &dk1, &dv1}) rel(*b);
+    }
+}
+
+static void test_topk() {
+    const int rows = 3, n = 1000, k = 10;
+    std::vector<float> h = rvec(rows * n);
+    h[5] = h[7] = 5.0f;  // a tie at the top: lower index first
+    Buf x = mk(h);
+    std::vector<int> idx(rows * k);
+    std::vector<float> val(rows * k);
+    g_gpu->topk(x.g, rows, n, k, idx.data(), val.data());
+    int bad = 0;
+    for (int r = 0; r < rows; r++) {
+        std::vector<int> ord(n);
+        for (int i = 0; i < n; i++) ord[i] = i;
+        std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return h[r * n + a] > h[r * n + b]; });
+        for (int i = 0; i < k; i++) bad += idx[r * k + i] != ord[i] || val[r * k + i] != h[r * n + ord[i]];
+    }
+    CHECK(bad == 0 && idx[0] == 5 && idx[1] == 7, "topk: %d entries differ from a sort", bad);
+    rel(x);
+}
+
+int main() {
+    std::unique_ptr<Ops> gpu = make_ops("cuda", 1);  // the emulator is a device: must succeed
+    CHECK(std::string(gpu->name()) == "cuda", "make_ops(\"cuda\") gave %s", gpu->name());
+    CHECK(has_cuda_backend() && std::string(default_backend()) == "cuda", "a CUDA build defaults to the cuda backend");
+    CHECK_THROWS(make_ops("tpu", 1), "unknown backend");
+    CpuOps cpu(2);
+    g_cpu = &cpu;
+    g_gpu = static_cast<CudaOps*>(gpu.get());
+    test_memory();
+    test_matmul();
+    test_inference_ops();
+    test_training_ops();
+    test_xattn();
+    test_topk();
+    printf("kernels launched by the CUDA backend:\n");
+    for (auto& kv : g_gpu->launch_counts()) printf("  %-26s %ld\n", kv.first.c_str(), kv.second);
+    return test_summary("test_cuda_backend_ops");
+}

@@ -1,0 +1,166 @@
+// cuda_backend_train.cpp -> build/test/test_cuda_backend_train: draft training on the CUDA backend
+// (kernels in the CPU emulator) against the CPU backend, through the real trainer (src/train/:
+// DraftTrainer, AdamW with grad-norm clipping). Same tiny draft, same sequence, same noise seeds:
+//   1. one stage-1 and one stage-2 iteration: loss and every parameter gradient agree;
+//   2. a few optimizer steps (stage 1, then stage 2 continuing): the trained weights agree;
+//   3. the trained draft's inference forward (Draft, concat mode) agrees.
+// Tolerances: losses rtol 1e-5; gradients |g_cuda - g_cpu| <= 1e-5 max|g| per tensor (both backends
+// are fp32 with fixed but different summation orders: ~1e-7 relative per op, grown over ~20 ops);
+// weights after N AdamW steps |w_cuda - w_cpu| <= 2e-6 + 1e-3 * N * lr: an AdamW step moves a weight by
+// at most ~lr, by lr * g / (|g| + eps) - elements with |g| near the rounding noise of the gradient
+// may move differently, the rest agree to ~1e-7.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
+#include "core/common.h"
+#include "model/draft.h"
+#include "testlib.h"
+#include "train/adamw.h"
+#include "train/rng.h"
+#include "train/trainer.h"
+
+using namespace beagle;
+
+struct Setup {
+    DraftConfig c;
+    DraftWeights dw;
+    DraftFrozen fz;
+    std::vector<int> tokens;
+    std::vector<float> states;
+    TrainBatch b;
+};
+
+static Setup make_setup() {
+    Setup s;
+    DraftConfig& c = s.c;
+    c.dim = 48;
+    c.n_heads = 6;
+    c.n_kv_heads = 2;
+    c.head_dim = 8;
+    c.ffn_dim = 72;
+    c.vocab_size = 70;
+    s.dw.init_random(c, 1);
+    TrainRng rng(2);
+    s.fz.vocab = c.vocab_size;
+    s.fz.dim = c.dim;
+    s.fz.embd.resize((size_t)c.vocab_size * c.dim);
+    s.fz.out_norm.assign(c.dim, 1.0f);
+    for (float& x : s.fz.embd) x = (float)rng.normal();  // tied LM head
+    const int T = 37;
+    s.tokens.resize(T);
+    s.states.resize((size_t)T * c.dim);
+    for (int& t : s.tokens) t = rng.below(c.vocab_size);
+    for (int i = 0; i < c.dim; i++) s.states[i] = (float)rng.normal();
+    for (int j = 1; j < T; j++)
+        for (int i = 0; i < c.dim; i++)
+            s.states[(size_t)j * c.dim + i] = 0.9f * s.states[(size_t)(j - 1) * c.dim + i] + (float)(0.3 * rng.normal());
+    s.b.tokens = s.tokens.data();
+    s.b.states = s.states.data();
+    s.b.T = T;
+    return s;
+}
+
+struct Run {
+    std::vector<double> losses;
+    DraftWeights grads;    // gradients of the first iteration of each stage (stage 1 then 2 appended)
+    DraftWeights weights;  // after training
+    std::vector<float> fh; // inference forward of the trained draft
+};
+
+static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr) {
+    Run r;
+    DraftModelT<Ops> m(ops, s.dw, s.fz);
+    m.enable_grads();
+    AdamWOptions ao;
+    ao.lr = lr;
+    ao.warmup = 0;
+    ao.clip = 0.5f;
+    ao.weight_decay = 0.01f;
+    AdamW adam(m, ao);
+    for (int stage : {1, 2}) {
+        TrainOptions opt;
+        opt.stage = stage;
+        opt.w = 3;
+        opt.S = 3;
+        opt.noise_std = 0.1f;
+        DraftTrainer tr(m, opt);
+        for (int it = 0; it < steps_per_stage; it++) {
+            m.zero_grads();
+            IterStats st = tr.run(s.b, (it + stage) % opt.w, 100 + it, 1.0f, true);
+            r.losses.push_back(st.loss);
+            if (it == 0) {  // gradients of this stage's first iteration
+                DraftWeights g;
+                g.cfg = s.c;
+                for (int i = 0; i < DT_COUNT; i++) {
+                    g.t[i].resize((size_t)s.c.numel(i));
+                    ops.download(g.t[i].data(), m.g[i], g.t[i].size());
+                    r.grads.t[i].insert(r.grads.t[i].end(), g.t[i].begin(), g.t[i].end());
+                }
+            }
+            adam.step();
+        }
+    }
+    m.get_weights(&r.weights);
+    // inference with the trained weights: queries over true states + one kept prediction (concat)
+    Draft d(r.weights, s.fz, ops, s.b.T, 8, 4);
+    d.add_true_states(s.states.data(), 20);
+    int tok[2] = {s.tokens[20], s.tokens[21]}, pos[2] = {20, 21};
+    std::vector<float> f1(2 * s.c.dim);
+    d.forward(tok, pos, 1, nullptr, 0, f1.data(), nullptr);
+    int row = 0;
+    d.keep_pred(&row, 1);
+    uint64_t bits = 1;
+    d.forward(tok + 1, pos + 1, 1, &bits, 1, f1.data() + s.c.dim, nullptr);
+    r.fh = f1;
+    return r;
+}
+
+int main() {
+    Setup s = make_setup();
+    CpuOps cpu(2);
+    std::unique_ptr<Ops> gpu = make_ops("cuda", 1);
+    const int steps = 4;
+    const float lr = 3e-3f;
+    Run a = train(cpu, s, steps, lr);
+    Run b = train(*gpu, s, steps, lr);
+
+    CHECK(a.losses.size() == b.losses.size(), "iteration counts");
+    for (size_t i = 0; i < a.losses.size(); i++) {
+        printf("iteration %zu: loss cpu %.7f cuda %.7f\n", i, a.losses[i], b.losses[i]);
+        // later iterations start from weights that already differ slightly (see the weight tolerance)
+        CHECK_CLOSE(b.losses[i], a.losses[i], 0.0, i == 0 || i == (size_t)steps ? 1e-5 : 1e-3, "loss");
+    }
+    for (int i = 0; i < DT_COUNT; i++) {
+        double gmax = 0, err = 0;
+        for (size_t k = 0; k < a.grads.t[i].size(); k++) {
+            gmax = std::max(gmax, (double)std::fabs(a.grads.t[i][k]));
+            err = std::max(err, (double)std::fabs(a.grads.t[i][k] - b.grads.t[i][k]));
+        }
+        printf("grad %-12s max |g| %.3e  max |g_cuda - g_cpu| %.3e\n", draft_tensor_name(i), gmax, err);
+        CHECK(err <= 1e-5 * gmax, "gradient of %s: cuda and cpu differ by %g (max |g| %g)", draft_tensor_name(i), err, gmax);
+    }
+    const double wtol = 2e-6 + 1e-3 * (2 * steps) * lr;
+    for (int i = 0; i < DT_COUNT; i++) {
+        double err = 0, moved = 0;
+        for (size_t k = 0; k < a.weights.t[i].size(); k++) {
+            err = std::max(err, (double)std::fabs(a.weights.t[i][k] - b.weights.t[i][k]));
+            moved = std::max(moved, (double)std::fabs(a.weights.t[i][k] - s.dw.t[i][k]));
+        }
+        printf("weights %-12s moved up to %.3e by training; max |w_cuda - w_cpu| %.3e (tol %.1e)\n", draft_tensor_name(i),
+               moved, err, wtol);
+        CHECK(err <= wtol, "trained %s: cuda and cpu differ by %g", draft_tensor_name(i), err);
+        CHECK(moved > 10 * wtol, "%s did not train (moved %g)", draft_tensor_name(i), moved);
+    }
+    double ferr = 0, fmax = 0;
+    for (size_t k = 0; k < a.fh.size(); k++) {
+        ferr = std::max(ferr, (double)std::fabs(a.fh[k] - b.fh[k]));
+        fmax = std::max(fmax, (double)std::fabs(a.fh[k]));
+    }
+    printf("draft inference f^: max |cuda - cpu| %.3e (max |f^| %.3e)\n", ferr, fmax);
+    CHECK(ferr <= 1e-3 * fmax, "trained draft's inference forward differs: %g", ferr);
+    return test_summary("test_cuda_backend_train");
+}

@@ -10,6 +10,14 @@
 //   Batch invariance: every C element is ONE fma chain over k = 0, 1, ..., K-1 in order, starting from
 //   0 (or from C when accumulating); the M tiling never changes it, there is no split-K. So row m of
 //   y = x W^T has the same bits whatever the number of rows T computed with it.
+// gemv_f32_kernel: the same products for a few rows (M <= GEMV_MAX_M: decode, draft queries): one
+//   thread per output column n walks k = 0..K-1 and keeps the M accumulators in registers (B is read
+//   once). Every C element is the same fma chain from 0 as in gemm_f32_kernel, and fmaf rounds
+//   exactly, so the two kernels give identical bits (zero padding only adds fma(0, 0, acc) = acc, and
+//   a chain starting at +0 never yields -0): the backend may pick either by M and stay batch
+//   invariant. No shared memory, no barriers; B columns are read with stride b_n by neighbouring
+//   threads, which is fine for the F32 weights of tiny models (real models go to the quantized /
+//   tensor-core kernels).
 // gemm_wmma_bf16_kernel / gemm_wmma_f16_kernel: tensor cores through nvcuda::wmma 16x16x16 with fp32
 //   accumulators. A 64 x 64 tile per block of 4 warps (each warp a 32 x 32 quarter = 2 x 2 fragments),
 //   k in slices of 32. A (fp32 activations) is rounded to bf16/fp16 on its way to shared memory; B is
@@ -68,6 +76,23 @@ __global__ void gemm_f32_kernel(GemmArgs g, const float* B) {
             float* c = g.C + m * g.c_m + n;
             *c = g.accumulate ? *c + acc[i][j] : acc[i][j];
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+__global__ void gemv_f32_kernel(GemmArgs g, const float* B) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= g.N) return;
+    float acc[GEMV_MAX_M];
+    for (int m = 0; m < GEMV_MAX_M; m++) acc[m] = 0.0f;
+    for (int k = 0; k < g.K; k++) {
+        const float b = B[k * g.b_k + n * g.b_n];
+        for (int m = 0; m < GEMV_MAX_M; m++)
+            if (m < g.M) acc[m] = fmaf(g.A[m * g.a_m + k * g.a_k], b, acc[m]);
+    }
+    for (int m = 0; m < g.M && m < GEMV_MAX_M; m++) {
+        float* c = g.C + m * g.c_m + n;
+        *c = g.accumulate ? *c + acc[m] : acc[m];
     }
 }
 

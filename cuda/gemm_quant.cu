@@ -3,15 +3,16 @@
 // matmul (src/backend/gpu/ops_cuda.cu); tested by test/cuda_emu_kernels_gemm_quant.cpp.
 //
 // quantize_q8_kernel: each 32-value block of an activation row becomes int8 q, d = max|x| / 127 and
-//   s = d * sum q (one warp per block: max and integer sum by xor butterflies), with the rounding of the
-//   CPU backend (src/backend/cpu/quantize.h: q = round-half-even(x / d), a NaN makes d NaN).
+//   s = d * sum q (one thread per block: the max is exact and the sum an integer, so any order gives
+//   the same bits), with the rounding of the CPU backend (src/backend/cpu/quantize.h: q = round-half-even(x / d), a NaN makes d NaN).
 // gemm_q{8_0,4_0,4_1}_kernel: a block of 4 warps covers 4 weight rows (one per warp) x 4 tokens. A
 //   warp walks its row 8 blocks at a time, 4 lanes per 32-block, each lane 8 values: two dp4a
 //   (int8 x int8 -> int32, exact) give the lane's integer dot I, and the lane accumulates
 //   d_w * d_x * I for each of its 4 tokens (the weight bytes are loaded once for all 4). Q4_0 adds
-//   -8 d_w s_x and Q4_1 adds m_w s_x per block (lane part 0). A fixed xor butterfly sums the lanes.
-//   Batch invariance: the lane -> block mapping and the butterfly do not depend on T, and tokens never
-//   mix, so y[t, o] has the same bits for any T.
+//   -8 d_w s_x and Q4_1 adds m_w s_x per block (lane part 0). The 32 lane partials of a token go
+//   through shared memory and one lane adds them in lane order (one warp barrier).
+//   Batch invariance: the lane -> block mapping and the final lane-order sum do not depend on T or on
+//   the token's slot in its group of 4, and tokens never mix, so y[t, o] has the same bits for any T.
 //   Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves.
 // dp4a: the hardware instruction under nvcc (sm_61+, common.cuh dot4_i8, compile-tested only); the
 // portable byte loop is what the emulator runs and the tests check (against a double reference of the
@@ -19,24 +20,28 @@
 #include "kernels.cuh"
 
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols) {
-    const int lane = threadIdx.x % 32;
     const int nb = cols / 32;
-    const long long blk = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // one warp per block
-    if (blk >= (long long)T * nb) return;  // whole warps leave together
+    const long long blk = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // one thread per 32-block
+    if (blk >= (long long)T * nb) return;
     const long long t = blk / nb, b = blk % nb;
-    const float v = x[t * cols + b * 32 + lane];
-    const float amax = warp_max(fabsf(v));
-    const bool nan = __any_sync(0xffffffffu, v != v);
+    const float* xb = x + t * cols + b * 32;
+    float amax = 0.0f;
+    bool nan = false;
+    for (int j = 0; j < 32; j++) {
+        amax = fmaxf(amax, fabsf(xb[j]));
+        nan |= xb[j] != xb[j];
+    }
     const float d = nan ? __int_as_float(0x7fc00000) : amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int q = __float2int_rn(v * id);
-    int qsum = q;
-    for (int o = 16; o > 0; o >>= 1) qsum += __shfl_xor_sync(0xffffffffu, qsum, o);
-    xq[t * cols + b * 32 + lane] = (int8_t)q;
-    if (lane == 0) {
-        xd[t * nb + b] = d;
-        xs[t * nb + b] = d * (float)qsum;
+    int qsum = 0;
+    int8_t* qb = xq + t * cols + b * 32;
+    for (int j = 0; j < 32; j++) {
+        const int q = __float2int_rn(xb[j] * id);
+        qsum += q;
+        qb[j] = (int8_t)q;
     }
+    xd[t * nb + b] = d;
+    xs[t * nb + b] = d * (float)qsum;
 }
 
 // 32-bit word from a 2-byte aligned address (little-endian).
@@ -91,9 +96,16 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
             if (DT != KD_Q8_0 && part == 0) acc[i] = fmaf(mw, a.xs[t * nb + b], acc[i]);
         }
     }
-    for (int i = 0; i < QGEMM_TOKENS; i++) {
-        const float s = warp_sum(acc[i]);  // every lane takes part, also for tokens past T
-        if (lane == 0 && i < nt) a.y[(long long)(t0 + i) * a.rows + o] = s;
+    // Lane partials -> one sum per token: through shared memory, then lane i adds the 32 partials of
+    // token i in lane order (one warp barrier instead of shuffle trees; the same order for every token
+    // slot, so a token's bits do not depend on its place in the group).
+    __shared__ float red[QGEMM_WARPS][QGEMM_TOKENS][33];
+    for (int i = 0; i < QGEMM_TOKENS; i++) red[warp][i][lane] = acc[i];
+    __syncwarp();
+    if (lane < nt) {
+        float s = 0.0f;
+        for (int j = 0; j < 32; j++) s += red[warp][lane][j];
+        a.y[(long long)(t0 + lane) * a.rows + o] = s;
     }
 }
 

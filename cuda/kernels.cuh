@@ -22,6 +22,9 @@ struct GemmArgs {
 };
 constexpr int GEMM_BM = 64, GEMM_BN = 64, GEMM_BK = 16, GEMM_THREADS = 256;  // 4 x 4 outputs per thread
 __global__ void gemm_f32_kernel(GemmArgs g, const float* B);
+// Few rows (M <= GEMV_MAX_M): one thread per column n, bit-identical to gemm_f32_kernel.
+constexpr int GEMV_MAX_M = 8;
+__global__ void gemv_f32_kernel(GemmArgs g, const float* B);
 // Tensor cores (wmma 16x16x16, fp32 accumulate): A rounded to bf16 / fp16 on its way to shared memory,
 // B stored in that type (the weights as stored).
 constexpr int WMMA_BM = 64, WMMA_BN = 64, WMMA_BK = 32, WMMA_THREADS = 128;  // 4 warps, 32 x 32 each
@@ -42,7 +45,7 @@ struct QGemmArgs {
     int T;
 };
 constexpr int QGEMM_WARPS = 4, QGEMM_TOKENS = 4;  // a block: 4 weight rows (one per warp) x 4 tokens
-__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);
+__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);  // thread per 32-block
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_kernel(QGemmArgs a);

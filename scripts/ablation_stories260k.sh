@@ -44,25 +44,41 @@ wait
 arm s1_w5 --stage1-epochs "$EPOCHS" --stage2-epochs 0 --window 5 &
 arm s12_w3 --stage1-epochs "$HALF" --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3 &
 wait
-echo "ablation: $(( $(date +%s) - start )) s for 4 arms (data $DATA, $EPOCHS epochs each)" >&2
+# the same drafts evaluated in no-concat mode (queries see true states only): resuming a finished
+# checkpoint trains nothing and only re-runs the evaluation
+for name in s1_w1 s1_w3 s1_w5 s12_w3; do
+    if [ -f "$OUT/$name.nc.bin.json" ] && grep -q tau_tree "$OUT/$name.nc.bin.json"; then continue; fi
+    flags=$(python3 -c "import json; c = json.load(open('$OUT/$name.bin.json'))['config']; print(c['stage1_epochs'], c['stage2_epochs'], c['window'], c['sim_steps'])")
+    read -r e1 e2 w s <<< "$flags"
+    build/beagle train "${COMMON[@]}" -o "$OUT/$name.nc.bin" --resume "$OUT/$name.bin.ckpt" --ckpt "$OUT/$name.nc.ckpt" \
+        --stage1-epochs "$e1" --stage2-epochs "$e2" --window "$w" --sim-steps "$s" --eval-no-concat > "$OUT/$name.nc.log" 2>&1 &
+done
+wait
+echo "ablation: $(( $(date +%s) - start )) s for 4 arms (data $DATA, $EPOCHS epochs each) + no-concat evaluations" >&2
 
 python3 - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
 arms = [("s1_w1", "stage 1 only, w = 1"), ("s1_w3", "stage 1 only, w = 3"), ("s1_w5", "stage 1 only, w = 5"),
         ("s12_w3", "stage 1 + stage 2, w = 3, S = 3")]
-rows = []
-for name, label in arms:
-    j = json.load(open(f"{out}/{name}.bin.json"))
-    fmt = lambda v: " / ".join(f"{x:.2f}" for x in v)
-    rows.append((label, j["epochs"], j["steps"], j["train_seconds"], j["final_loss"]["last"], j["tau_chain"], j["tau_tree"],
-                 fmt(j["accept_by_depth"]["chain"]), fmt(j["accept_by_depth"]["tree"])))
+fmt = lambda v: " / ".join(f"{x:.2f}" for x in v)
 j0 = json.load(open(f"{out}/{arms[0][0]}.bin.json"))
 print(f"Data: {j0['data_seqs']} sequences, {j0['data_tokens']} tokens ({j0['items']} chunks); batch {j0['config']['batch']}, "
       f"lr {j0['config']['lr']}, seed {j0['config']['seed']}; eval: {j0['eval']['prompts']} prompts x "
-      f"{j0['eval']['tokens_per_prompt']} tokens, greedy.\n")
-print("| arm | epochs (s1+s2) | steps | train s | final loss | tau chain (gamma 5) | tau tree (60 nodes) | chain accept by depth 1..5 | tree accept by depth 1..5 |")
+      f"{j0['eval']['tokens_per_prompt']} tokens, greedy; tree = depth 5, top-k 10, 60 nodes.\n")
+print("| arm | epochs (s1+s2) | steps | train s | final loss | tau chain | tau tree | tau chain, no-concat | tau tree, no-concat |")
 print("|---|---|---|---|---|---|---|---|---|")
-for r in rows:
-    print(f"| {r[0]} | {r[1][0]}+{r[1][1]} | {r[2]} | {r[3]:.0f} | {r[4]:.3f} | {r[5]:.3f} | {r[6]:.3f} | {r[7]} | {r[8]} |")
+for name, label in arms:
+    j = json.load(open(f"{out}/{name}.bin.json"))
+    n = json.load(open(f"{out}/{name}.nc.bin.json"))
+    print(f"| {label} | {j['epochs'][0]}+{j['epochs'][1]} | {j['steps']} | {j['train_seconds']:.0f} | {j['final_loss']['last']:.3f} "
+          f"| {j['tau_chain']:.3f} | {j['tau_tree']:.3f} | {n['tau_chain']:.3f} | {n['tau_tree']:.3f} |")
+print("\nAcceptance rate by depth 1..5 (accepted / reached, given the path so far; concat mode):\n")
+print("| arm | chain (gamma 5) | tree | chain, no-concat | tree, no-concat |")
+print("|---|---|---|---|---|")
+for name, label in arms:
+    j = json.load(open(f"{out}/{name}.bin.json"))
+    n = json.load(open(f"{out}/{name}.nc.bin.json"))
+    print(f"| {label} | {fmt(j['accept_by_depth']['chain'])} | {fmt(j['accept_by_depth']['tree'])} "
+          f"| {fmt(n['accept_by_depth']['chain'])} | {fmt(n['accept_by_depth']['tree'])} |")
 PY

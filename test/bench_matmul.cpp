@@ -1,7 +1,8 @@
 // bench_matmul.cpp: micro-benchmark of cpu_matmul (src/backend/cpu/matmul.cpp): decode (T = 1) GB/s
-// against measured read bandwidth, and prefill (T = 128, ...) GFLOP/s, per ISA and thread count, for
-// single SmolLM2-135M shapes and the whole model's weight set (30 layers + Q8_0 lm_head, ~98 MB).
-// Build and run: bash scripts/bench_matmul.sh [--quick]
+// against measured read bandwidth, and prefill (T = 128, ...) GFLOP/s, per ISA, activation width
+// (int16 / int8, quantized weights only) and thread count, for single SmolLM2-135M shapes and the whole
+// model's weight set (30 layers + Q8_0 lm_head, ~98 MB).
+// Build and run: bash scripts/bench_matmul.sh [--quick] [--threads N] [--model-only]
 #include <immintrin.h>
 
 #include <cstdio>
@@ -88,7 +89,17 @@ static double time_set(std::vector<Mat>& mats, int T, ThreadPool& pool, int reps
 }
 
 int main(int argc, char** argv) {
-    bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    bool quick = false, model_only = false;
+    std::vector<int> thread_counts = {1, 2};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (strcmp(argv[i], "--model-only") == 0) model_only = true;
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) thread_counts = {atoi(argv[++i])};
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--threads N] [--model-only]\n", argv[0]);
+            return 2;
+        }
+    }
     std::mt19937 g(123);
     std::vector<const char*> isas = {"avx2"};
     if (cpu_has_avx512_vnni()) isas.push_back("avx512");
@@ -111,13 +122,18 @@ int main(int argc, char** argv) {
     model.push_back(make_mat(DType::Q8_0, 49152, 576, g));
     for (auto& m : model) model_bytes += m.bytes.size();
 
-    for (int nt : {1, 2}) {
+    for (int nt : thread_counts) {
         ThreadPool pool(nt);
         double bw = read_bandwidth(pool, model_bytes);
         printf("threads %d: read bandwidth over %.1f MB: %.1f GB/s\n", nt, model_bytes / 1e6, bw);
-        for (const char* isa : isas) {
+        for (const char* isa : isas)
+          for (int bits : {16, 8}) {
             cpu_matmul_set_isa(isa);
+            cpu_matmul_set_act_bits(bits);
+            char tag[32];
+            snprintf(tag, sizeof tag, "%s int%d", isa, bits);
             for (auto& s : shapes) {
+                if (model_only || (bits == 8 && !dtype_is_quantized(s.dt))) continue;  // float weights: no bits
                 std::vector<Mat> one;
                 one.push_back(make_mat(s.dt, s.rows, s.cols, g));
                 double bytes = (double)one[0].bytes.size();
@@ -125,23 +141,24 @@ int main(int argc, char** argv) {
                     if (quick && T == 128 && s.dt != DType::Q4_1) continue;
                     double sec = time_set(one, T, pool, T == 1 ? 50 : 5);
                     double gflops = 2.0 * s.rows * s.cols * T / sec / 1e9;
-                    printf("  %-6s t%d %-24s T=%-3d %9.1f us  %6.1f GFLOP/s  %5.1f GB/s of weights\n", isa, nt, s.name,
+                    printf("  %-12s t%d %-24s T=%-3d %9.1f us  %6.1f GFLOP/s  %5.1f GB/s of weights\n", tag, nt, s.name,
                            T, sec * 1e6, gflops, bytes / sec / 1e9);
                 }
             }
             double dec = time_set(model, 1, pool, quick ? 3 : 10);
-            printf("  %-6s t%d whole model T=1 (decode): %.2f ms/token, %.1f GB/s = %.0f%% of read bandwidth\n", isa, nt,
+            printf("  %-12s t%d whole model T=1 (decode): %.2f ms/token, %.1f GB/s = %.0f%% of read bandwidth\n", tag, nt,
                    dec * 1e3, model_bytes / dec / 1e9, 100.0 * model_bytes / dec / 1e9 / bw);
             for (int T : {16, 64, 128, 512}) {
                 if (quick && T != 128) continue;
                 double sec = time_set(model, T, pool, 2);
                 double flops = 0;
                 for (auto& m : model) flops += 2.0 * m.rows * m.cols * T;
-                printf("  %-6s t%d whole model T=%-3d (prefill): %.2f ms/token, %.1f GFLOP/s\n", isa, nt, T,
+                printf("  %-12s t%d whole model T=%-3d (prefill): %.2f ms/token, %.1f GFLOP/s\n", tag, nt, T,
                        sec * 1e3 / T, flops / sec / 1e9);
             }
-        }
+          }
     }
     cpu_matmul_set_isa("auto");
+    cpu_matmul_set_act_bits(16);
     return 0;
 }

@@ -1,6 +1,7 @@
 // cuda_emu_kernels_gemm.cpp -> build/test/test_emu_kernels_gemm: the dense GEMM kernels of cuda/gemm.cu
 // run in the CPU emulator against a double reference: gemm_f32_kernel and the tensor-core kernels
-// gemm_wmma_bf16_kernel / gemm_wmma_f16_kernel, on ragged shapes (M, N, K not multiples of the tiles,
+// gemm_wmma_bf16_kernel / gemm_wmma_f16_kernel and the few-rows gemv_f32_kernel (also bit-identical to
+// gemm_f32_kernel), on ragged shapes (M, N, K not multiples of the tiles,
 // M = 1 decode rows), in the three layouts of a linear layer (y = x W^T, dx = dy W, dW += dy^T x) with
 // and without accumulation, under poisoned shared memory and reverse/random thread orders, plus batch
 // invariance (a row computed alone equals the same row inside a batch, bit for bit).
@@ -70,8 +71,18 @@ static void run_f32(const Problem& p, bool acc, const std::string& tag, std::vec
     dim3 grid(cdiv(p.N, GEMM_BN), cdiv(p.M, GEMM_BM));
     TLAUNCH(grid, GEMM_THREADS, 0, gemm_f32_kernel)(g, p.Bf.data());
     std::vector<double> ref = reference(p, p.Bf, acc, false, ident);
-    kt_compare("gemm_f32_kernel", C, ref, 1e-6 * p.K, 1e-5,
-               kt_fmt("%s M%d N%d K%d%s %s", layout_name(p.lay), p.M, p.N, p.K, acc ? " acc" : "", tag.c_str()));
+    std::string what = kt_fmt("%s M%d N%d K%d%s %s", layout_name(p.lay), p.M, p.N, p.K, acc ? " acc" : "", tag.c_str());
+    kt_compare("gemm_f32_kernel", C, ref, 1e-6 * p.K, 1e-5, what);
+    if (p.M <= GEMV_MAX_M) {  // the few-rows kernel: same reference, and the same bits as the tiled one
+        for (int block : {32, 128}) {
+            std::vector<float> C2 = p.C0;
+            GemmArgs g2 = p.args(C2.data(), acc);
+            TLAUNCH(cdiv(p.N, block), block, 0, gemv_f32_kernel)(g2, p.Bf.data());
+            kt_compare("gemv_f32_kernel", C2, ref, 1e-6 * p.K, 1e-5, what + kt_fmt(" block%d", block));
+            CHECK(!memcmp(C2.data(), C.data(), C.size() * sizeof(float)),
+                  "gemv_f32_kernel and gemm_f32_kernel differ in bits (%s)", what.c_str());
+        }
+    }
     if (out) *out = C;
 }
 
@@ -101,7 +112,8 @@ static void run_wmma(const Problem& p, bool acc, bool bf16, const std::string& t
 }
 
 int main() {
-    const int shapes[][3] = {{1, 1, 1}, {1, 37, 64}, {5, 70, 33}, {67, 65, 129}, {64, 64, 16}, {130, 31, 7}, {3, 129, 200}};
+    const int shapes[][3] = {{1, 1, 1}, {1, 37, 64}, {5, 70, 33}, {67, 65, 129}, {64, 64, 16}, {130, 31, 7}, {3, 129, 200},
+                             {8, 300, 70}};
     for (auto& s : shapes)
         for (Layout lay : {FWD, BWD_X, BWD_W})
             for (bool acc : {false, true}) {

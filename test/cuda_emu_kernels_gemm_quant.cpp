@@ -70,8 +70,7 @@ static QActs quantize(const std::vector<float>& x, int T, int cols, int block, c
     a.q.assign((size_t)T * cols, 0);
     a.d.assign((size_t)T * nb, 0);
     a.s.assign((size_t)T * nb, 0);
-    const int warps = block / 32;
-    TLAUNCH(cdiv(T * nb, warps), block, 0, quantize_q8_kernel)(x.data(), a.q.data(), a.d.data(), a.s.data(), T, cols);
+    TLAUNCH(cdiv(T * nb, block), block, 0, quantize_q8_kernel)(x.data(), a.q.data(), a.d.data(), a.s.data(), T, cols);
     std::vector<float> got_q(a.q.size()), got_ds(2 * a.d.size());
     std::vector<double> ref_q(a.q.size()), ref_ds(2 * a.d.size());
     for (int t = 0; t < T; t++)

@@ -2,7 +2,9 @@
 // test/test_matmul.cpp and test/test_matmul_gguf.cpp (include after testlib.h).
 // Bounds (u = 2^-24), see test_matmul.cpp's header comment for the derivation:
 //  float weights:     |y - exact| <= (ceil(cols/8) + 5) u sum|w x|
-//  quantized weights: |y - model| <= (nb + 10) u S and |y - exact| <= sum|w| (d_x/2 + 3u|x|) + u sum|w x| + (nb + 10) u S
+//  quantized weights: |y - model| <= (nb + ceil(nb/8) + 5) u S and
+//                     |y - exact| <= sum|w| (d_x/2 + 3u|x|) + u sum|w x| + (nb + ceil(nb/8) + 5) u S
+//  with d_x = max|x_block| / 127 (8-bit activations) or / 32767 (16-bit).
 #pragma once
 #include <cmath>
 #include <cstdlib>
@@ -21,12 +23,14 @@ using beagle::f16_to_f32;
 static const double U = std::ldexp(1.0, -24);
 static int g_cases = 0;
 
-// The test's own scalar model of the activation quantizer (quantize.h).
+// The test's own scalar model of the activation quantizer (quantize.h): bits = 8 or 16; q in natural
+// element order.
 struct QRow {
-    std::vector<int8_t> q;
+    std::vector<int> q;
     std::vector<float> d, s;
 };
-static QRow quantize_model(const float* x, int64_t cols) {
+static QRow quantize_model(const float* x, int64_t cols, int bits) {
+    const float qmax = bits == 16 ? 32767.0f : 127.0f;
     QRow r;
     int64_t nb = cols / 32;
     r.q.resize(cols);
@@ -35,13 +39,13 @@ static QRow quantize_model(const float* x, int64_t cols) {
     for (int64_t b = 0; b < nb; b++) {
         float amax = 0.0f;
         for (int i = 0; i < 32; i++) amax = std::fmax(amax, std::fabs(x[b * 32 + i]));
-        volatile float d = amax / 127.0f;  // volatile: no contraction or reordering in the model
+        volatile float d = amax / qmax;  // volatile: no contraction or reordering in the model
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         int sum = 0;
         for (int i = 0; i < 32; i++) {
             volatile float v = x[b * 32 + i] * id;
             int q = (int)std::nearbyint((float)v);  // round half to even
-            r.q[b * 32 + i] = (int8_t)q;
+            r.q[b * 32 + i] = q;
             sum += q;
         }
         r.d[b] = d;
@@ -78,9 +82,10 @@ static void block_fields(DType t, const uint8_t* row, int64_t b, double* d, doub
     }
 }
 
-// Check one matmul result y (T x rows) against the references; returns false at the first failure.
+// Check one matmul result y (T x rows), computed with `bits`-bit activations, against the references;
+// returns false at the first failure.
 static bool check_result(DType dt, const uint8_t* wb, const std::vector<float>& x, const float* y,
-                         int64_t rows, int64_t cols, int T, const char* isa) {
+                         int64_t rows, int64_t cols, int T, const char* isa, int bits) {
     const uint64_t rb = dtype_row_bytes(dt, cols);
     std::vector<float> w(cols);
     const bool quant = dtype_is_quantized(dt);
@@ -88,7 +93,7 @@ static bool check_result(DType dt, const uint8_t* wb, const std::vector<float>& 
     for (int t = 0; t < T; t++) {
         const float* xt = x.data() + (size_t)t * cols;
         QRow qr;
-        if (quant) qr = quantize_model(xt, cols);
+        if (quant) qr = quantize_model(xt, cols, bits);
         for (int64_t o = 0; o < rows; o++) {
             const uint8_t* row = wb + o * rb;
             dequantize_row(dt, row, w.data(), cols);
@@ -126,17 +131,17 @@ static bool check_result(DType dt, const uint8_t* wb, const std::vector<float>& 
                 for (int i = 0; i < 32; i++)
                     act_err += std::fabs((double)w[b * 32 + i]) * (dx / 2 + 3 * U * std::fabs(xt[b * 32 + i]));
             }
-            double tol_model = (nb + 10) * U * S;
+            double tol_model = (nb + (nb + 7) / 8 + 5) * U * S;
             if (!(std::fabs(got - model) <= tol_model)) {
-                CHECK(false, "%s %s rows %lld cols %lld T %d: y[%d, %lld] = %.9g, model %.9g (diff %.3g), tol %.3g",
-                      isa, dtype_name(dt), (long long)rows, (long long)cols, T, t, (long long)o, got, model,
+                CHECK(false, "%s int%d %s rows %lld cols %lld T %d: y[%d, %lld] = %.9g, model %.9g (diff %.3g), tol %.3g",
+                      isa, bits, dtype_name(dt), (long long)rows, (long long)cols, T, t, (long long)o, got, model,
                       got - model, tol_model);
                 return false;
             }
             double tol_exact = act_err + U * absum + tol_model;
             if (!(std::fabs(got - exact) <= tol_exact)) {
-                CHECK(false, "%s %s rows %lld cols %lld T %d: y[%d, %lld] = %.9g, exact %.9g, tol %.3g", isa,
-                      dtype_name(dt), (long long)rows, (long long)cols, T, t, (long long)o, got, exact, tol_exact);
+                CHECK(false, "%s int%d %s rows %lld cols %lld T %d: y[%d, %lld] = %.9g, exact %.9g, tol %.3g", isa,
+                      bits, dtype_name(dt), (long long)rows, (long long)cols, T, t, (long long)o, got, exact, tol_exact);
                 return false;
             }
         }

@@ -1,19 +1,25 @@
 // test_matmul.cpp: cpu_matmul (src/backend/cpu/matmul.cpp, matmul_avx512.cpp) and the activation
 // quantizer (quantize.cpp) against double-precision references, for every weight dtype, ragged shapes,
-// T in {1,2,3,4,5,8,17}, both ISAs; plus the batch-invariance contract (bitwise) and error messages.
+// T in {1,2,3,4,5,8,17}, both ISAs, 16-bit (default) and 8-bit activations; plus the batch-invariance
+// contract (bitwise) and error messages.
 //
 // Tolerances (u = 2^-24, the float unit roundoff), all derived, none tuned:
 //  * float weights: y = sum_i w_i x_i summed in 8 or 16 lanes of at most ceil(cols/8) FMAs each, then a
 //    4-level tree: |y - exact| <= (ceil(cols/8) + 5) * u * sum_i |w_i x_i|.
-//  * quantized weights, model check: the test re-derives the int8 activations (q, d, s) with its own
-//    scalar code and requires them bit-equal to the library's (both layouts). The kernel must then equal
-//    y_model = sum_b d_w[b] d_x[b] sum_i qw_i qx_i + m[b] s[b] (exact, in double) up to float rounding
-//    of at most nb + 10 roundings of the magnitudes it adds: (nb + 10) * u * S, where
+//  * quantized weights, model check: the test re-derives the activations (q, d, s; QMAX = 127 or 32767)
+//    with its own scalar code and requires them bit-equal to the library's (every layout). The kernel
+//    must then equal y_model = sum_b d_w[b] d_x[b] sum_i qw_i qx_i + m[b] s[b] (exact, in double) up to
+//    float rounding. Integer block sums are exact (|lane sum| < 2^24, see matmul.cpp), so the terms the
+//    kernel adds are fl(d_w d_x) I_lane (one rounding of its own) and m s (none: the model uses the same
+//    float s). One accumulator lane receives at most nb block terms + ceil(nb/8) m terms (AVX2; fewer on
+//    AVX-512), each then rounded once per later addition, and the 3- or 4-level lane tree adds one
+//    rounding per level: |y - y_model| <= (nb + ceil(nb/8) + 5) * u * S, where
 //    S = sum_b |d_w d_x| sum_i |qw_i qx_i| + |m[b] s[b]|.
 //  * quantized weights, against the exact y = sum_i w_i x_i (w from the reference dequantize_row):
 //    x_i is represented by d_x q_i with |x_i - d_x q_i| <= d_x / 2 + 3u|x_i| (round half even of
-//    x * fl(1/d), d = fl(amax / 127)), so |y_model - y| <= sum_i |w_i| (d_x/2 + 3u|x_i|); add the
-//    rounding of the reference's float w (u sum |w_i x_i|) and the kernel's rounding bound above.
+//    x * fl(1/d), d = fl(amax / QMAX)), so |y_model - y| <= sum_i |w_i| (d_x/2 + 3u|x_i|); add the
+//    rounding of the reference's float w (u sum |w_i x_i|) and the kernel's rounding bound above. With
+//    16-bit activations d_x/2 is 258x smaller than with 8-bit ones, so this check is that much tighter.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -106,23 +112,36 @@ static Weight make_W(DType dt, const std::vector<uint8_t>& wb, int64_t rows, int
     return W;
 }
 
-// The library's quantizer equals the scalar model bit for bit (q, d, s, padding, the interleaved
-// pair order and the Q8_0 correction of the AVX-512 layout).
+// The library's quantizer equals the scalar model bit for bit (q, d, s, padding, the int16 nibble
+// order, the int8 interleaved pair order and the Q8_0 correction of the AVX-512 int8 layout).
 static void test_quantizer() {
     Rng rng(7);
+    struct Layout { int bits; bool inter; };
     for (int64_t cols : {32, 64, 96, 576, 1536})
-        for (bool inter : {false, true}) {
+        for (Layout L : {Layout{8, false}, Layout{8, true}, Layout{16, false}}) {
+            const bool inter = L.inter;
             std::vector<float> x = make_x(3, cols, rng);
             QuantActs a;
-            quant_acts_layout(a, cols, inter, inter);
+            quant_acts_layout(a, cols, L.bits, inter, inter);
             std::vector<uint8_t> buf(a.stride * 3 + 64, 0xAB);
             a.base = (uint8_t*)(((uintptr_t)buf.data() + 63) / 64 * 64);
             for (int t = 0; t < 3; t++) quantize_act_row(a, x.data() + t * cols, t);
-            bool ok = true;
+            bool ok = a.stride % 64 == 0;
             for (int t = 0; t < 3 && ok; t++) {
-                QRow m = quantize_model(x.data() + t * cols, cols);
+                QRow m = quantize_model(x.data() + t * cols, cols, L.bits);
+                if (L.bits == 16) {
+                    // position 8k + j of a block holds element 2j + {0, 16, 1, 17}[k]
+                    const int group_base[4] = {0, 16, 1, 17};
+                    const int16_t* q = qa_q16(a, t);
+                    ok &= a.qbytes == (size_t)cols * 2;
+                    for (int64_t i = 0; i < cols; i++) {
+                        int64_t b = i / 32, p = i % 32;
+                        ok &= q[i] == m.q[b * 32 + 2 * (p % 8) + group_base[p / 8]];
+                        ok &= m.q[i] >= -32767 && m.q[i] <= 32767;
+                    }
+                }
                 const int8_t* q = qa_q(a, t);
-                for (int64_t i = 0; i < (int64_t)a.qbytes; i++) {
+                for (int64_t i = 0; L.bits == 8 && i < (int64_t)a.qbytes; i++) {
                     int64_t e = i;  // element stored at byte i
                     if (inter) {    // pair k: group g of the 64 bytes is group g/2 of block 2k + (g & 1)
                         int64_t k = i / 64, g = (i % 64) / 4;
@@ -141,16 +160,19 @@ static void test_quantizer() {
                         ok &= qa_corr(a, t)[g] == -128 * sum;
                     }
             }
-            CHECK(ok, "quantizer differs from the scalar model at cols %lld interleaved %d", (long long)cols, inter);
+            CHECK(ok, "quantizer differs from the scalar model at cols %lld bits %d interleaved %d", (long long)cols,
+                  L.bits, inter);
         }
 }
 
-static void test_accuracy(const char* isa, ThreadPool& pool) {
+static void test_accuracy(const char* isa, int bits, ThreadPool& pool) {
     cpu_matmul_set_isa(isa);
+    cpu_matmul_set_act_bits(bits);
     CHECK(strcmp(cpu_matmul_isa(), isa) == 0, "isa %s vs %s", cpu_matmul_isa(), isa);
     Rng rng(42);
     const int Ts[] = {1, 2, 3, 4, 5, 8, 17};
     for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+        if (!dtype_is_quantized(dt) && bits != 16) continue;  // float weights do not use the activation bits
         std::vector<int64_t> colset = dtype_is_quantized(dt) ? std::vector<int64_t>{32, 64, 96, 576, 1536}
                                                              : std::vector<int64_t>{1, 5, 17, 63, 64, 576};
         bool ok = true;
@@ -163,20 +185,22 @@ static void test_accuracy(const char* isa, ThreadPool& pool) {
                     std::vector<float> x = make_x(T, cols, rng);
                     std::vector<float> y((size_t)T * rows, NAN);
                     cpu_matmul(y.data(), x.data(), W, T, pool);
-                    ok = check_result(dt, wb.data(), x, y.data(), rows, cols, T, isa);
+                    ok = check_result(dt, wb.data(), x, y.data(), rows, cols, T, isa, bits);
                 }
             }
-        CHECK(ok, "%s %s accuracy", isa, dtype_name(dt));
+        CHECK(ok, "%s int%d %s accuracy", isa, bits, dtype_name(dt));
     }
 }
 
 // y[t, o] of a T = 17 call equals, bit for bit: the T = 1 call on token t alone, the call on a
 // sub-range of rows, and the same call with 1 or 2 threads.
-static void test_invariance(const char* isa, ThreadPool& pool1, ThreadPool& pool2) {
+static void test_invariance(const char* isa, int bits, ThreadPool& pool1, ThreadPool& pool2) {
     cpu_matmul_set_isa(isa);
+    cpu_matmul_set_act_bits(bits);
     Rng rng(99);
     const int T = 17;
     for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+        if (!dtype_is_quantized(dt) && bits != 16) continue;
         for (int64_t cols : {dtype_is_quantized(dt) ? (int64_t)96 : (int64_t)63, (int64_t)576}) {
             const int64_t rows = 33;
             std::vector<uint8_t> wb = make_weight(dt, rows, cols, rng);
@@ -185,32 +209,36 @@ static void test_invariance(const char* isa, ThreadPool& pool1, ThreadPool& pool
             std::vector<float> y1((size_t)T * rows), y2((size_t)T * rows), yt(rows), ys((size_t)T * 10);
             cpu_matmul(y1.data(), x.data(), W, T, pool1);
             cpu_matmul(y2.data(), x.data(), W, T, pool2);
-            CHECK(memcmp(y1.data(), y2.data(), y1.size() * 4) == 0, "%s %s cols %lld: 1 vs 2 threads differ", isa,
-                  dtype_name(dt), (long long)cols);
+            CHECK(memcmp(y1.data(), y2.data(), y1.size() * 4) == 0, "%s int%d %s cols %lld: 1 vs 2 threads differ", isa,
+                  bits, dtype_name(dt), (long long)cols);
             bool same = true;
             for (ThreadPool* p : {&pool1, &pool2})
                 for (int t = 0; t < T; t++) {
                     cpu_matmul(yt.data(), x.data() + (size_t)t * cols, W, 1, *p);
                     same &= memcmp(yt.data(), y1.data() + (size_t)t * rows, rows * 4) == 0;
                 }
-            CHECK(same, "%s %s cols %lld: T=1 rows differ from the T=17 call", isa, dtype_name(dt), (long long)cols);
+            CHECK(same, "%s int%d %s cols %lld: T=1 rows differ from the T=17 call", isa, bits, dtype_name(dt),
+                  (long long)cols);
             // rows 5..14 alone (shifts the row tiling by one) with tokens 3..16
             Weight Ws = make_W(dt, wb, 10, cols, 5);
             cpu_matmul(ys.data(), x.data() + 3 * cols, Ws, T - 3, pool2);
             bool sub = true;
             for (int t = 3; t < T; t++)
                 sub &= memcmp(ys.data() + (size_t)(t - 3) * 10, y1.data() + (size_t)t * rows + 5, 10 * 4) == 0;
-            CHECK(sub, "%s %s cols %lld: sub-range of rows/tokens differs", isa, dtype_name(dt), (long long)cols);
+            CHECK(sub, "%s int%d %s cols %lld: sub-range of rows/tokens differs", isa, bits, dtype_name(dt),
+                  (long long)cols);
         }
     }
 }
 
 // A NaN anywhere in a token's x makes every output of that token NaN (and only that token's), for
 // every dtype: quantization must not turn it into finite garbage.
-static void test_nan(const char* isa, ThreadPool& pool) {
+static void test_nan(const char* isa, int bits, ThreadPool& pool) {
     cpu_matmul_set_isa(isa);
+    cpu_matmul_set_act_bits(bits);
     Rng rng(3);
     for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+        if (!dtype_is_quantized(dt) && bits != 16) continue;
         const int64_t rows = 9, cols = 96;
         std::vector<uint8_t> wb = make_weight(dt, rows, cols, rng);
         Weight W = make_W(dt, wb, rows, cols);
@@ -220,7 +248,7 @@ static void test_nan(const char* isa, ThreadPool& pool) {
         bool ok = true;
         for (int t = 0; t < 3; t++)
             for (int64_t o = 0; o < rows; o++) ok &= std::isnan(y[t * rows + o]) == (t == 1);
-        CHECK(ok, "%s %s: NaN in token 1 must give NaN outputs for token 1 only", isa, dtype_name(dt));
+        CHECK(ok, "%s int%d %s: NaN in token 1 must give NaN outputs for token 1 only", isa, bits, dtype_name(dt));
     }
 }
 
@@ -239,6 +267,9 @@ static void test_errors(ThreadPool& pool) {
     W.dtype = DType::F32;
     CHECK_THROWS(cpu_matmul(y, x, W, -1, pool), "T must be");
     CHECK_THROWS(cpu_matmul_set_isa("sse2"), "expected 'auto'");
+    CHECK_THROWS(cpu_matmul_set_act_bits(12), "expected 8 or 16");
+    QuantActs qa;
+    CHECK_THROWS(quant_acts_layout(qa, 64, 16, true, false), "8-bit activations only");
     // T = 0 and rows = 0 are no-ops; cols = 0 gives zeros
     cpu_matmul(y, x, W, 0, pool);
     W.cols = 0;
@@ -247,8 +278,20 @@ static void test_errors(ThreadPool& pool) {
     CHECK(y[0] == 0 && y[1] == 0, "cols = 0 must give 0");
 }
 
+// Default activation bits: 16, or env BEAGLE_ACT_BITS (checked before anything fixes the choice).
+static void test_act_bits_env() {
+    setenv("BEAGLE_ACT_BITS", "4", 1);
+    CHECK_THROWS(cpu_matmul_act_bits(), "expected 8 or 16");
+    setenv("BEAGLE_ACT_BITS", "8", 1);
+    CHECK(cpu_matmul_act_bits() == 8, "BEAGLE_ACT_BITS=8 gives %d", cpu_matmul_act_bits());
+    unsetenv("BEAGLE_ACT_BITS");
+    cpu_matmul_set_act_bits(16);
+    CHECK(cpu_matmul_act_bits() == 16, "set_act_bits(16) gives %d", cpu_matmul_act_bits());
+}
+
 int main() {
     ThreadPool pool1(1), pool2(2);
+    test_act_bits_env();
     test_quantizer();
     test_errors(pool2);
     std::vector<const char*> isas = {"avx2"};
@@ -256,12 +299,14 @@ int main() {
         isas.push_back("avx512");
     else
         printf("note: CPU lacks AVX-512 VNNI, only the AVX2 path is tested\n");
-    for (const char* isa : isas) {
-        test_accuracy(isa, pool2);
-        test_invariance(isa, pool1, pool2);
-        test_nan(isa, pool2);
-    }
+    for (const char* isa : isas)
+        for (int bits : {16, 8}) {
+            test_accuracy(isa, bits, pool2);
+            test_invariance(isa, bits, pool1, pool2);
+            test_nan(isa, bits, pool2);
+        }
     cpu_matmul_set_isa("auto");
+    cpu_matmul_set_act_bits(16);
     printf("checked %d output values\n", g_cases);
     return test_summary("test_matmul");
 }

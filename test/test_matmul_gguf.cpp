@@ -1,10 +1,12 @@
 // test_matmul_gguf.cpp: cpu_matmul on real tensors of the SmolLM2-135M GGUF (BEAGLE_MODEL).
 //  * no arguments: finds blk.0.attn_q.weight (Q4_1 576x576), blk.0.ffn_down.weight (Q4_1 576x1536) and
 //    token_embd.weight (Q8_0 49152x576) with a tiny test-local GGUF locator (independent of src/io/),
-//    and checks both ISAs against the double-precision reference with the derived bounds of
-//    matmul_ref.h, plus bitwise T=1 vs T=5 invariance on the real weights.
+//    and checks both ISAs and both activation widths (int16, int8) against the double-precision
+//    reference with the derived bounds of matmul_ref.h, plus bitwise T=1 vs T=5 invariance on the real
+//    weights.
 //  * --apply DTYPE ROWS COLS T W_FILE X_FILE Y_FILE [ISA]: y = matmul of raw weight bytes and f32 x read
-//    from files (used by test/test_matmul_gguf.py, whose reference is the gguf package's dequantizer).
+//    from files (used by test/test_matmul_gguf.py, whose reference is the gguf package's dequantizer);
+//    the activation width comes from env BEAGLE_ACT_BITS (default 16) and is printed.
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -135,7 +137,7 @@ static int apply_mode(int argc, char** argv) {
     ThreadPool pool(2);
     cpu_matmul(y.data(), (const float*)xb.data(), W, T, pool);
     write_file_atomic(argv[8], y.data(), y.size() * 4);
-    printf("isa %s\n", cpu_matmul_isa());
+    printf("isa %s act_bits %d\n", cpu_matmul_isa(), cpu_matmul_act_bits());
     return 0;
 }
 
@@ -179,24 +181,27 @@ int main(int argc, char** argv) {
         std::vector<float> x((size_t)T * cols);
         std::normal_distribution<double> nd(0.0, 1.0);
         for (auto& v : x) v = (float)nd(g);
-        for (const char* isa : isas) {
-            cpu_matmul_set_isa(isa);
-            std::vector<float> y((size_t)T * rows), y1(rows);
-            cpu_matmul(y.data(), x.data(), W, T, pool);
-            bool ok = check_result(dt, f.data + t->offset, x, y.data(), rows, cols, T, isa);
-            CHECK(ok, "%s %s (%s %lld x %lld) vs double reference", isa, name, dtype_name(dt), (long long)rows,
-                  (long long)cols);
-            bool same = true;
-            for (int tt = 0; tt < T; tt++) {
-                cpu_matmul(y1.data(), x.data() + (size_t)tt * cols, W, 1, pool);
-                same &= memcmp(y1.data(), y.data() + (size_t)tt * rows, rows * 4) == 0;
+        for (const char* isa : isas)
+            for (int bits : {16, 8}) {
+                cpu_matmul_set_isa(isa);
+                cpu_matmul_set_act_bits(bits);
+                std::vector<float> y((size_t)T * rows), y1(rows);
+                cpu_matmul(y.data(), x.data(), W, T, pool);
+                bool ok = check_result(dt, f.data + t->offset, x, y.data(), rows, cols, T, isa, bits);
+                CHECK(ok, "%s int%d %s (%s %lld x %lld) vs double reference", isa, bits, name, dtype_name(dt),
+                      (long long)rows, (long long)cols);
+                bool same = true;
+                for (int tt = 0; tt < T; tt++) {
+                    cpu_matmul(y1.data(), x.data() + (size_t)tt * cols, W, 1, pool);
+                    same &= memcmp(y1.data(), y.data() + (size_t)tt * rows, rows * 4) == 0;
+                }
+                CHECK(same, "%s int%d %s: T=1 rows differ bitwise from the T=5 call", isa, bits, name);
+                printf("%s int%-2d %-22s %s %6lld x %-5lld ok=%d invariant=%d\n", isa, bits, name, dtype_name(dt),
+                       (long long)rows, (long long)cols, ok, same);
             }
-            CHECK(same, "%s %s: T=1 rows differ bitwise from the T=5 call", isa, name);
-            printf("%s %-22s %s %6lld x %-5lld ok=%d invariant=%d\n", isa, name, dtype_name(dt), (long long)rows,
-                   (long long)cols, ok, same);
-        }
     }
     cpu_matmul_set_isa("auto");
+    cpu_matmul_set_act_bits(16);
     printf("checked %d output values\n", g_cases);
     return test_summary("test_matmul_gguf");
 }

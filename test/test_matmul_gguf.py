@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 # test_matmul_gguf.py: cpu_matmul on real SmolLM2-135M tensors vs numpy with weights dequantized by the
 # gguf package (gguf.quants.dequantize): an independent reference for the Q4_1 and Q8_0 block layouts.
-# The raw tensor bytes and x go to a temp dir; build/test/test_matmul_gguf --apply computes y (both ISAs).
+# The raw tensor bytes and x go to a temp dir; build/test/test_matmul_gguf --apply computes y (both ISAs,
+# 16-bit activations (the default) and 8-bit ones, chosen by env BEAGLE_ACT_BITS).
 #
 # Tolerance, per output y[t, o] (u = 2^-24), derived not tuned: the kernel quantizes x per block of 32 to
-# d_x * q with |x_i - d_x q_i| <= d_x/2 + 3u|x_i| (d_x = max|x_block| / 127), so
-#   |y - sum_i w_i x_i| <= sum_i |w_i| (d_x/2 + 3u|x_i|)  +  (nb + 11) u sum_i |w_i| (|x_i| + d_x/2)
+# d_x * q with |x_i - d_x q_i| <= d_x/2 + 3u|x_i| (d_x = max|x_block| / QMAX, QMAX = 32767 or 127), so
+#   |y - sum_i w_i x_i| <= sum_i |w_i| (d_x/2 + 3u|x_i|)  +  R u sum_i |w_i| (|x_i| + d_x/2)
 # where the second term bounds the float rounding of the scales, block sums and accumulation
-# (nb = cols / 32) plus the reference's own float32 weights.
+# (R = nb + ceil(nb/8) + 5, derived in test_matmul.cpp, nb = cols / 32) plus 1 for the reference's own
+# float32 weights.
 # That bound is loose (a dropped block could hide under it), so a second, tight check replicates the
-# quantizer bit for bit in numpy float32 (d = f32(amax / 127), q = rint(x * f32(1 / d))) and compares
+# quantizer bit for bit in numpy float32 (d = f32(amax / QMAX), q = rint(x * f32(1 / d))) and compares
 # with the model y_model = sum_i w_i d_x q_i (gguf weights, in float64):
-#   |y - y_model| <= (nb + 11) u [ sum_i (|w_i| + |m_b|) |d_x q_i| + sum_b |m_b| |s_b| ]
+#   |y - y_model| <= (R + 1) u [ sum_i (|w_i| + |m_b|) |d_x q_i| + sum_b |m_b| |s_b| ]
 # (|m_b| = Q4_1 block min, 0 for Q8_0; s_b = d_x sum q), i.e. only float rounding is allowed.
 import os, subprocess, sys, tempfile
 import numpy as np
@@ -31,6 +33,7 @@ def main():
     reader = gguf.GGUFReader(model)
     tensors = {t.name: t for t in reader.tensors}
     isas = ["avx2", "avx512"]
+    widths = [(16, 32767.0), (8, 127.0)]  # activation bits, QMAX
     rng = np.random.default_rng(11)
     failures = 0
     cases = [("blk.0.attn_q.weight", "Q4_1", None), ("blk.3.ffn_up.weight", "Q4_1", None),
@@ -52,47 +55,53 @@ def main():
             x[2, 64:96] = 0.0                               # an all-zero block
             xd = x.astype(np.float64)
             ref = xd @ W.T                                  # (T, rows)
-            dx = np.abs(xd.reshape(T, -1, 32)).max(axis=2) / 127.0          # (T, nb)
-            half = np.repeat(dx / 2, 32, axis=1)            # (T, cols): d_x / 2 per element
             absW = np.abs(W)
             nb = cols // 32
-            tol = (half + 3 * U * np.abs(xd)) @ absW.T + (nb + 11) * U * ((np.abs(xd) + half) @ absW.T)
-            # bit-exact replica of the activation quantizer (float32 arithmetic, round half to even)
-            xb = x.reshape(T, nb, 32)
-            d = (np.abs(xb).max(axis=2) / np.float32(127.0)).astype(np.float32)
-            inv = np.where(d != 0, np.float32(1.0) / np.where(d != 0, d, np.float32(1.0)), np.float32(0.0)).astype(np.float32)
-            q = np.rint((xb * inv[:, :, None]).astype(np.float32))
-            xq = (q * d[:, :, None].astype(np.float64)).reshape(T, cols)         # d_x q, exact in float64
-            sb = np.abs((d * q.sum(axis=2).astype(np.float32)).astype(np.float64))  # |s_b|, (T, nb)
+            nround = nb + (nb + 7) // 8 + 6                 # kernel roundings (see test_matmul.cpp) + f32 weights
             if qtype == "Q4_1":
                 mabs = np.abs(raw.reshape(rows, nb, 20)[:, :, 2:4].copy().view(np.float16)[:, :, 0].astype(np.float64))
             else:
                 mabs = np.zeros((rows, nb))
-            model_y = xq @ W.T
-            tol_model = (nb + 11) * U * (np.abs(xq) @ (absW + np.repeat(mabs, 32, axis=1)).T + sb @ mabs.T)
             wfile, xfile, yfile = (os.path.join(tmp, f) for f in ("w.bin", "x.bin", "y.bin"))
             raw.tofile(wfile); x.tofile(xfile)
-            for isa in isas:
-                p = subprocess.run([tool, "--apply", qtype, str(rows), str(cols), str(T), wfile, xfile, yfile, isa],
-                                   capture_output=True, text=True)
-                if p.returncode != 0:
-                    if isa == "avx512" and "lacks" in p.stderr:
-                        print(f"note: {isa} not available on this CPU"); continue
-                    print(f"FAIL: {name} {isa}: tool failed: {p.stderr.strip()}"); failures += 1; continue
-                y = np.fromfile(yfile, dtype=np.float32).reshape(T, rows).astype(np.float64)
-                err = np.abs(y - ref)
-                ratio = float((err / tol).max())
-                rel = float(np.linalg.norm(y - ref) / np.linalg.norm(ref))
-                err_m = np.abs(y - model_y)
-                ratio_m = float((err_m / tol_model).max())
-                ok = bool((err <= tol).all()) and bool((err_m <= tol_model).all())
-                print(f"{'ok  ' if ok else 'FAIL'} {isa:6s} {name:22s} {qtype} {rows}x{cols} T={T}: "
-                      f"vs exact x: max err/tol {ratio:.3f} (rel L2 {rel:.1e}); vs int8 model: max err/tol {ratio_m:.3f} "
-                      f"(max |err| {err_m.max():.2g})")
-                if not ok:
-                    i = np.unravel_index(np.argmax(err_m / tol_model), err.shape)
-                    print(f"     worst at {i}: got {y[i]:.9g} model {model_y[i]:.9g} tol {tol_model[i]:.3g}")
-                    failures += 1
+            for bits, qmax in widths:
+                dx = np.abs(xd.reshape(T, -1, 32)).max(axis=2) / qmax           # (T, nb)
+                half = np.repeat(dx / 2, 32, axis=1)        # (T, cols): d_x / 2 per element
+                tol = (half + 3 * U * np.abs(xd)) @ absW.T + nround * U * ((np.abs(xd) + half) @ absW.T)
+                # bit-exact replica of the activation quantizer (float32 arithmetic, round half to even)
+                xb = x.reshape(T, nb, 32)
+                d = (np.abs(xb).max(axis=2) / np.float32(qmax)).astype(np.float32)
+                inv = np.where(d != 0, np.float32(1.0) / np.where(d != 0, d, np.float32(1.0)), np.float32(0.0)).astype(np.float32)
+                q = np.rint((xb * inv[:, :, None]).astype(np.float32))
+                assert np.abs(q).max() <= qmax
+                xq = (q * d[:, :, None].astype(np.float64)).reshape(T, cols)     # d_x q, exact in float64
+                sb = np.abs((d * q.sum(axis=2).astype(np.float32)).astype(np.float64))  # |s_b|, (T, nb)
+                model_y = xq @ W.T
+                tol_model = nround * U * (np.abs(xq) @ (absW + np.repeat(mabs, 32, axis=1)).T + sb @ mabs.T)
+                for isa in isas:
+                    p = subprocess.run([tool, "--apply", qtype, str(rows), str(cols), str(T), wfile, xfile, yfile, isa],
+                                       capture_output=True, text=True, env=dict(os.environ, BEAGLE_ACT_BITS=str(bits)))
+                    if p.returncode != 0:
+                        if isa == "avx512" and "lacks" in p.stderr:
+                            print(f"note: {isa} not available on this CPU"); continue
+                        print(f"FAIL: {name} {isa}: tool failed: {p.stderr.strip()}"); failures += 1; continue
+                    if f"act_bits {bits}" not in p.stdout:
+                        print(f"FAIL: {name} {isa}: tool did not use {bits}-bit activations: {p.stdout.strip()}")
+                        failures += 1; continue
+                    y = np.fromfile(yfile, dtype=np.float32).reshape(T, rows).astype(np.float64)
+                    err = np.abs(y - ref)
+                    ratio = float((err / tol).max())
+                    rel = float(np.linalg.norm(y - ref) / np.linalg.norm(ref))
+                    err_m = np.abs(y - model_y)
+                    ratio_m = float((err_m / tol_model).max())
+                    ok = bool((err <= tol).all()) and bool((err_m <= tol_model).all())
+                    print(f"{'ok  ' if ok else 'FAIL'} {isa:6s} int{bits:<2d} {name:22s} {qtype} {rows}x{cols} T={T}: "
+                          f"vs exact x: max err/tol {ratio:.3f} (rel L2 {rel:.1e}); vs quantized model: max err/tol "
+                          f"{ratio_m:.3f} (max |err| {err_m.max():.2g})")
+                    if not ok:
+                        i = np.unravel_index(np.argmax(err_m / tol_model), err.shape)
+                        print(f"     worst at {i}: got {y[i]:.9g} model {model_y[i]:.9g} tol {tol_model[i]:.3g}")
+                        failures += 1
     print(f"test_matmul_gguf.py: {failures} failed")
     return 1 if failures else 0
 

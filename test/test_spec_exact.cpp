@@ -37,8 +37,10 @@ int main() {
         BeagleDraftParams chain;
         chain.tree = false;
         chain.gamma = 5;
-        BeagleDraftParams tree;
-        tree.total_tokens = 16;
+        BeagleDraftParams tree;  // small tree for the random draft: it is rejected at depth 1 anyway
+        tree.depth = 3;
+        tree.topk = 4;
+        tree.total_tokens = 12;
         BeagleDraftParams tree_nc = tree;
         tree_nc.concat = false;
         dcases.push_back({"random chain", &rnd, chain});
@@ -48,7 +50,7 @@ int main() {
         DraftWeights trained;
         if (file_exists(shipped)) {
             trained = load_draft(shipped);
-            BeagleDraftParams big = tree;
+            BeagleDraftParams big;  // the paper's GPU setting: depth 5, top-10, 60 nodes
             big.total_tokens = 60;
             dcases.push_back({"trained chain", &trained, chain});
             dcases.push_back({"trained tree", &trained, tree});

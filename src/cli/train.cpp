@@ -56,6 +56,7 @@ int cmd_train(int argc, char** argv) {
     a.integer("--topk", &topk, "evaluation: tree top-k");
     a.integer("--total-tokens", &total, "evaluation: tree nodes per verify pass");
     a.flag("--eval-no-concat", &o.eval_no_concat, "evaluation: draft queries see true states only (not their own predictions)");
+    a.flag("--eval-no-chat", &o.eval_no_chat, "evaluation: prompts as plain text (default: chat template if the tokenizer has one)");
     a.integer("-t,--threads", &threads, "CPU threads (0 = all)");
     a.flag("-q,--quiet", &quiet, "no progress output");
     if (!a.parse(argc, argv)) return 0;

@@ -457,7 +457,8 @@ TrainResult run_train(const TrainLoopOptions& o) {
     std::vector<float> states;
     std::vector<uint8_t> lmask;
     std::unique_ptr<Progress> prog;
-    if (!o.quiet) prog.reset(new Progress("train", stop_at, "step"));
+    const long step0 = step;  // the bar counts this process's steps (its rate and ETA stay right after a resume)
+    if (!o.quiet) prog.reset(new Progress(step0 ? strfmt("train (from step %ld)", step0) : "train", stop_at - step0, "step"));
     double t_loop = now_seconds(), t_seg = t_loop;
     int64_t seg_tokens = 0, run_tokens = 0;  // since the last checkpoint; since this process started
     while (step < stop_at) {
@@ -530,7 +531,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
         }
         if (prog) {
             double el = now_seconds() - t_loop;
-            prog->update(step, strfmt("ep %d/%d st %d  loss %.4f (ce %.3f vl %.3f)  %.0f tok/s", epoch + 1, E, stage,
+            prog->update(step - step0, strfmt("ep %d/%d st %d  loss %.4f (ce %.3f vl %.3f)  %.0f tok/s", epoch + 1, E, stage,
                                       tail_mean(history, 0, 20, &StepRecord::loss), tail_mean(history, 0, 20, &StepRecord::ce),
                                       tail_mean(history, 0, 20, &StepRecord::vloss),
                                       el > 0 ? (double)run_tokens / el : 0.0));
@@ -593,13 +594,15 @@ TrainResult run_train(const TrainLoopOptions& o) {
 
     // acceptance on held-out prompts
     double eval_seconds = 0;
+    bool eval_chat = false;
     if (!o.eval_prompts.empty()) {
         double te = now_seconds();
         Session s(o.model, o.tokenizer, threads, 0, 64);
         std::vector<Prompt> ps = load_prompts(o.eval_prompts);
         std::vector<std::vector<int>> prompts;
+        eval_chat = !o.eval_no_chat && !s.tok->spec().chat_template.empty();  // as beagle datagen does
         for (size_t i = 0; i < ps.size() && (int)prompts.size() < o.eval_n; i++)
-            prompts.push_back(s.encode_prompt(ps[i].text, false, ""));
+            prompts.push_back(s.encode_prompt(ps[i].text, eval_chat, ""));
         BEAGLE_CHECK(!prompts.empty(), "no evaluation prompts in '%s'", o.eval_prompts.c_str());
         BeagleDraftParams chain, tree;
         chain.tree = false;
@@ -661,8 +664,9 @@ TrainResult run_train(const TrainLoopOptions& o) {
                      num(tail_mean(history, 0, 20, &StepRecord::loss)).c_str());
         if (res.evaluated) {
             js += strfmt("  \"eval\": {\"prompts_file\": %s, \"prompts\": %d, \"tokens_per_prompt\": %d, \"greedy\": true, "
-                         "\"concat\": %s,\n",
-                         json_str(o.eval_prompts).c_str(), res.tree.prompts, o.eval_tokens, o.eval_no_concat ? "false" : "true");
+                         "\"concat\": %s, \"chat\": %s,\n",
+                         json_str(o.eval_prompts).c_str(), res.tree.prompts, o.eval_tokens, o.eval_no_concat ? "false" : "true",
+                         eval_chat ? "true" : "false");
             js += strfmt("    \"chain\": {\"gamma\": %d, \"stats\": %s},\n", o.gamma, eval_json(res.chain).c_str());
             js += strfmt("    \"tree\": {\"depth\": %d, \"topk\": %d, \"total_tokens\": %d, \"stats\": %s}},\n", o.depth, o.topk,
                          o.total_tokens, eval_json(res.tree).c_str());

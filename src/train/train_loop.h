@@ -42,6 +42,7 @@ struct TrainLoopOptions {
     int eval_n = 50, eval_tokens = 128;
     int gamma = 5, depth = 5, topk = 10, total_tokens = 60;
     bool eval_no_concat = false;      // draft queries see true states only (SPEC's no-concat mode)
+    bool eval_no_chat = false;        // prompts as plain text even if the tokenizer has a chat template
     bool quiet = false;               // no progress output (tests)
 };
 

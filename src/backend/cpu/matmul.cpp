@@ -143,9 +143,15 @@ struct FloatKernel {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Quantized weights. Per block b of 32: integer dot I = sum q_w * q_x as 8 int32 lanes (each the sum
-// of 4 consecutive products, exact), then acc (8 lanes) = fma(sc[b], float(I), acc) with
-// sc[b] = d_w[b] * d_x[b] (one float product, computed 8 blocks at a time per chunk of KB blocks).
+// Quantized weights. Per block b of 32: integer dot I = sum q_w * q_x as 8 int32 lanes, each the
+// exact sum of 4 products, then acc (8 lanes) = fma(sc[b], float(I), acc) with sc[b] = d_w[b] * d_x[b]
+// (one float product, computed 8 blocks at a time per chunk of KB blocks).
+//  * int16 activations (BITS = 16, nibble order of quantize.h): weights widened to int16 (Q4 nibbles
+//    zero-extended by dword shifts 0/4 and 8/12 + mask 0x000F000F; Q8_0 low/high bytes of each word
+//    sign-extended by arithmetic shifts), I = madd(w01, x01) + madd(w23, x23). Bounds: a lane sums
+//    4 products |q_w q_x| <= 128 * 32767 (Q8_0; Q4: 15 * 32767), so |I| <= 16,776,704 < 2^24: the int32
+//    sums cannot overflow, and float(I) is exact.
+//  * int8 activations (BITS = 8): I = madd(maddubs(|w| or nibbles, x with w's sign), 1), |I| <= 4 * 128 * 127.
 // Q4_1 (x = d q + m) and Q4_0 (x = d (q - 8), i.e. m = -8 d) then add sum_b m[b] * s_x[b] into the same
 // accumulator, 8 blocks per FMA over the zero-padded arrays m[] and s_x[]. Result = hsum8(acc) (or
 // reduce8, the same bits).
@@ -153,7 +159,7 @@ struct FloatKernel {
 // Scratch (floats, nbp = nb_pad): dbuf[RT][nbp] = d_w, mbuf[RT][nbp] = m_w (both filled by prepare()
 // once per row tile, zero padded), then sc[R * C][KB] per chunk.
 
-template <DType DT>
+template <DType DT, int BITS>
 struct QuantKernel {
     static constexpr int BS = DT == DType::Q8_0 ? 34 : DT == DType::Q4_0 ? 18 : 20;  // block bytes
     static constexpr int QOFF = DT == DType::Q4_1 ? 4 : 2;                          // offset of qs
@@ -183,6 +189,69 @@ struct QuantKernel {
         }
     }
 
+    // acc[r][c] += sc * float(I) for block b, int16 activations xq16[c] (nibble order, quantize.h).
+    template <int R, int C>
+    static inline void block16(const uint8_t* const* wr, int64_t b, const int16_t* const* xq16, const float* scb,
+                               __m256 (&acc)[R][C]) {
+        const __m256i low4w = _mm256_set1_epi32(0x000F000F);                     // one nibble per word
+        const __m256i shift01 = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);      // nibble groups 0, 1
+        const __m256i shift23 = _mm256_setr_epi32(8, 8, 8, 8, 12, 12, 12, 12);  // nibble groups 2, 3
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m256i w01, w23;  // int16 weights of nibble-order groups (0, 1) and (2, 3)
+            if (DT == DType::Q8_0) {
+                const __m256i v = _mm256_loadu_si256((const __m256i*)(wr[r] + b * BS));
+                w01 = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);  // low bytes: even elements
+                w23 = _mm256_srai_epi16(v, 8);                        // high bytes: odd elements
+            } else {
+                const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)(wr[r] + b * BS)));
+                w01 = _mm256_and_si256(_mm256_srlv_epi32(raw, shift01), low4w);
+                w23 = _mm256_and_si256(_mm256_srlv_epi32(raw, shift23), low4w);
+            }
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const __m256i* xv = (const __m256i*)(xq16[c] + b * 32);
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(w01, _mm256_load_si256(xv)),
+                                                   _mm256_madd_epi16(w23, _mm256_load_si256(xv + 1)));
+                acc[r][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(scb + (r * C + c) * KB), _mm256_cvtepi32_ps(p), acc[r][c]);
+            }
+        }
+    }
+
+    // The same with int8 activations xq[c] (natural order).
+    template <int R, int C>
+    static inline void block8(const uint8_t* const* wr, int64_t b, const int8_t* const* xq, const float* scb,
+                              __m256 (&acc)[R][C]) {
+        const __m256i ones16 = _mm256_set1_epi16(1);
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        const __m256i shift_hi = _mm256_setr_epi64x(0, 0, 4, 4);
+        __m256i wq[R];  // Q4: unsigned nibbles; Q8_0: |q| (the sign goes onto x)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            if (DT == DType::Q8_0) {
+                wq[r] = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i*)(wr[r] + b * BS)));
+            } else {  // [qs, qs >> 4] & 15 = elements 0..15, 16..31 (bits shifted across bytes are masked)
+                __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)(wr[r] + b * BS)));
+                wq[r] = _mm256_and_si256(_mm256_srlv_epi64(raw, shift_hi), low4);
+            }
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const __m256i xv = _mm256_load_si256((const __m256i*)(xq[c] + b * 32));
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                __m256i p;
+                if (DT == DType::Q8_0)  // |w| * (x with w's sign): products fit maddubs (<= 2 * 128 * 127)
+                    p = _mm256_maddubs_epi16(wq[r],
+                                             _mm256_sign_epi8(xv, _mm256_loadu_si256((const __m256i*)(wr[r] + b * BS))));
+                else
+                    p = _mm256_maddubs_epi16(wq[r], xv);
+                p = _mm256_madd_epi16(p, ones16);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(scb + (r * C + c) * KB), _mm256_cvtepi32_ps(p), acc[r][c]);
+            }
+        }
+    }
+
     template <int R, int C>
     static void tile(const MatmulJob& j, int64_t r0, int t0, float* scratch) {
         const QuantActs& a = j.acts;
@@ -192,15 +261,14 @@ struct QuantKernel {
         float* sc = scratch + 2 * RT * nbp;  // sc[(r * C + c) * KB + i] = d_w * d_x of block b0 + i
         const uint8_t* wr[R];
         const int8_t* xq[C];
+        const int16_t* xq16[C];
         const float* xd[C];
         for (int r = 0; r < R; r++) wr[r] = j.w + (uint64_t)(r0 + r) * j.row_bytes + QOFF;
         for (int c = 0; c < C; c++) {
             xq[c] = qa_q(a, t0 + c);
+            xq16[c] = qa_q16(a, t0 + c);
             xd[c] = qa_d(a, t0 + c);
         }
-        const __m256i ones16 = _mm256_set1_epi16(1);
-        const __m256i low4 = _mm256_set1_epi8(0x0F);
-        const __m256i shift_hi = _mm256_setr_epi64x(0, 0, 4, 4);
         __m256 acc[R][C];
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
@@ -220,33 +288,11 @@ struct QuantKernel {
                     _mm_prefetch((const char*)pf, _MM_HINT_T0);
                     _mm_prefetch((const char*)pf + 64, _MM_HINT_T0);
                 }
-                __m256i wq[R];  // Q4: unsigned nibbles; Q8_0: |q| (the sign goes onto x)
-#pragma GCC unroll 4
-                for (int r = 0; r < R; r++) {
-                    if (DT == DType::Q8_0) {
-                        wq[r] = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i*)(wr[r] + b * BS)));
-                    } else {  // [qs, qs >> 4] & 15 = elements 0..15, 16..31 (bits shifted across bytes are masked)
-                        __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)(wr[r] + b * BS)));
-                        wq[r] = _mm256_and_si256(_mm256_srlv_epi64(raw, shift_hi), low4);
-                    }
-                }
                 const float* scb = sc + (b - b0);
-#pragma GCC unroll 4
-                for (int c = 0; c < C; c++) {
-                    const __m256i xv = _mm256_load_si256((const __m256i*)(xq[c] + b * 32));
-#pragma GCC unroll 4
-                    for (int r = 0; r < R; r++) {
-                        __m256i p;
-                        if (DT == DType::Q8_0)  // |w| * (x with w's sign): products fit maddubs (<= 2 * 128 * 127)
-                            p = _mm256_maddubs_epi16(
-                                wq[r], _mm256_sign_epi8(xv, _mm256_loadu_si256((const __m256i*)(wr[r] + b * BS))));
-                        else
-                            p = _mm256_maddubs_epi16(wq[r], xv);
-                        p = _mm256_madd_epi16(p, ones16);
-                        acc[r][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(scb + (r * C + c) * KB), _mm256_cvtepi32_ps(p),
-                                                    acc[r][c]);
-                    }
-                }
+                if constexpr (BITS == 16)
+                    block16<R, C>(wr, b, xq16, scb, acc);
+                else
+                    block8<R, C>(wr, b, xq, scb, acc);
             }
         }
         if (DT != DType::Q8_0) {  // + sum_b m[b] * s_x[b], into the same accumulator
@@ -318,6 +364,25 @@ int current_isa() {
     return v;
 }
 
+// Activation bits: 0 = not chosen yet (read BEAGLE_ACT_BITS on first use).
+std::atomic<int> g_act_bits{0};
+
+int parse_act_bits(const char* s) {
+    std::string v = s ? s : "";
+    if (v == "" || v == "16") return 16;
+    if (v == "8") return 8;
+    fail("matmul activation bits: expected 8 or 16 (e.g. in BEAGLE_ACT_BITS), found '%s'", v.c_str());
+}
+
+int current_act_bits() {
+    int v = g_act_bits.load(std::memory_order_relaxed);
+    if (v == 0) {
+        v = parse_act_bits(getenv("BEAGLE_ACT_BITS"));
+        g_act_bits.store(v);
+    }
+    return v;
+}
+
 // Reusable scratch of the calling thread (activations + per-worker row-scale buffers): no malloc
 // per call once it has grown, and concurrent callers on different threads never share it.
 uint8_t* scratch_bytes(size_t n) {
@@ -339,6 +404,13 @@ void cpu_matmul_set_isa(const char* name) { g_isa.store(parse_isa(name)); }
 
 const char* cpu_matmul_isa() { return current_isa() == ISA_AVX512 ? "avx512" : "avx2"; }
 
+void cpu_matmul_set_act_bits(int bits) {
+    if (bits != 8 && bits != 16) fail("cpu_matmul_set_act_bits: expected 8 or 16, found %d", bits);
+    g_act_bits.store(bits);
+}
+
+int cpu_matmul_act_bits() { return current_act_bits(); }
+
 int64_t matmul_scratch_floats(const MatmulJob& job) {
     // dbuf, mbuf: 4 rows each; sc: 4 x 4 (row, token) pairs; the same bound serves both ISAs (tiles <= 4 x 4)
     if (!dtype_is_quantized(job.dtype)) return 16;
@@ -350,9 +422,18 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, float* scratch
         case DType::F32: rows_loop<FloatKernel<DType::F32>>(j, r0, r1, scratch); break;
         case DType::F16: rows_loop<FloatKernel<DType::F16>>(j, r0, r1, scratch); break;
         case DType::BF16: rows_loop<FloatKernel<DType::BF16>>(j, r0, r1, scratch); break;
-        case DType::Q8_0: rows_loop<QuantKernel<DType::Q8_0>>(j, r0, r1, scratch); break;
-        case DType::Q4_0: rows_loop<QuantKernel<DType::Q4_0>>(j, r0, r1, scratch); break;
-        case DType::Q4_1: rows_loop<QuantKernel<DType::Q4_1>>(j, r0, r1, scratch); break;
+        case DType::Q8_0:
+            if (j.acts.bits == 16) rows_loop<QuantKernel<DType::Q8_0, 16>>(j, r0, r1, scratch);
+            else rows_loop<QuantKernel<DType::Q8_0, 8>>(j, r0, r1, scratch);
+            break;
+        case DType::Q4_0:
+            if (j.acts.bits == 16) rows_loop<QuantKernel<DType::Q4_0, 16>>(j, r0, r1, scratch);
+            else rows_loop<QuantKernel<DType::Q4_0, 8>>(j, r0, r1, scratch);
+            break;
+        case DType::Q4_1:
+            if (j.acts.bits == 16) rows_loop<QuantKernel<DType::Q4_1, 16>>(j, r0, r1, scratch);
+            else rows_loop<QuantKernel<DType::Q4_1, 8>>(j, r0, r1, scratch);
+            break;
         default: fail("matmul_rows_avx2: unsupported dtype %s", dtype_name(j.dtype));
     }
 }
@@ -394,8 +475,9 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     const int nth = pool.size();
     size_t act_bytes = 0;
     if (dtype_is_quantized(W.dtype)) {
-        quant_acts_layout(job.acts, W.cols, /*interleaved=*/isa == ISA_AVX512,
-                          /*with_corr=*/isa == ISA_AVX512 && W.dtype == DType::Q8_0);
+        const int bits = current_act_bits();
+        quant_acts_layout(job.acts, W.cols, bits, /*interleaved=*/bits == 8 && isa == ISA_AVX512,
+                          /*with_corr=*/bits == 8 && isa == ISA_AVX512 && W.dtype == DType::Q8_0);
         act_bytes = job.acts.stride * (size_t)T;
     }
     const size_t per_thread = ((size_t)matmul_scratch_floats(job) * sizeof(float) + 63) / 64 * 64;

@@ -12,8 +12,8 @@ namespace beagle {
 
 // y[t * W.rows + o] = sum_i W[o, i] * x[t * W.cols + i], for t < T, o < W.rows.
 // Weights: F32, F16, BF16 (converted on the fly, FMA with f32 x) and Q8_0, Q4_0, Q4_1 (x quantized
-// to int8 blocks, see quantize.h; integer block dot products scaled by d_w * d_x). Quantized weights
-// need W.cols % 32 == 0 (else Error).
+// to int16 blocks by default, or int8, see quantize.h and cpu_matmul_set_act_bits; exact integer block
+// dot products scaled by d_w * d_x). Quantized weights need W.cols % 32 == 0 (else Error).
 // Batch invariant: y[t, o] is bit-identical whatever T, the thread count or the tiling, for a given
 // ISA (the AVX2 and AVX-512 paths may differ from each other in the last bits).
 void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& pool);
@@ -24,6 +24,12 @@ void cpu_matmul_set_isa(const char* name);
 const char* cpu_matmul_isa();         // "avx2" or "avx512": what cpu_matmul uses now
 bool cpu_has_avx512_vnni();           // runtime CPU check (cpuid + OS support)
 
+// Activation precision of the quantized-weight kernels: 16 (default; per-block error d_x/2 with
+// d_x = max|x|/32767, close to float) or 8 (ggml q8_0/q8_1 style, 256x coarser, ~2x faster prefill
+// on AVX-512; kept for comparison). Default: env BEAGLE_ACT_BITS ("8" or "16"), else 16. Error otherwise.
+void cpu_matmul_set_act_bits(int bits);
+int cpu_matmul_act_bits();            // what cpu_matmul uses now
+
 // ---- internal: shared by matmul.cpp and matmul_avx512.cpp
 struct MatmulJob {
     float* y = nullptr;
@@ -33,7 +39,7 @@ struct MatmulJob {
     int64_t rows = 0, cols = 0;
     uint64_t row_bytes = 0;
     int T = 0;
-    QuantActs acts;                // quantized weights: the int8 activations
+    QuantActs acts;                // quantized weights: the int16 or int8 activations (acts.bits)
 };
 // Floats of per-thread scratch the row kernels need (per-row block scales and mins of a row tile).
 int64_t matmul_scratch_floats(const MatmulJob& job);

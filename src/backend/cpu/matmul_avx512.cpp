@@ -5,8 +5,8 @@
 //
 // Same structure as the AVX2 kernels in matmul.cpp (tiles of up to 4 rows x 4 tokens, one accumulator
 // per (row, token) with a fixed instruction sequence, zero padding for tails), but 16 lanes: quantized
-// weights are processed two blocks of 32 at a time (interleaved lanes, see quantize.h), with vpdpbusd
-// for the integer dot products.
+// weights with int16 activations take one block of 32 per 512-bit vpdpwssd; with int8 activations two
+// blocks at a time (interleaved lanes, see quantize.h) per vpdpbusd.
 // GCC 12 warns falsely about _mm512_undefined_*() inside its own intrinsic headers (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -144,7 +144,20 @@ struct FloatKernel {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Quantized weights, a pair of blocks (2k, 2k+1) per step, in the interleaved layout of quantize.h:
+// Quantized weights, int16 activations (BITS = 16), one block b per step, x in the nibble order of
+// quantize.h (group k = 128-bit lane k holds elements 2j + {0, 16, 1, 17}[k]). The weights widened to
+// int16 in that order without shuffles:
+//   Q4_0/Q4_1: the 16 bytes of nibbles broadcast to the 4 lanes, lane k shifted right by 4k (as dwords)
+//              and masked with 0x000F000F (zero extension of one nibble per word);
+//   Q8_0:      the 32 int8 broadcast to both 256-bit halves; words of the low half shifted left by 8,
+//              then all words arithmetic-shifted right by 8: low half = even elements (groups 0, 1),
+//              high half = odd elements (groups 2, 3), sign-extended.
+// I = vpdpwssd(0, w, x): 16 int32 lanes, each the exact sum of 2 products with |q_w q_x| <= 128 * 32767
+// (Q8_0; Q4: 15 * 32767), so |I| < 2^23: no overflow and float(I) is exact. Then
+// acc = fma(sc[b] x 16, float(I), acc) with sc[b] = d_w[b] * d_x[b] as in the int8 kernel below.
+//
+// Quantized weights, int8 activations (BITS = 8), a pair of blocks (2k, 2k+1) per step, in the
+// interleaved layout of quantize.h:
 // int32 lane l holds 4 products of block 2k + (l & 1). Integer part per lane (exact):
 //   Q4_0/Q4_1: I = vpdpbusd(0, nibbles (unsigned), q_x)
 //   Q8_0:      I = vpdpbusd(corr_x, q_w + 128 (unsigned), q_x), corr_x = -128 * (sum of the lane's 4 q_x)
@@ -154,7 +167,7 @@ struct FloatKernel {
 // FMA. Result = hsum16(acc) (or reduce16, the same bits).
 // Scratch (floats, nbp = nb_pad): dbuf[RT][nbp], mbuf[RT][nbp] from prepare(), sc[R * C][KB] per chunk.
 
-template <DType DT>
+template <DType DT, int BITS>
 struct QuantKernel {
     static constexpr int BS = DT == DType::Q8_0 ? 34 : DT == DType::Q4_0 ? 18 : 20;  // block bytes
     static constexpr int QOFF = DT == DType::Q4_1 ? 4 : 2;                          // offset of qs
@@ -203,6 +216,75 @@ struct QuantKernel {
         return _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
     }
 
+    // The 32 int16 weights of block blk in the nibble order of quantize.h (see above).
+    static inline __m512i load_block16(const uint8_t* blk) {
+        if (DT == DType::Q8_0) {
+            const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(blk + QOFF)));
+            return _mm512_srai_epi16(_mm512_mask_slli_epi16(v, (__mmask32)0x0000FFFFu, v, 8), 8);
+        }
+        const __m512i shifts = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+        const __m512i raw = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)(blk + QOFF)));
+        return _mm512_and_si512(_mm512_srlv_epi32(raw, shifts), _mm512_set1_epi32(0x000F000F));
+    }
+
+    // acc[r][c] += sc[b] * float(I) for blocks b of [b0, bend), int16 activations.
+    template <int R, int C>
+    static inline void blocks16(const MatmulJob& j, const uint8_t* const* wr, const int16_t* const* xq, int64_t b0,
+                                int64_t bend, const float* sc, __m512 (&acc)[R][C]) {
+        for (int64_t b = b0; b < bend; b++) {
+            if (C == 1) {  // decode streams the weights once: prefetch the tile two tiles ahead
+                const char* pf = (const char*)(wr[0] + 2 * RT * j.row_bytes + b * (RT * BS));
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+            }
+            const float* scb = sc + (b - b0);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const __m512i w = load_block16(wr[r] + b * BS);
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    const __m512i isum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w,
+                                                             _mm512_load_si512((const void*)(xq[c] + b * 32)));
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(scb[(r * C + c) * KB]), _mm512_cvtepi32_ps(isum), acc[r][c]);
+                }
+            }
+        }
+    }
+
+    // acc[r][c] += [sc[2k], sc[2k+1]] * float(I) for the block pairs of [b0, bend), int8 activations.
+    template <int R, int C>
+    static inline void blocks8(const MatmulJob& j, const uint8_t* const* wr, const int8_t* const* xq,
+                               const int32_t* const* xc, int64_t b0, int64_t bend, int64_t nb, const float* sc,
+                               __m512 (&acc)[R][C]) {
+        const int64_t kend = (bend + 1) / 2;
+        for (int64_t k = b0 / 2; k < kend; k++) {
+            if (C == 1) {  // decode streams the weights once: prefetch the tile two tiles ahead
+                const char* pf = (const char*)(wr[0] + 2 * RT * j.row_bytes + k * (RT * 2 * BS));
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                _mm_prefetch(pf + 128, _MM_HINT_T0);
+            }
+            const bool second = 2 * k + 1 < nb;
+            __m512i wq[R];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) wq[r] = load_pair(wr[r] + 2 * k * BS, second);
+            const float* sck = sc + (2 * k - b0);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const __m512i xv = _mm512_load_si512((const void*)(xq[c] + 64 * k));
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    __m512i init = DT == DType::Q8_0 ? _mm512_load_si512((const void*)(xc[c] + 16 * k))
+                                                     : _mm512_setzero_si512();
+                    __m512i isum = _mm512_dpbusd_epi32(init, wq[r], xv);
+                    const __m512 s2 = _mm512_castpd_ps(_mm512_broadcastsd_pd(
+                        _mm_load_sd((const double*)(sck + (r * C + c) * KB))));  // [sc[2k], sc[2k+1]] x 8
+                    acc[r][c] = _mm512_fmadd_ps(s2, _mm512_cvtepi32_ps(isum), acc[r][c]);
+                }
+            }
+        }
+    }
+
     template <int R, int C>
     static void tile(const MatmulJob& j, int64_t r0, int t0, float* scratch) {
         const QuantActs& a = j.acts;
@@ -212,12 +294,14 @@ struct QuantKernel {
         float* sc = scratch + 2 * RT * nbp;  // sc[(r * C + c) * KB + i] = d_w * d_x of block b0 + i
         const uint8_t* wr[R];
         const int8_t* xq[C];
+        const int16_t* xq16[C];
         const int32_t* xc[C];
         const float* xd[C];
         for (int r = 0; r < R; r++) wr[r] = j.w + (uint64_t)(r0 + r) * j.row_bytes;
         for (int c = 0; c < C; c++) {
             xq[c] = qa_q(a, t0 + c);
-            xc[c] = DT == DType::Q8_0 ? qa_corr(a, t0 + c) : nullptr;
+            xq16[c] = qa_q16(a, t0 + c);
+            xc[c] = DT == DType::Q8_0 && BITS == 8 ? qa_corr(a, t0 + c) : nullptr;
             xd[c] = qa_d(a, t0 + c);
         }
         __m512 acc[R][C];
@@ -232,33 +316,11 @@ struct QuantKernel {
                     for (int i = 0; i < KB; i += 16)
                         _mm512_store_ps(sc + (r * C + c) * KB + i, _mm512_mul_ps(_mm512_load_ps(dbuf + r * nbp + b0 + i),
                                                                                   _mm512_load_ps(xd[c] + b0 + i)));
-            const int64_t kend = (min64(nb, b0 + KB) + 1) / 2;
-            for (int64_t k = b0 / 2; k < kend; k++) {
-                if (C == 1) {  // decode streams the weights once: prefetch the tile two tiles ahead
-                    const char* pf = (const char*)(wr[0] + 2 * RT * j.row_bytes + k * (RT * 2 * BS));
-                    _mm_prefetch(pf, _MM_HINT_T0);
-                    _mm_prefetch(pf + 64, _MM_HINT_T0);
-                    _mm_prefetch(pf + 128, _MM_HINT_T0);
-                }
-                const bool second = 2 * k + 1 < nb;
-                __m512i wq[R];
-#pragma GCC unroll 4
-                for (int r = 0; r < R; r++) wq[r] = load_pair(wr[r] + 2 * k * BS, second);
-                const float* sck = sc + (2 * k - b0);
-#pragma GCC unroll 4
-                for (int c = 0; c < C; c++) {
-                    const __m512i xv = _mm512_load_si512((const void*)(xq[c] + 64 * k));
-#pragma GCC unroll 4
-                    for (int r = 0; r < R; r++) {
-                        __m512i init = DT == DType::Q8_0 ? _mm512_load_si512((const void*)(xc[c] + 16 * k))
-                                                         : _mm512_setzero_si512();
-                        __m512i isum = _mm512_dpbusd_epi32(init, wq[r], xv);
-                        const __m512 s2 = _mm512_castpd_ps(_mm512_broadcastsd_pd(
-                            _mm_load_sd((const double*)(sck + (r * C + c) * KB))));  // [sc[2k], sc[2k+1]] x 8
-                        acc[r][c] = _mm512_fmadd_ps(s2, _mm512_cvtepi32_ps(isum), acc[r][c]);
-                    }
-                }
-            }
+            const int64_t bend = min64(nb, b0 + KB);
+            if constexpr (BITS == 16)
+                blocks16<R, C>(j, wr, xq16, b0, bend, sc, acc);
+            else
+                blocks8<R, C>(j, wr, xq, xc, b0, bend, nb, sc, acc);
         }
         if (DT != DType::Q8_0) {  // + sum_b m[b] * s_x[b], into the same accumulator
             const int64_t nb16 = (nb + 15) / 16 * 16;
@@ -310,9 +372,18 @@ void matmul_rows_avx512(const MatmulJob& j, int64_t r0, int64_t r1, float* scrat
         case DType::F32: rows_loop<FloatKernel<DType::F32>>(j, r0, r1, scratch); break;
         case DType::F16: rows_loop<FloatKernel<DType::F16>>(j, r0, r1, scratch); break;
         case DType::BF16: rows_loop<FloatKernel<DType::BF16>>(j, r0, r1, scratch); break;
-        case DType::Q8_0: rows_loop<QuantKernel<DType::Q8_0>>(j, r0, r1, scratch); break;
-        case DType::Q4_0: rows_loop<QuantKernel<DType::Q4_0>>(j, r0, r1, scratch); break;
-        case DType::Q4_1: rows_loop<QuantKernel<DType::Q4_1>>(j, r0, r1, scratch); break;
+        case DType::Q8_0:
+            if (j.acts.bits == 16) rows_loop<QuantKernel<DType::Q8_0, 16>>(j, r0, r1, scratch);
+            else rows_loop<QuantKernel<DType::Q8_0, 8>>(j, r0, r1, scratch);
+            break;
+        case DType::Q4_0:
+            if (j.acts.bits == 16) rows_loop<QuantKernel<DType::Q4_0, 16>>(j, r0, r1, scratch);
+            else rows_loop<QuantKernel<DType::Q4_0, 8>>(j, r0, r1, scratch);
+            break;
+        case DType::Q4_1:
+            if (j.acts.bits == 16) rows_loop<QuantKernel<DType::Q4_1, 16>>(j, r0, r1, scratch);
+            else rows_loop<QuantKernel<DType::Q4_1, 8>>(j, r0, r1, scratch);
+            break;
         default: fail("matmul_rows_avx512: unsupported weight dtype (code %d)", (int)j.dtype);
     }
 }

@@ -1,18 +1,24 @@
-// quantize.cpp: AVX2 quantizer of activation rows to int8 blocks (layout and math in quantize.h).
-// Called by cpu_matmul for both ISAs, so AVX2 and AVX-512 kernels see the same q, d, s values.
+// quantize.cpp: AVX2 quantizer of activation rows to int16 or int8 blocks (layout and math in
+// quantize.h). Called by cpu_matmul for both ISAs, so AVX2 and AVX-512 kernels see the same q, d, s.
 #include "quantize.h"
 
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "../../core/common.h"
+
 namespace beagle {
 
-void quant_acts_layout(QuantActs& a, int64_t cols, bool interleaved, bool with_corr) {
+void quant_acts_layout(QuantActs& a, int64_t cols, int bits, bool interleaved, bool with_corr) {
+    if (bits != 8 && bits != 16) fail("quant_acts_layout: activation bits must be 8 or 16, found %d", bits);
+    if (bits == 16 && (interleaved || with_corr))
+        fail("quant_acts_layout: the interleaved / corr options exist for 8-bit activations only");
+    a.bits = bits;
     a.cols = cols;
     a.nb = cols / 32;
     a.nb_pad = (a.nb + 31) / 32 * 32;
-    a.qbytes = (size_t)(cols + 63) / 64 * 64;
+    a.qbytes = bits == 16 ? (size_t)a.nb * 64 : (size_t)(cols + 63) / 64 * 64;
     size_t off = a.qbytes;
     a.off_d = off;
     off += (size_t)a.nb_pad * 4;
@@ -41,7 +47,54 @@ static inline float absmax32(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
     return _mm256_movemask_ps(nan) ? __builtin_nanf("") : _mm_cvtss_f32(m4);
 }
 
+// Exact integer sum of the 32 values in 4 int32 vectors.
+static inline int sum32_epi32(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+    __m256i isum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s4);
+}
+
+// int16 blocks in nibble order (quantize.h): d = amax / 32767, q = rint(x / d).
+static void quantize_row_q16(const QuantActs& a, const float* x, int64_t t) {
+    int16_t* q = qa_q16(a, t);
+    float* d = qa_d(a, t);
+    float* s = qa_s(a, t);
+    const __m256i evens_odds = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (int64_t b = 0; b < a.nb; b++) {
+        const float* xb = x + b * 32;
+        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        float amax = absmax32(v0, v1, v2, v3);
+        float db = amax / 32767.0f;
+        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        __m256 vid = _mm256_set1_ps(id);
+        // round half to even (MXCSR default) of x * id; |values| <= 32767 (quantize.h)
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+        int qsum = sum32_epi32(i0, i1, i2, i3);
+        // [e0 e2 e4 e6 e1 e3 e5 e7] per 8, then packs (per 128-bit lane) -> [evens 0..15 | odds 0..15]
+        __m256i p01 = _mm256_packs_epi32(_mm256_permutevar8x32_epi32(i0, evens_odds),
+                                         _mm256_permutevar8x32_epi32(i1, evens_odds));
+        __m256i p23 = _mm256_packs_epi32(_mm256_permutevar8x32_epi32(i2, evens_odds),
+                                         _mm256_permutevar8x32_epi32(i3, evens_odds));
+        // groups k = 0..3: evens 0..15, evens 16..31, odds 0..15, odds 16..31
+        _mm256_store_si256((__m256i*)(q + b * 32), _mm256_permute2x128_si256(p01, p23, 0x20));
+        _mm256_store_si256((__m256i*)(q + b * 32 + 16), _mm256_permute2x128_si256(p01, p23, 0x31));
+        d[b] = db;
+        s[b] = db * (float)qsum;
+    }
+    for (int64_t b = a.nb; b < a.nb_pad; b++) d[b] = s[b] = 0.0f;
+}
+
 void quantize_act_row(const QuantActs& a, const float* x, int64_t t) {
+    if (a.bits == 16) {
+        quantize_row_q16(a, x, t);
+        return;
+    }
     int8_t* q = qa_q(a, t);
     float* d = qa_d(a, t);
     float* s = qa_s(a, t);
@@ -59,12 +112,7 @@ void quantize_act_row(const QuantActs& a, const float* x, int64_t t) {
         __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
         __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
         __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
-        // exact integer sum of the 32 q values
-        __m256i isum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-        int qsum = _mm_cvtsi128_si32(s4);
+        int qsum = sum32_epi32(i0, i1, i2, i3);
         // pack int32 -> int8 (values are in [-127, 127]); packs interleave 128-bit lanes, undo it
         __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
         __m256i p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), unpack);

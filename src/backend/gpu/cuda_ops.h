@@ -77,6 +77,9 @@ private:
     enum Slot : int { S_TOKENS, S_POS, S_MASK, S_START, S_LEN, S_IDX, S_IDX2, S_QROW, S_BITS, S_QACT, S_D, S_PART,
                       S_FREQ, S_LABELS, S_TMP, S_TOPK_I, S_TOPK_V, S_COUNT };
     void check_launch(const char* kernel, double t0);
+    // threads per row of the row-reduction kernels: a function of the row length only (never of the
+    // number of rows), so a row's reduction order is the same in every batch
+    static int norm_block(int dim) { return dim <= 256 ? 32 : dim <= 1024 ? 128 : 256; }
     // Device copy of a host array in scratch slot `slot` (grown on demand, reused by the next call).
     void* stage(int slot, const void* host, size_t bytes);
     void* scratch(int slot, size_t bytes);  // device scratch without upload

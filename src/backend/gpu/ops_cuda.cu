@@ -148,6 +148,10 @@ Weight CudaOps::weight(const Tensor& t) {
 void CudaOps::gemm(const void* args, const float* B) {
     const GemmArgs& g = *(const GemmArgs*)args;
     if (g.M <= 0 || g.N <= 0) return;
+    if (g.M <= GEMV_MAX_M) {  // same bits as the tiled kernel (gemm.cu): batch invariant either way
+        LAUNCH(cdiv(g.N, 128), 128, 0, gemv_f32_kernel, g, B);
+        return;
+    }
     dim3 grid(cdiv(g.N, GEMM_BN), cdiv(g.M, GEMM_BM));
     LAUNCH(grid, GEMM_THREADS, 0, gemm_f32_kernel, g, B);
 }
@@ -199,7 +203,7 @@ void CudaOps::matmul(float* y, const float* x, const Weight& W, int T) {
             int8_t* xq = (int8_t*)base;
             float* xd = (float*)(base + qbytes);
             float* xs = xd + (size_t)T * nb;
-            LAUNCH(cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);
+            LAUNCH(cdiv(T * nb, 256), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);
             QGemmArgs a;
             a.w = (const uint8_t*)W.data;
             a.row_bytes = (long long)dtype_row_bytes(W.dtype, (uint64_t)cols);
@@ -237,7 +241,7 @@ void CudaOps::embed(float* x, const Weight& E, const int* tokens, int T) {
 void CudaOps::rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) {
     BEAGLE_CHECK(w.dtype == DType::F32, "rmsnorm weight must be F32, got %s", dtype_name(w.dtype));
     if (T <= 0) return;
-    LAUNCH(T, 256, 0, rmsnorm_fwd_kernel, y, (float*)nullptr, x, (const float*)w.data, dim, eps);
+    LAUNCH(T, norm_block(dim), 0, rmsnorm_fwd_kernel, y, (float*)nullptr, x, (const float*)w.data, dim, eps);
 }
 
 // The inverse frequencies of the CPU backend (same float values), on the device; cached per RopeParams.

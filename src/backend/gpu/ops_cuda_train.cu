@@ -74,13 +74,13 @@ void CudaOps::mm_bwd_w(float* dW, const float* dy, const float* x, int T, int n_
 
 // ---- RMSNorm ---------------------------------------------------------------------------------------
 void CudaOps::rmsnorm_fwd(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) {
-    if (T > 0) LAUNCH(T, 256, 0, rmsnorm_fwd_kernel, y, rstd, x, w, dim, eps);
+    if (T > 0) LAUNCH(T, norm_block(dim), 0, rmsnorm_fwd_kernel, y, rstd, x, w, dim, eps);
 }
 
 void CudaOps::rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd,
                           int T, int dim) {
     if (T <= 0) return;
-    if (dx) LAUNCH(T, 256, 0, rmsnorm_bwd_dx_kernel, dx, dy, x, w, rstd, dim);
+    if (dx) LAUNCH(T, norm_block(dim), 0, rmsnorm_bwd_dx_kernel, dx, dy, x, w, rstd, dim);
     if (dw) LAUNCH(cdiv(dim, 256), 256, 0, rmsnorm_bwd_dw_kernel, dw, dy, x, rstd, T, dim);
 }
 

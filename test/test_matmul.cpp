@@ -118,11 +118,11 @@ static void test_quantizer() {
     Rng rng(7);
     struct Layout { int bits; bool inter; };
     for (int64_t cols : {32, 64, 96, 576, 1536})
-        for (Layout L : {Layout{8, false}, Layout{8, true}, Layout{16, false}}) {
+        for (Layout L : {Layout{8, false}, Layout{8, true}, Layout{16, false}, Layout{16, true}}) {
             const bool inter = L.inter;
             std::vector<float> x = make_x(3, cols, rng);
             QuantActs a;
-            quant_acts_layout(a, cols, L.bits, inter, inter);
+            quant_acts_layout(a, cols, L.bits, inter, inter && L.bits == 8);
             std::vector<uint8_t> buf(a.stride * 3 + 64, 0xAB);
             a.base = (uint8_t*)(((uintptr_t)buf.data() + 63) / 64 * 64);
             for (int t = 0; t < 3; t++) quantize_act_row(a, x.data() + t * cols, t);
@@ -130,15 +130,24 @@ static void test_quantizer() {
             for (int t = 0; t < 3 && ok; t++) {
                 QRow m = quantize_model(x.data() + t * cols, cols, L.bits);
                 if (L.bits == 16) {
-                    // position 8k + j of a block holds element 2j + {0, 16, 1, 17}[k]
+                    // position 8k + j of a block holds element 2j + {0, 16, 1, 17}[k] (nibble order);
+                    // interleaved: the pair's 32 dwords (2 values each) are, for half h and 128-bit lane l,
+                    // [A 4l + 2h, B 4l + 2h, A 4l + 2h + 1, B 4l + 2h + 1] (A, B = blocks 2k, 2k + 1)
                     const int group_base[4] = {0, 16, 1, 17};
                     const int16_t* q = qa_q16(a, t);
-                    ok &= a.qbytes == (size_t)cols * 2;
-                    for (int64_t i = 0; i < cols; i++) {
-                        int64_t b = i / 32, p = i % 32;
-                        ok &= q[i] == m.q[b * 32 + 2 * (p % 8) + group_base[p / 8]];
-                        ok &= m.q[i] >= -32767 && m.q[i] <= 32767;
+                    const int64_t nb = cols / 32;
+                    ok &= a.qbytes == (size_t)(nb + 1) / 2 * 128;
+                    for (int64_t i = 0; i < (int64_t)a.qbytes / 2; i++) {
+                        int64_t b = i / 32, p = i % 32;  // plain layout: block b, position p
+                        if (inter) {
+                            int64_t k = i / 64, dw = (i % 64) / 2, h = dw / 16, l = (dw % 16) / 4, v = dw % 4;
+                            b = 2 * k + (v & 1);
+                            p = 2 * (4 * l + 2 * h + v / 2) + i % 2;
+                        }
+                        int want = b < nb ? m.q[b * 32 + 2 * (p % 8) + group_base[p / 8]] : 0;
+                        ok &= q[i] == want;
                     }
+                    for (int64_t i = 0; i < cols; i++) ok &= m.q[i] >= -32767 && m.q[i] <= 32767;
                 }
                 const int8_t* q = qa_q(a, t);
                 for (int64_t i = 0; L.bits == 8 && i < (int64_t)a.qbytes; i++) {
@@ -153,7 +162,7 @@ static void test_quantizer() {
                     float d = b < a.nb ? m.d[b] : 0.0f, s = b < a.nb ? m.s[b] : 0.0f;
                     ok &= memcmp(&qa_d(a, t)[b], &d, 4) == 0 && memcmp(&qa_s(a, t)[b], &s, 4) == 0;
                 }
-                if (inter)
+                if (inter && L.bits == 8)
                     for (int64_t g = 0; g < (int64_t)a.qbytes / 4; g++) {
                         int sum = 0;
                         for (int k = 0; k < 4; k++) sum += q[4 * g + k];
@@ -269,7 +278,8 @@ static void test_errors(ThreadPool& pool) {
     CHECK_THROWS(cpu_matmul_set_isa("sse2"), "expected 'auto'");
     CHECK_THROWS(cpu_matmul_set_act_bits(12), "expected 8 or 16");
     QuantActs qa;
-    CHECK_THROWS(quant_acts_layout(qa, 64, 16, true, false), "8-bit activations only");
+    CHECK_THROWS(quant_acts_layout(qa, 64, 16, true, true), "8-bit activations only");
+    CHECK_THROWS(quant_acts_layout(qa, 64, 4, false, false), "must be 8 or 16");
     // T = 0 and rows = 0 are no-ops; cols = 0 gives zeros
     cpu_matmul(y, x, W, 0, pool);
     W.cols = 0;

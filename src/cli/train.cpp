@@ -10,12 +10,15 @@
 
 namespace beagle {
 
+int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through);
+
 int cmd_train(int argc, char** argv) {
     TrainLoopOptions o;
     long e1 = o.stage1_epochs, e2 = o.stage2_epochs, w = o.w, S = o.S, batch = o.batch, seq_len = o.seq_len;
     long seed = (long)o.seed, ffn = o.ffn_dim, threads = o.threads, eval_n = o.eval_n, eval_tokens = o.eval_tokens;
     long gamma = o.gamma, depth = o.depth, topk = o.topk, total = o.total_tokens;
     bool quiet = false;
+    std::string plan;
     Args a("train", "-m MODEL [-z TOK] --data DIR -o DRAFT [options] [--resume CKPT]",
            "Train a Beagle draft (one cross-attention block) for a frozen target on `beagle datagen` data: the first\n"
            "--stage1-epochs use inverse block attention (window --window), the next --stage2-epochs add training-time\n"
@@ -59,7 +62,14 @@ int cmd_train(int argc, char** argv) {
     a.flag("--eval-no-chat", &o.eval_no_chat, "evaluation: prompts as plain text (default: chat template if the tokenizer has one)");
     a.integer("-t,--threads", &threads, "CPU threads (0 = all)");
     a.flag("-q,--quiet", &quiet, "no progress output");
+    a.str("--plan", &plan, "print the training memory budget for a geometry and exit: 7b | 7b-mha | 7b-llama3, plus\n"
+                           "                               overrides dim=,heads=,kv=,ffn=,vocab= (uses --seq-len, --window, --sim-steps)");
     if (!a.parse(argc, argv)) return 0;
+    if (!plan.empty()) {
+        bool seq_given = false;
+        for (int i = 1; i < argc; i++) seq_given |= std::string(argv[i]).rfind("--seq-len", 0) == 0;
+        return train_plan(plan, seq_given ? (int)seq_len : 2048, (int)w, (int)S, o.sim_grad_through);
+    }
     if (!a.positional.empty()) fail("beagle train: unexpected argument '%s'", a.positional[0].c_str());
     auto in = [](long v, long lo, long hi, const char* name) {
         if (v < lo || v > hi) fail("beagle train: %s must be in %ld..%ld, got %ld", name, lo, hi, v);

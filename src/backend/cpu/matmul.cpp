@@ -476,7 +476,7 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     size_t act_bytes = 0;
     if (dtype_is_quantized(W.dtype)) {
         const int bits = current_act_bits();
-        quant_acts_layout(job.acts, W.cols, bits, /*interleaved=*/bits == 8 && isa == ISA_AVX512,
+        quant_acts_layout(job.acts, W.cols, bits, /*interleaved=*/isa == ISA_AVX512,
                           /*with_corr=*/bits == 8 && isa == ISA_AVX512 && W.dtype == DType::Q8_0);
         act_bytes = job.acts.stride * (size_t)T;
     }

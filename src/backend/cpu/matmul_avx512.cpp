@@ -144,20 +144,22 @@ struct FloatKernel {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Quantized weights, int16 activations (BITS = 16), one block b per step, x in the nibble order of
-// quantize.h (group k = 128-bit lane k holds elements 2j + {0, 16, 1, 17}[k]). The weights widened to
-// int16 in that order without shuffles:
+// Quantized weights, int16 activations (BITS = 16), a pair of blocks (2k, 2k+1) per step, in the
+// interleaved int16 layout of quantize.h (x of the pair = P1, P2 = 512-bit unpacklo/hi_epi32 of the
+// nibble-order blocks A = 2k, B = 2k+1). Each weight block is widened to int16 in nibble order without
+// shuffles:
 //   Q4_0/Q4_1: the 16 bytes of nibbles broadcast to the 4 lanes, lane k shifted right by 4k (as dwords)
 //              and masked with 0x000F000F (zero extension of one nibble per word);
 //   Q8_0:      the 32 int8 broadcast to both 256-bit halves; words of the low half shifted left by 8,
 //              then all words arithmetic-shifted right by 8: low half = even elements (groups 0, 1),
-//              high half = odd elements (groups 2, 3), sign-extended.
-// I = vpdpwssd(0, w, x): 16 int32 lanes, each the exact sum of 2 products with |q_w q_x| <= 128 * 32767
-// (Q8_0; Q4: 15 * 32767), so |I| < 2^23: no overflow and float(I) is exact. Then
-// acc = fma(sc[b] x 16, float(I), acc) with sc[b] = d_w[b] * d_x[b] as in the int8 kernel below.
+//              high half = odd elements (groups 2, 3), sign-extended;
+// then paired like x: W1 = unpacklo_epi32(WA, WB), W2 = unpackhi_epi32(WA, WB). So
+// I = vpdpwssd(vpdpwssd(0, W1, P1), W2, P2): int32 lane l is the exact sum of 4 products of block
+// 2k + (l & 1) with |q_w q_x| <= 128 * 32767 (Q8_0; Q4: 15 * 32767), |I| <= 16,776,704 < 2^24: no
+// overflow and float(I) is exact. Then acc = fma([sc[2k], sc[2k+1]] x 8, float(I), acc) as below.
 //
 // Quantized weights, int8 activations (BITS = 8), a pair of blocks (2k, 2k+1) per step, in the
-// interleaved layout of quantize.h:
+// interleaved int8 layout of quantize.h:
 // int32 lane l holds 4 products of block 2k + (l & 1). Integer part per lane (exact):
 //   Q4_0/Q4_1: I = vpdpbusd(0, nibbles (unsigned), q_x)
 //   Q8_0:      I = vpdpbusd(corr_x, q_w + 128 (unsigned), q_x), corr_x = -128 * (sum of the lane's 4 q_x)
@@ -227,25 +229,38 @@ struct QuantKernel {
         return _mm512_and_si512(_mm512_srlv_epi32(raw, shifts), _mm512_set1_epi32(0x000F000F));
     }
 
-    // acc[r][c] += sc[b] * float(I) for blocks b of [b0, bend), int16 activations.
+    // acc[r][c] += [sc[2k], sc[2k+1]] * float(I) for the block pairs of [b0, bend), int16 activations.
     template <int R, int C>
     static inline void blocks16(const MatmulJob& j, const uint8_t* const* wr, const int16_t* const* xq, int64_t b0,
-                                int64_t bend, const float* sc, __m512 (&acc)[R][C]) {
-        for (int64_t b = b0; b < bend; b++) {
+                                int64_t bend, int64_t nb, const float* sc, __m512 (&acc)[R][C]) {
+        const int64_t kend = (bend + 1) / 2;
+        for (int64_t k = b0 / 2; k < kend; k++) {
             if (C == 1) {  // decode streams the weights once: prefetch the tile two tiles ahead
-                const char* pf = (const char*)(wr[0] + 2 * RT * j.row_bytes + b * (RT * BS));
+                const char* pf = (const char*)(wr[0] + 2 * RT * j.row_bytes + k * (RT * 2 * BS));
                 _mm_prefetch(pf, _MM_HINT_T0);
                 _mm_prefetch(pf + 64, _MM_HINT_T0);
+                _mm_prefetch(pf + 128, _MM_HINT_T0);
             }
-            const float* scb = sc + (b - b0);
+            const bool second = 2 * k + 1 < nb;  // else block 2k pairs with itself; its x partner is zero
+            __m512i w1[R], w2[R];
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
-                const __m512i w = load_block16(wr[r] + b * BS);
+                const __m512i wa = load_block16(wr[r] + 2 * k * BS);
+                const __m512i wb = second ? load_block16(wr[r] + (2 * k + 1) * BS) : wa;
+                w1[r] = _mm512_unpacklo_epi32(wa, wb);
+                w2[r] = _mm512_unpackhi_epi32(wa, wb);
+            }
+            const float* sck = sc + (2 * k - b0);
 #pragma GCC unroll 4
-                for (int c = 0; c < C; c++) {
-                    const __m512i isum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w,
-                                                             _mm512_load_si512((const void*)(xq[c] + b * 32)));
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(scb[(r * C + c) * KB]), _mm512_cvtepi32_ps(isum), acc[r][c]);
+            for (int c = 0; c < C; c++) {
+                const __m512i x1 = _mm512_load_si512((const void*)(xq[c] + 64 * k));
+                const __m512i x2 = _mm512_load_si512((const void*)(xq[c] + 64 * k + 32));
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    const __m512i isum = _mm512_dpwssd_epi32(_mm512_madd_epi16(w1[r], x1), w2[r], x2);
+                    const __m512 s2 = _mm512_castpd_ps(_mm512_broadcastsd_pd(
+                        _mm_load_sd((const double*)(sck + (r * C + c) * KB))));  // [sc[2k], sc[2k+1]] x 8
+                    acc[r][c] = _mm512_fmadd_ps(s2, _mm512_cvtepi32_ps(isum), acc[r][c]);
                 }
             }
         }
@@ -318,7 +333,7 @@ struct QuantKernel {
                                                                                   _mm512_load_ps(xd[c] + b0 + i)));
             const int64_t bend = min64(nb, b0 + KB);
             if constexpr (BITS == 16)
-                blocks16<R, C>(j, wr, xq16, b0, bend, sc, acc);
+                blocks16<R, C>(j, wr, xq16, b0, bend, nb, sc, acc);
             else
                 blocks8<R, C>(j, wr, xq, xc, b0, bend, nb, sc, acc);
         }

@@ -12,13 +12,12 @@ namespace beagle {
 
 void quant_acts_layout(QuantActs& a, int64_t cols, int bits, bool interleaved, bool with_corr) {
     if (bits != 8 && bits != 16) fail("quant_acts_layout: activation bits must be 8 or 16, found %d", bits);
-    if (bits == 16 && (interleaved || with_corr))
-        fail("quant_acts_layout: the interleaved / corr options exist for 8-bit activations only");
+    if (bits == 16 && with_corr) fail("quant_acts_layout: the corr option exists for 8-bit activations only");
     a.bits = bits;
     a.cols = cols;
     a.nb = cols / 32;
     a.nb_pad = (a.nb + 31) / 32 * 32;
-    a.qbytes = bits == 16 ? (size_t)a.nb * 64 : (size_t)(cols + 63) / 64 * 64;
+    a.qbytes = (size_t)(a.nb + 1) / 2 * (bits == 16 ? 128 : 64);  // whole block pairs
     size_t off = a.qbytes;
     a.off_d = off;
     off += (size_t)a.nb_pad * 4;
@@ -87,7 +86,20 @@ static void quantize_row_q16(const QuantActs& a, const float* x, int64_t t) {
         d[b] = db;
         s[b] = db * (float)qsum;
     }
+    memset(q + a.nb * 32, 0, a.qbytes - (size_t)a.nb * 64);
     for (int64_t b = a.nb; b < a.nb_pad; b++) d[b] = s[b] = 0.0f;
+
+    if (a.interleaved) {
+        for (int64_t k = 0; k < (a.nb + 1) / 2; k++) {  // blocks 2k (A) and 2k+1 (B, or padding zeros)
+            __m256i* p = (__m256i*)(q + 64 * k);        // A = p[0..1], B = p[2..3]; 256-bit halves of the
+            __m256i A0 = _mm256_load_si256(p), A1 = _mm256_load_si256(p + 1);  // 512-bit unpacks
+            __m256i B0 = _mm256_load_si256(p + 2), B1 = _mm256_load_si256(p + 3);
+            _mm256_store_si256(p, _mm256_unpacklo_epi32(A0, B0));
+            _mm256_store_si256(p + 1, _mm256_unpacklo_epi32(A1, B1));
+            _mm256_store_si256(p + 2, _mm256_unpackhi_epi32(A0, B0));
+            _mm256_store_si256(p + 3, _mm256_unpackhi_epi32(A1, B1));
+        }
+    }
 }
 
 void quantize_act_row(const QuantActs& a, const float* x, int64_t t) {

@@ -24,29 +24,34 @@ namespace beagle {
 //   by 4k and masked with 0x000F000F, give exactly the elements of group k; the 32 int8 of a Q8_0
 //   block read as 16 words give the even elements (low bytes, groups 0 and 1) and the odd ones (high
 //   bytes, groups 2 and 3) by arithmetic shifts.
-// bits = 8: q is int8 in natural order, 32 bytes per block, plus two options used only by the
-//   AVX-512 int8 kernels:
-//   interleaved: within each block pair (2k, 2k+1) the 64 stored bytes alternate 4-byte groups of the
-//                two blocks: group j of block 2k, group j of block 2k+1, group j+1 of block 2k, ...
-//                (an odd last block pairs with zeros). Then int32 lane l of a 64-byte dot product
-//                belongs to block 2k + (l & 1), and [d_w*d_x of 2k, of 2k+1] is one 8-byte broadcast.
-//   corr[g] (one int32 per stored group of 4 values) = -128 * (sum of the group's 4 q): the
-//                correction for Q8_0 weights offset by +128 to make them unsigned.
+// bits = 8: q is int8 in natural order, 32 bytes per block.
+// Two options used only by the AVX-512 kernels:
+//   interleaved: the blocks of each pair (2k, 2k+1) alternate 4-byte groups (an odd last block pairs
+//                with zeros), so that int32 lane l of a 512-bit dot product belongs to block 2k + (l & 1)
+//                and [d_w*d_x of 2k, of 2k+1] is one 8-byte broadcast:
+//                bits = 8:  the pair's 64 bytes are group 0 of block 2k, group 0 of 2k+1, group 1 of
+//                           2k, group 1 of 2k+1, ... (group = 4 consecutive bytes);
+//                bits = 16: the pair's 128 bytes are P1 = unpacklo_epi32(A, B), P2 = unpackhi_epi32(A, B)
+//                           (512-bit, per 128-bit lane), A and B the 64-byte nibble-order blocks 2k and
+//                           2k+1: lane m of P1 = dwords [A 4m, B 4m, A 4m+1, B 4m+1], of P2 the same for
+//                           4m+2, 4m+3.
+//   corr[g] (bits = 8 only; one int32 per stored group of 4 values) = -128 * (sum of the group's 4 q):
+//                the correction for Q8_0 weights offset by +128 to make them unsigned.
 // Padding (so kernels may read whole 64-byte vectors): q is zero up to qbytes, d/s are zero up to
 // nb_pad blocks, corr is zero up to qbytes / 4 entries.
 struct QuantActs {
     int bits = 16;                         // 8 or 16
     int64_t cols = 0, nb = 0, nb_pad = 0;  // nb = cols / 32; nb_pad = nb rounded up to a multiple of 32
-    size_t qbytes = 0;                     // bytes of q: (bits = 8) cols rounded up to 64, (16) 2 * cols
+    size_t qbytes = 0;                     // bytes of q: 64 (bits = 8) or 128 (16) per block pair
     size_t stride = 0;                     // bytes per token row (multiple of 64)
     size_t off_d = 0, off_s = 0;           // byte offsets of d[] and s[] in a row (q[] is at offset 0)
     size_t off_corr = 0;                   // 0 = not stored
-    bool interleaved = false;              // pair layout of int8 q (see above)
+    bool interleaved = false;              // pair layout of q (see above)
     uint8_t* base = nullptr;               // 64-byte aligned, T * stride bytes
 };
 
 // Fill the layout fields of a for rows of `cols` values (cols % 32 == 0); base is left alone.
-// bits: 8 or 16; interleaved and with_corr apply to bits = 8 only (Error if set with 16).
+// bits: 8 or 16; with_corr applies to bits = 8 only (Error if set with 16).
 void quant_acts_layout(QuantActs& a, int64_t cols, int bits, bool interleaved, bool with_corr);
 // Quantize x (a.cols floats) into token row t of a.
 void quantize_act_row(const QuantActs& a, const float* x, int64_t t);

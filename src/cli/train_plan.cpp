@@ -1,0 +1,80 @@
+// train_plan.cpp: `beagle train --plan GEOMETRY`: the memory budget of draft training for a target
+// geometry (e.g. a 7B-class Llama) at batch 1, from the same buffer list the trainer allocates
+// (train_memory() in src/train/trainer.cpp, checked against the counting allocator by
+// test/test_stage2_memory.cpp). Shows that stage 2 adds one KV set, not S of them.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "../core/common.h"
+#include "../model/draft.h"
+#include "../train/trainer.h"
+
+namespace beagle {
+
+int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through) {
+    // presets, then key=value overrides: dim, heads, kv, ffn, vocab
+    std::map<std::string, long> g = {{"dim", 4096}, {"heads", 32}, {"kv", 8}, {"ffn", 11008}, {"vocab", 32000}};
+    std::string rest = geometry;
+    if (rest.rfind("7b-mha", 0) == 0) { g["kv"] = 32; rest = rest.substr(6); }
+    else if (rest.rfind("7b-llama3", 0) == 0) { g["vocab"] = 128256; rest = rest.substr(9); }
+    else if (rest.rfind("7b", 0) == 0) rest = rest.substr(2);
+    for (size_t b = 0; b < rest.size();) {
+        if (rest[b] == ',') { b++; continue; }
+        size_t e = rest.find(',', b);
+        if (e == std::string::npos) e = rest.size();
+        std::string kv = rest.substr(b, e - b);
+        size_t eq = kv.find('=');
+        if (eq == std::string::npos || !g.count(kv.substr(0, eq)))
+            fail("beagle train --plan: expected 7b, 7b-mha, 7b-llama3 and/or key=value with keys dim, heads, kv, ffn, vocab; got '%s'", kv.c_str());
+        char* end = nullptr;
+        long v = strtol(kv.c_str() + eq + 1, &end, 10);
+        if (*end || v <= 0) fail("beagle train --plan: '%s' needs a positive integer", kv.c_str());
+        g[kv.substr(0, eq)] = v;
+        b = e + 1;
+    }
+    DraftConfig c;
+    c.dim = (int)g["dim"];
+    c.n_heads = (int)g["heads"];
+    c.n_kv_heads = (int)g["kv"];
+    BEAGLE_CHECK(c.dim % c.n_heads == 0 && c.n_heads % c.n_kv_heads == 0, "beagle train --plan: heads must divide dim and kv heads divide heads");
+    c.head_dim = c.dim / c.n_heads;
+    c.ffn_dim = (int)g["ffn"];
+    c.vocab_size = (int)g["vocab"];
+    const double GiB = 1024.0 * 1024 * 1024;
+    printf("draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d, window %d)\n", T, w);
+    printf("geometry: dim %d, heads %d, kv heads %d, head_dim %d, ffn %d, vocab %d\n\n", c.dim, c.n_heads, c.n_kv_heads,
+           c.head_dim, c.ffn_dim, c.vocab_size);
+    TrainOptions o;
+    o.w = w;
+    o.S = S;
+    o.sim_grad_through = grad_through;
+    o.stage = 2;
+    TrainMemory m = train_memory(c, o, T, 1 % w);
+    printf("%-58s %12s\n", "buffer (stage 2, S as given)", "GiB");
+    for (const MemLine& l : m.lines) printf("%-58s %12.3f\n", l.name.c_str(), l.bytes / GiB);
+    double total = m.persistent + m.iteration_peak;
+    printf("%-58s %12.3f\n", "persistent (weights + grads + AdamW + frozen)", m.persistent / GiB);
+    printf("%-58s %12.3f\n", "iteration peak", m.iteration_peak / GiB);
+    printf("%-58s %12.3f  %s 24 GiB\n\n", "TOTAL", total / GiB, total < 24 * GiB ? "<" : ">=");
+    // S sweep at one window size (w = 6 fits S <= 6), so only S changes
+    int ws = std::max(6, w);
+    printf("stage 2 iteration peak by S (window %d):\n%-6s %16s %16s %16s\n", ws, "S", "iteration GiB", "minus S=1 GiB",
+           "one KV set GiB");
+    double base = 0, worst = 0;
+    for (int s = 1; s <= 6; s++) {
+        TrainOptions os = o;
+        os.S = s;
+        os.w = ws;
+        TrainMemory ms = train_memory(c, os, T, 1);
+        if (s == 1) base = ms.iteration_peak;
+        worst = std::max(worst, ms.iteration_peak - base);
+        printf("%-6d %16.3f %16.3f %16.3f\n", s, ms.iteration_peak / GiB, (ms.iteration_peak - base) / GiB, ms.kv_set / GiB);
+    }
+    printf("\nthe part that depends on S is at most %.3f GiB = %.2f KV sets (one predicted KV set, written in place)%s\n",
+           worst / GiB, worst / m.kv_set,
+           grad_through ? "\n(--sim-grad-through keeps the activations of all steps: memory grows with S)" : "");
+    return total < 24 * GiB ? 0 : 2;
+}
+
+}  // namespace beagle

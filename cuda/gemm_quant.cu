@@ -4,7 +4,8 @@
 //
 // quantize_q8_kernel: each 32-value block of an activation row becomes int8 q, d = max|x| / 127 and
 //   s = d * sum q (one thread per block: the max is exact and the sum an integer, so any order gives
-//   the same bits), with the rounding of the CPU backend (src/backend/cpu/quantize.h: q = round-half-even(x / d), a NaN makes d NaN).
+//   the same bits), rounding as the CPU backend's 8-bit mode (src/backend/cpu/quantize.h):
+//   q = round-half-even(x * (1 / d)), a NaN makes d NaN.
 // gemm_q{8_0,4_0,4_1}_kernel: a block of 4 warps covers 4 weight rows (one per warp) x 4 tokens. A
 //   warp walks its row 8 blocks at a time, 4 lanes per 32-block, each lane 8 values: two dp4a
 //   (int8 x int8 -> int32, exact) give the lane's integer dot I, and the lane accumulates

@@ -4,8 +4,9 @@
 // rmsnorm_fwd_kernel: one block per row. Each thread sums x_i^2 over i = tid, tid + blockDim, ...;
 //   common.cuh block_sum (warp butterflies, then warp 0) gives the row total; rstd = 1 / sqrt(ss / dim
 //   + eps) (IEEE sqrt and division, as the CPU backend) and y_i = w_i * (rstd * x_i). rstd is saved for
-//   the backward when the pointer is not null. The backend launches a fixed block size (256), so a
-//   row's reduction order never depends on the number of rows (batch invariance).
+//   the backward when the pointer is not null. The backend picks the block size from dim alone (32,
+//   128 or 256 threads), so a row's reduction order never depends on the number of rows (batch
+//   invariance).
 // rmsnorm_bwd_dx_kernel: one block per row: g.x = sum_i dy_i w_i x_i (block_sum), then
 //   dx_i += rstd (dy_i w_i) - rstd^3 (g.x) / dim * x_i (accumulates, the op's convention).
 // rmsnorm_bwd_dw_kernel: one thread per column i walks the rows t = 0..T-1 in order:

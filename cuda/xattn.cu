@@ -17,8 +17,9 @@
 // xattn_bwd_dkdv_kernel: grid (tiles0 32-key tiles of set 0 - 0 skips set 0 - then those of set 1;
 //   n_kv_heads), 32 threads, thread j owns key row j: dk_j, dv_j accumulate in shared memory
 //   (starting from their global values) over the queries t = 0..n_q-1 in order and the group's heads
-//   in order (staged in shared memory one query at a time; a query that sees none of the tile is skipped with one __syncthreads_or):
-//   dv_j += p dout, dk_j += scale ds q. Fixed order, no atomics: deterministic like the CPU backend.
+//   in order (staged in shared memory one query at a time; a query that sees none of the tile is
+//   skipped after one __syncthreads_or): dv_j += p dout, dk_j += scale ds q. Fixed order, no
+//   atomics: deterministic like the CPU backend.
 // Run-tested under the emulator against a double reference (forward, lse, dq, dk, dv of both sets) for
 // PREFIX masks with and without set-1 bits, BLOCK masks of stage 1 (n_pred 0) and stage 2 (n_pred 1, 2),
 // several (w, offset), GQA groups, queries that see nothing, poisoned shared memory and shuffled thread

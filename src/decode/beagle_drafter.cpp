@@ -99,11 +99,13 @@ private:
         nodes.push_back({tree->token[0], -1, 0, 0.0f, -1});
         std::vector<int> frontier(1, 0);
         std::vector<float> lp;
-        for (int d = 0; d < p_.depth; d++) {
+        // a tree of `total` nodes needs no more than total - 1 levels or children per node
+        const int depth = std::min(p_.depth, total - 1), topk = std::min(p_.topk, total - 1);
+        for (int d = 0; d < depth; d++) {
             // expand the best `topk` frontier nodes (the root alone at depth 0)
             std::vector<int> ex(frontier);
             std::stable_sort(ex.begin(), ex.end(), [&](int a, int b) { return nodes[a].score > nodes[b].score; });
-            if ((int)ex.size() > p_.topk) ex.resize(p_.topk);
+            if ((int)ex.size() > topk) ex.resize(topk);
             int n = (int)ex.size();
             std::vector<int> toks(n), pos(n), rows(n);
             std::vector<uint64_t> mask((size_t)n * words_, 0);
@@ -116,7 +118,7 @@ private:
             }
             logits_.resize((size_t)n * V_);
             draft_->forward(toks.data(), pos.data(), n, d ? mask.data() : nullptr, words_, nullptr, logits_.data());
-            if (d + 1 < p_.depth) {  // their predicted states become keys for their children
+            if (d + 1 < depth) {  // their predicted states become keys for their children
                 int base = draft_->keep_pred(rows.data(), n);
                 for (int i = 0; i < n; i++) nodes[ex[i]].pred = base + i;
             }
@@ -125,7 +127,7 @@ private:
                 log_softmax(&logits_[(size_t)i * V_], &lp);
                 std::vector<int> idx(V_);
                 std::iota(idx.begin(), idx.end(), 0);
-                int k = std::min(p_.topk, V_);
+                int k = std::min(topk, V_);
                 std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
                     return lp[a] > lp[b] || (lp[a] == lp[b] && a < b);
                 });

@@ -82,6 +82,22 @@ run: $(BUILD)/beagle $(MODEL)
 	  $(BUILD)/beagle generate -m $(MODEL) --spec lookup --chat -p "$(RUN_PROMPT)" -n 256 --temp 0 --compare; \
 	fi
 
+bench: $(BUILD)/beagle $(MODEL)
+	$(BUILD)/beagle bench -m $(MODEL) -t 2 -o $(BUILD)/bench.json
+
+# Speculative decoding benchmark: Spec-Bench categories (5 prompts each) and all 80 MT-Bench first
+# turns, modes none/lookup/chain/tree, 256 tokens, greedy; outputs checked equal to plain decoding.
+SHARED ?= ../shared
+bench-sd: $(BUILD)/beagle $(MODEL)
+	$(BUILD)/beagle bench-sd -m $(MODEL) -d $(DRAFT) -t 2 --prompts $(SHARED)/data/eval/spec_bench_question.jsonl --per-category 5 -o $(BUILD)/bench-sd.json
+	$(BUILD)/beagle bench-sd -m $(MODEL) -d $(DRAFT) -t 2 --prompts $(SHARED)/data/eval/mt_bench_question.jsonl --per-category 80 -o $(BUILD)/bench-sd-mtbench.json
+
+# Loaders, tokenizers and bad-input tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+ASAN_FILTER ?= loader|bad_input|tokenizer|json
+test-asan: model pydeps
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" tests
+	ASAN_OPTIONS=detect_leaks=1 bash scripts/run_tests.sh build-asan '$(ASAN_FILTER)'
+
 clean:
 	rm -rf $(BUILD)
 

@@ -103,6 +103,10 @@ int main(int argc, char** argv) {
     std::mt19937 g(123);
     std::vector<const char*> isas = {"avx2"};
     if (cpu_has_avx512_vnni()) isas.push_back("avx512");
+    struct Variant { const char* isa; int bits; };  // ISA x activation bits
+    std::vector<Variant> variants;
+    for (const char* isa : isas)
+        for (int bits : {16, 8}) variants.push_back({isa, bits});
 
     struct Shape { const char* name; DType dt; int64_t rows, cols; };
     std::vector<Shape> shapes = {{"ffn_down Q4_1 576x1536", DType::Q4_1, 576, 1536},
@@ -126,14 +130,13 @@ int main(int argc, char** argv) {
         ThreadPool pool(nt);
         double bw = read_bandwidth(pool, model_bytes);
         printf("threads %d: read bandwidth over %.1f MB: %.1f GB/s\n", nt, model_bytes / 1e6, bw);
-        for (const char* isa : isas)
-          for (int bits : {16, 8}) {
-            cpu_matmul_set_isa(isa);
-            cpu_matmul_set_act_bits(bits);
+        for (const Variant& v : variants) {
+            cpu_matmul_set_isa(v.isa);
+            cpu_matmul_set_act_bits(v.bits);
             char tag[32];
-            snprintf(tag, sizeof tag, "%s int%d", isa, bits);
+            snprintf(tag, sizeof tag, "%s int%d", v.isa, v.bits);
             for (auto& s : shapes) {
-                if (model_only || (bits == 8 && !dtype_is_quantized(s.dt))) continue;  // float weights: no bits
+                if (model_only || (v.bits == 8 && !dtype_is_quantized(s.dt))) continue;  // float weights: no bits
                 std::vector<Mat> one;
                 one.push_back(make_mat(s.dt, s.rows, s.cols, g));
                 double bytes = (double)one[0].bytes.size();
@@ -150,13 +153,13 @@ int main(int argc, char** argv) {
                    dec * 1e3, model_bytes / dec / 1e9, 100.0 * model_bytes / dec / 1e9 / bw);
             for (int T : {16, 64, 128, 512}) {
                 if (quick && T != 128) continue;
-                double sec = time_set(model, T, pool, 2);
+                double sec = time_set(model, T, pool, T <= 128 ? 4 : 2);
                 double flops = 0;
                 for (auto& m : model) flops += 2.0 * m.rows * m.cols * T;
                 printf("  %-12s t%d whole model T=%-3d (prefill): %.2f ms/token, %.1f GFLOP/s\n", tag, nt, T,
                        sec * 1e3 / T, flops / sec / 1e9);
             }
-          }
+        }
     }
     cpu_matmul_set_isa("auto");
     cpu_matmul_set_act_bits(16);

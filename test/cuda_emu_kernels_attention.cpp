@@ -120,6 +120,7 @@ static void test_attention() {
     check_attn(make_attn(3, 8, 1, 128, 33), 4, "causal, group 8 in 2 rounds");
     check_attn(make_attn(4, 8, 1, 128, 5), 8, "causal, group 8");
     check_attn(make_attn(2, 4, 4, 24, 0), 1, "MHA, no past");
+    check_attn(make_attn(2, 32, 1, 8, 5), 32, "group 32: 1024 threads");
     // tree: 70 new tokens (two mask words), random ancestor sets incl. self
     {
         AttnCase c = make_attn(70, 9, 3, 64, 3);
@@ -394,6 +395,11 @@ static void test_xattn() {
         XCase c = make_x(70, 8, 1, 128, 70, 70);
         set_block(c, 5, 3, 3);
         check_x(c, 4, "group 8 in 2 rounds");
+    }
+    {
+        XCase c = make_x(6, 32, 1, 8, 6, 6);
+        set_block(c, 2, 0, 1);
+        check_x(c, 32, "group 32: 1024 threads");
     }
     kt_debug_modes([](const char* mode) {
         XCase c = make_x(9, 4, 2, 8, 9, 9);

@@ -13,6 +13,7 @@ if [ ! -x "${NVCC:-$CUDA_HOME/bin/nvcc}" ]; then
   exit 0
 fi
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
+B=$(realpath --relative-to=. "$B")  # the same BUILD spelling as `make test`, so make's .d files match
 M=${BEAGLE_SHARED:-../shared}/data/models
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0

@@ -4,11 +4,14 @@
 #   - stories260K greedy (llama2.c .bin and GGUF) equals karpathy's run.c output byte for byte (the
 #     golden block after the `-t 0.0` command in ../shared/data/models/stories260K.md, test/golden.py);
 #   - with a prompt, prefill in one batch (-b 64) and one token at a time (-b 1) give the same text
-#     (batch-invariant kernels), which is also the CPU backend's text;
+#     (batch-invariant kernels), which is also the CPU backend's text, and greedy speculative decoding
+#     (prompt lookup; the shipped Beagle draft in chain and tree mode: the draft's cross-attention with
+#     concat predictions, tree-mask verify, KV compaction) gives that same text;
 #   - SmolLM2-135M Q4_1 (quantized matmuls, tied Q8_0 embedding/LM head, GQA 9:3): a short greedy
 #     continuation equals the CPU backend's;
 #   - --backend cpu in the same binary still gives the golden text.
 set -u
+cd "$(dirname "$0")/.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 EMU=$B/beagle-cuda-emu
 CPU=${BEAGLE_BIN:-build/beagle}
@@ -38,6 +41,20 @@ check "cuda-emu prompt, prefill batch 64 == cpu backend" "$tmp/cpu_prompt.txt" \
   "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -b 64
 check "cuda-emu prompt, prefill batch 1 == batch 64" "$tmp/cpu_prompt.txt" \
   "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -b 1
+# greedy speculative decoding (prompt-lookup drafts, multi-token verify with a tree mask, KV-cache
+# compaction) must give exactly the plain greedy text on this backend too
+check "cuda-emu greedy SD (--spec lookup) == plain greedy" "$tmp/cpu_prompt.txt" \
+  "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 --spec lookup
+# ... and with the shipped Beagle draft (its cross-attention, concat predictions, dynamic tree) on the GPU
+D=weights/beagle-stories260K.bin
+if [ -f "$D" ]; then
+  check "cuda-emu greedy SD (Beagle draft, chain) == plain greedy" "$tmp/cpu_prompt.txt" \
+    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$D" --spec chain
+  check "cuda-emu greedy SD (Beagle draft, tree of 24) == plain greedy" "$tmp/cpu_prompt.txt" \
+    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$D" --spec tree --total-tokens 24
+else
+  echo "skip draft SD checks: no draft at $D"
+fi
 if [ -f "${BEAGLE_MODEL:-}" ]; then
   Q="The capital of France is"
   "$CPU" generate -m "$BEAGLE_MODEL" -p "$Q" -n 4 --temp 0 > "$tmp/cpu_smol.txt" 2>/dev/null

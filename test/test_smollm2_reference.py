@@ -3,9 +3,11 @@
 against an independent NumPy forward (scripts/ref_llama.py: weights dequantised by the `gguf`
 package, float64 math), for several chat prompts; and greedy continuations agree.
 
-Tolerance. Beagle's quantized matmuls quantize each activation row to int8 in blocks of 32 (as
-llama.cpp does); that perturbs every matmul input by up to half a quantization step (|x|max/254 per
-block), which after 30 layers moves logits by a few hundredths to tenths. We require, per position:
+Tolerance. Beagle's quantized matmuls quantize each activation row to int16 in blocks of 32; that
+perturbs every matmul input by up to half a quantization step (|x|max/65534 per block), which after
+30 layers moves logits by ~3e-4 of their range (int8 activations, as llama.cpp uses, move them by
+2-4% and flip three of these greedy answers: BEAGLE_ACT_BITS=8 makes this test fail). We require,
+per position:
   max |logit_ours - logit_ref| <= 0.06 * (max_ref - min_ref)   (relative to the logit range)
   and the top-1 token agrees wherever the reference's top-2 margin exceeds 0.5 logits;
 and the 24-token greedy continuation of every prompt to be identical (checked by teacher forcing:

@@ -1,4 +1,5 @@
 // datagen.cpp: `beagle datagen`: self-distillation data for draft training (see src/data/datagen.h).
+#include "../backend/backend.h"
 #include "../core/common.h"
 #include "../data/datagen.h"
 #include "args.h"
@@ -30,7 +31,13 @@ int cmd_datagen(int argc, char** argv) {
     bool no_chat = false;
     a.flag("--f32-weights", &o.f32_weights, "compute with the weights dequantized to f32 (float-accurate, slower)");
     a.flag("--no-chat", &no_chat, "do not apply the chat template");
+    std::string backend;
+    a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return 0;
+    if (!backend.empty()) {
+        if (backend != "cpu" && backend != "cuda") fail("beagle datagen: --backend must be cpu or cuda, got '%s'", backend.c_str());
+        select_backend(backend);
+    }
     if (!a.positional.empty()) fail("beagle datagen: unexpected argument '%s'", a.positional[0].c_str());
     o.chat = !no_chat;
     run_datagen(o);

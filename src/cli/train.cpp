@@ -3,6 +3,7 @@
 // The loop is src/train/train_loop.cpp.
 #include <cstdio>
 
+#include "../backend/backend.h"
 #include "../core/common.h"
 #include "../train/train_loop.h"
 #include "args.h"
@@ -64,7 +65,13 @@ int cmd_train(int argc, char** argv) {
     a.flag("-q,--quiet", &quiet, "no progress output");
     a.str("--plan", &plan, "print the training memory budget for a geometry and exit: 7b | 7b-mha | 7b-llama3, plus\n"
                            "                               overrides dim=,heads=,kv=,ffn=,vocab= (uses --seq-len, --window, --sim-steps)");
+    std::string backend;
+    a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return 0;
+    if (!backend.empty()) {
+        if (backend != "cpu" && backend != "cuda") fail("beagle train: --backend must be cpu or cuda, got '%s'", backend.c_str());
+        select_backend(backend);
+    }
     if (!plan.empty()) {
         bool seq_given = false;
         for (int i = 1; i < argc; i++) seq_given |= std::string(argv[i]).rfind("--seq-len", 0) == 0;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "../backend/backend.h"
 #include "../backend/ops.h"
 #include "../core/common.h"
 #include "../core/progress.h"
@@ -114,7 +115,7 @@ void run_datagen(const DatagenOptions& o) {
     }
 
     int threads = o.threads > 0 ? (int)o.threads : default_threads();
-    std::unique_ptr<Ops> ops = make_cpu_ops(threads);
+    std::unique_ptr<Ops> ops = make_ops("", threads);
     int max_prompt_len = 0;
     for (auto& it : items) max_prompt_len = std::max(max_prompt_len, (int)it.prompt.size());
     int ctx = max_prompt_len + (int)o.max_new + 1;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 
+#include "../backend/backend.h"
 #include "../backend/ops.h"
 #include "../core/common.h"
 #include "../core/dtype.h"
@@ -349,7 +350,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
 
     // state
     int threads = o.threads > 0 ? o.threads : default_threads();
-    std::unique_ptr<Ops> ops = make_cpu_ops(threads);
+    std::unique_ptr<Ops> ops = make_ops("", threads);
     DraftWeights dw;
     dw.init_random(cfg, o.seed);
     DraftModelT<Ops> model(*ops, dw, fz);

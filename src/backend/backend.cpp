@@ -13,7 +13,10 @@ static std::string g_selected;
 
 bool has_cuda_backend() { return make_cuda_ops != nullptr; }
 const char* default_backend() { return has_cuda_backend() ? "cuda" : "cpu"; }
-void select_backend(const std::string& name) { g_selected = name; }
+void select_backend(const std::string& name) {
+    if (name != "cpu" && name != "cuda") fail("--backend must be cpu or cuda, got '%s'", name.c_str());
+    g_selected = name;
+}
 std::string selected_backend() { return g_selected.empty() ? std::string(default_backend()) : g_selected; }
 
 std::unique_ptr<Ops> make_ops(const std::string& backend, int n_threads) {

@@ -15,7 +15,7 @@ namespace beagle {
 std::unique_ptr<Ops> make_ops(const std::string& backend, int n_threads);
 bool has_cuda_backend();                        // this binary links the CUDA backend
 const char* default_backend();                  // "cuda" if has_cuda_backend(), else "cpu"
-void select_backend(const std::string& name);   // what make_ops("") returns (checked when used)
+void select_backend(const std::string& name);   // what make_ops("") returns; Error unless "cpu" or "cuda"
 std::string selected_backend();                 // the selected name, or default_backend()
 
 }  // namespace beagle

@@ -86,11 +86,7 @@ int cmd_generate(int argc, char** argv) {
     if (ngram < 1) fail("beagle generate: --ngram must be >= 1, got %ld", ngram);
     if (max_tree < 1 || max_tree > 1024) fail("beagle generate: --max-tree must be in 1..1024, got %ld", max_tree);
 
-    if (!backend.empty()) {
-        if (backend != "cpu" && backend != "cuda")
-            fail("beagle generate: --backend must be cpu or cuda, got '%s'", backend.c_str());
-        select_backend(backend);
-    }
+    if (!backend.empty()) select_backend(backend);
     Session s(model, tok_path, (int)threads, (int)ctx, (int)batch);
     SamplingParams sp;
     sp.temperature = (float)temp;

@@ -194,6 +194,33 @@ int main() {
         fz.dim = 16;
         CHECK_THROWS(DraftModelT<Ops>(ops, w, fz), "frozen target tensors");
     }
+    // reduced draft vocabulary (EAGLE-3 style): the token map round-trips and is validated
+    {
+        DraftWeights rv = w;
+        for (int t = 0; t < c.vocab_size; t += 3) rv.d2t.push_back(t);
+        rv.cfg.draft_vocab = (int)rv.d2t.size();
+        std::string rvp = dir + "/rv.bdr";
+        save_draft(rvp, rv);
+        DraftWeights rr = load_draft(rvp);
+        CHECK(rr.cfg.draft_vocab == rv.cfg.draft_vocab && rr.d2t == rv.d2t, "reduced vocabulary round trip");
+        for (int i = 0; i < DT_COUNT; i++) CHECK(rr.t[i] == rv.t[i], "tensor %d round trip (reduced vocabulary)", i);
+        std::string g = read_file(rvp);
+        size_t at = find(rvp, "d2t");  // table entry: name, ndim, shape, unused, offset, bytes
+        uint64_t doff;
+        memcpy(&doff, g.data() + at + 3 + 4 + 16, 8);
+        int32_t dup = rv.d2t[1];  // entry 2 := entry 1: not increasing
+        patch_and_fix(rvp, bad, doff + 8, &dup, 4);
+        CHECK_THROWS(load_draft(bad), "must be increasing");
+        int32_t big = c.vocab_size + 5;  // last entry outside the vocabulary
+        patch_and_fix(rvp, bad, doff + 4 * (rv.d2t.size() - 1), &big, 4);
+        CHECK_THROWS(load_draft(bad), "must be increasing target ids in [0, 40)");
+        DraftWeights wb = rv;
+        wb.d2t.pop_back();
+        CHECK_THROWS(save_draft(bad, wb), "map has 13 entries, draft_vocab is 14");
+        wb = rv;
+        wb.cfg.draft_vocab = c.vocab_size + 1;
+        CHECK_THROWS(save_draft(bad, wb), "draft_vocab 41 outside");
+    }
     // bad metadata cannot be written
     {
         DraftWeights wb = w;
@@ -255,6 +282,27 @@ int main() {
         CHECK(md <= 0.02 * mz, "logits via the target's head differ by %g (scale %g)", md, mz);
         printf("draft step: f32 head %.1f ms, target Q8_0 head %.1f ms, max logit diff %.3g of %.3g\n",
                (t1 - t0) * 1e3, (t2 - t1) * 1e3, md, mz);
+        // reduced vocabulary: its logits are exactly the full head's rows for d2t, with the f32 table
+        // and with the target's stored (Q8_0) head gathered row by row
+        DraftWeights rvw = dl;
+        for (int t = 0; t < dc.vocab_size; t += 7) rvw.d2t.push_back(t);
+        rvw.cfg.draft_vocab = (int)rvw.d2t.size();
+        Draft dr(rvw, fz, ops, 64, 8, 4);
+        Draft drq(rvw, frozen_from_target(*mf, false), ops, 64, 8, 4);
+        drq.use_target_weights(ops.weight(mf->weights.tok_embd), ops.weight(mf->weights.lm_head));
+        std::vector<float> fh3(dc.dim), lg3(rvw.d2t.size()), lg4(rvw.d2t.size());
+        dr.add_true_states(st.data(), 10);
+        drq.add_true_states(st.data(), 10);
+        dr.forward(&tokq, &pos, 1, nullptr, 0, fh3.data(), lg3.data());
+        CHECK(!memcmp(fh.data(), fh3.data(), dc.dim * 4), "f^ with a reduced vocabulary differs");
+        drq.forward(&tokq, &pos, 1, nullptr, 0, nullptr, lg4.data());
+        int bad3 = 0, bad4 = 0;
+        for (size_t i = 0; i < rvw.d2t.size(); i++) {
+            bad3 += lg3[i] != lg[rvw.d2t[i]];
+            bad4 += lg4[i] != lg2[rvw.d2t[i]];
+        }
+        CHECK(bad3 == 0 && bad4 == 0, "reduced-vocabulary logits differ from the full head's rows: %d (f32), %d (Q8_0) of %zu",
+              bad3, bad4, rvw.d2t.size());
         printf("SmolLM2 draft: dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, tokenizer %016llx\n", dc.dim,
                dc.n_heads, dc.n_kv_heads, dc.head_dim, dc.ffn_dim, dc.vocab_size, (unsigned long long)dc.tokenizer_hash);
     } else {

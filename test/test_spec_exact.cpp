@@ -46,6 +46,12 @@ int main() {
         dcases.push_back({"random chain", &rnd, chain});
         dcases.push_back({"random tree", &rnd, tree});
         dcases.push_back({"random tree no-concat", &rnd, tree_nc});
+        DraftWeights rv = rnd;  // reduced draft vocabulary (EAGLE-3 style): two thirds of the tokens
+        for (int t = 0; t < rv.cfg.vocab_size; t++)
+            if (t % 3 != 1) rv.d2t.push_back(t);
+        rv.cfg.draft_vocab = (int)rv.d2t.size();
+        dcases.push_back({"random chain, reduced vocab", &rv, chain});
+        dcases.push_back({"random tree, reduced vocab", &rv, tree});
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
         if (file_exists(shipped)) {

@@ -159,6 +159,23 @@ int main() {
         cases.push_back({"oracle tree", std::unique_ptr<Drafter>(new OracleDrafter(s)), false});
         cases.push_back({"random chain (sampled q)", make_beagle_drafter(rnd, fz, s, chain), false});
         cases.push_back({"random tree", make_beagle_drafter(rnd, fz, s, tree), false});
+        // reduced draft vocabulary (EAGLE-3 style): q is zero outside it, so the target's other tokens
+        // can only come from the residual
+        DraftWeights rv = rnd;
+        for (int t = 0; t < rv.cfg.vocab_size; t++)
+            if (t % 3 != 1) rv.d2t.push_back(t);
+        rv.cfg.draft_vocab = (int)rv.d2t.size();
+        cases.push_back({"random chain, reduced vocab", make_beagle_drafter(rv, fz, s, chain), false});
+        const char* root = getenv("BEAGLE_ROOT");
+        std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
+        DraftWeights trained;
+        if (file_exists(shipped)) {
+            trained = load_draft(shipped);
+            cases.push_back({"trained chain (sampled q)", make_beagle_drafter(trained, fz, s, chain), false});
+            cases.push_back({"trained tree", make_beagle_drafter(trained, fz, s, tree), false});
+        } else {
+            CHECK(false, "%s missing: the trained-draft cases cannot run", shipped.c_str());
+        }
         cases.push_back({"oracle tree, BROKEN residual", std::unique_ptr<Drafter>(new OracleDrafter(s)), true});
         for (auto& c : cases) {
             std::vector<std::vector<int>> sd(NPOS);

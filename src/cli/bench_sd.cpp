@@ -15,6 +15,7 @@
 #include "../decode/session.h"
 #include "../decode/speculative.h"
 #include "../model/draft.h"
+#include "../train/plot.h"
 #include "args.h"
 #include "commands.h"
 
@@ -190,7 +191,49 @@ int cmd_bench_sd(int argc, char** argv) {
         js += strfmt("%s\"%s\": %s", k ? ", " : "", modes[k].c_str(), total[modes[k]].json(plain_all).c_str());
     js += "}\n}\n";
     fputs(js.c_str(), stdout);
-    if (!out.empty()) write_file_atomic(out, js.data(), js.size());
+    if (!out.empty()) {
+        write_file_atomic(out, js.data(), js.size());
+        // charts next to the JSON: speedup by category (bars per mode), acceptance by depth (chain, tree)
+        std::string stem = out.size() > 5 && out.compare(out.size() - 5, 5, ".json") == 0 ? out.substr(0, out.size() - 5) : out;
+        const uint32_t colours[] = {0x7f7f7f, 0x2ca02c, 0x1f77b4, 0xd62728};
+        BarChart sc;
+        sc.title = strfmt("Speedup over plain greedy decoding (%s, %ld threads, %ld tokens)", model.c_str(), threads, n);
+        sc.ylabel = "speedup (x)";
+        sc.categories = order;
+        sc.categories.push_back("overall");
+        for (size_t k = 0; k < modes.size(); k++) {
+            BarGroup g;
+            g.label = modes[k];
+            g.rgb = colours[k % 4];
+            for (const std::string& c : order) {
+                double plain = acc[c].count("none") ? acc[c]["none"].tok_s() : 0;
+                g.values.push_back(plain > 0 ? acc[c][modes[k]].tok_s() / plain : 0);
+            }
+            g.values.push_back(plain_all > 0 ? total[modes[k]].tok_s() / plain_all : 0);
+            sc.groups.push_back(g);
+        }
+        write_bar_chart(stem + ".speedup.png", sc);
+        LineChart ac;
+        ac.title = "Acceptance rate by draft depth (all categories)";
+        ac.xlabel = "depth";
+        ac.ylabel = "accepted / reached";
+        for (size_t k = 0; k < modes.size(); k++) {
+            if (modes[k] == "none") continue;
+            const Acc& a1 = total[modes[k]];
+            LineSeries ls;
+            ls.label = strfmt("%s (tau %.2f)", modes[k].c_str(), a1.tau());
+            ls.rgb = colours[k % 4];
+            for (size_t d = 0; d < a1.reached.size(); d++)
+                if (a1.reached[d] > 0) {
+                    ls.x.push_back((double)d + 1);
+                    ls.y.push_back((double)a1.accepted[d] / a1.reached[d]);
+                }
+            if (!ls.x.empty()) ac.series.push_back(ls);
+        }
+        if (!ac.series.empty()) write_line_chart(stem + ".accept.png", ac);
+        fprintf(stderr, "bench-sd: wrote %s, %s.speedup.png%s\n", out.c_str(), stem.c_str(),
+                ac.series.empty() ? "" : strfmt(", %s.accept.png", stem.c_str()).c_str());
+    }
     int mism = 0;
     for (auto& kv : total) mism += kv.second.mismatches;
     if (mism) fail("bench-sd: %d outputs differ from plain greedy decoding", mism);

@@ -16,7 +16,7 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
 int cmd_train(int argc, char** argv) {
     TrainLoopOptions o;
     long e1 = o.stage1_epochs, e2 = o.stage2_epochs, w = o.w, S = o.S, batch = o.batch, seq_len = o.seq_len;
-    long seed = (long)o.seed, ffn = o.ffn_dim, threads = o.threads, eval_n = o.eval_n, eval_tokens = o.eval_tokens;
+    long seed = (long)o.seed, ffn = o.ffn_dim, dvocab = o.draft_vocab, threads = o.threads, eval_n = o.eval_n, eval_tokens = o.eval_tokens;
     long gamma = o.gamma, depth = o.depth, topk = o.topk, total = o.total_tokens;
     bool quiet = false;
     std::string plan;
@@ -52,6 +52,8 @@ int cmd_train(int argc, char** argv) {
     a.flag("--hard-labels", &o.hard_labels, "cross-entropy against the next token instead of the target's distribution");
     a.flag("--loss-on-prompt", &o.loss_on_prompt, "also train on prompt positions (default: generated part only)");
     a.integer("--ffn", &ffn, "draft MLP hidden size (0 = the target's)");
+    a.integer("--draft-vocab", &dvocab, "reduced draft vocabulary (EAGLE-3 style): the N most frequent training targets\n"
+                                        "                               (0 = the target's whole vocabulary)");
     a.str("--eval-prompts", &o.eval_prompts, "held-out prompts for the acceptance evaluation (greedy)");
     a.integer("--eval-n", &eval_n, "evaluate on the first N prompts");
     a.integer("--eval-tokens", &eval_tokens, "tokens generated per evaluation prompt");
@@ -88,6 +90,7 @@ int cmd_train(int argc, char** argv) {
     if (seed < 0) fail("beagle train: --seed must be >= 0, got %ld", seed);
     o.seed = (uint64_t)seed;
     o.ffn_dim = in(ffn, 0, 1 << 20, "--ffn");
+    o.draft_vocab = in(dvocab, 0, 1 << 24, "--draft-vocab");
     o.threads = in(threads, 0, 256, "--threads");
     o.eval_n = in(eval_n, 1, 1000000, "--eval-n");
     o.eval_tokens = in(eval_tokens, 1, 1 << 20, "--eval-tokens");

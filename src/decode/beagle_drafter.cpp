@@ -15,7 +15,7 @@ namespace beagle {
 class BeagleDrafter : public Drafter {
 public:
     BeagleDrafter(const DraftWeights& w, const DraftFrozen& fz, Session& s, const BeagleDraftParams& p)
-        : p_(p), V_(w.cfg.vocab_size) {
+        : p_(p), V_(w.cfg.head_rows()), Vt_(w.cfg.vocab_size), d2t_(w.d2t) {
         int max_pred = p.tree ? 1 + p.topk * std::max(0, p.depth - 1) : p.gamma;
         max_pred = std::max(max_pred, 1);
         draft_.reset(new Draft(w, fz, *s.ops, s.llama->ctx(), max_pred + 1, std::max(p.topk, 1)));
@@ -45,7 +45,10 @@ public:
 
 private:
     BeagleDraftParams p_;
-    int V_, words_;
+    int V_, Vt_, words_;          // draft logits per row; the target's vocabulary
+    std::vector<int32_t> d2t_;    // reduced vocabulary: draft logit i is target token d2t_[i] (empty: identity)
+    std::vector<float> qsub_;
+    int tok_of(int i) const { return d2t_.empty() ? i : d2t_[i]; }
     std::unique_ptr<Draft> draft_;
     std::vector<float> logits_;
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
@@ -74,15 +77,19 @@ private:
             int next;
             const float* q = nullptr;
             if (sp.temperature <= 0) {
-                next = argmax(logits_.data(), V_);
+                next = tok_of(argmax(logits_.data(), V_));
             } else {  // speculative sampling: draw from the draft's own (warped) distribution q
-                warp_dense(logits_.data(), V_, sp, &q_[k]);
+                warp_dense(logits_.data(), V_, sp, &qsub_);
                 float coin = rng.next_f32(), cdf = 0;
                 next = V_ - 1;
                 for (int i = 0; i < V_; i++) {
-                    cdf += q_[k][i];
+                    cdf += qsub_[i];
                     if (coin < cdf) { next = i; break; }
                 }
+                next = tok_of(next);
+                // q over the target's vocabulary (zero outside a reduced vocabulary)
+                q_[k].assign(Vt_, 0.0f);
+                for (int i = 0; i < V_; i++) q_[k][tok_of(i)] = qsub_[i];
                 q = q_[k].data();
             }
             node = tree->add(node, next, 0.0f, q);
@@ -132,7 +139,7 @@ private:
                     return lp[a] > lp[b] || (lp[a] == lp[b] && a < b);
                 });
                 for (int j = 0; j < k; j++) {
-                    nodes.push_back({idx[j], ex[i], nodes[ex[i]].depth + 1, nodes[ex[i]].score + lp[idx[j]], -1});
+                    nodes.push_back({tok_of(idx[j]), ex[i], nodes[ex[i]].depth + 1, nodes[ex[i]].score + lp[idx[j]], -1});
                     frontier.push_back((int)nodes.size() - 1);
                 }
             }

@@ -57,6 +57,8 @@ void DraftConfig::validate(const char* where) const {
                  head_dim);
     BEAGLE_CHECK(ffn_dim > 0 && ffn_dim <= (1 << 20), "%s: ffn_dim %d outside 1..2^20", where, ffn_dim);
     BEAGLE_CHECK(vocab_size > 0 && vocab_size <= (1 << 24), "%s: vocab_size %d outside 1..2^24", where, vocab_size);
+    BEAGLE_CHECK(draft_vocab >= 0 && draft_vocab <= vocab_size, "%s: draft_vocab %d outside 0..vocab_size %d", where,
+                 draft_vocab, vocab_size);
     BEAGLE_CHECK(norm_eps > 0 && norm_eps < 1 && final_eps > 0 && final_eps < 1, "%s: norm eps %g / %g outside (0, 1)",
                  where, norm_eps, final_eps);
     BEAGLE_CHECK(rope_theta > 0 && std::isfinite(rope_theta), "%s: rope_theta %g must be > 0", where, rope_theta);
@@ -169,6 +171,7 @@ static std::string config_text(const DraftConfig& c, const std::vector<std::pair
     s += strfmt("head_dim %d\n", c.head_dim);
     s += strfmt("ffn_dim %d\n", c.ffn_dim);
     s += strfmt("vocab_size %d\n", c.vocab_size);
+    if (c.draft_vocab > 0) s += strfmt("draft_vocab %d\n", c.draft_vocab);
     s += strfmt("norm_eps %.9g\n", c.norm_eps);
     s += strfmt("final_eps %.9g\n", c.final_eps);
     s += strfmt("rope_theta %.9g\n", c.rope_theta);
@@ -188,11 +191,22 @@ static std::string config_text(const DraftConfig& c, const std::vector<std::pair
     return s;
 }
 
+void check_d2t(const DraftConfig& c, const std::vector<int32_t>& d2t, const char* where) {
+    BEAGLE_CHECK(d2t.size() == (size_t)c.draft_vocab, "%s: reduced vocabulary map has %zu entries, draft_vocab is %d",
+                 where, d2t.size(), c.draft_vocab);
+    for (size_t i = 0; i < d2t.size(); i++)
+        BEAGLE_CHECK(d2t[i] >= 0 && d2t[i] < c.vocab_size && (i == 0 || d2t[i] > d2t[i - 1]),
+                     "%s: reduced vocabulary entry %zu is token %d: entries must be increasing target ids in [0, %d)",
+                     where, i, d2t[i], c.vocab_size);
+}
+
 void save_draft(const std::string& path, const DraftWeights& w) {
     w.cfg.validate("save_draft");
+    check_d2t(w.cfg, w.d2t, "save_draft");
+    const bool has_map = w.cfg.draft_vocab > 0;
     std::string cfg = config_text(w.cfg, w.meta);
     // table size first, to place the data
-    size_t table = 0;
+    size_t table = has_map ? 4 + 3 + 4 + 2 * 8 + 8 + 8 : 0;
     for (int i = 0; i < DT_COUNT; i++) {
         BEAGLE_CHECK(w.t[i].size() == (size_t)w.cfg.numel(i), "save_draft: tensor %s has %zu values, expected %lld",
                      draft_tensor_name(i), w.t[i].size(), (long long)w.cfg.numel(i));
@@ -207,12 +221,14 @@ void save_draft(const std::string& path, const DraftWeights& w) {
         end += w.t[i].size() * 4;
         end = (end + 63) / 64 * 64;
     }
+    uint64_t map_off = end;
+    if (has_map) end = (end + w.d2t.size() * 4 + 63) / 64 * 64;
     size_t file_size = end + 4;
     std::vector<uint8_t> b;
     b.reserve(file_size);
     b.insert(b.end(), kMagic, kMagic + 8);
     put_u32(b, kVersion);
-    put_u32(b, DT_COUNT);
+    put_u32(b, DT_COUNT + (has_map ? 1 : 0));
     put_u32(b, (uint32_t)cfg.size());
     put_u32(b, 0);
     put_u64(b, file_size);
@@ -233,8 +249,18 @@ void save_draft(const std::string& path, const DraftWeights& w) {
         put_u64(b, offsets[i]);
         put_u64(b, w.t[i].size() * 4);
     }
+    if (has_map) {
+        put_u32(b, 3);
+        b.insert(b.end(), "d2t", "d2t" + 3);
+        put_u32(b, 1);
+        put_u64(b, w.d2t.size());
+        put_u64(b, 0);
+        put_u64(b, map_off);
+        put_u64(b, w.d2t.size() * 4);
+    }
     b.resize(file_size - 4, 0);
     for (int i = 0; i < DT_COUNT; i++) memcpy(b.data() + offsets[i], w.t[i].data(), w.t[i].size() * 4);
+    if (has_map) memcpy(b.data() + map_off, w.d2t.data(), w.d2t.size() * 4);
     put_u32(b, crc32_update(0, b.data(), b.size()));
     write_file_atomic(path, b.data(), b.size());
 }
@@ -286,7 +312,9 @@ DraftWeights load_draft(const std::string& path) {
     uint32_t crc = u32(size - 4), got = crc32_update(0, p, size - 4);
     if (crc != got) fail("%s: draft file checksum mismatch (stored CRC-32 %08x, computed %08x): the file is corrupt", P, crc, got);
     uint32_t n_tensors = u32(12), cfg_len = u32(16);
-    if (n_tensors != DT_COUNT) fail("%s: draft file has %u tensors, expected %d", P, n_tensors, (int)DT_COUNT);
+    if (n_tensors != DT_COUNT && n_tensors != DT_COUNT + 1)
+        fail("%s: draft file has %u tensors, expected %d (or %d with a reduced vocabulary)", P, n_tensors, (int)DT_COUNT,
+             (int)DT_COUNT + 1);
     if (32 + (uint64_t)cfg_len > size - 4) fail("%s: draft config length %u runs past the end of the file", P, cfg_len);
 
     // config text
@@ -313,6 +341,12 @@ DraftWeights load_draft(const std::string& path) {
     c.head_dim = parse_int(path, kv, "head_dim");
     c.ffn_dim = parse_int(path, kv, "ffn_dim");
     c.vocab_size = parse_int(path, kv, "vocab_size");
+    c.draft_vocab = kv.count("draft_vocab") ? parse_int(path, kv, "draft_vocab") : 0;
+    if (c.draft_vocab <= 0 && kv.count("draft_vocab"))
+        fail("%s: draft config key 'draft_vocab': expected a positive integer, found %d", P, c.draft_vocab);
+    if ((n_tensors == DT_COUNT + 1) != (c.draft_vocab > 0))
+        fail("%s: draft file has %u tensors but its config %s a reduced vocabulary (draft_vocab)", P, n_tensors,
+             c.draft_vocab > 0 ? "declares" : "does not declare");
     c.norm_eps = parse_float(path, kv, "norm_eps");
     c.final_eps = parse_float(path, kv, "final_eps");
     c.rope_theta = parse_float(path, kv, "rope_theta");
@@ -334,7 +368,7 @@ DraftWeights load_draft(const std::string& path) {
 
     // tensor table
     size_t off = 32 + cfg_len, data_start = size;
-    bool seen[DT_COUNT] = {};
+    bool seen[DT_COUNT + 1] = {};
     for (uint32_t k = 0; k < n_tensors; k++) {
         if (off + 4 > size - 4) fail("%s: tensor table entry %u at byte %zu runs past the end", P, k, off);
         uint32_t nl = u32(off);
@@ -345,12 +379,26 @@ DraftWeights load_draft(const std::string& path) {
         int idx = -1;
         for (int i = 0; i < DT_COUNT; i++)
             if (name == kTensorNames[i]) idx = i;
+        if (name == "d2t" && c.draft_vocab > 0) idx = DT_COUNT;
         if (idx < 0) fail("%s: unknown tensor '%s' in the draft file (byte %zu)", P, name.c_str(), off);
         if (seen[idx]) fail("%s: tensor '%s' appears twice", P, name.c_str());
         seen[idx] = true;
         uint32_t ndim = u32(off);
         uint64_t d0 = u64(off + 4), d1 = u64(off + 12), toff = u64(off + 20), nbytes = u64(off + 28);
         off += 36;
+        if (idx == DT_COUNT) {  // the reduced vocabulary's token map (int32)
+            if (ndim != 1 || d0 != (uint64_t)c.draft_vocab || nbytes != d0 * 4)
+                fail("%s: tensor 'd2t' has ndim %u, shape [%llu], %llu bytes; the config implies [%d] int32", P, ndim,
+                     (unsigned long long)d0, (unsigned long long)nbytes, c.draft_vocab);
+            if (toff % 4 || toff > size - 4 || nbytes > size - 4 - toff)
+                fail("%s: tensor 'd2t' data [%llu, +%llu) lies outside the file's data area (file %zu bytes)", P,
+                     (unsigned long long)toff, (unsigned long long)nbytes, size);
+            data_start = std::min(data_start, (size_t)toff);
+            w.d2t.resize((size_t)c.draft_vocab);
+            memcpy(w.d2t.data(), p + toff, nbytes);
+            check_d2t(c, w.d2t, P);
+            continue;
+        }
         bool vec = idx == DT_NORM_Q || idx == DT_NORM_KV || idx == DT_NORM_M;
         uint64_t rows = vec ? 1 : d0, cols = vec ? d0 : d1;
         if (ndim != (vec ? 1u : 2u) || (int64_t)rows != c.rows(idx) || (int64_t)cols != c.cols(idx))
@@ -419,7 +467,7 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
     query_acts_alloc(al, c, &a_->A, max_queries);
     a_->xn = al.alloc((size_t)max_queries * c.dim);
     a_->rstd = al.alloc(max_queries);
-    a_->logits = al.alloc((size_t)max_queries * c.vocab_size);
+    a_->logits = al.alloc((size_t)max_queries * c.head_rows());
 }
 
 Draft::~Draft() = default;  // BufAlloc releases every buffer
@@ -435,6 +483,22 @@ void Draft::use_target_weights(const Weight& tok_embd, const Weight& lm_head) {
                  c.vocab_size, c.dim);
     m_->embd_w = tok_embd;
     m_->head_w = lm_head;
+    if (c.draft_vocab > 0) {  // the rows of the reduced vocabulary, in their stored dtype
+        BEAGLE_CHECK(lm_head.host && lm_head.host->data, "draft: reduced vocabulary needs the target's LM head on the host");
+        const Tensor& H = *lm_head.host;
+        size_t rb = H.row_bytes();
+        head_rows_.resize(rb * c.draft_vocab);
+        for (int i = 0; i < c.draft_vocab; i++) memcpy(head_rows_.data() + rb * i, H.row(m_->d2t[i]), rb);
+        head_sub_.reset(new Tensor());
+        head_sub_->name = H.name + "[d2t]";
+        head_sub_->dtype = H.dtype;
+        head_sub_->ndim = 2;
+        head_sub_->shape[0] = c.draft_vocab;
+        head_sub_->shape[1] = c.dim;
+        head_sub_->data = head_rows_.data();
+        head_sub_->nbytes = head_rows_.size();
+        m_->head_w = ops_.weight(*head_sub_);
+    }
 }
 
 void Draft::reset() {
@@ -525,7 +589,7 @@ void Draft::forward(const int* tokens, const int* pos, int n, const uint64_t* pr
     query_forward(*m_, A, n, tokens, pos, nullptr, keys, mask);
     head_logits(*m_, A.fh, n, a_->xn, a_->rstd, a_->logits);
     if (states_out) ops_.download(states_out, A.fh, (size_t)n * c.dim);
-    if (logits_out) ops_.download(logits_out, a_->logits, (size_t)n * c.vocab_size);
+    if (logits_out) ops_.download(logits_out, a_->logits, (size_t)n * c.head_rows());
 }
 
 const float* Draft::states_backend() const { return a_->A.fh; }

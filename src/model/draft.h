@@ -37,6 +37,8 @@ struct DraftConfig {
     int n_heads = 0, n_kv_heads = 0, head_dim = 0;
     int ffn_dim = 0;
     int vocab_size = 0;           // = the target's vocabulary (frozen LM head)
+    int draft_vocab = 0;          // EAGLE-3-style reduced draft vocabulary: the LM head's rows for these
+                                  // many target tokens only (DraftWeights::d2t); 0 = the full vocabulary
     float norm_eps = 1e-5f;       // the draft's three RMSNorms
     float final_eps = 1e-5f;      // the target's final norm (frozen)
     float rope_theta = 10000.0f;
@@ -49,6 +51,7 @@ struct DraftConfig {
 
     int q_dim() const { return n_heads * head_dim; }
     int kv_dim() const { return n_kv_heads * head_dim; }
+    int head_rows() const { return draft_vocab > 0 ? draft_vocab : vocab_size; }  // width of the draft's logits
     RopeParams rope() const;
     int64_t rows(int t) const;    // shape of tensor t
     int64_t cols(int t) const;
@@ -67,6 +70,8 @@ void check_draft_fits_target(const DraftConfig& d, const LlamaConfig& t, const T
 struct DraftWeights {
     DraftConfig cfg;
     std::vector<float> t[DT_COUNT];                             // host f32, shapes cfg.rows/cols
+    std::vector<int32_t> d2t;  // reduced vocabulary: draft logit i is target token d2t[i] (increasing);
+                               // empty when cfg.draft_vocab == 0
     std::vector<std::pair<std::string, std::string>> meta;      // free-form (training step, data, ...)
     // PyTorch-Linear-style init: U(-1/sqrt(in), 1/sqrt(in)); norms 1. Deterministic in seed.
     void init_random(const DraftConfig& c, uint64_t seed);
@@ -77,7 +82,11 @@ struct DraftWeights {
 //   24 u64 file_size   32 config text (config_len bytes, lines "key value\n")
 //   tensor table: per tensor u32 name_len, name, u32 ndim, ndim x u64 shape, u64 offset, u64 nbytes
 //   tensor data (f32, offsets 64-aligned)   last 4 bytes: u32 CRC-32 (zlib) of everything before.
+// With a reduced vocabulary (config line "draft_vocab N") one more table entry, "d2t": ndim 1,
+// shape {N}, int32 target token ids, strictly increasing.
 void save_draft(const std::string& path, const DraftWeights& w);  // atomic write
+// Throws unless d2t has c.draft_vocab strictly increasing target ids in [0, vocab_size).
+void check_d2t(const DraftConfig& c, const std::vector<int32_t>& d2t, const char* where);
 DraftWeights load_draft(const std::string& path);                 // validates everything
 uint32_t crc32_update(uint32_t crc, const void* data, size_t n);   // zlib's crc32 (start with 0)
 
@@ -140,6 +149,8 @@ private:
     Ops& ops_;
     std::unique_ptr<DraftModelT<Ops>> m_;
     int ctx_, max_pred_, max_q_;
+    std::vector<uint8_t> head_rows_;        // reduced vocabulary: the target head's rows for d2t, stored
+    std::unique_ptr<Tensor> head_sub_;      //   dtype (use_target_weights), and their tensor view
     bool concat_ = true;
     float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
     float *stage_t_, *stage_p_;              // pending states (K/V not yet computed)

@@ -26,13 +26,28 @@ DraftModelT<O>::DraftModelT(O& ops_, const DraftWeights& dw, const DraftFrozen& 
     out_norm = ops.alloc(cfg.dim);
     upload_f(ops, out_norm, fz.out_norm.data(), cfg.dim);
     tied = fz.lm_head.empty();
+    if (cfg.draft_vocab > 0) {
+        check_d2t(cfg, dw.d2t, "draft weights");
+        d2t = dw.d2t;
+    }
     if (fz.embd.empty()) return;  // no f32 tables: inference with the target's weights only
     embd = ops.alloc(ve);
     upload_f(ops, embd, fz.embd.data(), ve);
-    if (tied) lm_head = embd;
-    else {
+    const std::vector<float>& head = tied ? fz.embd : fz.lm_head;
+    if (cfg.draft_vocab > 0) {  // reduced vocabulary: the frozen head's rows for d2t only
+        std::vector<float> rows((size_t)cfg.draft_vocab * cfg.dim);
+        for (int i = 0; i < cfg.draft_vocab; i++)
+            std::copy(head.begin() + (size_t)d2t[i] * cfg.dim, head.begin() + (size_t)(d2t[i] + 1) * cfg.dim,
+                      rows.begin() + (size_t)i * cfg.dim);
+        lm_head = ops.alloc(rows.size());
+        upload_f(ops, lm_head, rows.data(), rows.size());
+        own_head = true;
+    } else if (tied) {
+        lm_head = embd;
+    } else {
         lm_head = ops.alloc(ve);
         upload_f(ops, lm_head, fz.lm_head.data(), ve);
+        own_head = true;
     }
 }
 
@@ -42,7 +57,7 @@ DraftModelT<O>::~DraftModelT() {
         ops.release(w[i]);
         if (g[i]) ops.release(g[i]);
     }
-    if (lm_head && !tied) ops.release(lm_head);
+    if (lm_head && own_head) ops.release(lm_head);
     if (embd) ops.release(embd);
     ops.release(out_norm);
 }
@@ -59,6 +74,7 @@ void DraftModelT<O>::set_weights(const DraftWeights& dw) {
 template <class O>
 void DraftModelT<O>::get_weights(DraftWeights* dw) const {
     dw->cfg = cfg;
+    dw->d2t = d2t;
     for (int i = 0; i < DT_COUNT; i++) {
         dw->t[i].resize((size_t)cfg.numel(i));
         download_f(ops, dw->t[i].data(), w[i], dw->t[i].size());
@@ -247,7 +263,7 @@ void head_logits(DraftModelT<O>& m, const RealOf<O>* fh, int n, RealOf<O>* xn, R
             return;
         }
     BEAGLE_CHECK(m.lm_head, "draft: no LM head (frozen tables not loaded, no target weights given)");
-    m.ops.mm_fwd(logits, xn, m.lm_head, n, c.dim, c.vocab_size);
+    m.ops.mm_fwd(logits, xn, m.lm_head, n, c.dim, c.head_rows());
 }
 
 // ---- instantiations -----------------------------------------------------------------------------------

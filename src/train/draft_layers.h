@@ -27,6 +27,8 @@ struct DraftModelT {
     R* g[DT_COUNT] = {};                  // gradients; null until enable_grads()
     R *embd = nullptr, *out_norm = nullptr, *lm_head = nullptr;  // lm_head == embd when tied; both null
     bool tied = false;                                           // when the frozen tables were not given
+    bool own_head = false;            // lm_head is this model's own buffer (untied, or the reduced vocabulary's rows)
+    std::vector<int32_t> d2t;         // reduced vocabulary (cfg.draft_vocab > 0): logit i is target token d2t[i]
     // Inference only (O = Ops): the target's own (possibly quantized) embedding and LM head, used
     // instead of the f32 tables when set (Draft::use_target_weights).
     Weight embd_w, head_w;
@@ -91,7 +93,7 @@ void query_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A,
 size_t query_backward_floats_per_row(const DraftConfig& c);
 
 // ---- head ---------------------------------------------------------------------------------------
-// logits (n x vocab) = lm_head(final_norm(fh)); xn: n x dim scratch, rstd: n scratch.
+// logits (n x cfg.head_rows()) = lm_head(final_norm(fh)); xn: n x dim scratch, rstd: n scratch.
 template <class O>
 void head_logits(DraftModelT<O>& m, const RealOf<O>* fh, int n, RealOf<O>* xn, RealOf<O>* rstd, RealOf<O>* logits);
 

@@ -13,7 +13,7 @@
 namespace beagle {
 
 size_t draft_loss_floats(const DraftConfig& c, int n, const LossOptions& lo) {
-    size_t N = (size_t)n, C = (size_t)std::min(lo.vocab_chunk, c.vocab_size);
+    size_t N = (size_t)n, C = (size_t)std::min(lo.vocab_chunk, c.head_rows());
     size_t per = 2 * N * c.dim + 3 * N + 2 * N * C;  // xd, dxd, rstd_d, m_d, s_d, zd, dz
     if (!lo.hard_labels) per += N * c.dim + 3 * N + N * C;  // xt, rstd_t, m_t, s_t, zt
     return per;
@@ -30,7 +30,10 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
     BEAGLE_CHECK(lo.vocab_chunk >= 1, "vocab_chunk must be >= 1, got %d", lo.vocab_chunk);
     BEAGLE_CHECK(!lo.hard_labels || labels, "hard-label loss needs labels");
     bool soft = !lo.hard_labels;
-    int V = c.vocab_size, dim = c.dim, C = std::min(lo.vocab_chunk, V);
+    // With a reduced vocabulary (EAGLE-3 style) both distributions live on its tokens: the target's is
+    // renormalized over them (its logsumexp below runs over the head's rows only).
+    BEAGLE_CHECK(!lo.hard_labels || c.draft_vocab == 0, "hard-label loss with a reduced draft vocabulary is not supported");
+    int V = c.head_rows(), dim = c.dim, C = std::min(lo.vocab_chunk, V);
     size_t N = (size_t)n;
     R* xd = al.alloc(N * dim);   // final_norm(f^)
     R* rd = al.alloc(N);

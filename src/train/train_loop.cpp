@@ -165,6 +165,33 @@ Checkpoint load_checkpoint(const std::string& path) {
     return c;
 }
 
+// ---- reduced vocabulary (EAGLE-3 style) ----------------------------------------------------------
+std::vector<int32_t> reduced_vocab(const Dataset& ds, int n, bool loss_on_prompt, bool quiet) {
+    BEAGLE_CHECK(n >= 1 && n <= ds.vocab(), "beagle train: --draft-vocab must be in 1..%d (the vocabulary), got %d",
+                 ds.vocab(), n);
+    std::vector<int64_t> count(ds.vocab(), 0);
+    int64_t total = 0;
+    for (size_t i = 0; i < ds.n_seqs(); i++) {
+        SeqView v = ds.seq(i);
+        for (int j = std::max(1, loss_on_prompt ? 1 : v.n_prompt); j < v.len; j++) {  // tokens the draft predicts
+            BEAGLE_CHECK(v.tokens[j] >= 0 && v.tokens[j] < ds.vocab(), "data: token %d outside the vocabulary", v.tokens[j]);
+            count[v.tokens[j]]++;
+            total++;
+        }
+    }
+    std::vector<int32_t> ids(ds.vocab());
+    for (int i = 0; i < ds.vocab(); i++) ids[i] = i;
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return count[a] > count[b]; });
+    ids.resize(n);
+    int64_t covered = 0;
+    for (int32_t t : ids) covered += count[t];
+    std::sort(ids.begin(), ids.end());
+    if (!quiet)
+        fprintf(stderr, "train: reduced draft vocabulary: the %d most frequent tokens cover %.2f%% of %lld training targets\n",
+                n, total ? 100.0 * covered / total : 0.0, (long long)total);
+    return ids;
+}
+
 // ---- evaluation ----------------------------------------------------------------------------------
 
 AcceptEval eval_acceptance(Session& s, const DraftWeights& dw, const std::vector<std::vector<int>>& prompts, int n,
@@ -297,6 +324,11 @@ TrainResult run_train(const TrainLoopOptions& o) {
     ds.check_fits(mf->config.dim, mf->config.vocab_size, tok_hash, o.model);
     DraftConfig cfg = draft_config_for_target(mf->config, spec, o.ffn_dim);
     DraftFrozen fz = frozen_from_target(*mf, true);
+    std::vector<int32_t> d2t;
+    if (o.draft_vocab > 0) {
+        d2t = reduced_vocab(ds, o.draft_vocab, o.loss_on_prompt, o.quiet);
+        cfg.draft_vocab = (int)d2t.size();
+    }
 
     std::vector<Item> items;
     for (size_t i = 0; i < ds.n_seqs(); i++) {
@@ -326,6 +358,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
         {"head_dim", std::to_string(cfg.head_dim)},
         {"ffn_dim", std::to_string(cfg.ffn_dim)},
         {"vocab", std::to_string(cfg.vocab_size)},
+        {"draft_vocab", std::to_string(cfg.draft_vocab)},
         {"tokenizer_hash", strfmt("%016llx", (unsigned long long)tok_hash)},
         {"data_seqs", std::to_string(ds.n_seqs())},
         {"data_tokens", std::to_string(ds.n_tokens())},
@@ -353,6 +386,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
     std::unique_ptr<Ops> ops = make_ops("", threads);
     DraftWeights dw;
     dw.init_random(cfg, o.seed);
+    dw.d2t = d2t;
     DraftModelT<Ops> model(*ops, dw, fz);
     model.enable_grads();
     AdamWOptions ao;

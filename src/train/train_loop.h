@@ -35,6 +35,7 @@ struct TrainLoopOptions {
     bool hard_labels = false;
     bool loss_on_prompt = false;      // also train on positions < n_prompt
     int ffn_dim = 0;                  // draft MLP width (0 = the target's)
+    int draft_vocab = 0;              // reduced draft vocabulary: the N most frequent training targets (0 = all)
     long ckpt_every = 200;            // checkpoint every N steps (0 = only at the end)
     int threads = 0;                  // 0 = all cores
     // evaluation on held-out prompts (greedy): chain gamma and EAGLE-2 tree
@@ -75,6 +76,11 @@ struct TrainResult {
 // Runs (or resumes) training to the end; throws Error on bad input or a non-finite loss (after
 // which the last checkpoint written stays the last good one).
 TrainResult run_train(const TrainLoopOptions& o);
+
+// The n most frequent tokens the draft must predict in ds (generated part; all with loss_on_prompt),
+// as increasing ids: the EAGLE-3-style reduced draft vocabulary. Prints the coverage unless quiet.
+class Dataset;
+std::vector<int32_t> reduced_vocab(const Dataset& ds, int n, bool loss_on_prompt, bool quiet);
 
 // Greedy speculative generation of n tokens after each prompt (token ids, BOS included) with the
 // draft; statistics pooled.

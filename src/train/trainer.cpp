@@ -112,7 +112,7 @@ void DraftTrainerT<O>::step_forward(Step& st, const TrainBatch& b, const std::ve
             row.row = st.Q[i];
             row.fh.assign(fh.begin() + (size_t)i * dim, fh.begin() + (size_t)(i + 1) * dim);
             if (li < nL && Lidx[li] == i) {
-                size_t V = (size_t)c.vocab_size;
+                size_t V = (size_t)c.head_rows();
                 row.logits.assign(logits.begin() + (size_t)li * V, logits.begin() + (size_t)(li + 1) * V);
                 li++;
             }
@@ -299,7 +299,7 @@ TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, i
     double B = sizeof_real, Td = (double)T * c.dim, Tk = (double)T * c.kv_dim();
     double params = 0;
     for (int i = 0; i < DT_COUNT; i++) params += (double)c.numel(i);
-    double frozen = 2.0 * c.vocab_size * c.dim + c.dim;  // embedding + untied LM head + final norm
+    double frozen = ((double)c.vocab_size + c.head_rows()) * c.dim + c.dim;  // embedding + LM head (rows) + final norm
     mem.lines.push_back({"draft weights", params * B});
     mem.lines.push_back({"gradients", params * B});
     mem.lines.push_back({"AdamW moments m, v", 2 * params * B});

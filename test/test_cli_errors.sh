@@ -40,5 +40,28 @@ done
 # context fills up mid-generation: stops cleanly with a note, exit 0
 if timeout 60 "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -n 600 --temp 0 -c 64 > "$tmp/out" 2> "$tmp/err" && grep -q "context full" "$tmp/err"; then
   echo "ok   context full stops cleanly"; else echo "FAIL context full"; cat "$tmp/err"; fails=$((fails+1)); fi
+# speculative decoding: bad flags and a draft that does not fit the target
+D=$BEAGLE_ROOT/weights/beagle-stories260K.bin
+S=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
+expect_error "tree without a draft" "needs a draft model (-d DRAFT)" "$B" generate "${S[@]}" --spec tree -p hi
+expect_error "unknown --spec" "--spec must be none, lookup, chain or tree, got 'forest'" "$B" generate "${S[@]}" -d "$D" --spec forest -p hi
+expect_error "--depth 0" "--depth must be in 1..32, got 0" "$B" generate "${S[@]}" -d "$D" --depth 0 -p hi
+expect_error "--total-tokens 1" "--total-tokens must be 'auto' or an integer in 2..1024" "$B" generate "${S[@]}" -d "$D" --total-tokens 1 -p hi
+expect_error "--gamma 0" "--gamma" "$B" generate "${S[@]}" -d "$D" --spec chain --gamma 0 -p hi
+expect_error "missing draft file" "nope.bin" "$B" generate "${S[@]}" -d "$tmp/nope.bin" -p hi
+head -c 1000 "$D" > "$tmp/trunc.bin"
+expect_error "truncated draft" "truncated" "$B" generate "${S[@]}" -d "$tmp/trunc.bin" -p hi
+if [ -f "$BEAGLE_MODEL" ]; then
+  expect_error "draft for another target" "draft was trained for a target with dim 64, this target has dim 576" \
+    "$B" generate -m "$BEAGLE_MODEL" -d "$D" -p hi
+fi
+# a tree larger than the context left: the tree is cut to fit, the text equals plain greedy decoding
+for spec in tree chain lookup; do
+  if timeout 60 "$B" generate "${S[@]}" -d "$D" --spec $spec --gamma 40 --total-tokens 500 --max-tree 600 -c 48 -p "Once upon" --temp 0 -n 100 > "$tmp/sd" 2> "$tmp/err" &&
+     timeout 60 "$B" generate "${S[@]}" --spec none -c 48 -p "Once upon" --temp 0 -n 100 > "$tmp/plain" 2>/dev/null &&
+     cmp -s "$tmp/sd" "$tmp/plain" && grep -q "context full" "$tmp/err"; then
+    echo "ok   --spec $spec, tree > context left: same text as plain, stopped at context full"
+  else echo "FAIL --spec $spec with a tree larger than the context left"; cat "$tmp/err"; fails=$((fails+1)); fi
+done
 echo "$fails failures"
 [ $fails -eq 0 ]

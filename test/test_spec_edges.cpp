@@ -1,0 +1,139 @@
+// test_spec_edges.cpp: speculative decoding at the edges (issue: EOS inside an accepted path, the
+// context filling up in the middle of a tree, a tree larger than the context left): the output is
+// plain greedy decoding's, cut at the same place for the same reason, never past it.
+// A "script" drafter proposes the plain output itself (so whole chains are accepted) followed by
+// junk, which puts the end-of-sequence token in the middle of accepted paths; the shipped stories260K
+// draft (tree, 60 nodes) is run on the same cases.
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "decode/session.h"
+#include "decode/speculative.h"
+#include "model/draft.h"
+#include "testlib.h"
+
+using namespace beagle;
+
+// Proposes script[h+1 .. h+gamma] as a chain (h = committed tokens before the root), then junk.
+class ScriptDrafter : public Drafter {
+public:
+    ScriptDrafter(std::vector<int> script, int gamma, int junk) : script_(std::move(script)), gamma_(gamma), junk_(junk) {}
+    const char* name() const override { return "script"; }
+    void begin(const std::vector<int>&, const float*) override {}
+    void accept(const DraftTree&, const std::vector<int>&, const float*) override {}
+    void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams&, Rng&) override {
+        size_t h = history.size();
+        int node = 0;
+        for (int k = 1; k <= gamma_ && tree->size() < room; k++) {
+            size_t i = h + k;
+            int t = i < script_.size() ? script_[i] : junk_;
+            if (i + 1 == script_.size() && k < gamma_) eos_mid_chain++;  // the last scripted token, junk after it
+            node = tree->add(node, t, 0.0f);
+        }
+    }
+    int eos_mid_chain = 0;
+
+private:
+    std::vector<int> script_;
+    int gamma_, junk_;
+};
+
+int main() {
+    const char* sh = getenv("BEAGLE_SHARED");
+    std::string M = std::string(sh ? sh : "../shared") + "/data/models/";
+    const char* root = getenv("BEAGLE_ROOT");
+    std::ifstream pf(std::string(root ? root : ".") + "/test/data/stories_prompts.txt");
+    std::vector<std::string> prompts;
+    for (std::string l; std::getline(pf, l);)
+        if (!l.empty()) prompts.push_back(l);
+    CHECK(prompts.size() >= 20, "expected the stories prompts, read %zu", prompts.size());
+    std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
+    CHECK(file_exists(shipped), "%s missing", shipped.c_str());
+    try {
+        SamplingParams greedy;
+        greedy.temperature = 0;
+        // ---- EOS inside an accepted path ----
+        {
+            Session s(M + "stories260K.bin", M + "tok512.bin", 1, 512, 64);
+            DraftWeights dw = load_draft(shipped);
+            DraftFrozen fz = frozen_from_target(*s.mf, false);
+            BeagleDraftParams big;
+            big.total_tokens = 60;
+            std::unique_ptr<Drafter> tree = make_beagle_drafter(dw, fz, s, big);
+            int eos_cases = 0, mid = 0;
+            for (size_t i = 0; i < prompts.size() && eos_cases < 8; i++) {
+                std::vector<int> ids = s.encode_prompt(prompts[i], false, "");
+                GenStats pst;
+                std::vector<int> plain;
+                s.generate_plain(ids, 480, greedy, nullptr, &pst, &plain);
+                if (!pst.stopped_eog) continue;  // this story did not end within 480 tokens
+                eos_cases++;
+                // the script: prompt, plain output, the stop token the target chose, then junk
+                std::vector<int> script(ids);
+                script.insert(script.end(), plain.begin(), plain.end());
+                int stop = -1;
+                for (int t = 0; t < s.mf->config.vocab_size && stop < 0; t++)
+                    if (s.is_stop(t)) stop = t;
+                script.push_back(stop);
+                for (int gamma : {3, 7, 16}) {
+                    ScriptDrafter d(script, gamma, 42);
+                    SpecParams spp;
+                    SpecStats st;
+                    std::vector<int> got;
+                    generate_speculative(s, d, ids, 480, greedy, spp, nullptr, &st, &got);
+                    CHECK(got == plain && st.stopped_eog && !st.stopped_ctx,
+                          "prompt %zu, script gamma %d: %zu tokens (eog %d) vs plain %zu", i, gamma, got.size(),
+                          (int)st.stopped_eog, plain.size());
+                    mid += d.eos_mid_chain;
+                }
+                SpecParams spp;
+                SpecStats st;
+                std::vector<int> got;
+                generate_speculative(s, *tree, ids, 480, greedy, spp, nullptr, &st, &got);
+                CHECK(got == plain && st.stopped_eog, "prompt %zu, trained tree: %zu tokens vs plain %zu", i, got.size(),
+                      plain.size());
+            }
+            CHECK(eos_cases >= 3, "only %d prompts ended with the stop token: EOS case not exercised", eos_cases);
+            CHECK(mid >= 3, "the stop token was mid-chain only %d times", mid);
+            printf("EOS: %d prompts, stop token mid-chain %d times, outputs equal plain decoding\n", eos_cases, mid);
+        }
+        // ---- the context fills up mid-tree; trees larger than the context left ----
+        for (int ctx : {40, 57, 64}) {
+            Session s(M + "stories260K.bin", M + "tok512.bin", 1, ctx, 64);
+            DraftWeights dw = load_draft(shipped);
+            DraftFrozen fz = frozen_from_target(*s.mf, false);
+            BeagleDraftParams big;
+            big.total_tokens = 60;  // larger than the whole context left after the prompt
+            std::unique_ptr<Drafter> tree = make_beagle_drafter(dw, fz, s, big);
+            for (size_t i = 0; i < 6; i++) {
+                std::vector<int> ids = s.encode_prompt(prompts[i], false, "");
+                GenStats pst;
+                std::vector<int> plain;
+                s.generate_plain(ids, 1000, greedy, nullptr, &pst, &plain);
+                CHECK(pst.stopped_ctx || pst.stopped_eog, "ctx %d prompt %zu: plain decoding neither filled the context nor stopped",
+                      ctx, i);
+                std::vector<int> script(ids);
+                script.insert(script.end(), plain.begin(), plain.end());
+                ScriptDrafter sd(script, 30, 42);
+                for (Drafter* d : {(Drafter*)&sd, tree.get()}) {
+                    SpecParams spp;
+                    spp.max_tree = 64;
+                    SpecStats st;
+                    std::vector<int> got;
+                    generate_speculative(s, *d, ids, 1000, greedy, spp, nullptr, &st, &got);
+                    CHECK(got == plain && st.stopped_ctx == pst.stopped_ctx && st.stopped_eog == pst.stopped_eog,
+                          "ctx %d prompt %zu %s: %zu tokens (ctx %d eog %d) vs plain %zu (ctx %d eog %d)", ctx, i, d->name(),
+                          got.size(), (int)st.stopped_ctx, (int)st.stopped_eog, plain.size(), (int)pst.stopped_ctx,
+                          (int)pst.stopped_eog);
+                    CHECK(s.llama->n_past() <= ctx, "ctx %d: cache holds %d rows", ctx, s.llama->n_past());
+                }
+            }
+        }
+        printf("context full mid-tree: outputs equal plain decoding for ctx 40, 57, 64\n");
+    } catch (const Error& e) {
+        CHECK(false, "error: %s", e.what());
+    }
+    return test_summary("spec_edges");
+}

@@ -55,6 +55,10 @@ if [ -f "$BEAGLE_MODEL" ]; then
   expect_error "draft for another target" "draft was trained for a target with dim 64, this target has dim 576" \
     "$B" generate -m "$BEAGLE_MODEL" -d "$D" -p hi
 fi
+# beagle info on a draft file: its config; a truncated one: a clear error
+if timeout 20 "$B" info "$D" > "$tmp/info" 2>&1 && grep -q "format:  Beagle draft" "$tmp/info" && grep -q "ffn_dim           172" "$tmp/info"; then
+  echo "ok   info on a draft file"; else echo "FAIL info on a draft file"; cat "$tmp/info"; fails=$((fails+1)); fi
+expect_error "info on a truncated draft" "truncated" "$B" info "$tmp/trunc.bin"
 # a tree larger than the context left: the tree is cut to fit, the text equals plain greedy decoding
 for spec in tree chain lookup; do
   if timeout 60 "$B" generate "${S[@]}" -d "$D" --spec $spec --gamma 40 --total-tokens 500 --max-tree 600 -c 48 -p "Once upon" --temp 0 -n 100 > "$tmp/sd" 2> "$tmp/err" &&

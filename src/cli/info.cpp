@@ -7,6 +7,7 @@
 
 #include "../core/common.h"
 #include "../io/model_file.h"
+#include "../model/draft.h"
 #include "args.h"
 #include "commands.h"
 
@@ -96,11 +97,49 @@ static void dump_tensors(const ModelFile& mf, const std::string& names, const st
     if ((to_stdout ? fflush(f) : fclose(f)) != 0) fail("cannot finish writing '%s'", out.c_str());
 }
 
+static bool is_draft_file(const std::string& path) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) return false;
+    char magic[8] = {};
+    bool yes = fread(magic, 1, 8, f) == 8 && memcmp(magic, "BEAGLEDR", 8) == 0;
+    fclose(f);
+    return yes;
+}
+
+// A Beagle draft file: its config, tensors, reduced vocabulary and training metadata.
+static void print_draft(const std::string& path) {
+    DraftWeights w = load_draft(path);
+    const DraftConfig& c = w.cfg;
+    printf("draft:   %s\n", path.c_str());
+    printf("format:  Beagle draft (BEAGLEDR v1), one cross-attention block\n");
+    printf("config:\n");
+    printf("  dim               %d\n", c.dim);
+    printf("  n_heads           %d\n", c.n_heads);
+    printf("  n_kv_heads        %d\n", c.n_kv_heads);
+    printf("  head_dim          %d\n", c.head_dim);
+    printf("  ffn_dim           %d\n", c.ffn_dim);
+    printf("  vocab_size        %d\n", c.vocab_size);
+    printf("  draft_vocab       %d%s\n", c.head_rows(), c.draft_vocab ? " (reduced, EAGLE-3 style)" : " (the target's)");
+    printf("  rope_theta        %.9g\n", c.rope_theta);
+    printf("  target_n_layers   %d\n", c.target_n_layers);
+    printf("  tokenizer_hash    %016llx\n", (unsigned long long)c.tokenizer_hash);
+    printf("tensors:\n");
+    int64_t params = 0;
+    for (int i = 0; i < DT_COUNT; i++) {
+        printf("  %-10s F32  [%lld, %lld]\n", draft_tensor_name(i), (long long)c.rows(i), (long long)c.cols(i));
+        params += c.numel(i);
+    }
+    printf("  parameters        %lld\n", (long long)params);
+    if (!w.meta.empty()) printf("metadata:\n");
+    for (auto& kv : w.meta) printf("  %-17s %s\n", kv.first.c_str(), kv.second.c_str());
+}
+
 int cmd_info(int argc, char** argv) {
     std::string model, tok, dump, out;
     Args a("info", "-m MODEL [-z TOKENIZER]",
            "Print a model's format, config, every stored tensor (name, dtype, shape, bytes), metadata and tokenizer.\n"
-           "MODEL is a GGUF file, a llama2.c .bin, or an HF safetensors directory / .safetensors / index.json.");
+           "MODEL is a GGUF file, a llama2.c .bin, or an HF safetensors directory / .safetensors / index.json;\n"
+           "for a Beagle draft file (beagle train) it prints the draft's config, tensors and training metadata.");
     a.str("-m,--model", &model, "model file or HF checkpoint directory");
     a.str("-z,--tokenizer", &tok, "tokenizer file (tokenizer.bin, tokenizer.model, tokenizer.json) to describe instead of the model's own");
     a.str("--dump-tensor", &dump,
@@ -114,6 +153,10 @@ int cmd_info(int argc, char** argv) {
     if (!dump.empty() && out.empty()) fail("beagle info: --dump-tensor needs --out FILE");
     if (dump.empty() && !out.empty()) fail("beagle info: --out is only used with --dump-tensor");
 
+    if (dump.empty() && is_draft_file(model)) {
+        print_draft(model);
+        return 0;
+    }
     std::unique_ptr<ModelFile> mf = load_model(model);
     if (!dump.empty()) {
         dump_tensors(*mf, dump, out);

@@ -54,11 +54,17 @@ struct Acc {
                       mismatches);
     }
 };
+// Spec-Bench's "mt_bench" task is the 80 MT-Bench questions, filed under their 8 MT-Bench categories.
+bool is_mt_bench_category(const std::string& c) {
+    for (const char* m : {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
+        if (c == m) return true;
+    return false;
+}
 }  // namespace
 
 int cmd_bench_sd(int argc, char** argv) {
     std::string model, tok_path, draft, prompts_path, out, modes_s = "none,lookup,chain,tree", cats_s, total_tokens = "auto";
-    long per_cat = 5, n = 256, threads = 2, gamma = 5, depth = 5, topk = 10, ctx = 2048;
+    long per_cat = 5, n = 256, threads = 2, gamma = 5, depth = 5, topk = 10, ctx = 2048, random_draft = -1;
     bool chat = true;
     Args a("bench-sd", "-m MODEL -d DRAFT --prompts FILE [options]",
            "Speculative decoding benchmark (greedy, batch 1): per category and mode, tau, acceptance by depth,\n"
@@ -67,6 +73,8 @@ int cmd_bench_sd(int argc, char** argv) {
     a.str("-m,--model", &model, "target model");
     a.str("-z,--tokenizer", &tok_path, "tokenizer file if the model has none");
     a.str("-d,--draft", &draft, "Beagle draft (needed for chain and tree)");
+    a.integer("--random-draft", &random_draft, "instead of -d: a random-weights draft with this seed (exactness runs:\n"
+                                                "                               rejection everywhere)");
     a.str("--prompts", &prompts_path, "prompt file (Spec-Bench / MT-Bench JSONL, ...)");
     a.str("--categories", &cats_s, "comma-separated categories to run (default: all in the file)");
     a.integer("--per-category", &per_cat, "prompts per category");
@@ -79,7 +87,10 @@ int cmd_bench_sd(int argc, char** argv) {
     a.integer("--topk", &topk, "tree top-k");
     a.str("--total-tokens", &total_tokens, "tree size or 'auto'");
     a.str("-o,--output", &out, "write the JSON here too");
+    bool no_chat = false;
+    a.flag("--no-chat", &no_chat, "prompts as plain text (default: the chat template if the tokenizer has one)");
     if (!a.parse(argc, argv)) return 0;
+    chat = !no_chat;
     if (model.empty() || prompts_path.empty()) fail("beagle bench-sd: -m MODEL and --prompts FILE are required");
     std::vector<std::string> modes, cats;
     for (size_t b = 0; b <= modes_s.size();) {
@@ -87,7 +98,8 @@ int cmd_bench_sd(int argc, char** argv) {
         if (e == std::string::npos) e = modes_s.size();
         std::string m = modes_s.substr(b, e - b);
         if (m != "none" && m != "lookup" && m != "chain" && m != "tree") fail("beagle bench-sd: unknown mode '%s'", m.c_str());
-        if ((m == "chain" || m == "tree") && draft.empty()) fail("beagle bench-sd: mode %s needs -d DRAFT", m.c_str());
+        if ((m == "chain" || m == "tree") && draft.empty() && random_draft < 0)
+            fail("beagle bench-sd: mode %s needs -d DRAFT (or --random-draft SEED)", m.c_str());
         modes.push_back(m);
         b = e + 1;
     }
@@ -113,8 +125,14 @@ int cmd_bench_sd(int argc, char** argv) {
     DraftFrozen fz;
     std::unique_ptr<Drafter> chain_d, tree_d;
     int tree_size = 0;
-    if (!draft.empty()) {
-        dw = load_draft(draft);
+    if (!draft.empty() && random_draft >= 0) fail("beagle bench-sd: give -d DRAFT or --random-draft SEED, not both");
+    if (!draft.empty() || random_draft >= 0) {
+        if (random_draft >= 0) {
+            dw.init_random(draft_config_for_target(s.mf->config, s.tok->spec()), (uint64_t)random_draft);
+            draft = strfmt("random weights, seed %ld", random_draft);
+        } else {
+            dw = load_draft(draft);
+        }
         check_draft_fits_target(dw.cfg, s.mf->config, s.tok->spec(), draft);
         fz = frozen_from_target(*s.mf, false);
         BeagleDraftParams bp;
@@ -132,7 +150,7 @@ int cmd_bench_sd(int argc, char** argv) {
     SamplingParams greedy;
     greedy.temperature = 0;
     std::map<std::string, std::map<std::string, Acc>> acc;  // category -> mode -> totals
-    std::map<std::string, Acc> total;
+    std::map<std::string, Acc> total, mt;  // all prompts; the MT-Bench categories together
     int done = 0, n_total = 0;
     for (auto& c : order) n_total += (int)by_cat[c].size();
     for (const std::string& c : order) {
@@ -159,11 +177,16 @@ int cmd_bench_sd(int argc, char** argv) {
                 Acc& a1 = acc[c][m];
                 a1.prompts++;
                 a1.add(st);
+                if (is_mt_bench_category(c)) {
+                    mt[m].prompts++;
+                    mt[m].add(st);
+                }
                 total[m].prompts++;
                 total[m].add(st);
                 if (!plain.empty() && m != "none" && got != plain) {
                     a1.mismatches++;
                     total[m].mismatches++;
+                    if (is_mt_bench_category(c)) mt[m].mismatches++;
                     fprintf(stderr, "bench-sd: MISMATCH: mode %s differs from plain greedy on prompt %s (%s)\n", m.c_str(),
                             p.id.c_str(), c.c_str());
                 }
@@ -186,6 +209,12 @@ int cmd_bench_sd(int argc, char** argv) {
         js += i + 1 < order.size() ? "},\n" : "}\n";
     }
     double plain_all = total.count("none") ? total["none"].tok_s() : 0;
+    double plain_mt = mt.count("none") ? mt["none"].tok_s() : 0;
+    if (!mt.empty()) {
+        js += "  },\n  \"mt_bench\": {";
+        for (size_t k = 0; k < modes.size(); k++)
+            js += strfmt("%s\"%s\": %s", k ? ", " : "", modes[k].c_str(), mt[modes[k]].json(plain_mt).c_str());
+    }
     js += "  },\n  \"overall\": {";
     for (size_t k = 0; k < modes.size(); k++)
         js += strfmt("%s\"%s\": %s", k ? ", " : "", modes[k].c_str(), total[modes[k]].json(plain_all).c_str());
@@ -197,18 +226,24 @@ int cmd_bench_sd(int argc, char** argv) {
         std::string stem = out.size() > 5 && out.compare(out.size() - 5, 5, ".json") == 0 ? out.substr(0, out.size() - 5) : out;
         const uint32_t colours[] = {0x7f7f7f, 0x2ca02c, 0x1f77b4, 0xd62728};
         BarChart sc;
-        sc.title = strfmt("Speedup over plain greedy decoding (%s, %ld threads, %ld tokens)", model.c_str(), threads, n);
+        std::string base = model.substr(model.find_last_of('/') == std::string::npos ? 0 : model.find_last_of('/') + 1);
+        sc.title = strfmt("Speedup over plain greedy decoding: %s, %ld threads", base.c_str(), threads);
         sc.ylabel = "speedup (x)";
-        sc.categories = order;
+        std::vector<std::string> shown;  // the MT-Bench categories as one bar group, "mt_bench"
+        for (const std::string& c : order)
+            if (!is_mt_bench_category(c)) shown.push_back(c);
+        sc.categories = shown;
+        if (!mt.empty()) sc.categories.push_back("mt_bench");
         sc.categories.push_back("overall");
         for (size_t k = 0; k < modes.size(); k++) {
             BarGroup g;
             g.label = modes[k];
             g.rgb = colours[k % 4];
-            for (const std::string& c : order) {
+            for (const std::string& c : shown) {
                 double plain = acc[c].count("none") ? acc[c]["none"].tok_s() : 0;
                 g.values.push_back(plain > 0 ? acc[c][modes[k]].tok_s() / plain : 0);
             }
+            if (!mt.empty()) g.values.push_back(plain_mt > 0 ? mt[modes[k]].tok_s() / plain_mt : 0);
             g.values.push_back(plain_all > 0 ? total[modes[k]].tok_s() / plain_all : 0);
             sc.groups.push_back(g);
         }

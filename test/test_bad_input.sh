@@ -40,6 +40,7 @@ expect_error "cannot create '$TMP/no/such/dir/x'" info -m "$STORIES" --dump-tens
 : >"$TMP/empty.bin"
 expect_error "is empty (0 bytes)" info -m "$TMP/empty.bin"
 mkfifo "$TMP/fifo.gguf" && expect_error "is not a regular file or directory" info -m "$TMP/fifo.gguf"
+expect_error "draft path '$TMP/fifo.gguf' is not a regular file" generate -m "$STORIES" --draft "$TMP/fifo.gguf" -p x -n 2
 mkdir -p "$TMP/hf" && echo '{"hidden_size": 64,, }' >"$TMP/hf/config.json" && : >"$TMP/hf/model.safetensors"
 expect_error "config.json: invalid JSON at line 1, column 20" info -m "$TMP/hf"
 expect_error "cannot open" info -m "$STORIES" -z /nonexistent/tokenizer.json

@@ -1,6 +1,7 @@
 // info.cpp: `beagle info -m MODEL [-z TOKENIZER]`: prints a model file's format, config, every
 // stored tensor (name, dtype, shape, bytes), its metadata and tokenizer facts. A debug option
 // dumps tensors dequantized to raw f32 (used by test/test_loaders_gguf.py against the gguf package).
+#include <sys/stat.h>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -98,6 +99,8 @@ static void dump_tensors(const ModelFile& mf, const std::string& names, const st
 }
 
 static bool is_draft_file(const std::string& path) {
+    struct stat st;  // only regular files: opening a FIFO would block
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
     FILE* f = fopen(path.c_str(), "rb");
     if (!f) return false;
     char magic[8] = {};

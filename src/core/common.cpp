@@ -55,6 +55,9 @@ uint64_t checked_add(uint64_t a, uint64_t b, const char* what) {
 }
 
 MappedFile::MappedFile(const std::string& p) : path(p) {
+    struct stat pre;  // check before open(): opening a FIFO or device would block or misbehave
+    if (::stat(p.c_str(), &pre) == 0 && !S_ISREG(pre.st_mode) && !S_ISDIR(pre.st_mode))
+        fail("'%s' is not a regular file", p.c_str());
     int fd = ::open(p.c_str(), O_RDONLY);
     if (fd < 0) fail("cannot open '%s': %s", p.c_str(), strerror(errno));
     struct stat st;

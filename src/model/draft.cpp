@@ -1,6 +1,7 @@
 // draft.cpp: the draft's config, random init, file format (save/load with full validation), the
 // frozen target tensors, and the inference object Draft (see draft.h). The layer math is in
 // src/train/draft_layers.cpp, shared with training.
+#include <sys/stat.h>
 #include "draft.h"
 
 #include <cmath>
@@ -286,6 +287,9 @@ static float parse_float(const std::string& path, const std::map<std::string, st
 }
 
 DraftWeights load_draft(const std::string& path) {
+    struct stat st;  // a FIFO or device would block or stream forever: drafts are regular files
+    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        fail("draft path '%s' is not a regular file", path.c_str());
     std::string data = read_file(path);
     const uint8_t* p = (const uint8_t*)data.data();
     size_t size = data.size();

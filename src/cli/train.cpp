@@ -32,6 +32,7 @@ int cmd_train(int argc, char** argv) {
     a.str("--data", &o.data, "training data directory (beagle datagen)");
     a.str("-o,--output", &o.out, "draft file to write");
     a.str("--resume", &o.resume, "continue from this checkpoint (same data and flags)");
+    a.str("--init", &o.init, "start from this draft's weights (continued training; optimizer state starts fresh)");
     a.str("--ckpt", &o.ckpt, "checkpoint path (default DRAFT.ckpt)");
     a.integer("--ckpt-every", &o.ckpt_every, "write a checkpoint every N steps (0 = only at the end)");
     a.integer("--stage1-epochs", &e1, "epochs of stage 1 (inverse block attention)");

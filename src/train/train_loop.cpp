@@ -380,6 +380,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
         {"hard_labels", o.hard_labels ? "1" : "0"},
         {"loss_on_prompt", o.loss_on_prompt ? "1" : "0"},
     };
+    if (!o.init.empty()) config.push_back({"init", o.init});
 
     // state
     int threads = o.threads > 0 ? o.threads : default_threads();
@@ -387,6 +388,21 @@ TrainResult run_train(const TrainLoopOptions& o) {
     DraftWeights dw;
     dw.init_random(cfg, o.seed);
     dw.d2t = d2t;
+    if (!o.init.empty()) {  // warm start (continued training): same shapes and the same reduced vocabulary
+        DraftWeights iw = load_draft(o.init);
+        const DraftConfig& a = iw.cfg;
+        if (a.dim != cfg.dim || a.n_heads != cfg.n_heads || a.n_kv_heads != cfg.n_kv_heads || a.head_dim != cfg.head_dim ||
+            a.ffn_dim != cfg.ffn_dim || a.vocab_size != cfg.vocab_size || a.draft_vocab != cfg.draft_vocab)
+            fail("--init '%s': draft config (dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, draft_vocab %d) does not "
+                 "match this run's (dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, draft_vocab %d)",
+                 o.init.c_str(), a.dim, a.n_heads, a.n_kv_heads, a.head_dim, a.ffn_dim, a.vocab_size, a.draft_vocab,
+                 cfg.dim, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn_dim, cfg.vocab_size, cfg.draft_vocab);
+        if (iw.d2t != d2t)
+            fail("--init '%s': its reduced vocabulary differs from the one this data gives (train it on the same data "
+                 "with the same --draft-vocab)", o.init.c_str());
+        for (int k = 0; k < DT_COUNT; k++) dw.t[k] = iw.t[k];
+        if (!o.quiet) printf("train: weights from '%s' (warm start)\n", o.init.c_str());
+    }
     DraftModelT<Ops> model(*ops, dw, fz);
     model.enable_grads();
     AdamWOptions ao;

@@ -20,6 +20,7 @@ struct TrainLoopOptions {
     std::string out;                  // draft file; DRAFT.ckpt, DRAFT.loss.png, ... go next to it
     std::string ckpt;                 // checkpoint path ("" = DRAFT.ckpt)
     std::string resume;               // continue from this checkpoint ("" = fresh start)
+    std::string init;                 // start from this draft's weights instead of a random init
     int stage1_epochs = 5, stage2_epochs = 5;
     int w = 3, S = 3;                 // window size; stage-2 simulation steps
     bool sim_grad_through = false;

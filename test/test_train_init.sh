@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# test_train_init.sh: `beagle train --init DRAFT` (continued training) starts from that draft's
+# weights: with lr 1e-12 and no noise its first-step CE is near the CE the training run ended at
+# (within 1.5x; the last training step had noise) and far below a random init's (< 0.8x), and a
+# draft of another shape, or a missing file, is refused by name.
+set -u
+M=$BEAGLE_SHARED/data/models
+B=$BEAGLE_BIN
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails+1)); }
+T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
+"$B" datagen "${T[@]}" --sample 8 -n 64 --shard-seqs 8 -o "$tmp/data" -t 1 2> /dev/null || bad "datagen"
+common=(--data "$tmp/data" --batch 8 --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 0 -t 1 -q)
+# 40 steps of training (8 sequences, batch 8: one step per epoch, so 40 epochs)
+"$B" train "${T[@]}" "${common[@]}" --stage1-epochs 40 --lr 3e-3 -o "$tmp/a.bin" 2> "$tmp/a.log" || { bad "train a"; cat "$tmp/a.log"; }
+# the trained draft evaluated with lr 1e-12 and no noise, from its own weights vs from a random init
+"$B" train "${T[@]}" "${common[@]}" --lr 1e-12 --noise 0 --init "$tmp/a.bin" -o "$tmp/b.bin" 2> "$tmp/b.log" || { bad "train --init"; cat "$tmp/b.log"; }
+"$B" train "${T[@]}" "${common[@]}" --lr 1e-12 --noise 0 -o "$tmp/c.bin" 2> "$tmp/c.log" || { bad "train fresh"; cat "$tmp/c.log"; }
+lb=$(awk 'NR==2 {print $4}' "$tmp/b.bin.loss.tsv")
+lc=$(awk 'NR==2 {print $4}' "$tmp/c.bin.loss.tsv")
+la=$(awk 'END {print $4}' "$tmp/a.bin.loss.tsv")
+if awk -v b="$lb" -v c="$lc" -v a="$la" 'BEGIN { exit !(b < 0.8 * c && b < 1.5 * a) }'; then
+  ok "warm start: first-step ce $lb (trained run ended at $la, random init $lc)"
+else
+  bad "warm start did not start from the trained weights: ce $lb, trained $la, random $lc"
+fi
+# a draft of another shape is refused, naming the mismatch
+if "$B" train "${T[@]}" "${common[@]}" --ffn 32 --init "$tmp/a.bin" -o "$tmp/d.bin" 2> "$tmp/d.log"; then
+  bad "mismatched --init accepted"
+else
+  grep -q "does not match this run's" "$tmp/d.log" && grep -q "ffn 32" "$tmp/d.log" && ok "mismatched --init refused: $(cat "$tmp/d.log")" ||
+    { bad "unclear message"; cat "$tmp/d.log"; }
+fi
+"$B" train "${T[@]}" "${common[@]}" --init "$tmp/missing.bin" -o "$tmp/e.bin" 2> "$tmp/e.log"
+[ $? -eq 1 ] && grep -q "missing.bin" "$tmp/e.log" && ok "missing --init file: $(cat "$tmp/e.log")" || { bad "missing --init"; cat "$tmp/e.log"; }
+echo "$fails failures"
+[ $fails -eq 0 ]

@@ -6,7 +6,9 @@
 # bytes) and are not blank; the JSON summary parses and holds the promised fields (tau >= 1,
 # acceptance rates in [0, 1]); the loss TSV has one row per step. CLI errors: a missing flag, a
 # NaN run (exit code 1, message naming the step), S > w.
-import json, os, struct, subprocess, sys, tempfile, zlib
+import json, os, subprocess, sys, tempfile
+
+from pngcheck import png_pixels
 
 BIN = os.environ.get("BEAGLE_BIN", "build/beagle")
 SHARED = os.environ.get("BEAGLE_SHARED", "../shared")
@@ -28,31 +30,6 @@ def run(args, env=None):
     if env:
         e.update(env)
     return subprocess.run([BIN] + args, capture_output=True, text=True, env=e)
-
-
-def png_pixels(path):
-    b = open(path, "rb").read()
-    assert b[:8] == b"\x89PNG\r\n\x1a\n", "PNG signature"
-    off, idat, ihdr, names = 8, b"", None, []
-    while off < len(b):
-        (n,) = struct.unpack(">I", b[off:off + 4])
-        typ = b[off + 4:off + 8]
-        data = b[off + 8:off + 8 + n]
-        (crc,) = struct.unpack(">I", b[off + 8 + n:off + 12 + n])
-        assert zlib.crc32(typ + data) & 0xFFFFFFFF == crc, f"CRC of chunk {typ}"
-        names.append(typ)
-        if typ == b"IHDR":
-            ihdr = struct.unpack(">IIBBBBB", data)
-        elif typ == b"IDAT":
-            idat += data
-        off += 12 + n
-    assert names[0] == b"IHDR" and names[-1] == b"IEND", f"chunk order {names}"
-    w, h, depth, ctype = ihdr[:4]
-    assert depth == 8 and ctype == 2, f"expected 8-bit RGB, got depth {depth} color type {ctype}"
-    raw = zlib.decompress(idat)
-    assert len(raw) == h * (1 + 3 * w), f"IDAT inflates to {len(raw)} bytes, want {h * (1 + 3 * w)}"
-    assert all(raw[r * (1 + 3 * w)] <= 4 for r in range(h)), "bad filter byte"
-    return w, h, raw
 
 
 with tempfile.TemporaryDirectory() as tmp:

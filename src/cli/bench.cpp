@@ -1,6 +1,7 @@
 // bench.cpp: `beagle bench`: prefill and decode speed of the target on this machine, the read
-// bandwidth measured here, and decode speed as a fraction of the bandwidth roofline
-// (bandwidth / weight bytes read per token). Writes one JSON object (-o FILE, atomically).
+// bandwidth measured here, decode speed as a fraction of the bandwidth roofline (bandwidth / weight
+// bytes read per token), and the verify cost curve: one target forward of T tokens relative to T = 1,
+// which bounds what speculative decoding can gain here. Writes one JSON object (-o FILE, atomically).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -84,16 +85,18 @@ int cmd_bench(int argc, char** argv) {
         "The history of the city begins with a small settlement on the river, where traders met to exchange grain, "
         "salt and wool. Over the centuries the market grew into a town with walls, a cathedral and a university. ";
     std::vector<double> prefill_tps, decode_tps_n, decode_tps_1;
+    const std::vector<int> verify_T = {1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+    std::vector<double> verify_s(verify_T.size(), 1e30);
     SamplingParams greedy;
     greedy.temperature = 0;
     for (int pass = 0; pass < 2; pass++) {
         int nt = pass == 0 ? (int)threads : 1;
-        Session s(model, tok_path, nt, (int)(n_prompt + n_gen + 8), 64);
+        Session s(model, tok_path, nt, (int)(n_prompt + std::max(n_gen, 64L) + 8), 64);
         std::string p;
         std::vector<int> ids;
         while ((long)ids.size() < n_prompt) {
             p += text;
-            ids = s.encode_prompt(p, false, "");
+            ids = s.tok->encode(p, s.tok->bos() >= 0, false);
         }
         ids.resize(n_prompt);
         for (int r = 0; r < reps; r++) {
@@ -111,6 +114,33 @@ int cmd_bench(int argc, char** argv) {
             fprintf(stderr, "bench: threads %d rep %d: prefill %.1f tok/s, decode %.2f tok/s\n", nt, r,
                     st.prompt_tokens / st.prefill_s, dec);
         }
+        if (pass == 0) {
+            // Verify cost: one forward of T tree tokens (a chain: causal tree mask) after the prompt, as a
+            // speculative round's verify pass is. Best of reps + 2 (the short ones are noisy).
+            Llama& m = *s.llama;
+            m.truncate(0);
+            m.prefill(ids.data(), (int)ids.size(), nullptr);
+            std::vector<float> lg((size_t)64 * m.config().vocab_size);
+            for (size_t k = 0; k < verify_T.size(); k++) {
+                int T = verify_T[k];
+                if (T > m.max_batch()) break;
+                std::vector<int> toks(T), pos(T);
+                std::vector<uint64_t> mask(T);
+                for (int i = 0; i < T; i++) {
+                    toks[i] = ids[i % ids.size()];
+                    pos[i] = (int)ids.size() + i;
+                    mask[i] = i == 63 ? ~0ULL : (1ULL << (i + 1)) - 1;
+                }
+                for (int r = 0; r < reps + 2; r++) {
+                    double t0 = now_seconds();
+                    m.forward(toks.data(), pos.data(), T, mask.data(), 1, lg.data(), T, nullptr, 0);
+                    verify_s[k] = std::min(verify_s[k], now_seconds() - t0);
+                    m.truncate((int)ids.size());
+                }
+                fprintf(stderr, "bench: threads %d verify T %2d: %.2f ms (%.2f x T = 1)\n", nt, T, verify_s[k] * 1e3,
+                        verify_s[k] / verify_s[0]);
+            }
+        }
     }
     double bw = measure_read_bandwidth((int)threads, (size_t)512 << 20, 5);
     double bw1 = measure_read_bandwidth(1, (size_t)512 << 20, 5);
@@ -120,14 +150,21 @@ int cmd_bench(int argc, char** argv) {
     double best_dn = *std::max_element(decode_tps_n.begin(), decode_tps_n.end());
     double best_d1 = *std::max_element(decode_tps_1.begin(), decode_tps_1.end());
     double roof = bw / wb;
+    // "cost": verify(T) / verify(1) = the mean acceptance length tau a T-token verify needs to break even
+    // with a free draft; "max_speedup": T / cost, what a draft whose every token is accepted would reach.
+    std::string vc = "[";
+    for (size_t k = 0; k < verify_T.size() && verify_s[k] < 1e29; k++)
+        vc += strfmt("%s\n    {\"T\": %d, \"ms\": %.3f, \"cost\": %.3f, \"max_speedup\": %.3f}", k ? "," : "", verify_T[k],
+                     verify_s[k] * 1e3, verify_s[k] / verify_s[0], verify_T[k] * verify_s[0] / verify_s[k]);
+    vc += "\n  ]";
     std::string js = strfmt(
         "{\n  \"model\": \"%s\",\n  \"threads\": %ld,\n  \"prompt_tokens\": %ld,\n  \"gen_tokens\": %ld,\n"
         "  \"prefill_tok_s\": %.3f,\n  \"decode_tok_s\": %.3f,\n  \"decode_tok_s_1t\": %.3f,\n"
         "  \"bandwidth_gb_s\": %.3f,\n  \"bandwidth_gb_s_1t\": %.3f,\n  \"weight_bytes_per_token\": %.0f,\n"
         "  \"roofline_tok_s\": %.3f,\n  \"roofline_fraction\": %.4f,\n  \"roofline_fraction_1t\": %.4f,\n"
-        "  \"peak_rss_bytes\": %zu\n}\n",
+        "  \"verify_cost\": %s,\n  \"peak_rss_bytes\": %zu\n}\n",
         model.c_str(), threads, n_prompt, n_gen, best_pf, best_dn, best_d1, bw / 1e9, bw1 / 1e9, wb, roof,
-        best_dn / roof, best_d1 / (bw1 / wb), peak_rss_bytes());
+        best_dn / roof, best_d1 / (bw1 / wb), vc.c_str(), peak_rss_bytes());
     fputs(js.c_str(), stdout);
     if (!out.empty()) write_file_atomic(out, js.data(), js.size());
     return 0;

@@ -208,6 +208,10 @@ void write_bar_chart(const std::string& path, const BarChart& c, int width, int 
             for (double v : g.values)
                 if (std::isfinite(v)) ymax = std::max(ymax, v * 1.1);
     if (ymax <= 0) ymax = 1;
+    if (c.ymax <= 0) {  // headroom: the tallest bar ends below the legend box (top right)
+        double legend_frac = (double)(24 * (int)c.groups.size() + 30) / std::max(1, f.y1 - f.y0);
+        if (legend_frac < 0.6) ymax = ymax / 1.1 / (1.0 - legend_frac);
+    }
     auto py = [&](double y) { return f.y1 - y / ymax * (f.y1 - f.y0); };
     double ys;
     for (double v : nice_ticks(0, ymax, 5, &ys)) {
@@ -234,7 +238,8 @@ void write_bar_chart(const std::string& path, const BarChart& c, int width, int 
             }
         }
         const std::string& cl = c.categories[k];
-        cv.text((int)(f.x0 + (k + 0.5) * slot) - Canvas::text_width(cl) / 2, f.y1 + 8, cl, kText);
+        int ls = Canvas::text_width(cl) <= slot - 6 ? 2 : 1;  // a long category name in the small font
+        cv.text((int)(f.x0 + (k + 0.5) * slot) - Canvas::text_width(cl, ls) / 2, f.y1 + 8, cl, kText, ls);
     }
     cv.line(f.x0, f.y0, f.x0, f.y1, kAxis, 2);
     cv.line(f.x0, f.y1, f.x1, f.y1, kAxis, 2);

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+# test_bench_outputs.py: `beagle bench` and `beagle bench-sd` end to end through the CLI on stories260K:
+# bench's JSON holds the verify cost curve (T = 1 first with cost 1, times > 0, max_speedup = T / cost);
+# bench-sd's JSON holds every category and mode with the promised fields, no output differs from plain
+# greedy decoding, every mode produced the same number of tokens as plain decoding (same outputs), the
+# totals add up, the "mt_bench" aggregate covers exactly the MT-Bench categories, and both PNGs are valid
+# (read by test/pngcheck.py, not stb). CLI errors: an unknown mode, chain without a draft.
+import json, os, subprocess, sys, tempfile
+
+from pngcheck import png_pixels
+
+BIN = os.environ.get("BEAGLE_BIN", "build/beagle")
+SHARED = os.environ.get("BEAGLE_SHARED", "../shared")
+ROOT = os.environ.get("BEAGLE_ROOT", ".")
+M = ["-m", f"{SHARED}/data/models/stories260K.bin", "-z", f"{SHARED}/data/models/tok512.bin"]
+DRAFT = f"{ROOT}/weights/beagle-stories260K.bin"
+fails = 0
+
+
+def check(cond, msg):
+    global fails
+    if not cond:
+        fails += 1
+        print("FAIL:", msg)
+
+
+def run(args):
+    return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=300)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    # beagle bench: the verify cost curve
+    r = run(["bench"] + M + ["--prompt-tokens", "16", "--gen-tokens", "8", "--reps", "1", "-t", "1", "-o", f"{tmp}/b.json"])
+    check(r.returncode == 0, f"bench failed ({r.returncode}): {r.stderr[-600:]}")
+    if r.returncode == 0:
+        b = json.load(open(f"{tmp}/b.json"))
+        vc = b.get("verify_cost", [])
+        Ts = [v["T"] for v in vc]
+        check(len(vc) >= 5 and Ts[0] == 1 and Ts == sorted(set(Ts)), f"verify_cost T values {Ts}")
+        check(all(v["ms"] > 0 for v in vc), "verify times > 0")
+        check(abs(vc[0]["cost"] - 1) < 1e-6, "cost of T = 1 is 1")
+        for v in vc:
+            check(abs(v["max_speedup"] - v["T"] / v["cost"]) < 1e-2 * v["max_speedup"], f"max_speedup of T {v['T']}")
+        check(b["decode_tok_s"] > 0 and b["prefill_tok_s"] > 0, "bench speeds > 0")
+
+    # beagle bench-sd: two categories, one of them an MT-Bench category
+    prompts = f"{tmp}/p.jsonl"
+    with open(prompts, "w") as f:
+        for i, (cat, text) in enumerate([("writing", "Once upon a time"), ("writing", "The little dog"),
+                                         ("rag", "Lily and Tom went to the park"), ("rag", "One day, a bird")]):
+            f.write(json.dumps({"question_id": i, "category": cat, "turns": [text]}) + "\n")
+    out = f"{tmp}/s.json"
+    r = run(["bench-sd"] + M + ["-d", DRAFT, "--prompts", prompts, "--per-category", "2", "-n", "24", "-t", "1",
+                                "--no-chat", "-o", out])
+    check(r.returncode == 0, f"bench-sd failed ({r.returncode}): {r.stderr[-600:]}")
+    if r.returncode == 0:
+        s = json.load(open(out))
+        check(set(s["categories"]) == {"writing", "rag"}, f"categories {list(s['categories'])}")
+        modes = ["none", "lookup", "chain", "tree"]
+        for name, c in list(s["categories"].items()) + [("mt_bench", s["mt_bench"]), ("overall", s["overall"])]:
+            check(list(c) == modes, f"{name}: modes {list(c)}")
+            for m in modes:
+                x = c[m]
+                check(x["mismatches"] == 0, f"{name}/{m}: {x['mismatches']} outputs differ from plain greedy")
+                check(x["tokens"] == c["none"]["tokens"], f"{name}/{m}: {x['tokens']} tokens vs plain {c['none']['tokens']}")
+                check(x["tau"] >= 1 and x["tok_s"] > 0, f"{name}/{m}: tau {x['tau']} tok/s {x['tok_s']}")
+                check(all(0 <= a <= 1 for a in x["accept_by_depth"]), f"{name}/{m}: accept_by_depth {x['accept_by_depth']}")
+                check(x["target_passes"] <= x["tokens"], f"{name}/{m}: more target passes than tokens")
+            check(abs(c["none"]["speedup"] - 1) < 1e-6, f"{name}: plain speedup {c['none']['speedup']}")
+        check(s["mt_bench"]["none"]["tokens"] == s["categories"]["writing"]["none"]["tokens"], "mt_bench = writing only")
+        check(s["overall"]["tree"]["tokens"] == sum(c["tree"]["tokens"] for c in s["categories"].values()),
+              "overall tokens = sum of the categories")
+        check(s["overall"]["none"]["prompts"] == 4, "4 prompts in all")
+        check(s["peak_rss_bytes"] > 0, "peak RSS reported")
+        for suf in [".speedup.png", ".accept.png"]:
+            try:
+                w, h, raw = png_pixels(out[:-5] + suf)
+                check(len(set(raw)) > 3, f"{suf} is blank")
+            except (AssertionError, OSError) as e:
+                check(False, f"{suf}: {e}")
+
+    # CLI errors
+    r = run(["bench-sd"] + M + ["--prompts", prompts, "--modes", "none,fast"])
+    check(r.returncode == 1 and "unknown mode 'fast'" in r.stderr, f"unknown mode: {r.returncode} {r.stderr}")
+    r = run(["bench-sd"] + M + ["--prompts", prompts, "--modes", "none,chain"])
+    check(r.returncode == 1 and "needs -d DRAFT" in r.stderr, f"chain without draft: {r.returncode} {r.stderr}")
+
+print("test_bench_outputs:", "OK" if fails == 0 else f"{fails} failures")
+sys.exit(1 if fails else 0)

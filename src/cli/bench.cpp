@@ -14,6 +14,7 @@
 #include "../core/common.h"
 #include "../core/threadpool.h"
 #include "../decode/session.h"
+#include "../decode/speculative.h"
 #include "args.h"
 #include "commands.h"
 
@@ -96,7 +97,7 @@ int cmd_bench(int argc, char** argv) {
         std::vector<int> ids;
         while ((long)ids.size() < n_prompt) {
             p += text;
-            ids = s.tok->encode(p, s.tok->bos() >= 0, false);
+            ids = s.tokenize_prompt(p, false, "");
         }
         ids.resize(n_prompt);
         for (int r = 0; r < reps; r++) {
@@ -120,23 +121,12 @@ int cmd_bench(int argc, char** argv) {
             Llama& m = *s.llama;
             m.truncate(0);
             m.prefill(ids.data(), (int)ids.size(), nullptr);
-            std::vector<float> lg((size_t)64 * m.config().vocab_size);
             for (size_t k = 0; k < verify_T.size(); k++) {
                 int T = verify_T[k];
                 if (T > m.max_batch()) break;
-                std::vector<int> toks(T), pos(T);
-                std::vector<uint64_t> mask(T);
-                for (int i = 0; i < T; i++) {
-                    toks[i] = ids[i % ids.size()];
-                    pos[i] = (int)ids.size() + i;
-                    mask[i] = i == 63 ? ~0ULL : (1ULL << (i + 1)) - 1;
-                }
-                for (int r = 0; r < reps + 2; r++) {
-                    double t0 = now_seconds();
-                    m.forward(toks.data(), pos.data(), T, mask.data(), 1, lg.data(), T, nullptr, 0);
-                    verify_s[k] = std::min(verify_s[k], now_seconds() - t0);
-                    m.truncate((int)ids.size());
-                }
+                std::vector<int> toks(T);
+                for (int i = 0; i < T; i++) toks[i] = ids[i % ids.size()];
+                verify_s[k] = time_verify(m, toks.data(), T, (int)reps + 2);
                 fprintf(stderr, "bench: threads %d verify T %2d: %.2f ms (%.2f x T = 1)\n", nt, T, verify_s[k] * 1e3,
                         verify_s[k] / verify_s[0]);
             }

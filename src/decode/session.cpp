@@ -28,6 +28,13 @@ Session::Session(const std::string& model_path, const std::string& tokenizer_pat
 }
 
 std::vector<int> Session::encode_prompt(const std::string& prompt, bool chat, const std::string& system) const {
+    std::vector<int> ids = tokenize_prompt(prompt, chat, system);
+    if ((int)ids.size() >= llama->ctx())
+        fail("prompt is %zu tokens but the context holds %d (leave room to generate; raise -c)", ids.size(), llama->ctx());
+    return ids;
+}
+
+std::vector<int> Session::tokenize_prompt(const std::string& prompt, bool chat, const std::string& system) const {
     size_t bad;
     if (!utf8_valid(prompt, &bad)) fail("prompt is not valid UTF-8 (bad byte at offset %zu)", bad);
     std::vector<int> ids;
@@ -39,8 +46,6 @@ std::vector<int> Session::encode_prompt(const std::string& prompt, bool chat, co
         if (tok->bos() < 0) fail("empty prompt and the tokenizer has no BOS token to start from");
         ids.push_back(tok->bos());
     }
-    if ((int)ids.size() >= llama->ctx())
-        fail("prompt is %zu tokens but the context holds %d (leave room to generate; raise -c)", ids.size(), llama->ctx());
     return ids;
 }
 

@@ -36,6 +36,8 @@ public:
     // Prompt -> ids: BOS when the tokenizer wants one (always for llama2.c vocabularies), chat
     // template when asked. Throws Error for invalid UTF-8 or a prompt that leaves no room.
     std::vector<int> encode_prompt(const std::string& prompt, bool chat, const std::string& system) const;
+    // The same ids without the context check (for callers that cut the ids to length themselves).
+    std::vector<int> tokenize_prompt(const std::string& prompt, bool chat, const std::string& system) const;
     // True when generation must stop after `id`.
     bool is_stop(int id) const;
     // Plain decoding from a fresh cache: prefill `prompt`, then up to n tokens. Streams text to

@@ -197,27 +197,39 @@ std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>&
     return text;
 }
 
+double time_verify(Llama& m, const int* tokens, int T, int reps) {
+    const int n0 = m.n_past();
+    DraftTree chain;
+    chain.reset(tokens[0]);
+    for (int i = 1; i < T; i++) chain.add(i - 1, tokens[i], 0.0f);
+    std::vector<uint64_t> mask;
+    chain.mask(&mask);
+    std::vector<int> pos(T);
+    for (int i = 0; i < T; i++) pos[i] = n0 + i;
+    std::vector<float> logits((size_t)T * m.config().vocab_size);
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_seconds();
+        m.forward(chain.token.data(), pos.data(), T, mask.data(), chain.words(), logits.data(), T, nullptr, 0);
+        best = std::min(best, now_seconds() - t0);
+        m.truncate(n0);
+    }
+    return best;
+}
+
 int auto_tree_size(Session& s, int max_nodes) {
     Llama& m = *s.llama;
     int cap = std::min({max_nodes, m.max_batch(), m.ctx() - 40});
     if (cap < 2) return 2;
     m.truncate(0);
-    std::vector<int> toks(32 + cap), pos(cap);
+    std::vector<int> toks(32 + cap);
     for (size_t i = 0; i < toks.size(); i++) toks[i] = (int)(i * 7919 % m.config().vocab_size);
     m.prefill(toks.data(), 32, nullptr);
-    std::vector<float> lg((size_t)cap * m.config().vocab_size);
     double best = -1, t1 = 0;
     int best_T = 2;
     for (int T : {1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
         if (T > cap) break;
-        for (int i = 0; i < T; i++) pos[i] = 32 + i;
-        double t = 1e30;
-        for (int rep = 0; rep < 2; rep++) {
-            double a = now_seconds();
-            m.forward(toks.data() + 32, pos.data(), T, nullptr, 0, lg.data(), T, nullptr, 0);
-            t = std::min(t, now_seconds() - a);
-            m.truncate(32);
-        }
+        double t = time_verify(m, toks.data() + 32, T, 2);
         if (T == 1) t1 = t;
         double gain = (1.0 + 0.6 * std::log2((double)T)) / (t / t1);
         if (T >= 2 && gain > best) {

@@ -65,6 +65,10 @@ struct SpecParams {
 std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
                                  const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids = nullptr);
 
+// Seconds of one verify pass of T tokens (tokens[0..T) as a chain, with its tree mask) after the
+// model's current n_past, best of `reps`; the cache is truncated back after each. T <= max_batch.
+double time_verify(Llama& m, const int* tokens, int T, int reps);
+
 // --total-tokens auto: times target forwards of T = 1..max_nodes tokens on this machine and picks
 // the T maximising an acceptance model tau(T) = 1 + 0.6 log2(T) over the verify cost (EAGLE's auto
 // mode does the same with GPU timings). Leaves the cache empty.

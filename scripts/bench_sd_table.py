@@ -17,7 +17,10 @@ def main():
     cats = b["categories"]
     modes = list(next(iter(cats.values())).keys())
     print(f"Model `{b['model']}`, draft `{b['draft']}`, {b['threads']} threads, {b['n_predict']} tokens per prompt, "
-          f"tree size (auto) {b['tree_total_tokens']}, peak RSS {b['peak_rss_bytes'] / 2**20:.0f} MiB.\n")
+          f"tree size {b['tree_total_tokens']}"
+          + (f" (mean {b['overall']['tree']['nodes_per_verify']:.2f} tokens per verify)"
+             if 'tree' in b['overall'] and 'nodes_per_verify' in b['overall']['tree'] else "")
+          + f", peak RSS {b['peak_rss_bytes'] / 2**20:.0f} MiB.\n")
     print("| category | prompts | " + " | ".join(f"{m} tok/s (tau, speedup)" for m in modes) + " |")
     print("|---|---|" + "---|" * len(modes))
     rows = list(cats.items())

@@ -52,6 +52,12 @@ int main() {
         rv.cfg.draft_vocab = (int)rv.d2t.size();
         dcases.push_back({"random chain, reduced vocab", &rv, chain});
         dcases.push_back({"random tree, reduced vocab", &rv, tree});
+        // cost-aware trees (--total-tokens auto) with a fixed cost model instead of timings, so the
+        // sizes are reproducible: verifying T tokens costs 1 + 0.3 (T - 1) decode steps, T <= 24
+        BeagleDraftParams aware;
+        aware.verify_cost.assign(25, 1.0);
+        for (int T = 1; T <= 24; T++) aware.verify_cost[T] = 1 + 0.3 * (T - 1);
+        dcases.push_back({"random tree, cost-aware", &rnd, aware});
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
         if (file_exists(shipped)) {
@@ -61,12 +67,13 @@ int main() {
             dcases.push_back({"trained chain", &trained, chain});
             dcases.push_back({"trained tree", &trained, tree});
             dcases.push_back({"trained tree 60", &trained, big});
+            dcases.push_back({"trained tree, cost-aware", &trained, aware});
         } else {
             printf("note: %s not present yet, trained-draft cases not run\n", shipped.c_str());
         }
         std::vector<std::unique_ptr<Drafter>> drafters;
         for (auto& c : dcases) drafters.push_back(make_beagle_drafter(*c.w, fz, s, c.p));
-        std::vector<double> tau_sum(dcases.size(), 0);
+        std::vector<double> tau_sum(dcases.size(), 0), committed(dcases.size(), 0), model_cost(dcases.size(), 0);
         for (size_t i = 0; i < prompts.size(); i++) {
             std::vector<int> ids = s.encode_prompt(prompts[i], false, "");
             GenStats pst;
@@ -97,9 +104,30 @@ int main() {
                 CHECK(got == plain, "prompt %zu ('%s') %s: %zu vs %zu tokens, differ", i, prompts[i].c_str(), dcases[k].name,
                       got.size(), plain.size());
                 tau_sum[k] += st.tau();
+                committed[k] += st.gen_tokens_after_root;
+                model_cost[k] += st.rounds + 0.3 * st.drafted;  // the cost model above, summed over rounds
             }
         }
-        for (size_t k = 0; k < dcases.size(); k++) printf("%s: mean tau %.3f\n", dcases[k].name, tau_sum[k] / prompts.size());
+        // tokens per unit of modelled verify cost (a plain step = 1): the cost-aware tree must beat every
+        // fixed tree of the same draft under the model it optimises, and never fall far below plain
+        auto per_cost = [&](const char* name) {
+            for (size_t k = 0; k < dcases.size(); k++)
+                if (std::string(dcases[k].name) == name) return committed[k] / model_cost[k];
+            return -1.0;
+        };
+        for (size_t k = 0; k < dcases.size(); k++)
+            printf("%s: mean tau %.3f, tokens per modelled cost %.3f\n", dcases[k].name, tau_sum[k] / prompts.size(),
+                   committed[k] / model_cost[k]);
+        double rnd_aware = per_cost("random tree, cost-aware");
+        CHECK(rnd_aware >= 0.95 && rnd_aware > 2 * per_cost("random tree"),
+              "random draft, cost-aware: %.3f tokens per cost (fixed tree %.3f); expected >= 0.95 (about plain)", rnd_aware,
+              per_cost("random tree"));
+        if (trained.cfg.dim) {
+            double tr_aware = per_cost("trained tree, cost-aware");
+            for (const char* fixed : {"trained tree", "trained tree 60"})
+                CHECK(tr_aware > per_cost(fixed), "trained draft: cost-aware %.3f tokens per cost, not above %s's %.3f",
+                      tr_aware, fixed, per_cost(fixed));
+        }
         printf("lookup: %d tokens in %d target passes (tau %.3f), %d mismatches\n", total_tokens, total_passes,
                total_passes ? (double)total_tokens / total_passes : 0.0, mismatches);
     } catch (const Error& e) {

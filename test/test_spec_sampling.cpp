@@ -173,6 +173,13 @@ int main() {
             trained = load_draft(shipped);
             cases.push_back({"trained chain (sampled q)", make_beagle_drafter(trained, fz, s, chain), false});
             cases.push_back({"trained tree", make_beagle_drafter(trained, fz, s, tree), false});
+            // cost-aware tree (--total-tokens auto): the tree of each round depends on past acceptance
+            // (the calibration), still a function of the history only; a fixed cost model (see
+            // test_spec_exact.cpp) instead of timings
+            BeagleDraftParams aware;
+            aware.verify_cost.assign(17, 1.0);
+            for (int T = 1; T <= 16; T++) aware.verify_cost[T] = 1 + 0.3 * (T - 1);
+            cases.push_back({"trained tree, cost-aware", make_beagle_drafter(trained, fz, s, aware), false});
         } else {
             CHECK(false, "%s missing: the trained-draft cases cannot run", shipped.c_str());
         }

@@ -24,7 +24,7 @@ namespace beagle {
 namespace {
 struct Acc {
     int prompts = 0, tokens = 0, passes = 0, mismatches = 0;
-    double seconds = 0, tau_tokens = 0, rounds = 0;
+    double seconds = 0, tau_tokens = 0, rounds = 0, drafted = 0;
     std::vector<long> reached, accepted;
     void add(const SpecStats& st) {
         tokens += st.gen_tokens;
@@ -32,6 +32,7 @@ struct Acc {
         seconds += st.decode_s;
         tau_tokens += st.gen_tokens_after_root;
         rounds += st.rounds;
+        drafted += st.drafted;
         if (reached.size() < st.reached_by_depth.size()) {
             reached.resize(st.reached_by_depth.size());
             accepted.resize(st.reached_by_depth.size());
@@ -43,15 +44,16 @@ struct Acc {
     }
     double tok_s() const { return seconds > 0 ? tokens / seconds : 0; }
     double tau() const { return rounds > 0 ? tau_tokens / rounds : 1.0; }
+    double nodes_per_verify() const { return rounds > 0 ? 1.0 + drafted / rounds : 1.0; }
     std::string json(double plain_tok_s) const {
         std::string acc = "[";
         for (size_t k = 0; k < reached.size(); k++)
             acc += strfmt("%s%.4f", k ? ", " : "", reached[k] ? (double)accepted[k] / reached[k] : 0.0);
         acc += "]";
-        return strfmt("{\"prompts\": %d, \"tokens\": %d, \"target_passes\": %d, \"tau\": %.4f, \"accept_by_depth\": %s, "
-                      "\"tok_s\": %.3f, \"speedup\": %.4f, \"mismatches\": %d}",
-                      prompts, tokens, passes, tau(), acc.c_str(), tok_s(), plain_tok_s > 0 ? tok_s() / plain_tok_s : 0.0,
-                      mismatches);
+        return strfmt("{\"prompts\": %d, \"tokens\": %d, \"target_passes\": %d, \"tau\": %.4f, \"nodes_per_verify\": %.3f, "
+                      "\"accept_by_depth\": %s, \"tok_s\": %.3f, \"speedup\": %.4f, \"mismatches\": %d}",
+                      prompts, tokens, passes, tau(), nodes_per_verify(), acc.c_str(), tok_s(),
+                      plain_tok_s > 0 ? tok_s() / plain_tok_s : 0.0, mismatches);
     }
 };
 // Spec-Bench's "mt_bench" task is the 80 MT-Bench questions, filed under their 8 MT-Bench categories.
@@ -124,7 +126,7 @@ int cmd_bench_sd(int argc, char** argv) {
     DraftWeights dw;
     DraftFrozen fz;
     std::unique_ptr<Drafter> chain_d, tree_d;
-    int tree_size = 0;
+    std::string tree_size = "0";
     if (!draft.empty() && random_draft >= 0) fail("beagle bench-sd: give -d DRAFT or --random-draft SEED, not both");
     if (!draft.empty() || random_draft >= 0) {
         if (random_draft >= 0) {
@@ -142,8 +144,13 @@ int cmd_bench_sd(int argc, char** argv) {
         bp.tree = true;
         bp.depth = (int)depth;
         bp.topk = (int)topk;
-        bp.total_tokens = total_tokens == "auto" ? auto_tree_size(s, 64) : atoi(total_tokens.c_str());
-        tree_size = bp.total_tokens;
+        if (total_tokens == "auto") {
+            bp.verify_cost = measure_verify_cost(s, 64);
+            tree_size = "\"auto\"";
+        } else {
+            bp.total_tokens = atoi(total_tokens.c_str());
+            tree_size = std::to_string(bp.total_tokens);
+        }
         tree_d = make_beagle_drafter(dw, fz, s, bp);
     }
     std::unique_ptr<Drafter> lookup_d = make_lookup_drafter(3, (int)gamma);
@@ -198,8 +205,8 @@ int cmd_bench_sd(int argc, char** argv) {
         }
     }
     std::string js = strfmt("{\n  \"model\": \"%s\",\n  \"draft\": \"%s\",\n  \"threads\": %ld,\n  \"n_predict\": %ld,\n"
-                            "  \"tree_total_tokens\": %d,\n  \"peak_rss_bytes\": %zu,\n  \"categories\": {\n",
-                            model.c_str(), draft.c_str(), threads, n, tree_size, peak_rss_bytes());
+                            "  \"tree_total_tokens\": %s,\n  \"peak_rss_bytes\": %zu,\n  \"categories\": {\n",
+                            model.c_str(), draft.c_str(), threads, n, tree_size.c_str(), peak_rss_bytes());
     for (size_t i = 0; i < order.size(); i++) {
         const std::string& c = order[i];
         double plain = acc[c].count("none") ? acc[c]["none"].tok_s() : 0;

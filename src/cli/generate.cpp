@@ -56,7 +56,7 @@ int cmd_generate(int argc, char** argv) {
     a.integer("--gamma", &gamma, "chain and lookup: tokens drafted per round");
     a.integer("--depth", &depth, "tree: draft depth");
     a.integer("--topk", &topk, "tree: children per expanded node and nodes expanded per depth");
-    a.str("--total-tokens", &total_tokens, "tree: nodes per verify pass, or 'auto' (from the verify cost measured here)");
+    a.str("--total-tokens", &total_tokens, "tree: nodes per verify pass, or 'auto' (per round, as many as pay for their verify cost measured here)");
     a.flag("--no-concat", &no_concat, "draft attends to true states only (not its own predictions)");
     a.integer("--ngram", &ngram, "lookup: longest n-gram matched in the context");
     a.integer("--max-tree", &max_tree, "most tokens per verify pass (root included)");
@@ -122,10 +122,13 @@ int cmd_generate(int argc, char** argv) {
         bp.depth = (int)depth;
         bp.topk = (int)topk;
         bp.concat = !no_concat;
-        if (total_tokens == "auto") {
-            bp.total_tokens = auto_tree_size(s, (int)max_tree);
-            fprintf(stderr, "tree: --total-tokens auto -> %d (from the verify cost measured on this machine)\n", bp.total_tokens);
-        } else {
+        if (total_tokens == "auto" && bp.tree) {
+            bp.verify_cost = measure_verify_cost(s, (int)max_tree);
+            const std::vector<double>& c = bp.verify_cost;
+            fprintf(stderr, "tree: --total-tokens auto: each round keeps the candidates worth their verify cost, up to %d "
+                    "tokens (measured here: verifying 2 / 4 / %d tokens costs %.2f / %.2f / %.2f decode steps)\n",
+                    (int)c.size() - 1, (int)c.size() - 1, c[2], c[std::min<size_t>(4, c.size() - 1)], c.back());
+        } else if (total_tokens != "auto") {
             char* end = nullptr;
             long v = strtol(total_tokens.c_str(), &end, 10);
             if (total_tokens.empty() || *end || v < 2 || v > 1024)

@@ -28,9 +28,14 @@ public:
     void begin(const std::vector<int>& prompt, const float* states) override {
         draft_->reset();
         draft_->add_true_states(states, (int)prompt.size());
+        shadow_tok_ = -1;
     }
 
-    void accept(const DraftTree&, const std::vector<int>& path, const float* path_states) override {
+    void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
+        if (!p_.verify_cost.empty() && tree.size() > 1) {  // calibration: accepted vs predicted
+            for (int i = 1; i < tree.size(); i++) predicted_ += std::exp((double)tree.score[i]);
+            accepted_ += (double)path.size() - 1;
+        }
         draft_->clear_pred();
         draft_->add_true_states(path_states, (int)path.size());
     }
@@ -50,6 +55,9 @@ private:
     std::vector<float> qsub_;
     int tok_of(int i) const { return d2t_.empty() ? i : d2t_[i]; }
     std::unique_ptr<Draft> draft_;
+    double predicted_ = 4, accepted_ = 4;  // cost-aware trees: sum of exp(score) sent, accepted (prior 4/4)
+    int shadow_tok_ = -1;                  // cost-aware trees: best candidate of a round that sent none
+    double shadow_p_ = 0;
     std::vector<float> logits_;
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
 
@@ -96,10 +104,30 @@ private:
         }
     }
 
+    // Cost-aware trees (verify_cost non-empty): a = calibration. A tree of T tokens beats a plain step
+    // only if its candidates' expected acceptances sum to more than cost[T] - 1, so candidates whose
+    // a exp(score) is below the cheapest average cost of an extra token, min_T (cost[T] - 1) / (T - 1),
+    // are not expanded (their children score lower still).
+    double calib() const { return std::min(1.5, std::max(0.1, accepted_ / predicted_)); }
+    double min_token_cost() const {
+        double m = 1e30;
+        const std::vector<double>& c = p_.verify_cost;
+        for (size_t T = 2; T < c.size(); T++) m = std::min(m, (c[T] - c[1]) / (double)(T - 1));
+        return std::max(m, 1e-3);
+    }
+
     void propose_tree(DraftTree* tree, int room) {
         int P = draft_->n_true();
-        int total = std::min(room, p_.total_tokens);
+        const bool aware = !p_.verify_cost.empty();
+        int total = std::min(room, aware ? (int)p_.verify_cost.size() - 1 : p_.total_tokens);
         if (total <= 1) return;
+        if (shadow_tok_ >= 0) {  // last round sent nothing: was its best depth-1 candidate the target's token?
+            predicted_ += shadow_p_;
+            accepted_ += tree->token[0] == shadow_tok_ ? 1 : 0;
+            shadow_tok_ = -1;
+        }
+        const double a = aware ? calib() : 1.0;
+        const float min_score = aware ? (float)std::log(min_token_cost() / a) : -INFINITY;
         // working tree (before the final rerank): token, parent, depth, score, pred row
         struct Node { int tok, parent, depth; float score; int pred; };
         std::vector<Node> nodes;
@@ -113,7 +141,10 @@ private:
             std::vector<int> ex(frontier);
             std::stable_sort(ex.begin(), ex.end(), [&](int a, int b) { return nodes[a].score > nodes[b].score; });
             if ((int)ex.size() > topk) ex.resize(topk);
+            if (d > 0)  // nodes that cannot pay for themselves get no children (the root is always expanded)
+                while (!ex.empty() && nodes[ex.back()].score < min_score) ex.pop_back();
             int n = (int)ex.size();
+            if (n == 0) break;
             std::vector<int> toks(n), pos(n), rows(n);
             std::vector<uint64_t> mask((size_t)n * words_, 0);
             for (int i = 0; i < n; i++) {
@@ -151,6 +182,21 @@ private:
         std::iota(order.begin(), order.end(), 1);
         std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return nodes[a].score > nodes[b].score; });
         if ((int)order.size() > total - 1) order.resize(total - 1);
+        if (aware) {  // the prefix of the ranking with the most expected tokens per unit of verify cost
+            double expect = 1, best = 1.0 / p_.verify_cost[1];
+            size_t keep = 0;
+            if (!order.empty()) {  // kept only if nothing is sent: calibrates against the next root
+                shadow_tok_ = nodes[order[0]].tok;
+                shadow_p_ = std::exp((double)nodes[order[0]].score);
+            }
+            for (size_t i = 0; i < order.size(); i++) {
+                expect += a * std::exp((double)nodes[order[i]].score);
+                double gain = expect / p_.verify_cost[i + 2];
+                if (gain > best) { best = gain; keep = i + 1; }
+            }
+            order.resize(keep);
+            if (keep) shadow_tok_ = -1;
+        }
         std::sort(order.begin(), order.end());  // creation order is topological, siblings by score
         std::vector<int> newidx(nodes.size(), -1);
         newidx[0] = 0;
@@ -168,6 +214,7 @@ std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftF
     BEAGLE_CHECK(p.topk >= 1, "--topk must be >= 1, got %d", p.topk);
     BEAGLE_CHECK(p.gamma >= 1, "--gamma must be >= 1, got %d", p.gamma);
     BEAGLE_CHECK(p.total_tokens >= 2, "--total-tokens must be >= 2, got %d", p.total_tokens);
+    BEAGLE_CHECK(p.verify_cost.empty() || p.verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
     return std::unique_ptr<Drafter>(new BeagleDrafter(w, fz, s, p));
 }
 

@@ -217,28 +217,28 @@ double time_verify(Llama& m, const int* tokens, int T, int reps) {
     return best;
 }
 
-int auto_tree_size(Session& s, int max_nodes) {
+std::vector<double> measure_verify_cost(Session& s, int max_nodes) {
     Llama& m = *s.llama;
-    int cap = std::min({max_nodes, m.max_batch(), m.ctx() - 40});
-    if (cap < 2) return 2;
+    int cap = std::max(2, std::min({max_nodes, m.max_batch(), m.ctx() - 40}));
     m.truncate(0);
     std::vector<int> toks(32 + cap);
     for (size_t i = 0; i < toks.size(); i++) toks[i] = (int)(i * 7919 % m.config().vocab_size);
     m.prefill(toks.data(), 32, nullptr);
-    double best = -1, t1 = 0;
-    int best_T = 2;
-    for (int T : {1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
-        if (T > cap) break;
-        double t = time_verify(m, toks.data() + 32, T, 2);
-        if (T == 1) t1 = t;
-        double gain = (1.0 + 0.6 * std::log2((double)T)) / (t / t1);
-        if (T >= 2 && gain > best) {
-            best = gain;
-            best_T = T;
-        }
-    }
+    std::vector<int> grid;
+    for (int T : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128})
+        if (T < cap) grid.push_back(T);
+    grid.push_back(cap);
+    std::vector<double> t(grid.size());
+    for (size_t g = 0; g < grid.size(); g++) t[g] = time_verify(m, toks.data() + 32, grid[g], 3);
     m.truncate(0);
-    return best_T;
+    std::vector<double> cost(cap + 1, 1.0);
+    for (size_t g = 0; g + 1 < grid.size(); g++)
+        for (int T = grid[g]; T <= grid[g + 1]; T++) {
+            double f = (double)(T - grid[g]) / (grid[g + 1] - grid[g]);
+            cost[T] = ((1 - f) * t[g] + f * t[g + 1]) / t[0];
+        }
+    for (int T = 2; T <= cap; T++) cost[T] = std::max(cost[T], cost[T - 1]);  // timing noise
+    return cost;
 }
 
 std::string spec_stats_json(const char* mode, const SpecStats& st, int threads) {

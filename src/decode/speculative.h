@@ -40,6 +40,12 @@ struct BeagleDraftParams {
     int gamma = 5;           // chain length
     int depth = 5, topk = 10, total_tokens = 60;  // EAGLE-2 dynamic tree
     bool concat = true;      // draft keys: true states + own predictions (false: true states only)
+    // Non-empty (--total-tokens auto): verify_cost[T] = cost of verifying T tokens in decode steps
+    // (measure_verify_cost). Each round then keeps the best-ranked n candidates that maximise the
+    // expected tokens per unit of cost, (1 + a sum_{i<n} exp(score_i)) / verify_cost[n + 1], with
+    // a the draft's calibration (accepted / predicted, learnt online); n = 0 is a plain decode
+    // step. Depths whose frontier cannot pay for a node are not expanded. total_tokens is ignored.
+    std::vector<double> verify_cost;
 };
 struct DraftWeights;
 struct DraftFrozen;
@@ -69,10 +75,10 @@ std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>&
 // model's current n_past, best of `reps`; the cache is truncated back after each. T <= max_batch.
 double time_verify(Llama& m, const int* tokens, int T, int reps);
 
-// --total-tokens auto: times target forwards of T = 1..max_nodes tokens on this machine and picks
-// the T maximising an acceptance model tau(T) = 1 + 0.6 log2(T) over the verify cost (EAGLE's auto
-// mode does the same with GPU timings). Leaves the cache empty.
-int auto_tree_size(Session& s, int max_nodes);
+// --total-tokens auto: times target forwards of T tokens on this machine (T on a grid up to
+// max_nodes, interpolated linearly, made non-decreasing) and returns cost[T] = time(T) / time(1) for
+// T = 0..cap (cost[0] unused). Leaves the cache empty.
+std::vector<double> measure_verify_cost(Session& s, int max_nodes);
 
 // JSON stats object (one line) for --json, plain or speculative.
 std::string spec_stats_json(const char* mode, const SpecStats& st, int threads);

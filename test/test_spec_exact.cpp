@@ -74,19 +74,31 @@ int main() {
         std::vector<std::unique_ptr<Drafter>> drafters;
         for (auto& c : dcases) drafters.push_back(make_beagle_drafter(*c.w, fz, s, c.p));
         std::vector<double> tau_sum(dcases.size(), 0), committed(dcases.size(), 0), model_cost(dcases.size(), 0);
+        std::unique_ptr<Drafter> lookup_aware;
+        double lookup_committed[2] = {0, 0}, lookup_cost[2] = {0, 0};
         for (size_t i = 0; i < prompts.size(); i++) {
             std::vector<int> ids = s.encode_prompt(prompts[i], false, "");
             GenStats pst;
             std::vector<int> plain;
             s.generate_plain(ids, 256, greedy, nullptr, &pst, &plain);
-            struct { int ngram, gamma, max_tree; } cfgs[] = {{3, 5, 64}, {1, 8, 64}, {2, 3, 2}};
+            // the last two: fixed gamma 5 and cost-aware (same cost model as the trees), compared below;
+            // the cost-aware lookup keeps its acceptance counts across prompts, as in a bench run
+            struct { int ngram, gamma, max_tree; bool aware; } cfgs[] = {
+                {3, 5, 64, false}, {1, 8, 64, false}, {2, 3, 2, false}, {3, 8, 64, true}};
             for (auto& c : cfgs) {
-                std::unique_ptr<Drafter> d = make_lookup_drafter(c.ngram, c.gamma);
+                std::unique_ptr<Drafter> fresh;
+                if (!c.aware) fresh = make_lookup_drafter(c.ngram, c.gamma);
+                else if (!lookup_aware) lookup_aware = make_lookup_drafter(c.ngram, c.gamma, aware.verify_cost);
+                Drafter* d = c.aware ? lookup_aware.get() : fresh.get();
                 SpecParams spp;
                 spp.max_tree = c.max_tree;
                 SpecStats st;
                 std::vector<int> got;
                 generate_speculative(s, *d, ids, 256, greedy, spp, nullptr, &st, &got);
+                if (c.ngram == 3) {  // tokens per modelled cost: [0] fixed gamma 5, [1] cost-aware
+                    lookup_committed[c.aware] += st.gen_tokens_after_root;
+                    lookup_cost[c.aware] += st.rounds + 0.3 * st.drafted;
+                }
                 bool same = got == plain;
                 if (!same) mismatches++;
                 CHECK(same, "prompt %zu ('%s') lookup ngram %d gamma %d: %zu vs %zu tokens, differ", i, prompts[i].c_str(),
@@ -122,6 +134,10 @@ int main() {
         CHECK(rnd_aware >= 0.95 && rnd_aware > 2 * per_cost("random tree"),
               "random draft, cost-aware: %.3f tokens per cost (fixed tree %.3f); expected >= 0.95 (about plain)", rnd_aware,
               per_cost("random tree"));
+        double lk_fixed = lookup_committed[0] / lookup_cost[0], lk_aware = lookup_committed[1] / lookup_cost[1];
+        printf("lookup ngram 3: tokens per modelled cost %.3f with gamma 5, %.3f cost-aware (up to 8)\n", lk_fixed, lk_aware);
+        CHECK(lk_aware > lk_fixed && lk_aware >= 0.95, "cost-aware lookup: %.3f tokens per modelled cost, fixed gamma 5: %.3f",
+              lk_aware, lk_fixed);
         if (trained.cfg.dim) {
             double tr_aware = per_cost("trained tree, cost-aware");
             for (const char* fixed : {"trained tree", "trained tree 60"})

@@ -127,6 +127,9 @@ int cmd_bench_sd(int argc, char** argv) {
     DraftFrozen fz;
     std::unique_ptr<Drafter> chain_d, tree_d;
     std::string tree_size = "0";
+    // --total-tokens auto: tree and lookup send, each round, what is worth its verify cost measured here
+    std::vector<double> cost;
+    if (total_tokens == "auto") cost = measure_verify_cost(s, 64);
     if (!draft.empty() && random_draft >= 0) fail("beagle bench-sd: give -d DRAFT or --random-draft SEED, not both");
     if (!draft.empty() || random_draft >= 0) {
         if (random_draft >= 0) {
@@ -145,7 +148,7 @@ int cmd_bench_sd(int argc, char** argv) {
         bp.depth = (int)depth;
         bp.topk = (int)topk;
         if (total_tokens == "auto") {
-            bp.verify_cost = measure_verify_cost(s, 64);
+            bp.verify_cost = cost;
             tree_size = "\"auto\"";
         } else {
             bp.total_tokens = atoi(total_tokens.c_str());
@@ -153,7 +156,7 @@ int cmd_bench_sd(int argc, char** argv) {
         }
         tree_d = make_beagle_drafter(dw, fz, s, bp);
     }
-    std::unique_ptr<Drafter> lookup_d = make_lookup_drafter(3, (int)gamma);
+    std::unique_ptr<Drafter> lookup_d = make_lookup_drafter(3, (int)gamma, cost);
     SamplingParams greedy;
     greedy.temperature = 0;
     std::map<std::string, std::map<std::string, Acc>> acc;  // category -> mode -> totals

@@ -111,7 +111,13 @@ int cmd_generate(int argc, char** argv) {
     DraftWeights dw;
     DraftFrozen fz;
     if (spec == "lookup") {
-        drafter = make_lookup_drafter((int)ngram, (int)gamma);
+        std::vector<double> cost;
+        if (total_tokens == "auto") {
+            cost = measure_verify_cost(s, (int)max_tree);
+            fprintf(stderr, "lookup: --total-tokens auto: each round sends the part of the match worth its verify cost "
+                    "(up to --gamma %ld tokens)\n", gamma);
+        }
+        drafter = make_lookup_drafter((int)ngram, (int)gamma, cost);
     } else {
         dw = load_draft(draft);
         check_draft_fits_target(dw.cfg, s.mf->config, s.tok->spec(), draft);

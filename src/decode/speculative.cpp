@@ -13,10 +13,19 @@ namespace beagle {
 // ---------------------------------------------------------------- prompt lookup drafter
 class LookupDrafter : public Drafter {
 public:
-    LookupDrafter(int ngram, int gamma) : ngram_(ngram), gamma_(gamma) {}
+    LookupDrafter(int ngram, int gamma, std::vector<double> cost) : ngram_(ngram), gamma_(gamma), cost_(std::move(cost)) {
+        // acceptance counts per (matched n-gram length m, depth k), prior 1 of 2
+        reached_.assign((size_t)(ngram + 1) * (gamma + 1), 2.0);
+        accepted_.assign(reached_.size(), 1.0);
+    }
     const char* name() const override { return "lookup"; }
-    void begin(const std::vector<int>&, const float*) override {}
+    void begin(const std::vector<int>&, const float*) override { shadow_tok_ = -1; }
     void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams&, Rng&) override {
+        if (shadow_tok_ >= 0) {  // last round matched but sent nothing: was its first token the target's?
+            at(reached_, shadow_m_, 1) += 1;
+            at(accepted_, shadow_m_, 1) += tree->token[0] == shadow_tok_ ? 1 : 0;
+            shadow_tok_ = -1;
+        }
         // context = history + root; find the latest earlier occurrence of its last n-gram
         std::vector<int> ctx(history);
         ctx.push_back(tree->token[0]);
@@ -25,23 +34,51 @@ public:
             const int* tail = &ctx[L - n];
             for (int start = L - n - 1; start >= 0; start--) {
                 if (!std::equal(tail, tail + n, &ctx[start])) continue;
-                int from = start + n, par = 0;
-                for (int k = 0; k < gamma_ && from + k < L && tree->size() < room; k++)
-                    par = tree->add(par, ctx[from + k], 0.0f);
-                if (tree->size() > 1) return;
+                int from = start + n, len = std::min({gamma_, L - from, room - 1});
+                if (len < 1) continue;
+                if (!cost_.empty()) len = worth_sending(n, len, ctx[from]);
+                for (int k = 0, par = 0; k < len; k++) par = tree->add(par, ctx[from + k], 0.0f);
+                matched_ = n;
+                return;
             }
         }
     }
-    void accept(const DraftTree&, const std::vector<int>&, const float*) override {}
+    void accept(const DraftTree& tree, const std::vector<int>& path, const float*) override {
+        if (cost_.empty()) return;
+        for (int k = 1; k < tree.size(); k++) {  // a chain: depth k is reached iff k - 1 tokens were accepted
+            at(reached_, matched_, k) += 1;
+            if ((int)path.size() <= k) break;
+            at(accepted_, matched_, k) += 1;
+        }
+    }
 
 private:
     int ngram_, gamma_;
+    std::vector<double> cost_;                // non-empty: cost-aware length (see make_lookup_drafter)
+    std::vector<double> reached_, accepted_;  // [(m, k)]
+    int matched_ = 1, shadow_tok_ = -1, shadow_m_ = 1;
+    double& at(std::vector<double>& v, int m, int k) { return v[(size_t)m * (gamma_ + 1) + k]; }
+    // The chain length n <= len with the most expected tokens per unit of verify cost, from the
+    // acceptance rates seen so far for matches of this length (0: a plain step).
+    int worth_sending(int m, int len, int first_tok) {
+        len = std::min(len, (int)cost_.size() - 2);
+        double expect = 1, reach = 1, best = 1.0 / cost_[1];
+        int keep = 0;
+        for (int k = 1; k <= len; k++) {
+            reach *= at(accepted_, m, k) / at(reached_, m, k);
+            expect += reach;
+            if (expect / cost_[k + 1] > best) { best = expect / cost_[k + 1]; keep = k; }
+        }
+        if (keep == 0) { shadow_tok_ = first_tok; shadow_m_ = m; }
+        return keep;
+    }
 };
 
-std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma) {
+std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma, std::vector<double> verify_cost) {
     BEAGLE_CHECK(ngram >= 1, "--ngram must be >= 1, got %d", ngram);
     BEAGLE_CHECK(gamma >= 1, "--gamma must be >= 1, got %d", gamma);
-    return std::unique_ptr<Drafter>(new LookupDrafter(ngram, gamma));
+    BEAGLE_CHECK(verify_cost.empty() || verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
+    return std::unique_ptr<Drafter>(new LookupDrafter(ngram, gamma, std::move(verify_cost)));
 }
 
 // ---------------------------------------------------------------- acceptance

@@ -31,8 +31,11 @@ public:
 };
 
 // Prompt lookup (n-gram) drafting: no model; the continuation of the latest earlier occurrence of
-// the context's last n-gram (n = ngram .. 1) becomes a chain of up to `gamma` tokens.
-std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma);
+// the context's last n-gram (n = ngram .. 1) becomes a chain of up to `gamma` tokens. With a
+// verify cost table (measure_verify_cost, --total-tokens auto) each round sends only the first n
+// tokens of it that maximise the expected tokens per unit of cost, from the acceptance rates seen
+// so far per (matched n-gram length, depth); n = 0 is a plain step.
+std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma, std::vector<double> verify_cost = {});
 
 // Drafting with a Beagle draft model (beagle_drafter.cpp).
 struct BeagleDraftParams {

@@ -129,7 +129,7 @@ int cmd_bench_sd(int argc, char** argv) {
     std::string tree_size = "0";
     // --total-tokens auto: tree and lookup send, each round, what is worth its verify cost measured here
     std::vector<double> cost;
-    if (total_tokens == "auto") cost = measure_verify_cost(s, 64);
+    if (total_tokens == "auto") cost = measure_verify_cost(s, 64, (int)std::max(depth, gamma) + 1);
     if (!draft.empty() && random_draft >= 0) fail("beagle bench-sd: give -d DRAFT or --random-draft SEED, not both");
     if (!draft.empty() || random_draft >= 0) {
         if (random_draft >= 0) {

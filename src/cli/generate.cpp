@@ -113,7 +113,7 @@ int cmd_generate(int argc, char** argv) {
     if (spec == "lookup") {
         std::vector<double> cost;
         if (total_tokens == "auto") {
-            cost = measure_verify_cost(s, (int)max_tree);
+            cost = measure_verify_cost(s, (int)max_tree, (int)gamma + 1);
             fprintf(stderr, "lookup: --total-tokens auto: each round sends the part of the match worth its verify cost "
                     "(up to --gamma %ld tokens)\n", gamma);
         }
@@ -129,7 +129,7 @@ int cmd_generate(int argc, char** argv) {
         bp.topk = (int)topk;
         bp.concat = !no_concat;
         if (total_tokens == "auto" && bp.tree) {
-            bp.verify_cost = measure_verify_cost(s, (int)max_tree);
+            bp.verify_cost = measure_verify_cost(s, (int)max_tree, (int)depth + 1);
             const std::vector<double>& c = bp.verify_cost;
             fprintf(stderr, "tree: --total-tokens auto: each round keeps the candidates worth their verify cost, up to %d "
                     "tokens (measured here: verifying 2 / 4 / %d tokens costs %.2f / %.2f / %.2f decode steps)\n",

@@ -254,7 +254,7 @@ double time_verify(Llama& m, const int* tokens, int T, int reps) {
     return best;
 }
 
-std::vector<double> measure_verify_cost(Session& s, int max_nodes) {
+std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commit) {
     Llama& m = *s.llama;
     int cap = std::max(2, std::min({max_nodes, m.max_batch(), m.ctx() - 40}));
     m.truncate(0);
@@ -265,8 +265,16 @@ std::vector<double> measure_verify_cost(Session& s, int max_nodes) {
     for (int T : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128})
         if (T < cap) grid.push_back(T);
     grid.push_back(cap);
-    std::vector<double> t(grid.size());
-    for (size_t g = 0; g < grid.size(); g++) t[g] = time_verify(m, toks.data() + 32, grid[g], 3);
+    std::vector<double> t;
+    for (size_t g = 0; g < grid.size(); g++) {
+        t.push_back(time_verify(m, toks.data() + 32, grid[g], 3));
+        // a round commits at most max_commit tokens: a verify costing more can never beat plain steps
+        if (g > 0 && t[g] >= max_commit * t[0]) {
+            grid.resize(g + 1);
+            break;
+        }
+    }
+    cap = grid.back();
     m.truncate(0);
     std::vector<double> cost(cap + 1, 1.0);
     for (size_t g = 0; g + 1 < grid.size(); g++)

@@ -80,8 +80,9 @@ double time_verify(Llama& m, const int* tokens, int T, int reps);
 
 // --total-tokens auto: times target forwards of T tokens on this machine (T on a grid up to
 // max_nodes, interpolated linearly, made non-decreasing) and returns cost[T] = time(T) / time(1) for
-// T = 0..cap (cost[0] unused). Leaves the cache empty.
-std::vector<double> measure_verify_cost(Session& s, int max_nodes);
+// T = 0..cap (cost[0] unused). The grid stops at the first T costing max_commit decode steps or more
+// (a round commits at most max_commit tokens: depth + 1, gamma + 1). Leaves the cache empty.
+std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commit);
 
 // JSON stats object (one line) for --json, plain or speculative.
 std::string spec_stats_json(const char* mode, const SpecStats& st, int threads);

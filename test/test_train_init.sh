@@ -33,6 +33,19 @@ else
   grep -q "does not match this run's" "$tmp/d.log" && grep -q "ffn 32" "$tmp/d.log" && ok "mismatched --init refused: $(cat "$tmp/d.log")" ||
     { bad "unclear message"; cat "$tmp/d.log"; }
 fi
+# a reduced draft vocabulary is kept from the init draft, also on other data (whose own most frequent
+# tokens differ); another --draft-vocab size is refused
+"$B" datagen "${T[@]}" --sample 8 -n 64 --shard-seqs 8 -s 99 -o "$tmp/data2" -t 1 2> /dev/null || bad "datagen 2"
+"$B" train "${T[@]}" "${common[@]}" --draft-vocab 64 -o "$tmp/v.bin" 2> "$tmp/v.log" || { bad "train v"; cat "$tmp/v.log"; }
+"$B" train "${T[@]}" --data "$tmp/data2" --batch 8 --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 0 \
+    -t 1 --draft-vocab 64 --init "$tmp/v.bin" -o "$tmp/w.bin" > /dev/null 2> "$tmp/w.log" &&
+  grep -q "the --init draft's 64 tokens cover" "$tmp/w.log" && ok "reduced vocabulary kept on other data: $(grep cover "$tmp/w.log")" ||
+  { bad "--init with a reduced vocabulary on other data"; cat "$tmp/w.log"; }
+if "$B" train "${T[@]}" "${common[@]}" --draft-vocab 32 --init "$tmp/v.bin" -o "$tmp/x.bin" 2> "$tmp/x.log"; then
+  bad "--init with another --draft-vocab accepted"
+else
+  grep -q "draft_vocab 64) does not match" "$tmp/x.log" && ok "another --draft-vocab refused" || { bad "unclear message"; cat "$tmp/x.log"; }
+fi
 "$B" train "${T[@]}" "${common[@]}" --init "$tmp/missing.bin" -o "$tmp/e.bin" 2> "$tmp/e.log"
 [ $? -eq 1 ] && grep -q "missing.bin" "$tmp/e.log" && ok "missing --init file: $(cat "$tmp/e.log")" || { bad "missing --init"; cat "$tmp/e.log"; }
 echo "$fails failures"

@@ -166,7 +166,7 @@ Checkpoint load_checkpoint(const std::string& path) {
 }
 
 // ---- reduced vocabulary (EAGLE-3 style) ----------------------------------------------------------
-std::vector<int32_t> reduced_vocab(const Dataset& ds, int n, bool loss_on_prompt, bool quiet) {
+std::vector<int32_t> reduced_vocab(const Dataset& ds, int n, bool loss_on_prompt, bool quiet, const std::vector<int32_t>* keep) {
     BEAGLE_CHECK(n >= 1 && n <= ds.vocab(), "beagle train: --draft-vocab must be in 1..%d (the vocabulary), got %d",
                  ds.vocab(), n);
     std::vector<int64_t> count(ds.vocab(), 0);
@@ -183,12 +183,13 @@ std::vector<int32_t> reduced_vocab(const Dataset& ds, int n, bool loss_on_prompt
     for (int i = 0; i < ds.vocab(); i++) ids[i] = i;
     std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return count[a] > count[b]; });
     ids.resize(n);
+    if (keep) ids = *keep;  // continued training: the init draft's vocabulary (checked by the caller)
     int64_t covered = 0;
     for (int32_t t : ids) covered += count[t];
     std::sort(ids.begin(), ids.end());
     if (!quiet)
-        fprintf(stderr, "train: reduced draft vocabulary: the %d most frequent tokens cover %.2f%% of %lld training targets\n",
-                n, total ? 100.0 * covered / total : 0.0, (long long)total);
+        fprintf(stderr, "train: reduced draft vocabulary: %s %d tokens cover %.2f%% of %lld training targets\n",
+                keep ? "the --init draft's" : "the most frequent", n, total ? 100.0 * covered / total : 0.0, (long long)total);
     return ids;
 }
 
@@ -325,8 +326,11 @@ TrainResult run_train(const TrainLoopOptions& o) {
     DraftConfig cfg = draft_config_for_target(mf->config, spec, o.ffn_dim);
     DraftFrozen fz = frozen_from_target(*mf, true);
     std::vector<int32_t> d2t;
+    DraftWeights iw;  // --init: continued training keeps the init draft's reduced vocabulary
+    if (!o.init.empty()) iw = load_draft(o.init);
     if (o.draft_vocab > 0) {
-        d2t = reduced_vocab(ds, o.draft_vocab, o.loss_on_prompt, o.quiet);
+        bool keep = !o.init.empty() && iw.cfg.draft_vocab == o.draft_vocab;
+        d2t = reduced_vocab(ds, o.draft_vocab, o.loss_on_prompt, o.quiet, keep ? &iw.d2t : nullptr);
         cfg.draft_vocab = (int)d2t.size();
     }
 
@@ -389,7 +393,6 @@ TrainResult run_train(const TrainLoopOptions& o) {
     dw.init_random(cfg, o.seed);
     dw.d2t = d2t;
     if (!o.init.empty()) {  // warm start (continued training): same shapes and the same reduced vocabulary
-        DraftWeights iw = load_draft(o.init);
         const DraftConfig& a = iw.cfg;
         if (a.dim != cfg.dim || a.n_heads != cfg.n_heads || a.n_kv_heads != cfg.n_kv_heads || a.head_dim != cfg.head_dim ||
             a.ffn_dim != cfg.ffn_dim || a.vocab_size != cfg.vocab_size || a.draft_vocab != cfg.draft_vocab)
@@ -397,9 +400,8 @@ TrainResult run_train(const TrainLoopOptions& o) {
                  "match this run's (dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, draft_vocab %d)",
                  o.init.c_str(), a.dim, a.n_heads, a.n_kv_heads, a.head_dim, a.ffn_dim, a.vocab_size, a.draft_vocab,
                  cfg.dim, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn_dim, cfg.vocab_size, cfg.draft_vocab);
-        if (iw.d2t != d2t)
-            fail("--init '%s': its reduced vocabulary differs from the one this data gives (train it on the same data "
-                 "with the same --draft-vocab)", o.init.c_str());
+        if (iw.d2t != d2t)  // cannot happen (d2t was taken from it); kept as the invariant's check
+            fail("--init '%s': its reduced vocabulary differs from this run's", o.init.c_str());
         for (int k = 0; k < DT_COUNT; k++) dw.t[k] = iw.t[k];
         if (!o.quiet) printf("train: weights from '%s' (warm start)\n", o.init.c_str());
     }

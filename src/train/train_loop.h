@@ -80,8 +80,10 @@ TrainResult run_train(const TrainLoopOptions& o);
 
 // The n most frequent tokens the draft must predict in ds (generated part; all with loss_on_prompt),
 // as increasing ids: the EAGLE-3-style reduced draft vocabulary. Prints the coverage unless quiet.
+// keep (continued training, --init): use these n ids instead, and print their coverage of ds.
 class Dataset;
-std::vector<int32_t> reduced_vocab(const Dataset& ds, int n, bool loss_on_prompt, bool quiet);
+std::vector<int32_t> reduced_vocab(const Dataset& ds, int n, bool loss_on_prompt, bool quiet,
+                                   const std::vector<int32_t>* keep = nullptr);
 
 // Greedy speculative generation of n tokens after each prompt (token ids, BOS included) with the
 // draft; statistics pooled.

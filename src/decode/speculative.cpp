@@ -189,12 +189,13 @@ std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>&
         st->draft_s += tb - ta;
 
         int T = tree.size(), n0 = m.n_past();
-        tree.mask(&mask);
+        if (T > 1) tree.mask(&mask);  // the root alone: a plain causal step
         pos.resize(T);
         for (int i = 0; i < T; i++) pos[i] = n0 + tree.depth[i];
         vlogits.resize((size_t)T * V);
         vstates.resize((size_t)T * D);
-        m.forward(tree.token.data(), pos.data(), T, mask.data(), tree.words(), vlogits.data(), T, vstates.data(), T);
+        m.forward(tree.token.data(), pos.data(), T, T > 1 ? mask.data() : nullptr, tree.words(), vlogits.data(), T,
+                  vstates.data(), T);
         int bonus = -1;
         std::vector<int> path = accept_path(tree, vlogits.data(), V, sp, spp, sampler.rng(), &bonus);
         std::vector<int> src(path.size());

@@ -172,7 +172,9 @@ void Llama::compact(const int* src, int n, int dst_start) {
         BEAGLE_CHECK(src[i] >= dst[i] && src[i] < seq_len_[0] && (i == 0 || src[i] > src[i - 1]),
                      "compact: bad source row %d at %d", src[i], i);
     }
-    for (int l = 0; l < cfg_.n_layers; l++) {
+    bool moved = false;  // an accepted chain, or the root alone, is already in place
+    for (int i = 0; i < n; i++) moved = moved || src[i] != dst[i];
+    for (int l = 0; l < cfg_.n_layers && moved; l++) {
         ops_.gather_rows(kcache_[l], src, dst.data(), n, kv_dim);
         ops_.gather_rows(vcache_[l], src, dst.data(), n, kv_dim);
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # train_smollm2.sh: reproduces the shipped draft weights/beagle-smollm2-135m.bin for the default target
-# SmolLM2-135M-Instruct (Q4_1 GGUF, `make model`) from scratch on a 2-core CPU (about 3.5 hours).
+# SmolLM2-135M-Instruct (Q4_1 GGUF, `make model`) from scratch on a 2-core CPU (about 5 hours).
 #   1. `beagle datagen`: the target answers the first LIMIT (608) ShareGPT prompts of
 #      ../shared/data/train/sharegpt_sg90k_first_sampled_sorted.json (chat template, greedy, up to 192
 #      new tokens, prompts cut to 256 tokens), 16 sequences per target pass, f32 weights; shards of
@@ -10,8 +10,12 @@
 #      stage 1 (window 2) for 4 epochs then stage 2 (S = 2) for 1, batch 4 x 512 tokens, lr 3e-3,
 #      vloss weight 1 (not SPEC's 10: SmolLM2's states are large, see docs/training.md), seed 1.
 #   3. `beagle train --init` phase 2: continued from phase 1's weights (fresh AdamW state), 3 + 2 epochs,
-#      vloss weight VLOSS2, seed 2; then the evaluation on held-out prompts (the first 10 MT-Bench
-#      first turns; no ShareGPT prompt is among them).
+#      vloss weight VLOSS2, seed 2.
+#   4. `beagle datagen` again, now with the Q4_1 target itself (the states the draft sees at inference):
+#      the first 1600 ShareGPT prompts (the 608 above among them), same limits -> WORK/data-smollm2-q41.
+#   5. `beagle train --init` phase 3 on that data (the reduced vocabulary stays phase 2's), 3 + 1 epochs,
+#      seed 3, 2 threads; then the evaluation on held-out prompts (the first 10 MT-Bench first turns;
+#      no ShareGPT prompt is among them).
 # The numbers of the shipped run (data size, epochs, time) are in weights/beagle-smollm2-135m.bin.json
 # and docs/training.md. Environment: LIMIT, WORK, OUT, THREADS, VLOSS2 override the defaults.
 set -euo pipefail
@@ -30,12 +34,15 @@ start=$(date +%s)
 build/beagle datagen -m "$M" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
     -n 192 --max-prompt 256 -o "$WORK/data-smollm2" --batch 16 --shard-seqs 32 -t 2 --f32-weights
 t_data=$(( $(date +%s) - start ))
-common=(-m "$M" --data "$WORK/data-smollm2" --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3
-        --draft-vocab 8192 --loss-on-prompt -t "$THREADS")
-build/beagle train "${common[@]}" -o "$WORK/beagle-smollm2-135m.phase1.bin" --ckpt "$WORK/beagle-smollm2-135m.phase1.ckpt" \
+common=(-m "$M" --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3 --draft-vocab 8192 --loss-on-prompt)
+build/beagle train "${common[@]}" --data "$WORK/data-smollm2" -t "$THREADS" -o "$WORK/beagle-smollm2-135m.phase1.bin" --ckpt "$WORK/beagle-smollm2-135m.phase1.ckpt" \
     --stage1-epochs 4 --stage2-epochs 1 --vloss-weight 1 --seed 1
-build/beagle train "${common[@]}" -o "$OUT" --ckpt "$WORK/beagle-smollm2-135m.ckpt" --init "$WORK/beagle-smollm2-135m.phase1.bin" \
-    --stage1-epochs 3 --stage2-epochs 2 --vloss-weight "$VLOSS2" --seed 2 \
+build/beagle train "${common[@]}" --data "$WORK/data-smollm2" -t "$THREADS" -o "$WORK/beagle-smollm2-135m.phase2.bin" --ckpt "$WORK/beagle-smollm2-135m.phase2.ckpt" \
+    --init "$WORK/beagle-smollm2-135m.phase1.bin" --stage1-epochs 3 --stage2-epochs 2 --vloss-weight "$VLOSS2" --seed 2
+build/beagle datagen -m "$M" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --limit 1600 \
+    -n 192 --max-prompt 256 -o "$WORK/data-smollm2-q41" --batch 16 --shard-seqs 32 -t 2
+build/beagle train "${common[@]}" --data "$WORK/data-smollm2-q41" -o "$OUT" --ckpt "$WORK/beagle-smollm2-135m.ckpt" \
+    --init "$WORK/beagle-smollm2-135m.phase2.bin" --stage1-epochs 3 --stage2-epochs 1 --vloss-weight 1 --seed 3 -t 2 \
     --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 "$@"
 total=$(( $(date +%s) - start ))
 echo "train_smollm2: datagen ${t_data} s, total ${total} s ($(( total / 60 )) min); summary in $OUT.json"

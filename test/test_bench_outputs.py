@@ -5,8 +5,9 @@
 # greedy decoding, every mode produced the same number of tokens as plain decoding (same outputs), the
 # totals add up, the "mt_bench" aggregate covers exactly the MT-Bench categories, and both PNGs are valid
 # (read by test/pngcheck.py, not stb). CLI errors: an unknown mode, chain without a draft.
-import json, os, subprocess, sys, tempfile
+import json, os, subprocess, tempfile
 
+from checks import check, finish
 from pngcheck import png_pixels
 
 BIN = os.environ.get("BEAGLE_BIN", "build/beagle")
@@ -14,16 +15,6 @@ SHARED = os.environ.get("BEAGLE_SHARED", "../shared")
 ROOT = os.environ.get("BEAGLE_ROOT", ".")
 M = ["-m", f"{SHARED}/data/models/stories260K.bin", "-z", f"{SHARED}/data/models/tok512.bin"]
 DRAFT = f"{ROOT}/weights/beagle-stories260K.bin"
-fails = 0
-
-
-def check(cond, msg):
-    global fails
-    if not cond:
-        fails += 1
-        print("FAIL:", msg)
-
-
 def run(args):
     return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=300)
 
@@ -85,5 +76,4 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run(["bench-sd"] + M + ["--prompts", prompts, "--modes", "none,chain"])
     check(r.returncode == 1 and "needs -d DRAFT" in r.stderr, f"chain without draft: {r.returncode} {r.stderr}")
 
-print("test_bench_outputs:", "OK" if fails == 0 else f"{fails} failures")
-sys.exit(1 if fails else 0)
+finish("test_bench_outputs")

@@ -6,8 +6,9 @@
 # bytes) and are not blank; the JSON summary parses and holds the promised fields (tau >= 1,
 # acceptance rates in [0, 1]); the loss TSV has one row per step. CLI errors: a missing flag, a
 # NaN run (exit code 1, message naming the step), S > w.
-import json, os, subprocess, sys, tempfile
+import json, os, subprocess, tempfile
 
+from checks import check, finish
 from pngcheck import png_pixels
 
 BIN = os.environ.get("BEAGLE_BIN", "build/beagle")
@@ -15,16 +16,6 @@ SHARED = os.environ.get("BEAGLE_SHARED", "../shared")
 MODEL = f"{SHARED}/data/models/stories260K.bin"
 TOK = f"{SHARED}/data/models/tok512.bin"
 ROOT = os.environ.get("BEAGLE_ROOT", ".")
-fails = 0
-
-
-def check(cond, msg):
-    global fails
-    if not cond:
-        fails += 1
-        print("FAIL:", msg)
-
-
 def run(args, env=None):
     e = dict(os.environ)
     if env:
@@ -77,5 +68,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check(not os.path.exists(f"{tmp}/n.bin"), "NaN run wrote a draft")
     check(os.path.exists(f"{tmp}/n.bin.ckpt"), "NaN run lost its last good checkpoint")
 
-print("test_train_outputs:", "OK" if fails == 0 else f"{fails} failures")
-sys.exit(1 if fails else 0)
+finish("test_train_outputs")

@@ -129,7 +129,9 @@ int cmd_bench_sd(int argc, char** argv) {
     std::string tree_size = "0";
     // --total-tokens auto: tree and lookup send, each round, what is worth its verify cost measured here
     std::vector<double> cost;
-    if (total_tokens == "auto") cost = measure_verify_cost(s, 64, (int)std::max(depth, gamma) + 1);
+    bool cost_aware = total_tokens == "auto" && (std::count(modes.begin(), modes.end(), "tree") ||
+                                                 std::count(modes.begin(), modes.end(), "lookup"));
+    if (cost_aware) cost = measure_verify_cost(s, 64, (int)std::max(depth, gamma) + 1);
     if (!draft.empty() && random_draft >= 0) fail("beagle bench-sd: give -d DRAFT or --random-draft SEED, not both");
     if (!draft.empty() || random_draft >= 0) {
         if (random_draft >= 0) {
@@ -148,7 +150,7 @@ int cmd_bench_sd(int argc, char** argv) {
         bp.depth = (int)depth;
         bp.topk = (int)topk;
         if (total_tokens == "auto") {
-            bp.verify_cost = cost;
+            bp.verify_cost = cost;  // empty (unused) unless the tree runs
             tree_size = "\"auto\"";
         } else {
             bp.total_tokens = atoi(total_tokens.c_str());

@@ -264,7 +264,7 @@ int main() {
         CHECK(ok, "draft logits on SmolLM2 are finite");
         // the target's stored (Q8_0) embedding/head instead of f32 tables: same f^ bits, close logits
         Draft dq(dl, frozen_from_target(*mf, false), ops, 64, 8, 4);
-        dq.use_target_weights(ops.weight(mf->weights.tok_embd), ops.weight(mf->weights.lm_head));
+        dq.use_target_weights(ops.weight(mf->weights.tok_embd), ops.matmul_weight(mf->weights.lm_head));
         dq.add_true_states(st.data(), 10);
         std::vector<float> fh2(dc.dim), lg2(dc.vocab_size);
         double t0 = now_seconds();
@@ -289,7 +289,7 @@ int main() {
         rvw.cfg.draft_vocab = (int)rvw.d2t.size();
         Draft dr(rvw, fz, ops, 64, 8, 4);
         Draft drq(rvw, frozen_from_target(*mf, false), ops, 64, 8, 4);
-        drq.use_target_weights(ops.weight(mf->weights.tok_embd), ops.weight(mf->weights.lm_head));
+        drq.use_target_weights(ops.weight(mf->weights.tok_embd), ops.matmul_weight(mf->weights.lm_head));
         std::vector<float> fh3(dc.dim), lg3(rvw.d2t.size()), lg4(rvw.d2t.size());
         dr.add_true_states(st.data(), 10);
         drq.add_true_states(st.data(), 10);

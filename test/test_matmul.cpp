@@ -103,13 +103,27 @@ static std::vector<float> make_x(int T, int64_t cols, Rng& rng) {
     return x;
 }
 
+// With g_pack set, quantized weights also carry their row-group copy (cpu_pack_weight), which
+// cpu_matmul uses on the AVX-512 path with 16-bit activations (kept alive in g_packs).
+static bool g_pack = false;
+static std::vector<std::vector<uint8_t>> g_packs;
+
 static Weight make_W(DType dt, const std::vector<uint8_t>& wb, int64_t rows, int64_t cols, int64_t row0 = 0) {
     Weight W;
     W.data = wb.data() + row0 * dtype_row_bytes(dt, cols);
     W.dtype = dt;
     W.rows = rows;
     W.cols = cols;
+    if (g_pack && cpu_can_pack(dt)) {
+        g_packs.push_back(cpu_pack_weight(W));
+        W.packed = g_packs.back().data();
+    }
     return W;
+}
+
+// The kernel under test, for messages and tolerances: "avx2", "avx512" or "avx512-packed".
+static const char* kernel_name(const char* isa, int bits) {
+    return g_pack && bits == 16 && strcmp(isa, "avx512") == 0 ? "avx512-packed" : isa;
 }
 
 // The library's quantizer equals the scalar model bit for bit (q, d, s, padding, the int16 nibble
@@ -194,10 +208,10 @@ static void test_accuracy(const char* isa, int bits, ThreadPool& pool) {
                     std::vector<float> x = make_x(T, cols, rng);
                     std::vector<float> y((size_t)T * rows, NAN);
                     cpu_matmul(y.data(), x.data(), W, T, pool);
-                    ok = check_result(dt, wb.data(), x, y.data(), rows, cols, T, isa, bits);
+                    ok = check_result(dt, wb.data(), x, y.data(), rows, cols, T, kernel_name(isa, bits), bits);
                 }
             }
-        CHECK(ok, "%s int%d %s accuracy", isa, bits, dtype_name(dt));
+        CHECK(ok, "%s int%d %s accuracy", kernel_name(isa, bits), bits, dtype_name(dt));
     }
 }
 
@@ -218,7 +232,7 @@ static void test_invariance(const char* isa, int bits, ThreadPool& pool1, Thread
             std::vector<float> y1((size_t)T * rows), y2((size_t)T * rows), yt(rows), ys((size_t)T * 10);
             cpu_matmul(y1.data(), x.data(), W, T, pool1);
             cpu_matmul(y2.data(), x.data(), W, T, pool2);
-            CHECK(memcmp(y1.data(), y2.data(), y1.size() * 4) == 0, "%s int%d %s cols %lld: 1 vs 2 threads differ", isa,
+            CHECK(memcmp(y1.data(), y2.data(), y1.size() * 4) == 0, "%s int%d %s cols %lld: 1 vs 2 threads differ", kernel_name(isa, bits),
                   bits, dtype_name(dt), (long long)cols);
             bool same = true;
             for (ThreadPool* p : {&pool1, &pool2})
@@ -226,7 +240,7 @@ static void test_invariance(const char* isa, int bits, ThreadPool& pool1, Thread
                     cpu_matmul(yt.data(), x.data() + (size_t)t * cols, W, 1, *p);
                     same &= memcmp(yt.data(), y1.data() + (size_t)t * rows, rows * 4) == 0;
                 }
-            CHECK(same, "%s int%d %s cols %lld: T=1 rows differ from the T=17 call", isa, bits, dtype_name(dt),
+            CHECK(same, "%s int%d %s cols %lld: T=1 rows differ from the T=17 call", kernel_name(isa, bits), bits, dtype_name(dt),
                   (long long)cols);
             // rows 5..14 alone (shifts the row tiling by one) with tokens 3..16
             Weight Ws = make_W(dt, wb, 10, cols, 5);
@@ -234,7 +248,7 @@ static void test_invariance(const char* isa, int bits, ThreadPool& pool1, Thread
             bool sub = true;
             for (int t = 3; t < T; t++)
                 sub &= memcmp(ys.data() + (size_t)(t - 3) * 10, y1.data() + (size_t)t * rows + 5, 10 * 4) == 0;
-            CHECK(sub, "%s int%d %s cols %lld: sub-range of rows/tokens differs", isa, bits, dtype_name(dt),
+            CHECK(sub, "%s int%d %s cols %lld: sub-range of rows/tokens differs", kernel_name(isa, bits), bits, dtype_name(dt),
                   (long long)cols);
         }
     }
@@ -257,7 +271,7 @@ static void test_nan(const char* isa, int bits, ThreadPool& pool) {
         bool ok = true;
         for (int t = 0; t < 3; t++)
             for (int64_t o = 0; o < rows; o++) ok &= std::isnan(y[t * rows + o]) == (t == 1);
-        CHECK(ok, "%s int%d %s: NaN in token 1 must give NaN outputs for token 1 only", isa, bits, dtype_name(dt));
+        CHECK(ok, "%s int%d %s: NaN in token 1 must give NaN outputs for token 1 only", kernel_name(isa, bits), bits, dtype_name(dt));
     }
 }
 
@@ -288,6 +302,25 @@ static void test_errors(ThreadPool& pool) {
     CHECK(y[0] == 0 && y[1] == 0, "cols = 0 must give 0");
 }
 
+// cpu_pack_weight refuses what it cannot pack; a Q4_0 scale whose 8 d overflows f16 is an error, not inf.
+static void test_pack_errors() {
+    std::vector<uint8_t> wb(34 * 4, 0);
+    Weight W;
+    W.data = wb.data();
+    W.dtype = DType::F16;
+    W.rows = 2;
+    W.cols = 32;
+    CHECK_THROWS(cpu_pack_weight(W), "cannot be packed");
+    W.dtype = DType::Q4_1;
+    W.cols = 40;
+    CHECK_THROWS(cpu_pack_weight(W), "multiple of 32");
+    W.dtype = DType::Q4_0;
+    W.cols = 32;
+    const uint16_t big = f32_to_f16(60000.0f);
+    memcpy(wb.data() + 18, &big, 2);  // row 1, block 0
+    CHECK_THROWS(cpu_pack_weight(W), "row 1 block 0");
+}
+
 // Default activation bits: 16, or env BEAGLE_ACT_BITS (checked before anything fixes the choice).
 static void test_act_bits_env() {
     setenv("BEAGLE_ACT_BITS", "4", 1);
@@ -315,6 +348,18 @@ int main() {
             test_invariance(isa, bits, pool1, pool2);
             test_nan(isa, bits, pool2);
         }
+    // the row-group kernel (and, with 8-bit activations, the fallback to the original bytes)
+    if (cpu_has_avx512_vnni()) {
+        g_pack = true;
+        for (int bits : {16, 8}) {
+            test_accuracy("avx512", bits, pool2);
+            test_invariance("avx512", bits, pool1, pool2);
+            test_nan("avx512", bits, pool2);
+        }
+        test_pack_errors();
+        g_pack = false;
+        g_packs.clear();
+    }
     cpu_matmul_set_isa("auto");
     cpu_matmul_set_act_bits(16);
     printf("checked %d output values\n", g_cases);

@@ -1,10 +1,10 @@
 // test_matmul_gguf.cpp: cpu_matmul on real tensors of the SmolLM2-135M GGUF (BEAGLE_MODEL).
 //  * no arguments: finds blk.0.attn_q.weight (Q4_1 576x576), blk.0.ffn_down.weight (Q4_1 576x1536) and
 //    token_embd.weight (Q8_0 49152x576) with a tiny test-local GGUF locator (independent of src/io/),
-//    and checks both ISAs and both activation widths (int16, int8) against the double-precision
+//    and checks both ISAs (and AVX-512's row-group kernel on the packed copy) and both activation widths (int16, int8) against the double-precision
 //    reference with the derived bounds of matmul_ref.h, plus bitwise T=1 vs T=5 invariance on the real
 //    weights.
-//  * --apply DTYPE ROWS COLS T W_FILE X_FILE Y_FILE [ISA]: y = matmul of raw weight bytes and f32 x read
+//  * --apply DTYPE ROWS COLS T W_FILE X_FILE Y_FILE [ISA]: (ISA avx2, avx512 or avx512-packed) y = matmul of raw weight bytes and f32 x read
 //    from files (used by test/test_matmul_gguf.py, whose reference is the gguf package's dequantizer);
 //    the activation width comes from env BEAGLE_ACT_BITS (default 16) and is printed.
 #include <cstdio>
@@ -127,12 +127,18 @@ static int apply_mode(int argc, char** argv) {
     if (wb.size() != dtype_row_bytes(dt, cols) * rows) fail("weight file has %zu bytes, expected %llu", wb.size(),
                                                              (unsigned long long)(dtype_row_bytes(dt, cols) * rows));
     if (xb.size() != (size_t)T * cols * 4) fail("x file has %zu bytes, expected %lld", xb.size(), (long long)T * cols * 4);
-    if (argc > 9) cpu_matmul_set_isa(argv[9]);
+    const bool packed = argc > 9 && strcmp(argv[9], "avx512-packed") == 0;  // avx512 on the row-group copy
+    if (argc > 9) cpu_matmul_set_isa(packed ? "avx512" : argv[9]);
     Weight W;
     W.data = wb.data();
     W.dtype = dt;
     W.rows = rows;
     W.cols = cols;
+    std::vector<uint8_t> pk;
+    if (packed) {
+        pk = cpu_pack_weight(W);
+        W.packed = pk.data();
+    }
     std::vector<float> y((size_t)T * rows);
     ThreadPool pool(2);
     cpu_matmul(y.data(), (const float*)xb.data(), W, T, pool);
@@ -158,7 +164,10 @@ int main(int argc, char** argv) {
     std::vector<GgufTensor> ts = gguf_tensors(f);
 
     std::vector<const char*> isas = {"avx2"};
-    if (cpu_has_avx512_vnni()) isas.push_back("avx512");
+    if (cpu_has_avx512_vnni()) {
+        isas.push_back("avx512");
+        isas.push_back("avx512-packed");  // the row-group copy (cpu_pack_weight), int16 activations
+    }
     ThreadPool pool(2);
     std::mt19937_64 g(5);
     for (const char* name : {"blk.0.attn_q.weight", "blk.0.ffn_down.weight", "token_embd.weight"}) {
@@ -181,9 +190,13 @@ int main(int argc, char** argv) {
         std::vector<float> x((size_t)T * cols);
         std::normal_distribution<double> nd(0.0, 1.0);
         for (auto& v : x) v = (float)nd(g);
+        std::vector<uint8_t> pk = cpu_can_pack(dt) ? cpu_pack_weight(W) : std::vector<uint8_t>();
         for (const char* isa : isas)
             for (int bits : {16, 8}) {
-                cpu_matmul_set_isa(isa);
+                const bool packed = strcmp(isa, "avx512-packed") == 0;
+                if (packed && bits != 16) continue;  // 8-bit activations never use the packed copy
+                W.packed = packed ? pk.data() : nullptr;
+                cpu_matmul_set_isa(packed ? "avx512" : isa);
                 cpu_matmul_set_act_bits(bits);
                 std::vector<float> y((size_t)T * rows), y1(rows);
                 cpu_matmul(y.data(), x.data(), W, T, pool);

@@ -21,6 +21,7 @@ struct Weight {
     const void* data = nullptr;  // backend-resident bytes in the stored dtype
     DType dtype = DType::F32;
     int64_t rows = 0, cols = 0;  // matrices: {out, in}; vectors: rows = 1
+    const uint8_t* packed = nullptr;  // CPU backend only: the same matrix in row groups (cpu_pack_weight), or null
 };
 
 // Which keys a block of queries may see in attention (never a dense T x T tensor).
@@ -100,6 +101,9 @@ public:
     virtual void download(float* dst, const float* src, size_t n) = 0;  // backend -> host
     virtual void copy(float* dst, const float* src, size_t n) = 0;      // backend -> backend
     virtual Weight weight(const Tensor& t) = 0;   // make t resident (CPU: a view, no copy)
+    // A weight used only as the W of matmul: the backend may keep it in a faster layout (CPU with
+    // AVX-512: quantized matrices packed in row groups, see cpu_pack_weight; kept once per tensor).
+    virtual Weight matmul_weight(const Tensor& t) { return weight(t); }
 
     // ---- forward ops used by the target
     // y[t, o] = sum_i W[o, i] * x[t, i] for t < T. x rows are W.cols long, y rows W.rows long.

@@ -4,6 +4,8 @@
 #include <immintrin.h>
 #include <sched.h>
 
+#include <chrono>
+
 namespace beagle {
 
 int default_threads() {
@@ -25,20 +27,25 @@ ThreadPool::~ThreadPool() {
     for (auto& t : threads_) t.join();
 }
 
+// Idle workers spin (pause) for up to SPIN_NS after their last job before they sleep on the condition
+// variable: decode issues hundreds of jobs per token with gaps of microseconds, and speculative
+// decoding's host-side work between forwards (tree building, sampling) takes up to a few ms; a wake-up
+// through the futex costs tens of microseconds on a VM, a pause loop nothing but the idle core.
+constexpr int64_t SPIN_NS = 5'000'000;
+
+static inline int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
 void ThreadPool::worker(int idx) {
     uint64_t seen = 0;
     for (;;) {
         // spin for a while, then sleep on the condition variable
-        int spins = 0;
-        while (generation_.load(std::memory_order_acquire) == seen) {
-            if (++spins < 4000) {
-                _mm_pause();
-                continue;
-            }
-            if (spins < 4100) {  // let a busy machine run something else before we sleep
-                sched_yield();
-                continue;
-            }
+        const int64_t t0 = now_ns();
+        for (int spins = 1; generation_.load(std::memory_order_acquire) == seen; spins++) {
+            _mm_pause();
+            if (spins % 256 != 0 || now_ns() - t0 < SPIN_NS) continue;
             std::unique_lock<std::mutex> lk(mu_);
             sleepers_.fetch_add(1);
             cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
@@ -66,9 +73,11 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     }
     if (sleepers_.load() > 0) cv_.notify_all();
     fn(0);
-    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; spins++) {
-        if (spins < 4000) _mm_pause();
-        else sched_yield();  // a descheduled worker needs this core
+    const int64_t t0 = now_ns();
+    for (int spins = 1; pending_.load(std::memory_order_acquire) != 0; spins++) {
+        _mm_pause();
+        // a worker descheduled by a busy machine may need this core: yield after a while
+        if (spins % 256 == 0 && now_ns() - t0 > 200'000) sched_yield();
     }
     job_ = nullptr;
 }

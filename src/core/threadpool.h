@@ -1,6 +1,6 @@
 // threadpool.h: a fixed pool of worker threads for data-parallel loops (the CPU backend's engine).
 // parallel_for splits [0, n) into one contiguous static chunk per thread, so the split is
-// deterministic; workers spin briefly between jobs (decode issues hundreds of small jobs per token)
+// deterministic; workers spin up to 5 ms between jobs (decode issues hundreds of small jobs per token)
 // and then sleep.
 #pragma once
 #include <atomic>

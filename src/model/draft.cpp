@@ -501,7 +501,7 @@ void Draft::use_target_weights(const Weight& tok_embd, const Weight& lm_head) {
         head_sub_->shape[1] = c.dim;
         head_sub_->data = head_rows_.data();
         head_sub_->nbytes = head_rows_.size();
-        m_->head_w = ops_.weight(*head_sub_);
+        m_->head_w = ops_.matmul_weight(*head_sub_);
     }
 }
 

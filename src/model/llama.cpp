@@ -24,18 +24,18 @@ Llama::Llama(const ModelFile& mf, Ops& ops, int ctx, int max_batch, int n_seq)
     const LlamaWeights& w = mf.weights;
     tok_embd_ = ops.weight(w.tok_embd);
     out_norm_ = ops.weight(w.out_norm);
-    lm_head_ = ops.weight(w.lm_head);
+    lm_head_ = ops.matmul_weight(w.lm_head);
     for (const LayerWeights& l : w.layers) {
         LayerW lw;
         lw.attn_norm = ops.weight(l.attn_norm);
-        lw.wq = ops.weight(l.wq);
-        lw.wk = ops.weight(l.wk);
-        lw.wv = ops.weight(l.wv);
-        lw.wo = ops.weight(l.wo);
+        lw.wq = ops.matmul_weight(l.wq);
+        lw.wk = ops.matmul_weight(l.wk);
+        lw.wv = ops.matmul_weight(l.wv);
+        lw.wo = ops.matmul_weight(l.wo);
         lw.ffn_norm = ops.weight(l.ffn_norm);
-        lw.w_gate = ops.weight(l.w_gate);
-        lw.w_up = ops.weight(l.w_up);
-        lw.w_down = ops.weight(l.w_down);
+        lw.w_gate = ops.matmul_weight(l.w_gate);
+        lw.w_up = ops.matmul_weight(l.w_up);
+        lw.w_down = ops.matmul_weight(l.w_down);
         layers_.push_back(lw);
     }
     int kv_dim = c.n_kv_heads * c.head_dim, q_dim = c.n_heads * c.head_dim;

@@ -1,6 +1,8 @@
 // cpu_ops.h: the CPU backend's class implementing the op interface (src/backend/ops.h).
 // Inference ops are in ops_cpu.cpp, matmul in matmul.cpp; training ops in their own files.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <vector>
 
 #include "../../core/threadpool.h"
@@ -20,6 +22,7 @@ public:
     void download(float* dst, const float* src, size_t n) override;
     void copy(float* dst, const float* src, size_t n) override;
     Weight weight(const Tensor& t) override;
+    Weight matmul_weight(const Tensor& t) override;
 
     void matmul(float* y, const float* x, const Weight& W, int T) override;
     void embed(float* x, const Weight& E, const int* tokens, int T) override;
@@ -65,6 +68,7 @@ public:
 private:
     ThreadPool pool_;
     std::vector<std::vector<float>> scratch_;  // per-thread attention scores
+    std::map<const Tensor*, std::vector<uint8_t>> packed_;  // matmul_weight: row-group copies (AVX-512)
 };
 
 }  // namespace beagle

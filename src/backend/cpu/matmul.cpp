@@ -438,6 +438,57 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, float* scratch
     }
 }
 
+bool cpu_can_pack(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
+
+std::vector<uint8_t> cpu_pack_weight(const Weight& W) {
+    const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
+    if (!cpu_can_pack(W.dtype))
+        fail("cpu_pack_weight: %s: dtype %s cannot be packed (expected Q8_0, Q4_0 or Q4_1)", name, dtype_name(W.dtype));
+    if (W.rows < 1 || W.cols < QK || W.cols % QK != 0 || !W.data)
+        fail("cpu_pack_weight: %s: shape %lld x %lld, expected rows >= 1 and columns a positive multiple of %d", name,
+             (long long)W.rows, (long long)W.cols, QK);
+    const DType dt = W.dtype;
+    const int64_t nb = W.cols / QK, ngroups = (W.rows + PACK_ROWS - 1) / PACK_ROWS;
+    const uint64_t BB = pack_block_bytes(dt), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
+    const uint64_t src_blk = dt == DType::Q8_0 ? 34 : dt == DType::Q4_0 ? 18 : 20;
+    std::vector<uint8_t> out((size_t)(ngroups * nb * BB), 0);
+    for (int64_t r = 0; r < W.rows; r++) {
+        const int64_t g = r / PACK_ROWS, l = r % PACK_ROWS;
+        const uint8_t* row = (const uint8_t*)W.data + (uint64_t)r * src_row;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t* src = row + (uint64_t)b * src_blk;
+            uint8_t* blk = out.data() + (uint64_t)(g * nb + b) * BB;
+            memcpy(blk + 2 * l, src, 2);  // d
+            if (dt == DType::Q8_0) {
+                const int8_t* qs = (const int8_t*)(src + 2);
+                for (int p = 0; p < 16; p++)
+                    for (int e = 0; e < 2; e++) blk[32 + 32 * p + 2 * l + e] = (uint8_t)qs[q16_element(2 * p + e)];
+                continue;
+            }
+            uint16_t m16;
+            if (dt == DType::Q4_1) {
+                memcpy(&m16, src + 2, 2);
+            } else {  // Q4_0: x = d (q - 8) = d q + m with m = -8 d, exact in f16 unless it overflows
+                uint16_t d16;
+                memcpy(&d16, src, 2);
+                const float m = -8.0f * f16_to_f32(d16);
+                m16 = f32_to_f16(m);
+                if (!(f16_to_f32(m16) == m || m != m))
+                    fail("cpu_pack_weight: %s: row %lld block %lld: scale %g too large to pack (8 d overflows f16)", name,
+                         (long long)r, (long long)b, f16_to_f32(d16));
+            }
+            memcpy(blk + 32 + 2 * l, &m16, 2);
+            const uint8_t* qs = src + (dt == DType::Q4_1 ? 4 : 2);
+            auto nib = [&](int e) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; };
+            for (int k = 0; k < 8; k++)
+                for (int e = 0; e < 2; e++)
+                    blk[64 + 32 * k + 2 * l + e] =
+                        (uint8_t)(nib(q16_element(4 * k + e)) | nib(q16_element(4 * k + 2 + e)) << 4);
+        }
+    }
+    return out;
+}
+
 void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& pool) {
     const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
     if (T < 0) fail("cpu_matmul: %s: token count T must be >= 0, found %d", name, T);
@@ -473,6 +524,18 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     job.T = T;
 
     const int nth = pool.size();
+    if (W.packed && isa == ISA_AVX512 && current_act_bits() == 16) {  // row groups (matmul_groups_avx512.cpp)
+        job.w = W.packed;
+        quant_acts_layout(job.acts, W.cols, 16, /*interleaved=*/false, /*with_corr=*/false);
+        job.acts.base = scratch_bytes(job.acts.stride * (size_t)T);
+        pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
+            for (int64_t t = b; t < e; t++) quantize_act_row(job.acts, x + t * W.cols, t);
+        }, 8 * W.cols);
+        const int64_t ngroups = (W.rows + PACK_ROWS - 1) / PACK_ROWS;
+        pool.parallel_for(ngroups, [&](int64_t b, int64_t e, int) { matmul_groups_avx512(job, b, e); },
+                          (int64_t)PACK_ROWS * W.cols * T);
+        return;
+    }
     size_t act_bytes = 0;
     if (dtype_is_quantized(W.dtype)) {
         const int bits = current_act_bits();

@@ -39,6 +39,15 @@ Weight CpuOps::weight(const Tensor& t) {
     return w;
 }
 
+Weight CpuOps::matmul_weight(const Tensor& t) {
+    Weight w = weight(t);
+    if (strcmp(cpu_matmul_isa(), "avx512") != 0 || !cpu_can_pack(w.dtype) || w.cols % QK != 0 || w.rows < 1) return w;
+    std::vector<uint8_t>& p = packed_[&t];  // tied weights (lm_head = tok_embd) are packed once
+    if (p.empty()) p = cpu_pack_weight(w);
+    w.packed = p.data();
+    return w;
+}
+
 void CpuOps::matmul(float* y, const float* x, const Weight& W, int T) { cpu_matmul(y, x, W, T, pool_); }
 
 void CpuOps::embed(float* x, const Weight& E, const int* tokens, int T) {
@@ -84,6 +93,21 @@ void CpuOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParams
     }
 }
 
+// o = sum_i (w[i] * inv) v_{keys[i]} for head_dim = 8 ND, kept in registers: the same FMA per element
+// in the same key order as axpy_f32 (the general path), so the bits do not depend on the path taken.
+template <int ND>
+static inline void weighted_sum(float* o, const float* w, float inv, const float* vb, const int* keys, int nk,
+                                int kv_dim) {
+    __m256 acc[ND];
+    for (int d = 0; d < ND; d++) acc[d] = _mm256_setzero_ps();
+    for (int i = 0; i < nk; i++) {
+        const float* v = vb + (int64_t)keys[i] * kv_dim;
+        const __m256 a = _mm256_set1_ps(w[i] * inv);
+        for (int d = 0; d < ND; d++) acc[d] = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8 * d), acc[d]);
+    }
+    for (int d = 0; d < ND; d++) _mm256_storeu_ps(o + 8 * d, acc[d]);
+}
+
 void CpuOps::attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
                int n_kv_heads, int head_dim, const AttnMask& mask) {
     int kv_dim = n_kv_heads * head_dim, q_dim = n_heads * head_dim, group = n_heads / n_kv_heads;
@@ -121,15 +145,28 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
                 sc[i] = s;
                 if (s > mx) mx = s;
             }
-            float sum = 0.0f;
-            for (int i = 0; i < nk; i++) {
-                sc[i] = expf(sc[i] - mx);
-                sum += sc[i];
+            // weights e^(s - max) in chunks of 8 (the last one padded, its extra lanes zeroed); their sum
+            // in 8 lanes then hsum8: one fixed order for a given key count
+            const __m256 vmx = _mm256_set1_ps(mx);
+            __m256 vsum = _mm256_setzero_ps();
+            for (int i = 0; i < nk; i += 8) {
+                const int n = std::min(8, nk - i);
+                const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                __m256 e = exp8_neg(_mm256_sub_ps(_mm256_maskload_ps(sc.data() + i, lanes), vmx));
+                e = _mm256_and_ps(e, _mm256_castsi256_ps(lanes));
+                _mm256_maskstore_ps(sc.data() + i, lanes, e);
+                vsum = _mm256_add_ps(vsum, e);
             }
-            float inv = 1.0f / sum;
-            for (int d = 0; d < head_dim; d++) o[d] = 0.0f;
-            for (int i = 0; i < nk; i++)
-                axpy_f32(o, sc[i] * inv, vcache + (int64_t)keys[i] * kv_dim + kvh * head_dim, head_dim);
+            const float inv = 1.0f / hsum8(vsum);
+            const float* vb = vcache + kvh * head_dim;
+            if (head_dim == 64)
+                weighted_sum<8>(o, sc.data(), inv, vb, keys.data(), nk, kv_dim);
+            else if (head_dim == 128)
+                weighted_sum<16>(o, sc.data(), inv, vb, keys.data(), nk, kv_dim);
+            else {
+                for (int d = 0; d < head_dim; d++) o[d] = 0.0f;
+                for (int i = 0; i < nk; i++) axpy_f32(o, sc[i] * inv, vb + (int64_t)keys[i] * kv_dim, head_dim);
+            }
         }
     }, (int64_t)4 * n_keys_max * head_dim);
 }

@@ -1,0 +1,119 @@
+// matmul_groups_avx512.cpp: the AVX-512 VNNI kernel of cpu_matmul for quantized weights packed in
+// row groups (cpu_pack_weight, layout in matmul.h): 16 output rows per 512-bit vector, one int32 lane
+// per row, so a block's 16 dot products need no horizontal sum and one float step scales 16 rows.
+// Compiled with AVX-512 flags; reached only after cpu_has_avx512_vnni() (internal linkage, as in
+// matmul_avx512.cpp).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "../../core/common.h"
+#include "matmul.h"
+
+namespace beagle {
+
+namespace {
+
+constexpr int CT = 4;  // tokens per tile: each expanded weight vector serves CT tokens
+
+// y[t0 + c, 16 g + l] for c < C, lanes l < n_rows. Per block b, for each token c:
+//   I = sum over the block's 16 position pairs of vpdpwssd(w_pair (16 rows x 2 int16), x_pair broadcast)
+//     (exact; split over NA integer accumulators, integer addition is associative so the split is free)
+//   acc = fma(float(I), d_w * d_x[b], acc);  Q4: acc = fma(m_w, s_x[b], acc)
+// The float steps per (row, token) are the same whatever C, the lane or the thread: batch invariant.
+template <DType DT, int C>
+inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
+    constexpr bool Q4 = DT != DType::Q8_0;
+    constexpr int NA = C == 1 ? 4 : 2;  // independent dpwssd chains per token (latency)
+    const uint64_t BB = pack_block_bytes(DT);
+    const int64_t nb = j.acts.nb;
+    const uint8_t* pg = j.w + (uint64_t)g * (uint64_t)nb * BB;
+    const int32_t* xq[C];
+    const float* xd[C];
+    const float* xs[C];
+    for (int c = 0; c < C; c++) {
+        xq[c] = (const int32_t*)qa_q16(j.acts, t0 + c);  // int32 i of block b = positions 2i, 2i + 1
+        xd[c] = qa_d(j.acts, t0 + c);
+        xs[c] = qa_s(j.acts, t0 + c);
+    }
+    __m512 acc[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t* blk = pg + (uint64_t)b * BB;
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)blk));
+        const uint8_t* q = blk + (Q4 ? 64 : 32);
+        __m512i isum[C][NA];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+#pragma GCC unroll 4
+            for (int a = 0; a < NA; a++) isum[c][a] = _mm512_setzero_si512();
+        if constexpr (Q4) {
+            const __m512i low4 = _mm512_set1_epi16(0x0F);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {  // chunk k: positions 4k, 4k+1 (low nibbles), 4k+2, 4k+3 (high)
+                const __m512i z = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)(q + 32 * k)));
+                const __m512i wlo = _mm512_and_si512(z, low4);
+                const __m512i whi = _mm512_srli_epi16(z, 4);
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    const int32_t* xp = xq[c] + 16 * b + 2 * k;
+                    isum[c][(2 * k) % NA] = _mm512_dpwssd_epi32(isum[c][(2 * k) % NA], wlo, _mm512_set1_epi32(xp[0]));
+                    isum[c][(2 * k + 1) % NA] =
+                        _mm512_dpwssd_epi32(isum[c][(2 * k + 1) % NA], whi, _mm512_set1_epi32(xp[1]));
+                }
+            }
+        } else {
+#pragma GCC unroll 16
+            for (int p = 0; p < 16; p++) {  // chunk p: positions 2p, 2p+1
+                const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i*)(q + 32 * p)));
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++)
+                    isum[c][p % NA] = _mm512_dpwssd_epi32(isum[c][p % NA], w, _mm512_set1_epi32(xq[c][16 * b + p]));
+            }
+        }
+        __m512 mw = _mm512_setzero_ps();
+        if constexpr (Q4) mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(blk + 32)));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            __m512i I = _mm512_add_epi32(isum[c][0], isum[c][1]);
+            if constexpr (NA == 4) I = _mm512_add_epi32(I, _mm512_add_epi32(isum[c][2], isum[c][3]));
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[c][b]));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), sc, acc[c]);
+            if constexpr (Q4) acc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[c][b]), acc[c]);
+        }
+    }
+    const int64_t left = j.rows - (int64_t)g * PACK_ROWS;
+    const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * PACK_ROWS, m, acc[c]);
+}
+
+template <DType DT>
+void groups_loop(const MatmulJob& j, int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; g++) {
+        int t = 0;
+        for (; t + CT <= j.T; t += CT) group_tile<DT, CT>(j, g, t);
+        switch (j.T - t) {
+            case 1: group_tile<DT, 1>(j, g, t); break;
+            case 2: group_tile<DT, 2>(j, g, t); break;
+            case 3: group_tile<DT, 3>(j, g, t); break;
+            default: break;
+        }
+    }
+}
+
+}  // namespace
+
+void matmul_groups_avx512(const MatmulJob& j, int64_t g0, int64_t g1) {
+    switch (j.dtype) {
+        case DType::Q8_0: groups_loop<DType::Q8_0>(j, g0, g1); break;
+        case DType::Q4_0: groups_loop<DType::Q4_0>(j, g0, g1); break;
+        case DType::Q4_1: groups_loop<DType::Q4_1>(j, g0, g1); break;
+        default: fail("matmul_groups_avx512: packed weights must be Q8_0, Q4_0 or Q4_1 (code %d)", (int)j.dtype);
+    }
+}
+
+}  // namespace beagle

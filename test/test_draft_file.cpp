@@ -303,6 +303,23 @@ int main() {
         }
         CHECK(bad3 == 0 && bad4 == 0, "reduced-vocabulary logits differ from the full head's rows: %d (f32), %d (Q8_0) of %zu",
               bad3, bad4, rvw.d2t.size());
+        // Draft::use_q8_weights: the matrices from a Q8_0 copy. Each weight moves by <= max|w_block|/254
+        // (+ the f16 rounding of d), ~0.6% rms of a Gaussian weight, so f^ (residual sums of a few such
+        // matmuls) moves by well under 2%; more would mean a wrong layout, 0 that the copy is unused.
+        Draft d8(dl, fz, ops, 64, 8, 4);
+        d8.use_q8_weights(dl);
+        d8.add_true_states(st.data(), 10);
+        std::vector<float> fh8(dc.dim), lg8(dc.vocab_size);
+        d8.forward(&tokq, &pos, 1, nullptr, 0, fh8.data(), lg8.data());
+        double e2 = 0, n2 = 0;
+        for (int i = 0; i < dc.dim; i++) {
+            e2 += ((double)fh8[i] - fh[i]) * ((double)fh8[i] - fh[i]);
+            n2 += (double)fh[i] * fh[i];
+        }
+        const double rel8 = std::sqrt(e2 / n2);
+        CHECK(rel8 > 0 && rel8 < 0.02, "Q8_0 draft weights: f^ differs from the f32 forward by %.3g (rel L2), expected (0, 0.02)",
+              rel8);
+        printf("Q8_0 draft weights: f^ rel L2 diff %.3g from f32\n", rel8);
         printf("SmolLM2 draft: dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, tokenizer %016llx\n", dc.dim,
                dc.n_heads, dc.n_kv_heads, dc.head_dim, dc.ffn_dim, dc.vocab_size, (unsigned long long)dc.tokenizer_hash);
     } else {

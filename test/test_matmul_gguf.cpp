@@ -7,6 +7,8 @@
 //  * --apply DTYPE ROWS COLS T W_FILE X_FILE Y_FILE [ISA]: (ISA avx2, avx512 or avx512-packed) y = matmul of raw weight bytes and f32 x read
 //    from files (used by test/test_matmul_gguf.py, whose reference is the gguf package's dequantizer);
 //    the activation width comes from env BEAGLE_ACT_BITS (default 16) and is printed.
+//  * --quantize-q8_0 IN OUT: quantize_row_q8_0 of raw f32 values (test_matmul_gguf.py compares the bytes
+//    with the gguf package's Q8_0 quantizer).
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -147,7 +149,28 @@ static int apply_mode(int argc, char** argv) {
     return 0;
 }
 
+// --quantize-q8_0 IN OUT: f32 values (a multiple of 32) -> Q8_0 blocks by quantize_row_q8_0, for
+// test_matmul_gguf.py to compare with the gguf package's quantizer byte for byte.
+static int quantize_mode(int argc, char** argv) {
+    if (argc != 4) fail("usage: test_matmul_gguf --quantize-q8_0 IN OUT");
+    std::vector<uint8_t> xb = read_all(argv[2]);
+    if (xb.size() % (32 * 4) != 0) fail("input has %zu bytes, expected a multiple of 128", xb.size());
+    const int64_t n = (int64_t)xb.size() / 4;
+    std::vector<uint8_t> out(dtype_row_bytes(DType::Q8_0, (uint64_t)n));
+    quantize_row_q8_0((const float*)xb.data(), out.data(), n);
+    write_file_atomic(argv[3], out.data(), out.size());
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && strcmp(argv[1], "--quantize-q8_0") == 0) {
+        try {
+            return quantize_mode(argc, argv);
+        } catch (const Error& e) {
+            fprintf(stderr, "error: %s\n", e.what());
+            return 1;
+        }
+    }
     if (argc > 1 && strcmp(argv[1], "--apply") == 0) {
         try {
             return apply_mode(argc, argv);

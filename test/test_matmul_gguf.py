@@ -25,6 +25,29 @@ bin_dir = os.path.dirname(os.environ["BEAGLE_BIN"]) if "BEAGLE_BIN" in os.enviro
 tool = os.path.join(bin_dir, "test", "test_matmul_gguf")
 U = 2.0 ** -24
 
+def check_q8_0_quantizer(tool):
+    """quantize_row_q8_0 (the draft's Q8_0 inference copy) against the gguf package's Q8_0 quantizer,
+    byte for byte: Gaussian blocks at several scales, an all-zero block, a block with exact .5 ties
+    (round half away from zero) and one with a single nonzero value."""
+    rng = np.random.default_rng(11)
+    blocks = [rng.normal(0, s, (64, 32)) for s in (1e-3, 0.05, 1.0, 300.0)]
+    ties = np.zeros((1, 32)); ties[0, 0] = 127.0; ties[0, 1:8] = [0.5, -0.5, 1.5, -2.5, 62.5, -100.5, 3.0]
+    one = np.zeros((1, 32)); one[0, 5] = -7.25
+    x = np.concatenate(blocks + [np.zeros((1, 32)), ties, one]).astype(np.float32).reshape(-1)
+    want = gguf.quants.quantize(x.reshape(1, -1), gguf.GGMLQuantizationType.Q8_0).reshape(-1)
+    with tempfile.TemporaryDirectory() as tmp:
+        xf, yf = os.path.join(tmp, "x.bin"), os.path.join(tmp, "y.bin")
+        x.tofile(xf)
+        p = subprocess.run([tool, "--quantize-q8_0", xf, yf], capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"FAIL: q8_0 quantizer: tool failed: {p.stderr.strip()}"); return 1
+        got = np.fromfile(yf, dtype=np.uint8)
+    if got.shape != want.shape or not np.array_equal(got, want):
+        bad = int((got != want).sum()) if got.shape == want.shape else -1
+        print(f"FAIL: q8_0 quantizer differs from gguf.quants.quantize: {bad} of {want.size} bytes"); return 1
+    print(f"ok   q8_0 quantizer: {x.size // 32} blocks byte-identical to gguf.quants.quantize")
+    return 0
+
 def main():
     if not os.path.exists(model):
         print(f"FAIL: model {model} not found (make model)"); return 1
@@ -109,6 +132,7 @@ def main():
                         i = np.unravel_index(np.argmax(err_m / tol_model_i), err.shape)
                         print(f"     worst at {i}: got {y[i]:.9g} model {model_y[i]:.9g} tol {tol_model_i[i]:.3g}")
                         failures += 1
+    failures += check_q8_0_quantizer(tool)
     print(f"test_matmul_gguf.py: {failures} failed")
     return 1 if failures else 0
 

@@ -91,6 +91,8 @@ int cmd_bench_sd(int argc, char** argv) {
     a.str("-o,--output", &out, "write the JSON here too");
     bool no_chat = false;
     a.flag("--no-chat", &no_chat, "prompts as plain text (default: the chat template if the tokenizer has one)");
+    bool draft_f32 = false;
+    a.flag("--draft-f32", &draft_f32, "draft matrices in f32 as trained (default: a Q8_0 copy)");
     if (!a.parse(argc, argv)) return 0;
     chat = !no_chat;
     if (model.empty() || prompts_path.empty()) fail("beagle bench-sd: -m MODEL and --prompts FILE are required");
@@ -143,6 +145,7 @@ int cmd_bench_sd(int argc, char** argv) {
         check_draft_fits_target(dw.cfg, s.mf->config, s.tok->spec(), draft);
         fz = frozen_from_target(*s.mf, false);
         BeagleDraftParams bp;
+        bp.q8 = !draft_f32;
         bp.tree = false;
         bp.gamma = (int)gamma;
         chain_d = make_beagle_drafter(dw, fz, s, bp);
@@ -210,8 +213,10 @@ int cmd_bench_sd(int argc, char** argv) {
         }
     }
     std::string js = strfmt("{\n  \"model\": \"%s\",\n  \"draft\": \"%s\",\n  \"threads\": %ld,\n  \"n_predict\": %ld,\n"
-                            "  \"tree_total_tokens\": %s,\n  \"peak_rss_bytes\": %zu,\n  \"categories\": {\n",
-                            model.c_str(), draft.c_str(), threads, n, tree_size.c_str(), peak_rss_bytes());
+                            "  \"tree_total_tokens\": %s,\n  \"draft_weights\": \"%s\",\n  \"peak_rss_bytes\": %zu,\n"
+                            "  \"categories\": {\n",
+                            model.c_str(), draft.c_str(), threads, n, tree_size.c_str(), draft_f32 ? "f32" : "q8_0",
+                            peak_rss_bytes());
     for (size_t i = 0; i < order.size(); i++) {
         const std::string& c = order[i];
         double plain = acc[c].count("none") ? acc[c]["none"].tok_s() : 0;

@@ -33,6 +33,7 @@ int cmd_generate(int argc, char** argv) {
     long gamma = 5, ngram = 3, max_tree = 64, depth = 5, topk = 10;
     std::string total_tokens = "auto";
     bool no_concat = false;
+    bool draft_f32 = false;
     Args a("generate", "-m MODEL [-z TOKENIZER] [-p PROMPT] [options]",
            "Generate text with a Llama-family target. Text goes to stdout, statistics to stderr.");
     a.str("-m,--model", &model, "model: GGUF file, llama2.c .bin, or HF safetensors directory");
@@ -58,6 +59,7 @@ int cmd_generate(int argc, char** argv) {
     a.integer("--topk", &topk, "tree: children per expanded node and nodes expanded per depth");
     a.str("--total-tokens", &total_tokens, "tree: nodes per verify pass, or 'auto' (per round, as many as pay for their verify cost measured here)");
     a.flag("--no-concat", &no_concat, "draft attends to true states only (not its own predictions)");
+    a.flag("--draft-f32", &draft_f32, "draft matrices in f32 as trained (default: a Q8_0 copy, 4x fewer bytes per step)");
     a.integer("--ngram", &ngram, "lookup: longest n-gram matched in the context");
     a.integer("--max-tree", &max_tree, "most tokens per verify pass (root included)");
     a.flag("--compare", &compare, "also run plain decoding on the same prompt and report the speedup");
@@ -128,6 +130,7 @@ int cmd_generate(int argc, char** argv) {
         bp.depth = (int)depth;
         bp.topk = (int)topk;
         bp.concat = !no_concat;
+        bp.q8 = !draft_f32;
         if (total_tokens == "auto" && bp.tree) {
             bp.verify_cost = measure_verify_cost(s, (int)max_tree, (int)depth + 1);
             const std::vector<double>& c = bp.verify_cost;

@@ -35,5 +35,8 @@ struct Tensor {
 
 // Dequantize one row (n elements) of any stored dtype into f32. Reference path (scalar).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+// Quantize n f32 values (n % 32 == 0) to Q8_0 blocks as ggml's reference quantizer does: per block
+// d = max|x| / 127, q = round(x / d) (half away from zero; 0 when d = 0), d stored as f16.
+void quantize_row_q8_0(const float* src, void* dst, int64_t n);
 
 }  // namespace beagle

@@ -20,6 +20,7 @@ public:
         max_pred = std::max(max_pred, 1);
         draft_.reset(new Draft(w, fz, *s.ops, s.llama->ctx(), max_pred + 1, std::max(p.topk, 1)));
         draft_->use_target_weights(s.llama->tok_embd_weight(), s.llama->lm_head_weight());
+        if (p.q8) draft_->use_q8_weights(w);
         draft_->set_concat(p.concat);
         words_ = (max_pred + 1 + 63) / 64;
     }

@@ -258,22 +258,36 @@ double time_verify(Llama& m, const int* tokens, int T, int reps) {
 std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commit) {
     Llama& m = *s.llama;
     int cap = std::max(2, std::min({max_nodes, m.max_batch(), m.ctx() - 40}));
+    // a context of typical length (attention grows with it), as much as fits
+    const int n_ctx = std::max(1, std::min(160, m.ctx() - cap - 1));
     m.truncate(0);
-    std::vector<int> toks(32 + cap);
+    std::vector<int> toks(n_ctx + cap);
     for (size_t i = 0; i < toks.size(); i++) toks[i] = (int)(i * 7919 % m.config().vocab_size);
-    m.prefill(toks.data(), 32, nullptr);
+    m.prefill(toks.data(), n_ctx, nullptr);
+    const int* tree_toks = toks.data() + n_ctx;
     std::vector<int> grid;
     for (int T : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128})
         if (T < cap) grid.push_back(T);
     grid.push_back(cap);
-    std::vector<double> t;
+    time_verify(m, tree_toks, 1, 2);  // warm-up: caches, the pool's workers
+    // sweep 0 finds the useful end of the grid: a round commits at most max_commit tokens, so a verify
+    // costing more can never beat plain steps. Then more sweeps over it, interleaved so that every T
+    // sees the same machine conditions; per T the median of the sweeps.
+    const int sweeps = 5;
+    std::vector<std::vector<double>> t;
     for (size_t g = 0; g < grid.size(); g++) {
-        t.push_back(time_verify(m, toks.data() + 32, grid[g], 3));
-        // a round commits at most max_commit tokens: a verify costing more can never beat plain steps
-        if (g > 0 && t[g] >= max_commit * t[0]) {
+        t.push_back({time_verify(m, tree_toks, grid[g], 1)});
+        if (g > 0 && t[g][0] >= max_commit * t[0][0]) {
             grid.resize(g + 1);
             break;
         }
+    }
+    for (int r = 1; r < sweeps; r++)
+        for (size_t g = 0; g < grid.size(); g++) t[g].push_back(time_verify(m, tree_toks, grid[g], 1));
+    std::vector<double> med(grid.size());
+    for (size_t g = 0; g < grid.size(); g++) {
+        std::sort(t[g].begin(), t[g].end());
+        med[g] = t[g][t[g].size() / 2];
     }
     cap = grid.back();
     m.truncate(0);
@@ -281,7 +295,7 @@ std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commi
     for (size_t g = 0; g + 1 < grid.size(); g++)
         for (int T = grid[g]; T <= grid[g + 1]; T++) {
             double f = (double)(T - grid[g]) / (grid[g + 1] - grid[g]);
-            cost[T] = ((1 - f) * t[g] + f * t[g + 1]) / t[0];
+            cost[T] = ((1 - f) * med[g] + f * med[g + 1]) / med[0];
         }
     for (int T = 2; T <= cap; T++) cost[T] = std::max(cost[T], cost[T - 1]);  // timing noise
     return cost;

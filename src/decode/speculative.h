@@ -43,6 +43,7 @@ struct BeagleDraftParams {
     int gamma = 5;           // chain length
     int depth = 5, topk = 10, total_tokens = 60;  // EAGLE-2 dynamic tree
     bool concat = true;      // draft keys: true states + own predictions (false: true states only)
+    bool q8 = true;          // draft matrices from a Q8_0 copy (Draft::use_q8_weights); false: the f32 weights
     // Non-empty (--total-tokens auto): verify_cost[T] = cost of verifying T tokens in decode steps
     // (measure_verify_cost). Each round then keeps the best-ranked n candidates that maximise the
     // expected tokens per unit of cost, (1 + a sum_{i<n} exp(score_i)) / verify_cost[n + 1], with
@@ -78,10 +79,11 @@ std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>&
 // model's current n_past, best of `reps`; the cache is truncated back after each. T <= max_batch.
 double time_verify(Llama& m, const int* tokens, int T, int reps);
 
-// --total-tokens auto: times target forwards of T tokens on this machine (T on a grid up to
-// max_nodes, interpolated linearly, made non-decreasing) and returns cost[T] = time(T) / time(1) for
-// T = 0..cap (cost[0] unused). The grid stops at the first T costing max_commit decode steps or more
-// (a round commits at most max_commit tokens: depth + 1, gamma + 1). Leaves the cache empty.
+// --total-tokens auto: times target forwards of T tokens after a context of up to 160 tokens on this
+// machine (T on a grid up to max_nodes; 5 interleaved sweeps, the median per T; interpolated linearly,
+// made non-decreasing) and returns cost[T] = time(T) / time(1) for T = 0..cap (cost[0] unused). The
+// grid stops at the first T costing max_commit decode steps or more (a round commits at most
+// max_commit tokens: depth + 1, gamma + 1). Leaves the cache empty.
 std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commit);
 
 // JSON stats object (one line) for --json, plain or speculative.

@@ -505,6 +505,32 @@ void Draft::use_target_weights(const Weight& tok_embd, const Weight& lm_head) {
     }
 }
 
+void Draft::use_q8_weights(const DraftWeights& w) {
+    const DraftConfig& c = m_->cfg;
+    BEAGLE_CHECK(w.cfg.dim == c.dim && w.cfg.ffn_dim == c.ffn_dim && w.cfg.n_heads == c.n_heads &&
+                     w.cfg.n_kv_heads == c.n_kv_heads && w.cfg.head_dim == c.head_dim,
+                 "use_q8_weights: weights of another draft shape");
+    for (int t : {DT_WQ, DT_WK, DT_WV, DT_WO, DT_W_GATE, DT_W_UP, DT_W_DOWN}) {
+        const int64_t rows = c.rows(t), cols = c.cols(t);
+        BEAGLE_CHECK((int64_t)w.t[t].size() == rows * cols, "use_q8_weights: %s has %zu values, expected %lld",
+                     draft_tensor_name(t), w.t[t].size(), (long long)(rows * cols));
+        if (cols % QK != 0) continue;
+        const uint64_t rb = dtype_row_bytes(DType::Q8_0, (uint64_t)cols);
+        q8_bytes_[t].assign(rb * rows, 0);
+        for (int64_t r = 0; r < rows; r++) quantize_row_q8_0(w.t[t].data() + r * cols, q8_bytes_[t].data() + r * rb, cols);
+        q8_t_[t].reset(new Tensor());
+        Tensor& q = *q8_t_[t];
+        q.name = std::string(draft_tensor_name(t)) + "[q8_0]";
+        q.dtype = DType::Q8_0;
+        q.ndim = 2;
+        q.shape[0] = rows;
+        q.shape[1] = cols;
+        q.data = q8_bytes_[t].data();
+        q.nbytes = q8_bytes_[t].size();
+        m_->fast_w[t] = ops_.matmul_weight(q);
+    }
+}
+
 void Draft::reset() {
     n_true_cached_ = n_true_pending_ = 0;
     clear_pred();

@@ -121,6 +121,12 @@ public:
     // (the embedding rows are dequantized by the same routine); logits then come from the target's
     // matmul kernel, no longer bit-identical to the training forward.
     void use_target_weights(const Weight& tok_embd, const Weight& lm_head);
+    // Run the forward's matrices (Wq, Wk, Wv, Wo, W_gate, W_up, W_down) from a Q8_0 copy of w's f32
+    // weights (quantize_row_q8_0) through Ops::matmul: a quarter of the bytes per draft forward. The
+    // predictions then differ from the f32 forward by the weights' rounding (<= d/2 = max|w_block|/254
+    // each); speculative decoding stays exact (the target verifies). Matrices whose columns are not a
+    // multiple of 32 stay f32.
+    void use_q8_weights(const DraftWeights& w);
     void set_concat(bool on) { concat_ = on; }  // default on; off: queries see true states only
     bool concat() const { return concat_; }
 
@@ -151,6 +157,8 @@ private:
     int ctx_, max_pred_, max_q_;
     std::vector<uint8_t> head_rows_;        // reduced vocabulary: the target head's rows for d2t, stored
     std::unique_ptr<Tensor> head_sub_;      //   dtype (use_target_weights), and their tensor view
+    std::vector<uint8_t> q8_bytes_[DT_COUNT];  // use_q8_weights: Q8_0 copies and their tensor views
+    std::unique_ptr<Tensor> q8_t_[DT_COUNT];
     bool concat_ = true;
     float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
     float *stage_t_, *stage_p_;              // pending states (K/V not yet computed)

@@ -112,6 +112,17 @@ void download_f(O& ops, float* dst, const RealOf<O>* src, size_t n) {
     }
 }
 
+// y = x W_t^T (n rows): the f32 matmul of training, or at inference the quantized copy when set.
+template <class O>
+static void draft_mm(DraftModelT<O>& m, int t, RealOf<O>* y, const RealOf<O>* x, int n, int n_in, int n_out) {
+    if constexpr (std::is_same<O, Ops>::value)
+        if (m.fast_w[t].data) {
+            m.ops.matmul(y, x, m.fast_w[t], n);
+            return;
+        }
+    m.ops.mm_fwd(y, x, m.w[t], n, n_in, n_out);
+}
+
 // ---- key side ---------------------------------------------------------------------------------------
 template <class O>
 void key_forward(DraftModelT<O>& m, const RealOf<O>* s, RealOf<O>* ns, RealOf<O>* rstd, RealOf<O>* K, RealOf<O>* V,
@@ -120,9 +131,9 @@ void key_forward(DraftModelT<O>& m, const RealOf<O>* s, RealOf<O>* ns, RealOf<O>
     const DraftConfig& c = m.cfg;
     O& ops = m.ops;
     ops.rmsnorm_fwd(ns, rstd, s, m.w[DT_NORM_KV], n, c.dim, c.norm_eps);
-    ops.mm_fwd(K, ns, m.w[DT_WK], n, c.dim, c.kv_dim());
+    draft_mm(m, DT_WK, K, ns, n, c.dim, c.kv_dim());
     ops.rope_rotate(K, pos, n, c.n_kv_heads, c.rope(), false);
-    ops.mm_fwd(V, ns, m.w[DT_WV], n, c.dim, c.kv_dim());
+    draft_mm(m, DT_WV, V, ns, n, c.dim, c.kv_dim());
 }
 
 template <class O>
@@ -196,16 +207,16 @@ void query_forward(DraftModelT<O>& m, QueryActs<RealOf<O>>& A, int n, const int*
         ops.rows_gather(A.u, m.embd, tokens, n, c.dim);
     }
     ops.rmsnorm_fwd(A.nq, A.rstd_q, A.u, m.w[DT_NORM_Q], n, c.dim, c.norm_eps);   // RMSNorm_q(u)
-    ops.mm_fwd(A.q, A.nq, m.w[DT_WQ], n, c.dim, c.q_dim());                      // Wq .
+    draft_mm(m, DT_WQ, A.q, A.nq, n, c.dim, c.q_dim());                         // Wq .
     ops.rope_rotate(A.q, pos, n, c.n_heads, c.rope(), false);                     // RoPE_i
     ops.xattn_fwd(A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
-    ops.mm_fwd(A.a, A.att, m.w[DT_WO], n, c.q_dim(), c.dim);                      // Wo Attn
+    draft_mm(m, DT_WO, A.a, A.att, n, c.q_dim(), c.dim);                         // Wo Attn
     ops.add(A.a, A.u, nd);                                                        // a = u + Wo Attn
     ops.rmsnorm_fwd(A.nm, A.rstd_m, A.a, m.w[DT_NORM_M], n, c.dim, c.norm_eps);   // RMSNorm_m(a)
-    ops.mm_fwd(A.gate, A.nm, m.w[DT_W_GATE], n, c.dim, c.ffn_dim);
-    ops.mm_fwd(A.up, A.nm, m.w[DT_W_UP], n, c.dim, c.ffn_dim);
+    draft_mm(m, DT_W_GATE, A.gate, A.nm, n, c.dim, c.ffn_dim);
+    draft_mm(m, DT_W_UP, A.up, A.nm, n, c.dim, c.ffn_dim);
     ops.swiglu(A.h, A.gate, A.up, (size_t)n * c.ffn_dim);
-    ops.mm_fwd(A.fh, A.h, m.w[DT_W_DOWN], n, c.ffn_dim, c.dim);
+    draft_mm(m, DT_W_DOWN, A.fh, A.h, n, c.ffn_dim, c.dim);
     ops.add(A.fh, A.a, nd);                                                       // f^ = a + SwiGLU(...)
 }
 

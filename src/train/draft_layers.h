@@ -32,6 +32,9 @@ struct DraftModelT {
     // Inference only (O = Ops): the target's own (possibly quantized) embedding and LM head, used
     // instead of the f32 tables when set (Draft::use_target_weights).
     Weight embd_w, head_w;
+    // Inference only: a quantized copy of matrix t (Draft::use_q8_weights) used by the forward instead
+    // of w[t] when set (the backward always uses w).
+    Weight fast_w[DT_COUNT];
 
     DraftModelT(O& ops, const DraftWeights& dw, const DraftFrozen& fz);
     ~DraftModelT();

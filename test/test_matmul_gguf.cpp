@@ -163,17 +163,10 @@ static int quantize_mode(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-    if (argc > 1 && strcmp(argv[1], "--quantize-q8_0") == 0) {
+    const bool apply = argc > 1 && strcmp(argv[1], "--apply") == 0;
+    if (apply || (argc > 1 && strcmp(argv[1], "--quantize-q8_0") == 0)) {
         try {
-            return quantize_mode(argc, argv);
-        } catch (const Error& e) {
-            fprintf(stderr, "error: %s\n", e.what());
-            return 1;
-        }
-    }
-    if (argc > 1 && strcmp(argv[1], "--apply") == 0) {
-        try {
-            return apply_mode(argc, argv);
+            return apply ? apply_mode(argc, argv) : quantize_mode(argc, argv);
         } catch (const Error& e) {
             fprintf(stderr, "error: %s\n", e.what());
             return 1;

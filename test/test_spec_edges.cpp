@@ -4,6 +4,7 @@
 // A "script" drafter proposes the plain output itself (so whole chains are accepted) followed by
 // junk, which puts the end-of-sequence token in the middle of accepted paths; the shipped stories260K
 // draft (tree, 60 nodes) is run on the same cases.
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -40,7 +41,36 @@ private:
     int gamma_, junk_;
 };
 
+// VerifyCost: the start-up table corrected by observed forward times. With plain steps of 5 ms and
+// 3-token verifies of 9 ms against a table saying cost(3) = 1.6, the excess is (9/5 - 1) / 0.6 = 4/3,
+// so cost(3) becomes 1.8 and the rest of the table scales the same way (cost(5) = 1 + 4/3 * 1.2 = 2.6).
+// Before 4 plain steps nothing changes; a T beyond the table, T = 0 or a bad time is ignored.
+static void test_verify_cost() {
+    std::vector<double> table(9, 1.0);
+    for (int T = 1; T <= 8; T++) table[T] = 1 + 0.3 * (T - 1);
+    VerifyCost c(table);
+    CHECK(c.max_tokens() == 8 && c[1] == 1.0 && std::abs(c[3] - 1.6) < 1e-12, "table as given");
+    c.observe(3, 0.009);  // no plain step seen yet: ignored
+    for (int i = 0; i < 3; i++) c.observe(1, 0.005);
+    c.observe(3, 0.009);  // 3 plain steps: still ignored
+    CHECK(std::abs(c[3] - 1.6) < 1e-12, "cost(3) moved before 4 plain steps: %g", c[3]);
+    c.observe(1, 0.005);
+    for (int i = 0; i < 50; i++) c.observe(3, 0.009);
+    c.observe(9, 1.0);
+    c.observe(0, 1.0);
+    c.observe(2, -1.0);
+    c.observe(2, NAN);
+    CHECK(std::abs(c.correction() - 4.0 / 3.0) < 1e-9 && std::abs(c[3] - 1.8) < 1e-9 && std::abs(c[5] - 2.6) < 1e-9,
+          "learnt correction %.6f, cost(3) %.6f, cost(5) %.6f; expected 4/3, 1.8, 2.6", c.correction(), c[3], c[5]);
+    for (int i = 0; i < 200; i++) c.observe(3, 0.5);  // absurdly slow verifies: the excess is clamped at 4
+    CHECK(c.correction() <= 4.0 + 1e-9 && c.correction() > 3.9, "clamped correction %.4f", c.correction());
+    VerifyCost none;
+    none.observe(1, 0.005);  // no table: a no-op
+    CHECK(none.empty(), "empty cost table stays empty");
+}
+
 int main() {
+    test_verify_cost();
     const char* sh = getenv("BEAGLE_SHARED");
     std::string M = std::string(sh ? sh : "../shared") + "/data/models/";
     const char* root = getenv("BEAGLE_ROOT");

@@ -92,6 +92,7 @@ int main() {
                 Drafter* d = c.aware ? lookup_aware.get() : fresh.get();
                 SpecParams spp;
                 spp.max_tree = c.max_tree;
+                spp.learn_cost = false;  // the assertions below are in units of the fixed cost model
                 SpecStats st;
                 std::vector<int> got;
                 generate_speculative(s, *d, ids, 256, greedy, spp, nullptr, &st, &got);
@@ -109,6 +110,7 @@ int main() {
             for (size_t k = 0; k < dcases.size(); k++) {
                 SpecParams spp;
                 spp.max_tree = 64;
+                spp.learn_cost = false;
                 SpecStats st;
                 std::vector<int> got;
                 generate_speculative(s, *drafters[k], ids, 256, greedy, spp, nullptr, &st, &got);

@@ -15,7 +15,7 @@ namespace beagle {
 class BeagleDrafter : public Drafter {
 public:
     BeagleDrafter(const DraftWeights& w, const DraftFrozen& fz, Session& s, const BeagleDraftParams& p)
-        : p_(p), V_(w.cfg.head_rows()), Vt_(w.cfg.vocab_size), d2t_(w.d2t) {
+        : p_(p), V_(w.cfg.head_rows()), Vt_(w.cfg.vocab_size), d2t_(w.d2t), cost_(p.verify_cost) {
         int max_pred = p.tree ? 1 + p.topk * std::max(0, p.depth - 1) : p.gamma;
         max_pred = std::max(max_pred, 1);
         draft_.reset(new Draft(w, fz, *s.ops, s.llama->ctx(), max_pred + 1, std::max(p.topk, 1)));
@@ -33,7 +33,7 @@ public:
     }
 
     void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
-        if (!p_.verify_cost.empty() && tree.size() > 1) {  // calibration: accepted vs predicted
+        if (!cost_.empty() && tree.size() > 1) {  // calibration: accepted vs predicted
             for (int i = 1; i < tree.size(); i++) predicted_ += std::exp((double)tree.score[i]);
             accepted_ += (double)path.size() - 1;
         }
@@ -49,10 +49,13 @@ public:
         else propose_chain(tree, room, sp, rng);
     }
 
+    void observe_verify(int T, double seconds) override { cost_.observe(T, seconds); }
+
 private:
     BeagleDraftParams p_;
     int V_, Vt_, words_;          // draft logits per row; the target's vocabulary
     std::vector<int32_t> d2t_;    // reduced vocabulary: draft logit i is target token d2t_[i] (empty: identity)
+    VerifyCost cost_;             // p_.verify_cost, corrected online (empty: fixed tree size)
     std::vector<float> qsub_;
     int tok_of(int i) const { return d2t_.empty() ? i : d2t_[i]; }
     std::unique_ptr<Draft> draft_;
@@ -112,15 +115,14 @@ private:
     double calib() const { return std::min(1.5, std::max(0.1, accepted_ / predicted_)); }
     double min_token_cost() const {
         double m = 1e30;
-        const std::vector<double>& c = p_.verify_cost;
-        for (size_t T = 2; T < c.size(); T++) m = std::min(m, (c[T] - c[1]) / (double)(T - 1));
+        for (int T = 2; T <= cost_.max_tokens(); T++) m = std::min(m, (cost_[T] - cost_[1]) / (double)(T - 1));
         return std::max(m, 1e-3);
     }
 
     void propose_tree(DraftTree* tree, int room) {
         int P = draft_->n_true();
-        const bool aware = !p_.verify_cost.empty();
-        int total = std::min(room, aware ? (int)p_.verify_cost.size() - 1 : p_.total_tokens);
+        const bool aware = !cost_.empty();
+        int total = std::min(room, aware ? cost_.max_tokens() : p_.total_tokens);
         if (total <= 1) return;
         if (shadow_tok_ >= 0) {  // last round sent nothing: was its best depth-1 candidate the target's token?
             predicted_ += shadow_p_;
@@ -184,7 +186,7 @@ private:
         std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return nodes[a].score > nodes[b].score; });
         if ((int)order.size() > total - 1) order.resize(total - 1);
         if (aware) {  // the prefix of the ranking with the most expected tokens per unit of verify cost
-            double expect = 1, best = 1.0 / p_.verify_cost[1];
+            double expect = 1, best = 1.0 / cost_[1];
             size_t keep = 0;
             if (!order.empty()) {  // kept only if nothing is sent: calibrates against the next root
                 shadow_tok_ = nodes[order[0]].tok;
@@ -192,7 +194,7 @@ private:
             }
             for (size_t i = 0; i < order.size(); i++) {
                 expect += a * std::exp((double)nodes[order[i]].score);
-                double gain = expect / p_.verify_cost[i + 2];
+                double gain = expect / cost_[(int)i + 2];
                 if (gain > best) { best = gain; keep = i + 1; }
             }
             order.resize(keep);

@@ -13,7 +13,8 @@ namespace beagle {
 // ---------------------------------------------------------------- prompt lookup drafter
 class LookupDrafter : public Drafter {
 public:
-    LookupDrafter(int ngram, int gamma, std::vector<double> cost) : ngram_(ngram), gamma_(gamma), cost_(std::move(cost)) {
+    LookupDrafter(int ngram, int gamma, std::vector<double> cost)
+        : ngram_(ngram), gamma_(gamma), cost_(std::move(cost)) {
         // acceptance counts per (matched n-gram length m, depth k), prior 1 of 2
         reached_.assign((size_t)(ngram + 1) * (gamma + 1), 2.0);
         accepted_.assign(reached_.size(), 1.0);
@@ -43,6 +44,7 @@ public:
             }
         }
     }
+    void observe_verify(int T, double seconds) override { cost_.observe(T, seconds); }
     void accept(const DraftTree& tree, const std::vector<int>& path, const float*) override {
         if (cost_.empty()) return;
         for (int k = 1; k < tree.size(); k++) {  // a chain: depth k is reached iff k - 1 tokens were accepted
@@ -54,14 +56,14 @@ public:
 
 private:
     int ngram_, gamma_;
-    std::vector<double> cost_;                // non-empty: cost-aware length (see make_lookup_drafter)
+    VerifyCost cost_;                         // non-empty: cost-aware length (see make_lookup_drafter)
     std::vector<double> reached_, accepted_;  // [(m, k)]
     int matched_ = 1, shadow_tok_ = -1, shadow_m_ = 1;
     double& at(std::vector<double>& v, int m, int k) { return v[(size_t)m * (gamma_ + 1) + k]; }
     // The chain length n <= len with the most expected tokens per unit of verify cost, from the
     // acceptance rates seen so far for matches of this length (0: a plain step).
     int worth_sending(int m, int len, int first_tok) {
-        len = std::min(len, (int)cost_.size() - 2);
+        len = std::min(len, cost_.max_tokens() - 1);
         double expect = 1, reach = 1, best = 1.0 / cost_[1];
         int keep = 0;
         for (int k = 1; k <= len; k++) {
@@ -79,6 +81,21 @@ std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma, std::vector<d
     BEAGLE_CHECK(gamma >= 1, "--gamma must be >= 1, got %d", gamma);
     BEAGLE_CHECK(verify_cost.empty() || verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
     return std::unique_ptr<Drafter>(new LookupDrafter(ngram, gamma, std::move(verify_cost)));
+}
+
+void VerifyCost::observe(int T, double seconds) {
+    if (table_.empty() || T < 1 || T > max_tokens() || !(seconds > 0)) return;
+    auto update = [](double& mean, int& n, double x) {  // running mean of the first 32, then weight 1/32
+        n++;
+        mean += (x - mean) / std::min(n, 32);
+    };
+    if (T == 1) {
+        update(t1_, n1_, seconds);
+        return;
+    }
+    if (n1_ < 4 || table_[T] < 1.01) return;
+    const double e = (seconds / t1_ - 1.0) / (table_[T] - 1.0);
+    update(r_, nr_, std::min(4.0, std::max(0.25, e)));
 }
 
 // ---------------------------------------------------------------- acceptance
@@ -194,8 +211,10 @@ std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>&
         for (int i = 0; i < T; i++) pos[i] = n0 + tree.depth[i];
         vlogits.resize((size_t)T * V);
         vstates.resize((size_t)T * D);
+        const double tf = now_seconds();
         m.forward(tree.token.data(), pos.data(), T, T > 1 ? mask.data() : nullptr, tree.words(), vlogits.data(), T,
                   vstates.data(), T);
+        if (spp.learn_cost) d.observe_verify(T, now_seconds() - tf);
         int bonus = -1;
         std::vector<int> path = accept_path(tree, vlogits.data(), V, sp, spp, sampler.rng(), &bonus);
         std::vector<int> src(path.size());

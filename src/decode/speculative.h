@@ -16,6 +16,29 @@
 
 namespace beagle {
 
+// The verify cost table of a cost-aware drafter: cost(T) = time of a target forward of T tokens in
+// decode steps, measured at start-up (measure_verify_cost), then corrected online from the engine's
+// own forward timings (observe): t1 = mean of the plain steps (T = 1) seen, r = mean of
+// (t_T / t1 - 1) / (table[T] - 1) over verify passes of T >= 2 tokens (each clamped to [1/4, 4];
+// running means of the first 32, then exponential with weight 1/32; r starts at 1 and waits for 4
+// plain steps), and cost(T) = 1 + r (table[T] - 1). Start-up timing repeats
+// each T in place; inside generation a verify of 2-4 tokens was measured 20-40% dearer.
+class VerifyCost {
+public:
+    VerifyCost() = default;
+    explicit VerifyCost(std::vector<double> table) : table_(std::move(table)) {}
+    bool empty() const { return table_.empty(); }
+    int max_tokens() const { return (int)table_.size() - 1; }  // cost(T) defined for T = 1..max_tokens()
+    double operator[](int T) const { return T <= 1 ? 1.0 : 1.0 + r_ * (table_[T] - 1.0); }
+    double correction() const { return r_; }
+    void observe(int T, double seconds);
+
+private:
+    std::vector<double> table_;
+    double t1_ = 0, r_ = 1.0;
+    int n1_ = 0, nr_ = 0;
+};
+
 class Drafter {
 public:
     virtual ~Drafter() = default;
@@ -28,6 +51,9 @@ public:
     // After verification: tree path[0] = root, path[1..] accepted nodes; states of those nodes
     // (path.size() x dim, host), which are now true states at the next positions.
     virtual void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) = 0;
+    // The engine's target forward of this round took `seconds` for T tokens (cost-aware drafters learn
+    // their verify cost from it, see VerifyCost).
+    virtual void observe_verify(int T, double seconds) {}
 };
 
 // Prompt lookup (n-gram) drafting: no model; the continuation of the latest earlier occurrence of
@@ -69,6 +95,8 @@ struct SpecStats : GenStats {
 struct SpecParams {
     int max_tree = 64;                   // most nodes per verify (root included)
     bool debug_break_residual = false;   // TESTS ONLY: wrong rejection rule, to show the test catches it
+    bool learn_cost = true;              // pass forward timings to Drafter::observe_verify (tests with a
+                                         // fixed cost model turn it off to stay deterministic)
 };
 
 // Speculative generation from a fresh cache (see Session::generate_plain for the contract).

@@ -27,11 +27,12 @@ ThreadPool::~ThreadPool() {
     for (auto& t : threads_) t.join();
 }
 
-// Idle workers spin (pause) for up to SPIN_NS after their last job before they sleep on the condition
-// variable: decode issues hundreds of jobs per token with gaps of microseconds, and speculative
-// decoding's host-side work between forwards (tree building, sampling) takes up to a few ms; a wake-up
-// through the futex costs tens of microseconds on a VM, a pause loop nothing but the idle core.
-constexpr int64_t SPIN_NS = 5'000'000;
+// Idle workers wait for the next job in three stages: pause-spin for SPIN_PAUSE_NS (decode issues
+// hundreds of jobs per token, microseconds apart), then spin with sched_yield until SPIN_NS (the host
+// work of speculative decoding between forwards takes up to a few ms; yield hands the core to any
+// other runnable thread, so a busy or oversubscribed machine is not starved by a spinning worker),
+// then sleep on the condition variable (a futex wake-up costs tens of microseconds on a VM).
+constexpr int64_t SPIN_PAUSE_NS = 50'000, SPIN_NS = 5'000'000;
 
 static inline int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -41,11 +42,16 @@ static inline int64_t now_ns() {
 void ThreadPool::worker(int idx) {
     uint64_t seen = 0;
     for (;;) {
-        // spin for a while, then sleep on the condition variable
         const int64_t t0 = now_ns();
         for (int spins = 1; generation_.load(std::memory_order_acquire) == seen; spins++) {
             _mm_pause();
-            if (spins % 256 != 0 || now_ns() - t0 < SPIN_NS) continue;
+            if (spins % 64 != 0) continue;
+            const int64_t waited = now_ns() - t0;
+            if (waited < SPIN_PAUSE_NS) continue;
+            if (waited < SPIN_NS) {
+                sched_yield();
+                continue;
+            }
             std::unique_lock<std::mutex> lk(mu_);
             sleepers_.fetch_add(1);
             cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
@@ -77,7 +83,7 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     for (int spins = 1; pending_.load(std::memory_order_acquire) != 0; spins++) {
         _mm_pause();
         // a worker descheduled by a busy machine may need this core: yield after a while
-        if (spins % 256 == 0 && now_ns() - t0 > 200'000) sched_yield();
+        if (spins % 64 == 0 && now_ns() - t0 > SPIN_PAUSE_NS) sched_yield();
     }
     job_ = nullptr;
 }

@@ -1,7 +1,7 @@
 // threadpool.h: a fixed pool of worker threads for data-parallel loops (the CPU backend's engine).
 // parallel_for splits [0, n) into one contiguous static chunk per thread, so the split is
-// deterministic; workers spin up to 5 ms between jobs (decode issues hundreds of small jobs per token)
-// and then sleep.
+// deterministic; between jobs workers spin (pause, then sched_yield) for up to 5 ms, then sleep
+// (decode issues hundreds of small jobs per token).
 #pragma once
 #include <atomic>
 #include <condition_variable>

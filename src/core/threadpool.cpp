@@ -4,7 +4,7 @@
 #include <immintrin.h>
 #include <sched.h>
 
-#include <chrono>
+#include "common.h"
 
 namespace beagle {
 
@@ -27,28 +27,23 @@ ThreadPool::~ThreadPool() {
     for (auto& t : threads_) t.join();
 }
 
-// Idle workers wait for the next job in three stages: pause-spin for SPIN_PAUSE_NS (decode issues
-// hundreds of jobs per token, microseconds apart), then spin with sched_yield until SPIN_NS (the host
+// Idle workers wait for the next job in three stages: pause-spin for SPIN_PAUSE_S (decode issues
+// hundreds of jobs per token, microseconds apart), then spin with sched_yield until SPIN_S (the host
 // work of speculative decoding between forwards takes up to a few ms; yield hands the core to any
 // other runnable thread, so a busy or oversubscribed machine is not starved by a spinning worker),
 // then sleep on the condition variable (a futex wake-up costs tens of microseconds on a VM).
-constexpr int64_t SPIN_PAUSE_NS = 50'000, SPIN_NS = 5'000'000;
-
-static inline int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
+constexpr double SPIN_PAUSE_S = 50e-6, SPIN_S = 5e-3;
 
 void ThreadPool::worker(int idx) {
     uint64_t seen = 0;
     for (;;) {
-        const int64_t t0 = now_ns();
+        const double t0 = now_seconds();
         for (int spins = 1; generation_.load(std::memory_order_acquire) == seen; spins++) {
             _mm_pause();
             if (spins % 64 != 0) continue;
-            const int64_t waited = now_ns() - t0;
-            if (waited < SPIN_PAUSE_NS) continue;
-            if (waited < SPIN_NS) {
+            const double waited = now_seconds() - t0;
+            if (waited < SPIN_PAUSE_S) continue;
+            if (waited < SPIN_S) {
                 sched_yield();
                 continue;
             }
@@ -79,11 +74,11 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     }
     if (sleepers_.load() > 0) cv_.notify_all();
     fn(0);
-    const int64_t t0 = now_ns();
+    const double t0 = now_seconds();
     for (int spins = 1; pending_.load(std::memory_order_acquire) != 0; spins++) {
         _mm_pause();
         // a worker descheduled by a busy machine may need this core: yield after a while
-        if (spins % 64 == 0 && now_ns() - t0 > SPIN_PAUSE_NS) sched_yield();
+        if (spins % 64 == 0 && now_seconds() - t0 > SPIN_PAUSE_S) sched_yield();
     }
     job_ = nullptr;
 }

@@ -450,7 +450,7 @@ std::vector<uint8_t> cpu_pack_weight(const Weight& W) {
     const DType dt = W.dtype;
     const int64_t nb = W.cols / QK, ngroups = (W.rows + PACK_ROWS - 1) / PACK_ROWS;
     const uint64_t BB = pack_block_bytes(dt), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
-    const uint64_t src_blk = dt == DType::Q8_0 ? 34 : dt == DType::Q4_0 ? 18 : 20;
+    const uint64_t src_blk = dtype_row_bytes(dt, QK);  // bytes of one stored block
     std::vector<uint8_t> out((size_t)(ngroups * nb * BB), 0);
     for (int64_t r = 0; r < W.rows; r++) {
         const int64_t g = r / PACK_ROWS, l = r % PACK_ROWS;
@@ -524,32 +524,30 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     job.T = T;
 
     const int nth = pool.size();
-    if (W.packed && isa == ISA_AVX512 && current_act_bits() == 16) {  // row groups (matmul_groups_avx512.cpp)
-        job.w = W.packed;
-        quant_acts_layout(job.acts, W.cols, 16, /*interleaved=*/false, /*with_corr=*/false);
-        job.acts.base = scratch_bytes(job.acts.stride * (size_t)T);
-        pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
-            for (int64_t t = b; t < e; t++) quantize_act_row(job.acts, x + t * W.cols, t);
-        }, 8 * W.cols);
-        const int64_t ngroups = (W.rows + PACK_ROWS - 1) / PACK_ROWS;
-        pool.parallel_for(ngroups, [&](int64_t b, int64_t e, int) { matmul_groups_avx512(job, b, e); },
-                          (int64_t)PACK_ROWS * W.cols * T);
-        return;
-    }
+    // row groups (matmul_groups_avx512.cpp): plain int16 activation rows, no per-thread scratch
+    const bool packed = W.packed && isa == ISA_AVX512 && current_act_bits() == 16;
+    if (packed) job.w = W.packed;
     size_t act_bytes = 0;
     if (dtype_is_quantized(W.dtype)) {
         const int bits = current_act_bits();
-        quant_acts_layout(job.acts, W.cols, bits, /*interleaved=*/isa == ISA_AVX512,
-                          /*with_corr=*/bits == 8 && isa == ISA_AVX512 && W.dtype == DType::Q8_0);
+        const bool interleaved = isa == ISA_AVX512 && !packed;
+        quant_acts_layout(job.acts, W.cols, bits, interleaved,
+                          /*with_corr=*/bits == 8 && interleaved && W.dtype == DType::Q8_0);
         act_bytes = job.acts.stride * (size_t)T;
     }
-    const size_t per_thread = ((size_t)matmul_scratch_floats(job) * sizeof(float) + 63) / 64 * 64;
+    const size_t per_thread = packed ? 0 : ((size_t)matmul_scratch_floats(job) * sizeof(float) + 63) / 64 * 64;
     uint8_t* scratch = scratch_bytes(act_bytes + per_thread * (size_t)nth);
     if (dtype_is_quantized(W.dtype)) {
         job.acts.base = scratch;
         pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
             for (int64_t t = b; t < e; t++) quantize_act_row(job.acts, x + t * W.cols, t);
         }, 8 * W.cols);  // cost hint: ~8 operations per value; a few rows stay on the caller
+    }
+    if (packed) {
+        const int64_t ngroups = (W.rows + PACK_ROWS - 1) / PACK_ROWS;
+        pool.parallel_for(ngroups, [&](int64_t b, int64_t e, int) { matmul_groups_avx512(job, b, e); },
+                          (int64_t)PACK_ROWS * W.cols * T);
+        return;
     }
     float* thread_scratch = (float*)(scratch + act_bytes);
     const int64_t ntiles = (W.rows + RT - 1) / RT;

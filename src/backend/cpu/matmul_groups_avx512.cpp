@@ -23,11 +23,11 @@ constexpr int CT = 4;  // tokens per tile: each expanded weight vector serves CT
 //     (exact; split over NA integer accumulators, integer addition is associative so the split is free)
 //   acc = fma(float(I), d_w * d_x[b], acc);  Q4: acc = fma(m_w, s_x[b], acc)
 // The float steps per (row, token) are the same whatever C, the lane or the thread: batch invariant.
-template <DType DT, int C>
+// Q4: Q4_0 and Q4_1 (packed alike: Q4_0's offset is its m = -8 d), else Q8_0.
+template <bool Q4, int C>
 inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
-    constexpr bool Q4 = DT != DType::Q8_0;
     constexpr int NA = C == 1 ? 4 : 2;  // independent dpwssd chains per token (latency)
-    const uint64_t BB = pack_block_bytes(DT);
+    const uint64_t BB = pack_block_bytes(Q4 ? DType::Q4_1 : DType::Q8_0);
     const int64_t nb = j.acts.nb;
     const uint8_t* pg = j.w + (uint64_t)g * (uint64_t)nb * BB;
     const int32_t* xq[C];
@@ -91,15 +91,15 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * PACK_ROWS, m, acc[c]);
 }
 
-template <DType DT>
+template <bool Q4>
 void groups_loop(const MatmulJob& j, int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; g++) {
         int t = 0;
-        for (; t + CT <= j.T; t += CT) group_tile<DT, CT>(j, g, t);
+        for (; t + CT <= j.T; t += CT) group_tile<Q4, CT>(j, g, t);
         switch (j.T - t) {
-            case 1: group_tile<DT, 1>(j, g, t); break;
-            case 2: group_tile<DT, 2>(j, g, t); break;
-            case 3: group_tile<DT, 3>(j, g, t); break;
+            case 1: group_tile<Q4, 1>(j, g, t); break;
+            case 2: group_tile<Q4, 2>(j, g, t); break;
+            case 3: group_tile<Q4, 3>(j, g, t); break;
             default: break;
         }
     }
@@ -109,9 +109,8 @@ void groups_loop(const MatmulJob& j, int64_t g0, int64_t g1) {
 
 void matmul_groups_avx512(const MatmulJob& j, int64_t g0, int64_t g1) {
     switch (j.dtype) {
-        case DType::Q8_0: groups_loop<DType::Q8_0>(j, g0, g1); break;
-        case DType::Q4_0: groups_loop<DType::Q4_0>(j, g0, g1); break;
-        case DType::Q4_1: groups_loop<DType::Q4_1>(j, g0, g1); break;
+        case DType::Q8_0: groups_loop<false>(j, g0, g1); break;
+        case DType::Q4_0: case DType::Q4_1: groups_loop<true>(j, g0, g1); break;
         default: fail("matmul_groups_avx512: packed weights must be Q8_0, Q4_0 or Q4_1 (code %d)", (int)j.dtype);
     }
 }

@@ -1,7 +1,7 @@
 // test_spec_exact.cpp: greedy speculative decoding is token-identical to plain greedy decoding.
 // stories260K, 50 prompts x 256 tokens, against the plain decoding loop: prompt lookup (several
 // n-gram/gamma settings), chain and tree drafting with a random-weights Beagle draft (which is
-// rejected almost everywhere, exercising every rejection path), tree without concat, and the
+// rejected almost everywhere, exercising every rejection path), tree without concat, the hybrid (tree + lookup candidates), and the
 // shipped trained draft when present (accepted often: exercises long accepted paths + compaction).
 #include <cstdlib>
 #include <fstream>
@@ -58,6 +58,12 @@ int main() {
         aware.verify_cost.assign(25, 1.0);
         for (int T = 1; T <= 24; T++) aware.verify_cost[T] = 1 + 0.3 * (T - 1);
         dcases.push_back({"random tree, cost-aware", &rnd, aware});
+        BeagleDraftParams hybrid = aware;  // the cost-aware tree with lookup candidates merged in (--spec hybrid)
+        hybrid.lookup_ngram = 3;
+        BeagleDraftParams hybrid_fixed = tree;
+        hybrid_fixed.lookup_ngram = 3;
+        dcases.push_back({"random hybrid, cost-aware", &rnd, hybrid});
+        dcases.push_back({"random hybrid", &rnd, hybrid_fixed});
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
         if (file_exists(shipped)) {
@@ -68,6 +74,7 @@ int main() {
             dcases.push_back({"trained tree", &trained, tree});
             dcases.push_back({"trained tree 60", &trained, big});
             dcases.push_back({"trained tree, cost-aware", &trained, aware});
+            dcases.push_back({"trained hybrid, cost-aware", &trained, hybrid});
         } else {
             printf("note: %s not present yet, trained-draft cases not run\n", shipped.c_str());
         }
@@ -138,10 +145,20 @@ int main() {
               per_cost("random tree"));
         double lk_fixed = lookup_committed[0] / lookup_cost[0], lk_aware = lookup_committed[1] / lookup_cost[1];
         printf("lookup ngram 3: tokens per modelled cost %.3f with gamma 5, %.3f cost-aware (up to 8)\n", lk_fixed, lk_aware);
+        // hybrid: with a random draft the lookup candidates carry it, so it must do about as well as
+        // the cost-aware lookup alone (5% slack: the lookup here may be up to depth 5, not 8)
+        double rnd_hybrid = per_cost("random hybrid, cost-aware");
+        CHECK(rnd_hybrid >= 0.95 * lk_aware && rnd_hybrid > rnd_aware,
+              "random draft, hybrid: %.3f tokens per cost; cost-aware lookup %.3f, cost-aware tree %.3f", rnd_hybrid,
+              lk_aware, rnd_aware);
         CHECK(lk_aware > lk_fixed && lk_aware >= 0.95, "cost-aware lookup: %.3f tokens per modelled cost, fixed gamma 5: %.3f",
               lk_aware, lk_fixed);
         if (trained.cfg.dim) {
             double tr_aware = per_cost("trained tree, cost-aware");
+            double tr_hybrid = per_cost("trained hybrid, cost-aware");
+            CHECK(tr_hybrid > tr_aware && tr_hybrid > lk_aware,
+                  "trained draft: hybrid %.3f tokens per cost, not above the cost-aware tree %.3f and lookup %.3f",
+                  tr_hybrid, tr_aware, lk_aware);
             for (const char* fixed : {"trained tree", "trained tree 60"})
                 CHECK(tr_aware > per_cost(fixed), "trained draft: cost-aware %.3f tokens per cost, not above %s's %.3f",
                       tr_aware, fixed, per_cost(fixed));

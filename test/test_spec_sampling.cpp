@@ -4,7 +4,10 @@
 // Drafters: an oracle tree (the target's own top-3 + greedy chain: accepted often; deterministic
 // candidates, point-mass q), a random-weights Beagle draft in chain mode (candidates SAMPLED from its
 // q: exercises min(1, p/q) and the residual max(0, p - q)) and in tree mode (siblings rejected in
-// turn). Each test at alpha = 1e-3; 9 tests -> family-wise false alarm <= 0.9% (Bonferroni).
+// turn), the shipped draft (chain, tree, cost-aware tree), and on a second, repetitive prompt prompt
+// lookup and the hybrid (tree + lookup candidates). Each test at alpha = 1e-3; 10 drafters x 3
+// positions = 30 tests -> family-wise false alarm <= 3% (Bonferroni; fixed seeds, so a given build
+// either passes or fails for good).
 // Test of the test: with the residual rule broken on purpose (SpecParams::debug_break_residual) the
 // oracle drafter's output must be rejected with p < 1e-6.
 #include <algorithm>
@@ -130,21 +133,26 @@ int main() {
     const int N = 2000, NPOS = 3;
     try {
         Session s(M + "stories260K.bin", M + "tok512.bin", 1, 512, 64);
-        std::vector<int> ids = s.encode_prompt("Once upon a time", false, "");
+        // prompt 2 repeats itself, so that prompt lookup finds n-gram matches
+        const std::vector<std::vector<int>> prompts = {
+            s.encode_prompt("Once upon a time", false, ""),
+            s.encode_prompt("Once upon a time, there was a little girl named Lily. Lily went to the park. "
+                            "Lily went to the park with her mom. Lily", false, "")};
         SamplingParams sp;
         sp.temperature = 1.0f;
         sp.top_p = 1.0f;
         sp.top_k = 0;
-        // plain sampling: position k of sample i
-        std::vector<std::vector<int>> plain(NPOS);
-        for (int i = 0; i < N; i++) {
-            sp.seed = mix(1 + i);
-            GenStats st;
-            std::vector<int> out;
-            s.generate_plain(ids, NPOS, sp, nullptr, &st, &out);
-            CHECK((int)out.size() == NPOS, "plain sample %d has %zu tokens", i, out.size());
-            for (int k = 0; k < NPOS && k < (int)out.size(); k++) plain[k].push_back(out[k]);
-        }
+        // plain sampling, per prompt: position k of sample i
+        std::vector<std::vector<std::vector<int>>> plain(prompts.size(), std::vector<std::vector<int>>(NPOS));
+        for (size_t pi = 0; pi < prompts.size(); pi++)
+            for (int i = 0; i < N; i++) {
+                sp.seed = mix(1 + i);
+                GenStats st;
+                std::vector<int> out;
+                s.generate_plain(prompts[pi], NPOS, sp, nullptr, &st, &out);
+                CHECK((int)out.size() == NPOS, "plain sample %d has %zu tokens", i, out.size());
+                for (int k = 0; k < NPOS && k < (int)out.size(); k++) plain[pi][k].push_back(out[k]);
+            }
         DraftWeights rnd;
         rnd.init_random(draft_config_for_target(s.mf->config, s.tok->spec()), 11);
         DraftFrozen fz = frozen_from_target(*s.mf, false);
@@ -154,7 +162,7 @@ int main() {
         BeagleDraftParams tree;
         tree.total_tokens = 12;
         tree.topk = 4;
-        struct Case { const char* name; std::unique_ptr<Drafter> d; bool broken; };
+        struct Case { const char* name; std::unique_ptr<Drafter> d; bool broken; int prompt = 0; };
         std::vector<Case> cases;
         cases.push_back({"oracle tree", std::unique_ptr<Drafter>(new OracleDrafter(s)), false});
         cases.push_back({"random chain (sampled q)", make_beagle_drafter(rnd, fz, s, chain), false});
@@ -180,6 +188,12 @@ int main() {
             aware.verify_cost.assign(17, 1.0);
             for (int T = 1; T <= 16; T++) aware.verify_cost[T] = 1 + 0.3 * (T - 1);
             cases.push_back({"trained tree, cost-aware", make_beagle_drafter(trained, fz, s, aware), false});
+            // prompt lookup and the hybrid on the repetitive prompt (ids2), where n-gram matches occur
+            BeagleDraftParams hybrid = aware;  // lookup candidates (point masses) merged into the tree
+            hybrid.lookup_ngram = 3;
+            cases.push_back({"lookup (prompt 2)", make_lookup_drafter(3, 4), false, 1});
+            cases.push_back({"trained tree, cost-aware (p2)", make_beagle_drafter(trained, fz, s, aware), false, 1});
+            cases.push_back({"trained hybrid, cost-aware (p2)", make_beagle_drafter(trained, fz, s, hybrid), false, 1});
         } else {
             CHECK(false, "%s missing: the trained-draft cases cannot run", shipped.c_str());
         }
@@ -193,7 +207,7 @@ int main() {
                 spp.debug_break_residual = c.broken;
                 SpecStats st;
                 std::vector<int> out;
-                generate_speculative(s, *c.d, ids, NPOS, sp, spp, nullptr, &st, &out);
+                generate_speculative(s, *c.d, prompts[c.prompt], NPOS, sp, spp, nullptr, &st, &out);
                 CHECK((int)out.size() == NPOS, "%s sample %d has %zu tokens", c.name, i, out.size());
                 for (int k = 0; k < NPOS && k < (int)out.size(); k++) sd[k].push_back(out[k]);
                 tau += st.tau();
@@ -202,7 +216,7 @@ int main() {
             for (int k = 0; k < NPOS; k++) {
                 double stat;
                 int df;
-                double p = two_sample_p(plain[k], sd[k], &stat, &df);
+                double p = two_sample_p(plain[c.prompt][k], sd[k], &stat, &df);
                 min_p = std::min(min_p, p);
                 printf("%-30s position %d: chi2 %.1f df %d p %.3g\n", c.name, k, stat, df, p);
                 if (!c.broken) CHECK(p >= 1e-3, "%s: position %d distribution differs from plain sampling (p %.3g)", c.name, k, p);

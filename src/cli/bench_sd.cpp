@@ -1,5 +1,5 @@
 // bench_sd.cpp: `beagle bench-sd`: the speculative-decoding benchmark. Greedy, batch 1, over prompt
-// categories (Spec-Bench JSONL), modes none / lookup / chain / tree in the same process: tau,
+// categories (Spec-Bench JSONL), modes none / lookup / chain / tree (/ hybrid) in the same process: tau,
 // acceptance by depth, tokens/s, speedup over plain decoding of the same prompts, peak RSS; every
 // mode's output is also checked token-for-token against plain greedy decoding (exactness).
 // Writes one JSON object (-o FILE).
@@ -66,6 +66,7 @@ bool is_mt_bench_category(const std::string& c) {
 
 int cmd_bench_sd(int argc, char** argv) {
     std::string model, tok_path, draft, prompts_path, out, modes_s = "none,lookup,chain,tree", cats_s, total_tokens = "auto";
+    double lookup_skip = 0.5;
     long per_cat = 5, n = 256, threads = 2, gamma = 5, depth = 5, topk = 10, ctx = 2048, random_draft = -1;
     bool chat = true;
     Args a("bench-sd", "-m MODEL -d DRAFT --prompts FILE [options]",
@@ -80,13 +81,15 @@ int cmd_bench_sd(int argc, char** argv) {
     a.str("--prompts", &prompts_path, "prompt file (Spec-Bench / MT-Bench JSONL, ...)");
     a.str("--categories", &cats_s, "comma-separated categories to run (default: all in the file)");
     a.integer("--per-category", &per_cat, "prompts per category");
-    a.str("--modes", &modes_s, "comma-separated: none, lookup, chain, tree");
+    a.str("--modes", &modes_s, "comma-separated: none, lookup, chain, tree, hybrid (tree + lookup candidates)");
     a.integer("-n,--n-predict", &n, "tokens generated per prompt");
     a.integer("-t,--threads", &threads, "CPU threads");
     a.integer("-c,--ctx-size", &ctx, "context length");
     a.integer("--gamma", &gamma, "chain/lookup length");
     a.integer("--depth", &depth, "tree depth");
     a.integer("--topk", &topk, "tree top-k");
+    a.number("--lookup-skip", &lookup_skip, "hybrid: send a lookup match alone (no draft forward) when its first token's learnt\n"
+             "acceptance rate is at least this (> 1: never)");
     a.str("--total-tokens", &total_tokens, "tree size or 'auto'");
     a.str("-o,--output", &out, "write the JSON here too");
     bool no_chat = false;
@@ -101,8 +104,9 @@ int cmd_bench_sd(int argc, char** argv) {
         size_t e = modes_s.find(',', b);
         if (e == std::string::npos) e = modes_s.size();
         std::string m = modes_s.substr(b, e - b);
-        if (m != "none" && m != "lookup" && m != "chain" && m != "tree") fail("beagle bench-sd: unknown mode '%s'", m.c_str());
-        if ((m == "chain" || m == "tree") && draft.empty() && random_draft < 0)
+        if (m != "none" && m != "lookup" && m != "chain" && m != "tree" && m != "hybrid")
+            fail("beagle bench-sd: unknown mode '%s' (expected none, lookup, chain, tree or hybrid)", m.c_str());
+        if ((m == "chain" || m == "tree" || m == "hybrid") && draft.empty() && random_draft < 0)
             fail("beagle bench-sd: mode %s needs -d DRAFT (or --random-draft SEED)", m.c_str());
         modes.push_back(m);
         b = e + 1;
@@ -127,11 +131,12 @@ int cmd_bench_sd(int argc, char** argv) {
     Session s(model, tok_path, (int)threads, (int)ctx, 64);
     DraftWeights dw;
     DraftFrozen fz;
-    std::unique_ptr<Drafter> chain_d, tree_d;
+    std::unique_ptr<Drafter> chain_d, tree_d, hybrid_d;
     std::string tree_size = "0";
     // --total-tokens auto: tree and lookup send, each round, what is worth its verify cost measured here
     std::vector<double> cost;
     bool cost_aware = total_tokens == "auto" && (std::count(modes.begin(), modes.end(), "tree") ||
+                                                 std::count(modes.begin(), modes.end(), "hybrid") ||
                                                  std::count(modes.begin(), modes.end(), "lookup"));
     if (cost_aware) cost = measure_verify_cost(s, 64, (int)std::max(depth, gamma) + 1);
     if (!draft.empty() && random_draft >= 0) fail("beagle bench-sd: give -d DRAFT or --random-draft SEED, not both");
@@ -160,6 +165,9 @@ int cmd_bench_sd(int argc, char** argv) {
             tree_size = std::to_string(bp.total_tokens);
         }
         tree_d = make_beagle_drafter(dw, fz, s, bp);
+        bp.lookup_ngram = 3;  // the lookup mode's n
+        bp.lookup_skip = lookup_skip;
+        hybrid_d = make_beagle_drafter(dw, fz, s, bp);
     }
     std::unique_ptr<Drafter> lookup_d = make_lookup_drafter(3, (int)gamma, cost);
     SamplingParams greedy;
@@ -184,7 +192,8 @@ int cmd_bench_sd(int argc, char** argv) {
                     st.gen_tokens_after_root = g.target_passes;
                     plain = got;
                 } else {
-                    Drafter* d = m == "lookup" ? lookup_d.get() : m == "chain" ? chain_d.get() : tree_d.get();
+                    Drafter* d = m == "lookup" ? lookup_d.get() : m == "chain" ? chain_d.get()
+                               : m == "hybrid" ? hybrid_d.get() : tree_d.get();
                     SpecParams spp;
                     spp.max_tree = 64;
                     generate_speculative(s, *d, ids, (int)n, greedy, spp, nullptr, &st, &got);

@@ -27,7 +27,7 @@ namespace beagle {
 int cmd_generate(int argc, char** argv) {
     std::string model, tok_path, prompt, prompt_file, system;
     long n_predict = 256, threads = default_threads(), seed = -1, top_k = 0, ctx = 0, batch = 64;
-    double temp = 0.8, top_p = 0.9;
+    double temp = 0.8, top_p = 0.9, lookup_skip = 0.5;
     bool chat = false, json = false, no_stream = false, compare = false;
     std::string spec = "", draft, backend;
     long gamma = 5, ngram = 3, max_tree = 64, depth = 5, topk = 10;
@@ -53,14 +53,17 @@ int cmd_generate(int argc, char** argv) {
     a.flag("--json", &json, "print statistics as one JSON object on stderr's last line");
     a.flag("--no-stream", &no_stream, "print the text once at the end instead of token by token");
     a.str("-d,--draft", &draft, "Beagle draft weights (enables speculative decoding)");
-    a.str("--spec", &spec, "none | lookup | chain | tree (default: tree with a draft, else none)");
+    a.str("--spec", &spec, "none | lookup | chain | tree | hybrid (default: tree with a draft, else none);\n"
+                               "hybrid = tree with the prompt-lookup continuation (--ngram) merged into the candidates");
     a.integer("--gamma", &gamma, "chain and lookup: tokens drafted per round");
     a.integer("--depth", &depth, "tree: draft depth");
     a.integer("--topk", &topk, "tree: children per expanded node and nodes expanded per depth");
     a.str("--total-tokens", &total_tokens, "tree: nodes per verify pass, or 'auto' (per round, as many as pay for their verify cost measured here)");
     a.flag("--no-concat", &no_concat, "draft attends to true states only (not its own predictions)");
     a.flag("--draft-f32", &draft_f32, "draft matrices in f32 as trained (default: a Q8_0 copy, 4x fewer bytes per step)");
-    a.integer("--ngram", &ngram, "lookup: longest n-gram matched in the context");
+    a.integer("--ngram", &ngram, "lookup and hybrid: longest n-gram matched in the context");
+    a.number("--lookup-skip", &lookup_skip, "hybrid: send a lookup match alone (no draft forward) when its first token's learnt\n"
+             "acceptance rate is at least this (> 1: never)");
     a.integer("--max-tree", &max_tree, "most tokens per verify pass (root included)");
     a.flag("--compare", &compare, "also run plain decoding on the same prompt and report the speedup");
     a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
@@ -78,9 +81,9 @@ int cmd_generate(int argc, char** argv) {
     if (batch < 1 || batch > 4096) fail("beagle generate: -b must be in 1..4096, got %ld", batch);
     if (ctx < 0) fail("beagle generate: -c must be >= 0, got %ld", ctx);
     if (spec.empty()) spec = draft.empty() ? "none" : "tree";
-    if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree")
-        fail("beagle generate: --spec must be none, lookup, chain or tree, got '%s'", spec.c_str());
-    if ((spec == "chain" || spec == "tree") && draft.empty())
+    if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid")
+        fail("beagle generate: --spec must be none, lookup, chain, tree or hybrid, got '%s'", spec.c_str());
+    if ((spec == "chain" || spec == "tree" || spec == "hybrid") && draft.empty())
         fail("beagle generate: --spec %s needs a draft model (-d DRAFT)", spec.c_str());
     if (gamma < 1 || gamma > 63) fail("beagle generate: --gamma must be in 1..63, got %ld", gamma);
     if (depth < 1 || depth > 32) fail("beagle generate: --depth must be in 1..32, got %ld", depth);
@@ -125,7 +128,9 @@ int cmd_generate(int argc, char** argv) {
         check_draft_fits_target(dw.cfg, s.mf->config, s.tok->spec(), draft);
         fz = frozen_from_target(*s.mf, false);
         BeagleDraftParams bp;
-        bp.tree = spec == "tree";
+        bp.tree = spec == "tree" || spec == "hybrid";
+        bp.lookup_ngram = spec == "hybrid" ? (int)ngram : 0;
+        bp.lookup_skip = lookup_skip;
         bp.gamma = (int)gamma;
         bp.depth = (int)depth;
         bp.topk = (int)topk;
@@ -134,9 +139,9 @@ int cmd_generate(int argc, char** argv) {
         if (total_tokens == "auto" && bp.tree) {
             bp.verify_cost = measure_verify_cost(s, (int)max_tree, (int)depth + 1);
             const std::vector<double>& c = bp.verify_cost;
-            fprintf(stderr, "tree: --total-tokens auto: each round keeps the candidates worth their verify cost, up to %d "
+            fprintf(stderr, "%s: --total-tokens auto: each round keeps the candidates worth their verify cost, up to %d "
                     "tokens (measured here: verifying 2 / 4 / %d tokens costs %.2f / %.2f / %.2f decode steps)\n",
-                    (int)c.size() - 1, (int)c.size() - 1, c[2], c[std::min<size_t>(4, c.size() - 1)], c.back());
+                    spec.c_str(), (int)c.size() - 1, (int)c.size() - 1, c[2], c[std::min<size_t>(4, c.size() - 1)], c.back());
         } else if (total_tokens != "auto") {
             char* end = nullptr;
             long v = strtol(total_tokens.c_str(), &end, 10);

@@ -1,7 +1,8 @@
 // beagle_drafter.cpp: drafting with the Beagle cross-attention draft (SPEC section 3, inference):
 // chain (gamma steps, each query sees the true states plus, in concat mode, its own earlier
 // predictions) and the EAGLE-2 dynamic tree (expand the top-k nodes of each depth by cumulative
-// draft log-probability, then keep the best total_tokens nodes of the whole tree).
+// draft log-probability, then keep the best total_tokens nodes of the whole tree); optionally with the
+// prompt-lookup continuation merged into the tree (hybrid).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -15,7 +16,8 @@ namespace beagle {
 class BeagleDrafter : public Drafter {
 public:
     BeagleDrafter(const DraftWeights& w, const DraftFrozen& fz, Session& s, const BeagleDraftParams& p)
-        : p_(p), V_(w.cfg.head_rows()), Vt_(w.cfg.vocab_size), d2t_(w.d2t), cost_(p.verify_cost) {
+        : p_(p), V_(w.cfg.head_rows()), Vt_(w.cfg.vocab_size), d2t_(w.d2t), cost_(p.verify_cost),
+          rates_(std::max(p.lookup_ngram, 1), std::max(p.depth, 1)) {
         int max_pred = p.tree ? 1 + p.topk * std::max(0, p.depth - 1) : p.gamma;
         max_pred = std::max(max_pred, 1);
         draft_.reset(new Draft(w, fz, *s.ops, s.llama->ctx(), max_pred + 1, std::max(p.topk, 1)));
@@ -24,19 +26,29 @@ public:
         draft_->set_concat(p.concat);
         words_ = (max_pred + 1 + 63) / 64;
     }
-    const char* name() const override { return p_.tree ? "tree" : "chain"; }
+    const char* name() const override { return !p_.tree ? "chain" : p_.lookup_ngram ? "hybrid" : "tree"; }
 
     void begin(const std::vector<int>& prompt, const float* states) override {
         draft_->reset();
         draft_->add_true_states(states, (int)prompt.size());
-        shadow_tok_ = -1;
+        shadow_tok_ = shadow_lk_tok_ = -1;
+        sent_score_.clear();
+        lk_sent_.clear();
     }
 
     void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
-        if (!cost_.empty() && tree.size() > 1) {  // calibration: accepted vs predicted
-            for (int i = 1; i < tree.size(); i++) predicted_ += std::exp((double)tree.score[i]);
-            accepted_ += (double)path.size() - 1;
+        if (p_.tree && !cost_.empty() && tree.size() > 1) {  // calibration of drafted nodes: accepted vs predicted
+            for (int i = 1; i < tree.size() && i < (int)sent_score_.size(); i++)
+                if (std::isfinite(sent_score_[i])) predicted_ += std::exp((double)sent_score_[i]);
+            for (size_t k = 1; k < path.size(); k++)
+                if (path[k] < (int)sent_score_.size() && std::isfinite(sent_score_[path[k]])) accepted_ += 1;
         }
+        for (size_t k = 1; k <= lk_sent_.size(); k++) {  // hybrid: the lookup chain, depth k reached iff k - 1 accepted
+            bool hit = path.size() > k && path[k] == lk_sent_[k - 1];
+            rates_.count(lk_m_, (int)k, hit);
+            if (!hit) break;
+        }
+        lk_sent_.clear();
         draft_->clear_pred();
         draft_->add_true_states(path_states, (int)path.size());
     }
@@ -45,7 +57,7 @@ public:
         BEAGLE_CHECK((int)history.size() == draft_->n_true(), "draft out of step: %zu committed tokens, %d true states",
                      history.size(), draft_->n_true());
         draft_->clear_pred();
-        if (p_.tree) propose_tree(tree, room);
+        if (p_.tree) propose_tree(history, tree, room);
         else propose_chain(tree, room, sp, rng);
     }
 
@@ -62,6 +74,10 @@ private:
     double predicted_ = 4, accepted_ = 4;  // cost-aware trees: sum of exp(score) sent, accepted (prior 4/4)
     int shadow_tok_ = -1;                  // cost-aware trees: best candidate of a round that sent none
     double shadow_p_ = 0;
+    std::vector<float> sent_score_;        // per node of the last tree: draft log-probability (-inf: lookup only)
+    LookupRates rates_;                    // hybrid: acceptance of lookup candidates per (n-gram length, depth)
+    std::vector<int> lk_sent_;             // hybrid: tree indices of the lookup chain sent last round, by depth
+    int lk_m_ = 0, shadow_lk_tok_ = -1, shadow_lk_m_ = 0;  // its n-gram length; a match that sent nothing
     std::vector<float> logits_;
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
 
@@ -119,7 +135,7 @@ private:
         return std::max(m, 1e-3);
     }
 
-    void propose_tree(DraftTree* tree, int room) {
+    void propose_tree(const std::vector<int>& history, DraftTree* tree, int room) {
         int P = draft_->n_true();
         const bool aware = !cost_.empty();
         int total = std::min(room, aware ? cost_.max_tokens() : p_.total_tokens);
@@ -129,17 +145,31 @@ private:
             accepted_ += tree->token[0] == shadow_tok_ ? 1 : 0;
             shadow_tok_ = -1;
         }
+        if (shadow_lk_tok_ >= 0) {  // the same for the lookup chain's first token
+            rates_.count(shadow_lk_m_, 1, tree->token[0] == shadow_lk_tok_);
+            shadow_lk_tok_ = -1;
+        }
         const double a = aware ? calib() : 1.0;
         const float min_score = aware ? (float)std::log(min_token_cost() / a) : -INFINITY;
         // working tree (before the final rerank): token, parent, depth, score, pred row
-        struct Node { int tok, parent, depth; float score; int pred; };
+        struct Node { int tok, parent, depth; float score; int pred; bool drafted; };
         std::vector<Node> nodes;
-        nodes.push_back({tree->token[0], -1, 0, 0.0f, -1});
+        nodes.push_back({tree->token[0], -1, 0, 0.0f, -1, true});
         std::vector<int> frontier(1, 0);
         std::vector<float> lp;
         // a tree of `total` nodes needs no more than total - 1 levels or children per node
         const int depth = std::min(p_.depth, total - 1), topk = std::min(p_.topk, total - 1);
-        for (int d = 0; d < depth; d++) {
+        // hybrid: find the lookup match first; one whose first token is accepted often enough
+        // (learnt rate >= lookup_skip) is sent without running the draft at all
+        std::vector<int> ctx;
+        int lk_from = 0, lk_m = 0;
+        if (p_.lookup_ngram > 0) {
+            ctx = history;
+            ctx.push_back(tree->token[0]);
+            lk_m = find_ngram(ctx, p_.lookup_ngram, &lk_from);
+        }
+        const bool skip_draft = lk_m > 0 && rates_.rate(lk_m, 1) >= p_.lookup_skip;
+        for (int d = 0; d < depth && !skip_draft; d++) {
             // expand the best `topk` frontier nodes (the root alone at depth 0)
             std::vector<int> ex(frontier);
             std::stable_sort(ex.begin(), ex.end(), [&](int a, int b) { return nodes[a].score > nodes[b].score; });
@@ -173,40 +203,85 @@ private:
                     return lp[a] > lp[b] || (lp[a] == lp[b] && a < b);
                 });
                 for (int j = 0; j < k; j++) {
-                    nodes.push_back({tok_of(idx[j]), ex[i], nodes[ex[i]].depth + 1, nodes[ex[i]].score + lp[idx[j]], -1});
+                    nodes.push_back({tok_of(idx[j]), ex[i], nodes[ex[i]].depth + 1, nodes[ex[i]].score + lp[idx[j]], -1, true});
                     frontier.push_back((int)nodes.size() - 1);
                 }
             }
         }
-        // rerank: the best total - 1 candidates by cumulative log-probability. A child never scores
-        // above its parent (log q <= 0) and ties go to the lower index (parents come first), so
-        // the kept set contains every kept node's ancestors.
+        // value = log of the estimated chance that a node is accepted: a q(path) for drafted nodes
+        int best_drafted = nodes.size() > 1 ? 1 : 0;  // depth-1 nodes come first, best first
+        std::vector<float> val(nodes.size());
+        for (size_t i = 0; i < nodes.size(); i++) val[i] = nodes[i].score + (float)std::log(a);
+        std::vector<int> lk_nodes;  // hybrid: the lookup chain's nodes by depth
+        if (lk_m > 0) merge_lookup(ctx, lk_m, lk_from, std::min(p_.depth, total - 1), &nodes, &val, &lk_nodes);
+        // rerank: the best total - 1 candidates by value. A child never scores above its parent (log q
+        // <= 0, lookup rates <= 1) and ties go to the lower index (parents come first), so the kept
+        // set contains every kept node's ancestors.
         std::vector<int> order(nodes.size() - 1);
         std::iota(order.begin(), order.end(), 1);
-        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return nodes[a].score > nodes[b].score; });
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return val[a] > val[b]; });
         if ((int)order.size() > total - 1) order.resize(total - 1);
         if (aware) {  // the prefix of the ranking with the most expected tokens per unit of verify cost
             double expect = 1, best = 1.0 / cost_[1];
             size_t keep = 0;
-            if (!order.empty()) {  // kept only if nothing is sent: calibrates against the next root
-                shadow_tok_ = nodes[order[0]].tok;
-                shadow_p_ = std::exp((double)nodes[order[0]].score);
-            }
             for (size_t i = 0; i < order.size(); i++) {
-                expect += a * std::exp((double)nodes[order[i]].score);
+                expect += std::exp((double)val[order[i]]);
                 double gain = expect / cost_[(int)i + 2];
                 if (gain > best) { best = gain; keep = i + 1; }
             }
             order.resize(keep);
-            if (keep) shadow_tok_ = -1;
+        }
+        // nothing sent: the best drafted candidate and the lookup's first token are checked against
+        // the next root instead (else their estimates could only fall)
+        if (aware && order.empty() && best_drafted > 0) {
+            shadow_tok_ = nodes[best_drafted].tok;
+            shadow_p_ = std::exp((double)nodes[best_drafted].score);
+        }
+        if (!lk_nodes.empty() && std::find(order.begin(), order.end(), lk_nodes[0]) == order.end()) {
+            shadow_lk_tok_ = nodes[lk_nodes[0]].tok;
+            shadow_lk_m_ = lk_m_;
         }
         std::sort(order.begin(), order.end());  // creation order is topological, siblings by score
         std::vector<int> newidx(nodes.size(), -1);
         newidx[0] = 0;
+        sent_score_.assign(1, 0.0f);
         for (int o : order) {
             int par = newidx[nodes[o].parent];
             if (par < 0) continue;  // cannot happen (see above); keep the tree valid regardless
-            newidx[o] = tree->add(par, nodes[o].tok, nodes[o].score);
+            newidx[o] = tree->add(par, nodes[o].tok, val[o]);
+            sent_score_.push_back(nodes[o].drafted ? nodes[o].score : -INFINITY);
+        }
+        lk_sent_.clear();
+        for (int i : lk_nodes) {
+            if (newidx[i] < 0) break;
+            lk_sent_.push_back(newidx[i]);
+        }
+    }
+
+    // Hybrid: the continuation ctx[from ..] of the context's last m-gram (find_ngram) becomes a chain
+    // under the root, each node valued log(reach), reach = the product of the learnt rates down to
+    // it. A chain node the draft also proposed (same parent and token) stays one node with the larger
+    // value.
+    template <class Node>
+    void merge_lookup(const std::vector<int>& ctx, int m, int from, int max_len, std::vector<Node>* nodes,
+                      std::vector<float>* val, std::vector<int>* chain) {
+        lk_m_ = m;
+        const int len = std::min(max_len, (int)ctx.size() - from);
+        double reach = 1;
+        for (int k = 1, par = 0; k <= len; k++) {
+            reach *= rates_.rate(m, k);
+            const int tok = ctx[from + k - 1];
+            int c = -1;
+            for (size_t j = 1; j < nodes->size() && c < 0; j++)
+                if ((*nodes)[j].parent == par && (*nodes)[j].tok == tok) c = (int)j;
+            if (c < 0) {
+                nodes->push_back({tok, par, k, -INFINITY, -1, false});
+                val->push_back(-INFINITY);
+                c = (int)nodes->size() - 1;
+            }
+            (*val)[c] = std::max((*val)[c], (float)std::log(reach));
+            chain->push_back(c);
+            par = c;
         }
     }
 };

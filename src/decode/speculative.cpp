@@ -11,55 +11,55 @@
 namespace beagle {
 
 // ---------------------------------------------------------------- prompt lookup drafter
+int find_ngram(const std::vector<int>& ctx, int ngram, int* from) {
+    const int L = (int)ctx.size();
+    for (int n = std::min(ngram, L - 1); n >= 1; n--) {
+        const int* tail = &ctx[L - n];
+        for (int start = L - n - 1; start >= 0; start--)
+            if (std::equal(tail, tail + n, &ctx[start])) {
+                *from = start + n;  // < L: the continuation holds at least the token after the match
+                return n;
+            }
+    }
+    return 0;
+}
+
 class LookupDrafter : public Drafter {
 public:
     LookupDrafter(int ngram, int gamma, std::vector<double> cost)
-        : ngram_(ngram), gamma_(gamma), cost_(std::move(cost)) {
-        // acceptance counts per (matched n-gram length m, depth k), prior 1 of 2
-        reached_.assign((size_t)(ngram + 1) * (gamma + 1), 2.0);
-        accepted_.assign(reached_.size(), 1.0);
-    }
+        : ngram_(ngram), gamma_(gamma), cost_(std::move(cost)), rates_(ngram, gamma) {}
     const char* name() const override { return "lookup"; }
     void begin(const std::vector<int>&, const float*) override { shadow_tok_ = -1; }
     void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams&, Rng&) override {
         if (shadow_tok_ >= 0) {  // last round matched but sent nothing: was its first token the target's?
-            at(reached_, shadow_m_, 1) += 1;
-            at(accepted_, shadow_m_, 1) += tree->token[0] == shadow_tok_ ? 1 : 0;
+            rates_.count(shadow_m_, 1, tree->token[0] == shadow_tok_);
             shadow_tok_ = -1;
         }
-        // context = history + root; find the latest earlier occurrence of its last n-gram
+        // context = history + root; the continuation of the latest earlier occurrence of its last n-gram
         std::vector<int> ctx(history);
         ctx.push_back(tree->token[0]);
-        int L = (int)ctx.size();
-        for (int n = std::min(ngram_, L - 1); n >= 1; n--) {
-            const int* tail = &ctx[L - n];
-            for (int start = L - n - 1; start >= 0; start--) {
-                if (!std::equal(tail, tail + n, &ctx[start])) continue;
-                int from = start + n, len = std::min({gamma_, L - from, room - 1});
-                if (len < 1) continue;
-                if (!cost_.empty()) len = worth_sending(n, len, ctx[from]);
-                for (int k = 0, par = 0; k < len; k++) par = tree->add(par, ctx[from + k], 0.0f);
-                matched_ = n;
-                return;
-            }
-        }
+        int from = 0, m = find_ngram(ctx, ngram_, &from);
+        if (m == 0) return;
+        int len = std::min({gamma_, (int)ctx.size() - from, room - 1});
+        if (len < 1) return;
+        if (!cost_.empty()) len = worth_sending(m, len, ctx[from]);
+        for (int k = 0, par = 0; k < len; k++) par = tree->add(par, ctx[from + k], 0.0f);
+        matched_ = m;
     }
     void observe_verify(int T, double seconds) override { cost_.observe(T, seconds); }
     void accept(const DraftTree& tree, const std::vector<int>& path, const float*) override {
         if (cost_.empty()) return;
         for (int k = 1; k < tree.size(); k++) {  // a chain: depth k is reached iff k - 1 tokens were accepted
-            at(reached_, matched_, k) += 1;
+            rates_.count(matched_, k, (int)path.size() > k);
             if ((int)path.size() <= k) break;
-            at(accepted_, matched_, k) += 1;
         }
     }
 
 private:
     int ngram_, gamma_;
-    VerifyCost cost_;                         // non-empty: cost-aware length (see make_lookup_drafter)
-    std::vector<double> reached_, accepted_;  // [(m, k)]
+    VerifyCost cost_;     // non-empty: cost-aware length (see make_lookup_drafter)
+    LookupRates rates_;
     int matched_ = 1, shadow_tok_ = -1, shadow_m_ = 1;
-    double& at(std::vector<double>& v, int m, int k) { return v[(size_t)m * (gamma_ + 1) + k]; }
     // The chain length n <= len with the most expected tokens per unit of verify cost, from the
     // acceptance rates seen so far for matches of this length (0: a plain step).
     int worth_sending(int m, int len, int first_tok) {
@@ -67,7 +67,7 @@ private:
         double expect = 1, reach = 1, best = 1.0 / cost_[1];
         int keep = 0;
         for (int k = 1; k <= len; k++) {
-            reach *= at(accepted_, m, k) / at(reached_, m, k);
+            reach *= rates_.rate(m, k);
             expect += reach;
             if (expect / cost_[k + 1] > best) { best = expect / cost_[k + 1]; keep = k; }
         }

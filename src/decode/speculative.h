@@ -56,6 +56,30 @@ public:
     virtual void observe_verify(int T, double seconds) {}
 };
 
+// Prompt lookup: the latest earlier occurrence in ctx of its last n-gram, n = ngram .. 1 (longest
+// first). Returns the matched n (0: none) and sets *from: ctx[from ..] continues the match (from <
+// ctx.size(), so at least one token).
+int find_ngram(const std::vector<int>& ctx, int ngram, int* from);
+
+// Acceptance rates of lookup candidates per (matched n-gram length m, depth k): the fraction of the
+// times depth k was reached (its parent accepted) that its candidate was accepted; prior 1 of 2.
+class LookupRates {
+public:
+    LookupRates(int ngram, int depth) : K_(depth + 1), reached_((size_t)(ngram + 1) * (depth + 1), 2.0),
+                                        accepted_(reached_.size(), 1.0) {}
+    int max_depth() const { return K_ - 1; }
+    double rate(int m, int k) const { return accepted_[at(m, k)] / reached_[at(m, k)]; }
+    void count(int m, int k, bool accepted) {
+        reached_[at(m, k)] += 1;
+        accepted_[at(m, k)] += accepted ? 1 : 0;
+    }
+
+private:
+    int K_;
+    std::vector<double> reached_, accepted_;
+    size_t at(int m, int k) const { return (size_t)m * K_ + k; }
+};
+
 // Prompt lookup (n-gram) drafting: no model; the continuation of the latest earlier occurrence of
 // the context's last n-gram (n = ngram .. 1) becomes a chain of up to `gamma` tokens. With a
 // verify cost table (measure_verify_cost, --total-tokens auto) each round sends only the first n
@@ -69,6 +93,10 @@ struct BeagleDraftParams {
     int gamma = 5;           // chain length
     int depth = 5, topk = 10, total_tokens = 60;  // EAGLE-2 dynamic tree
     bool concat = true;      // draft keys: true states + own predictions (false: true states only)
+    int lookup_ngram = 0;    // tree only, > 0 (hybrid): the prompt-lookup continuation of the context's last
+                             // n-gram (n <= lookup_ngram) joins the candidates, valued by its learnt rates
+    double lookup_skip = 0.5;  // hybrid: a match whose first token's learnt acceptance rate is at least this
+                               // is sent alone, without running the draft (> 1: always run the draft)
     bool q8 = true;          // draft matrices from a Q8_0 copy (Draft::use_q8_weights); false: the f32 weights
     // Non-empty (--total-tokens auto): verify_cost[T] = cost of verifying T tokens in decode steps
     // (measure_verify_cost). Each round then keeps the best-ranked n candidates that maximise the

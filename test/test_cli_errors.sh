@@ -44,7 +44,8 @@ if timeout 60 "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -n 600 --
 D=$BEAGLE_ROOT/weights/beagle-stories260K.bin
 S=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
 expect_error "tree without a draft" "needs a draft model (-d DRAFT)" "$B" generate "${S[@]}" --spec tree -p hi
-expect_error "unknown --spec" "--spec must be none, lookup, chain or tree, got 'forest'" "$B" generate "${S[@]}" -d "$D" --spec forest -p hi
+expect_error "unknown --spec" "--spec must be none, lookup, chain, tree or hybrid, got 'forest'" "$B" generate "${S[@]}" -d "$D" --spec forest -p hi
+expect_error "hybrid without a draft" "--spec hybrid needs a draft model" "$B" generate "${S[@]}" --spec hybrid -p hi
 expect_error "--depth 0" "--depth must be in 1..32, got 0" "$B" generate "${S[@]}" -d "$D" --depth 0 -p hi
 expect_error "--total-tokens 1" "--total-tokens must be 'auto' or an integer in 2..1024" "$B" generate "${S[@]}" -d "$D" --total-tokens 1 -p hi
 expect_error "--gamma 0" "--gamma" "$B" generate "${S[@]}" -d "$D" --spec chain --gamma 0 -p hi

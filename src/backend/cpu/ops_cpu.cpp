@@ -102,6 +102,8 @@ static inline void weighted_sum(float* o, const float* w, float inv, const float
     for (int d = 0; d < ND; d++) acc[d] = _mm256_setzero_ps();
     for (int i = 0; i < nk; i++) {
         const float* v = vb + (int64_t)keys[i] * kv_dim;
+        if (i + 32 < nk)  // rows ahead (prefetch only: the arithmetic is unchanged)
+            for (int c = 0; c < 8 * ND; c += 16) _mm_prefetch((const char*)(vb + (int64_t)keys[i + 32] * kv_dim + c), _MM_HINT_T0);
         const __m256 a = _mm256_set1_ps(w[i] * inv);
         for (int d = 0; d < ND; d++) acc[d] = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8 * d), acc[d]);
     }
@@ -140,10 +142,34 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
             }
             int nk = (int)keys.size();
             float mx = -INFINITY;
-            for (int i = 0; i < nk; i++) {
-                float s = dot_f32(qr, kcache + (int64_t)keys[i] * kv_dim + kvh * head_dim, head_dim) * scale;
-                sc[i] = s;
-                if (s > mx) mx = s;
+            const float* kb = kcache + kvh * head_dim;
+            if (head_dim == 64 || head_dim == 128) {  // 8 keys at a time (dot8_keys); the tail repeats the last key
+                const __m256 vscale = _mm256_set1_ps(scale);
+                __m256 vmx = _mm256_set1_ps(-INFINITY);
+                for (int i = 0; i < nk; i += 8) {
+                    const float* kp[8];
+                    for (int j = 0; j < 8; j++) kp[j] = kb + (int64_t)keys[std::min(i + j, nk - 1)] * kv_dim;
+                    for (int j = i + 32; j < std::min(i + 40, nk); j++)  // four blocks ahead: rows not yet in cache
+                        for (int c = 0; c < head_dim; c += 16) _mm_prefetch((const char*)(kb + (int64_t)keys[j] * kv_dim + c), _MM_HINT_T0);
+                    __m256 s8 = _mm256_mul_ps(head_dim == 64 ? dot8_keys<8>(qr, kp) : dot8_keys<16>(qr, kp), vscale);
+                    vmx = _mm256_max_ps(vmx, s8);  // repeated last key: no effect on the max
+                    if (i + 8 <= nk) {
+                        _mm256_storeu_ps(sc.data() + i, s8);
+                    } else {
+                        alignas(32) float tmp[8];
+                        _mm256_store_ps(tmp, s8);
+                        for (int j = 0; i + j < nk; j++) sc[i + j] = tmp[j];
+                    }
+                }
+                alignas(32) float m8[8];
+                _mm256_store_ps(m8, vmx);
+                for (int j = 0; j < 8; j++) mx = std::max(mx, m8[j]);
+            } else {
+                for (int i = 0; i < nk; i++) {
+                    float s = dot_f32(qr, kb + (int64_t)keys[i] * kv_dim, head_dim) * scale;
+                    sc[i] = s;
+                    if (s > mx) mx = s;
+                }
             }
             // weights e^(s - max) in chunks of 8 (the last one padded, its extra lanes zeroed); their sum
             // in 8 lanes then hsum8: one fixed order for a given key count

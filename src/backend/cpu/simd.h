@@ -55,4 +55,22 @@ static inline __m256 exp8_neg(__m256 x) {
 // sum_i x[i]^2
 static inline float sumsq_f32(const float* x, int n) { return dot_f32(x, x, n); }
 
+// Scores of one query q against 8 keys k[0..8) of 8 ND floats each: lane l of key j accumulates
+// q[8c + l] k_j[8c + l] by FMA for c = 0..ND-1, then the 8 lanes are summed in one fixed tree
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), the same for every j: a key's score does not
+// depend on the keys it is computed with. Eight independent FMA chains instead of one per key.
+template <int ND>
+static inline __m256 dot8_keys(const float* q, const float* const* k) {
+    __m256 acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k[j]));
+    for (int c = 1; c < ND; c++) {
+        const __m256 qc = _mm256_loadu_ps(q + 8 * c);
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k[j] + 8 * c), acc[j]);
+    }
+    const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
+    const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
 }  // namespace beagle

@@ -81,16 +81,6 @@ private:
     std::vector<float> logits_;
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
 
-    // log-softmax of one row
-    void log_softmax(const float* lg, std::vector<float>* out) {
-        float mx = *std::max_element(lg, lg + V_);
-        float sum = 0;
-        for (int i = 0; i < V_; i++) sum += expf(lg[i] - mx);
-        float lse = mx + logf(sum);
-        out->resize(V_);
-        for (int i = 0; i < V_; i++) (*out)[i] = lg[i] - lse;
-    }
-
     void propose_chain(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
         int P = draft_->n_true();
         std::vector<uint64_t> mask(words_, 0);
@@ -156,7 +146,7 @@ private:
         std::vector<Node> nodes;
         nodes.push_back({tree->token[0], -1, 0, 0.0f, -1, true});
         std::vector<int> frontier(1, 0);
-        std::vector<float> lp;
+        std::vector<int> idx;
         // a tree of `total` nodes needs no more than total - 1 levels or children per node
         const int depth = std::min(p_.depth, total - 1), topk = std::min(p_.topk, total - 1);
         // hybrid: find the lookup match first; one whose first token is accepted often enough
@@ -194,16 +184,14 @@ private:
                 for (int i = 0; i < n; i++) nodes[ex[i]].pred = base + i;
             }
             frontier.clear();
-            for (int i = 0; i < n; i++) {
-                log_softmax(&logits_[(size_t)i * V_], &lp);
-                std::vector<int> idx(V_);
-                std::iota(idx.begin(), idx.end(), 0);
-                int k = std::min(topk, V_);
-                std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
-                    return lp[a] > lp[b] || (lp[a] == lp[b] && a < b);
-                });
+            for (int i = 0; i < n; i++) {  // children: the top-k of the row, scored by log-softmax
+                const float* lg = &logits_[(size_t)i * V_];
+                const float lse = log_sum_exp(lg, V_);
+                const int k = std::min(topk, V_);
+                idx.resize(k);
+                top_k_indices(lg, V_, k, idx.data());
                 for (int j = 0; j < k; j++) {
-                    nodes.push_back({tok_of(idx[j]), ex[i], nodes[ex[i]].depth + 1, nodes[ex[i]].score + lp[idx[j]], -1, true});
+                    nodes.push_back({tok_of(idx[j]), ex[i], nodes[ex[i]].depth + 1, nodes[ex[i]].score + (lg[idx[j]] - lse), -1, true});
                     frontier.push_back((int)nodes.size() - 1);
                 }
             }

@@ -5,7 +5,38 @@
 #include <cmath>
 #include <numeric>
 
+#include "../backend/cpu/simd.h"  // exp8_neg (host code: the logits are on the host here)
+
 namespace beagle {
+
+float log_sum_exp(const float* x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = std::max(mx, x[i]);
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, exp8_neg(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx)));
+    float sum = hsum8(acc);
+    for (; i < n; i++) sum += expf(x[i] - mx);
+    return mx + logf(sum);
+}
+
+void top_k_indices(const float* x, int n, int k, int* out) {
+    k = std::min(k, n);
+    std::vector<float> val(k);
+    int have = 0;
+    for (int i = 0; i < n; i++) {
+        if (have == k && !(x[i] > val[k - 1])) continue;  // ties keep the lower index
+        int j = have < k ? have++ : k - 1;
+        while (j > 0 && x[i] > val[j - 1]) {
+            val[j] = val[j - 1];
+            out[j] = out[j - 1];
+            j--;
+        }
+        val[j] = x[i];
+        out[j] = i;
+    }
+}
 
 int argmax(const float* logits, int n) {
     int best = 0;

@@ -29,6 +29,8 @@ struct Rng {
 };
 
 int argmax(const float* logits, int n);  // lowest index wins ties
+float log_sum_exp(const float* x, int n);                // log sum_i e^x[i], max-shifted (vectorized exp)
+void top_k_indices(const float* x, int n, int k, int* out);  // the min(k, n) largest, descending; ties: lower index first
 
 // The sampling distribution after temperature/top-k/top-p, as candidates sorted by decreasing
 // probability (ties: lower id first) with probabilities summing to `total` (not renormalised,

@@ -70,7 +70,7 @@ static void test_verify_cost() {
     CHECK(none.empty(), "empty cost table stays empty");
 }
 
-// The tree drafter's ranking helpers against plain references: log_sum_exp vs a float64 sum (rows
+// argmax and the tree drafter's ranking helpers against plain references: log_sum_exp vs a float64 sum (rows
 // of 8192 logits, spread 0..30 and one far outlier; relative error < 1e-5: the vectorized exp is
 // within a few ulp per term) and top_k_indices vs a stable sort (many exact ties, k = 1, 10, n).
 static void test_ranking_helpers() {
@@ -86,6 +86,16 @@ static void test_ranking_helpers() {
         double ref = mx + std::log(sum), got = log_sum_exp(x.data(), n);
         CHECK(std::abs(got - ref) <= 1e-5 * std::max(1.0, std::abs(ref)), "log_sum_exp n %d: %.9g vs %.9g", n, got, ref);
         for (int i = 0; i < n; i++) x[i] = (float)(int)(8 * uni());  // 8 distinct values: ties everywhere
+        int ref_arg = 0;  // argmax: the first index of the maximum
+        for (int i = 1; i < n; i++)
+            if (x[i] > x[ref_arg]) ref_arg = i;
+        CHECK(argmax(x.data(), n) == ref_arg, "argmax n %d: %d, expected %d", n, argmax(x.data(), n), ref_arg);
+        if (n > 2) {
+            std::vector<float> y(x);
+            y[1] = NAN;  // a NaN never wins
+            int a2 = argmax(y.data(), n);
+            CHECK(a2 != 1 && (ref_arg == 1 || a2 == ref_arg), "argmax with a NaN at 1 (n %d): %d", n, a2);
+        }
         std::vector<int> order(n);
         for (int i = 0; i < n; i++) order[i] = i;
         std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return x[a] > x[b]; });

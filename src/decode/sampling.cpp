@@ -39,10 +39,28 @@ void top_k_indices(const float* x, int n, int k, int* out) {
 }
 
 int argmax(const float* logits, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (logits[i] > logits[best]) best = i;
-    return best;
+    // the maximum (8 lanes; NaN never wins: max_ps returns its second operand, the running max, then),
+    // then the first index holding it
+    int i = 0;
+    float mx = n > 0 ? logits[0] : 0.0f;
+    if (n >= 8) {
+        __m256 vmx = _mm256_set1_ps(-INFINITY);
+        for (; i + 8 <= n; i += 8) vmx = _mm256_max_ps(_mm256_loadu_ps(logits + i), vmx);
+        alignas(32) float m8[8];
+        _mm256_store_ps(m8, vmx);
+        mx = m8[0];
+        for (int j = 1; j < 8; j++) mx = std::max(mx, m8[j]);
+    }
+    for (; i < n; i++)
+        if (logits[i] > mx) mx = logits[i];
+    const __m256 target = _mm256_set1_ps(mx);
+    for (i = 0; i + 8 <= n; i += 8) {
+        int bits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(logits + i), target, _CMP_EQ_OQ));
+        if (bits) return i + __builtin_ctz(bits);
+    }
+    for (; i < n; i++)
+        if (logits[i] == mx) return i;
+    return 0;  // no number at all (every logit NaN)
 }
 
 void warp(const float* logits, int n, const SamplingParams& sp, Candidates* out) {

@@ -98,15 +98,20 @@ void CpuOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParams
 template <int ND>
 static inline void weighted_sum(float* o, const float* w, float inv, const float* vb, const int* keys, int nk,
                                 int kv_dim) {
+    // (the d loops are unrolled by force: at -O2 GCC otherwise keeps acc[] in memory, a store-to-load
+    // round trip in every FMA chain)
     __m256 acc[ND];
+#pragma GCC unroll 16
     for (int d = 0; d < ND; d++) acc[d] = _mm256_setzero_ps();
     for (int i = 0; i < nk; i++) {
         const float* v = vb + (int64_t)keys[i] * kv_dim;
         if (i + 32 < nk)  // rows ahead (prefetch only: the arithmetic is unchanged)
             for (int c = 0; c < 8 * ND; c += 16) _mm_prefetch((const char*)(vb + (int64_t)keys[i + 32] * kv_dim + c), _MM_HINT_T0);
         const __m256 a = _mm256_set1_ps(w[i] * inv);
+#pragma GCC unroll 16
         for (int d = 0; d < ND; d++) acc[d] = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8 * d), acc[d]);
     }
+#pragma GCC unroll 16
     for (int d = 0; d < ND; d++) _mm256_storeu_ps(o + 8 * d, acc[d]);
 }
 

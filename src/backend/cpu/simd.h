@@ -61,10 +61,13 @@ static inline float sumsq_f32(const float* x, int n) { return dot_f32(x, x, n); 
 // depend on the keys it is computed with. Eight independent FMA chains instead of one per key.
 template <int ND>
 static inline __m256 dot8_keys(const float* q, const float* const* k) {
-    __m256 acc[8];
+    __m256 acc[8];  // loops unrolled by force so that acc[] stays in registers
+#pragma GCC unroll 8
     for (int j = 0; j < 8; j++) acc[j] = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k[j]));
+#pragma GCC unroll 16
     for (int c = 1; c < ND; c++) {
         const __m256 qc = _mm256_loadu_ps(q + 8 * c);
+#pragma GCC unroll 8
         for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k[j] + 8 * c), acc[j]);
     }
     const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);

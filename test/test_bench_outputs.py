@@ -42,12 +42,12 @@ with tempfile.TemporaryDirectory() as tmp:
             f.write(json.dumps({"question_id": i, "category": cat, "turns": [text]}) + "\n")
     out = f"{tmp}/s.json"
     r = run(["bench-sd"] + M + ["-d", DRAFT, "--prompts", prompts, "--per-category", "2", "-n", "24", "-t", "1",
-                                "--no-chat", "-o", out])
+                                "--no-chat", "--modes", "none,lookup,chain,tree,hybrid", "-o", out])
     check(r.returncode == 0, f"bench-sd failed ({r.returncode}): {r.stderr[-600:]}")
     if r.returncode == 0:
         s = json.load(open(out))
         check(set(s["categories"]) == {"writing", "rag"}, f"categories {list(s['categories'])}")
-        modes = ["none", "lookup", "chain", "tree"]
+        modes = ["none", "lookup", "chain", "tree", "hybrid"]
         for name, c in list(s["categories"].items()) + [("mt_bench", s["mt_bench"]), ("overall", s["overall"])]:
             check(list(c) == modes, f"{name}: modes {list(c)}")
             for m in modes:

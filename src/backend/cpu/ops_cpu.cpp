@@ -202,10 +202,20 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
     }, (int64_t)4 * n_keys_max * head_dim);
 }
 
+// out = g sigmoid(g) up, 8 lanes at a time (the tail through masked loads, so every element gets the
+// same arithmetic wherever it sits): sigmoid(g) = 1 / (1 + e) for g >= 0, e / (1 + e) below, with
+// e = e^-|g| (exp8_neg: no overflow).
 void CpuOps::swiglu(float* out, const float* gate, const float* up, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = g * (1.0f / (1.0f + expf(-g))) * up[i];
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (size_t i = 0; i < n; i += 8) {
+        const int m = (int)std::min<size_t>(8, n - i);
+        const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), lane_ids);
+        const __m256 g = _mm256_maskload_ps(gate + i, lanes), u = _mm256_maskload_ps(up + i, lanes);
+        const __m256 e = exp8_neg(_mm256_or_ps(g, sign));  // e^-|g|
+        const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+        const __m256 sg = _mm256_blendv_ps(_mm256_mul_ps(e, r), r, _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GE_OQ));
+        _mm256_maskstore_ps(out + i, lanes, _mm256_mul_ps(_mm256_mul_ps(g, sg), u));
     }
 }
 

@@ -14,8 +14,12 @@
 #   4. `beagle datagen` again, now with the Q4_1 target itself (the states the draft sees at inference):
 #      the first 1600 ShareGPT prompts (the 608 above among them), same limits -> WORK/data-smollm2-q41.
 #   5. `beagle train --init` phase 3 on that data (the reduced vocabulary stays phase 2's), 3 + 1 epochs,
-#      seed 3, 2 threads; then the evaluation on held-out prompts (the first 10 MT-Bench first turns;
-#      no ShareGPT prompt is among them).
+#      seed 3, 2 threads -> WORK/beagle-smollm2-135m.phase3.bin.
+#   6. `beagle datagen` (Q4_1 target) over the ShareGPT prompts not used yet: the rest of sg90k (--skip
+#      1600) and all of sharegpt_v3_filtered_1000.json, plus the first 576 sg90k prompts again (a
+#      replay of part of step 4's data); merged into WORK/data-smollm2-phase4 (links to the shards).
+#   7. `beagle train --init` phase 4 on that: 3 + 1 epochs, seed 4, then the evaluation on held-out
+#      prompts (the first 10 MT-Bench first turns; no ShareGPT prompt is among them).
 # The numbers of the shipped run (data size, epochs, time) are in weights/beagle-smollm2-135m.bin.json
 # and docs/training.md. Environment: LIMIT, WORK, OUT, THREADS, VLOSS2 override the defaults.
 set -euo pipefail
@@ -41,8 +45,15 @@ build/beagle train "${common[@]}" --data "$WORK/data-smollm2" -t "$THREADS" -o "
     --init "$WORK/beagle-smollm2-135m.phase1.bin" --stage1-epochs 3 --stage2-epochs 2 --vloss-weight "$VLOSS2" --seed 2
 build/beagle datagen -m "$M" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --limit 1600 \
     -n 192 --max-prompt 256 -o "$WORK/data-smollm2-q41" --batch 16 --shard-seqs 32 -t 2
-build/beagle train "${common[@]}" --data "$WORK/data-smollm2-q41" -o "$OUT" --ckpt "$WORK/beagle-smollm2-135m.ckpt" \
-    --init "$WORK/beagle-smollm2-135m.phase2.bin" --stage1-epochs 3 --stage2-epochs 1 --vloss-weight 1 --seed 3 -t 2 \
+build/beagle train "${common[@]}" --data "$WORK/data-smollm2-q41" -o "$WORK/beagle-smollm2-135m.phase3.bin" --ckpt "$WORK/beagle-smollm2-135m.phase3.ckpt" \
+    --init "$WORK/beagle-smollm2-135m.phase2.bin" --stage1-epochs 3 --stage2-epochs 1 --vloss-weight 1 --seed 3 -t 2
+gen=(-m "$M" -n 192 --max-prompt 256 --batch 16 --shard-seqs 32 -t 2)
+build/beagle datagen "${gen[@]}" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --limit 576 -o "$WORK/data-p4-replay"
+build/beagle datagen "${gen[@]}" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --skip 1600 -o "$WORK/data-p4-sg90k"
+build/beagle datagen "${gen[@]}" --prompts "$SHARED/data/train/sharegpt_v3_filtered_1000.json" -o "$WORK/data-p4-v3"
+bash scripts/merge_data.sh "$WORK/data-smollm2-phase4" "$WORK/data-p4-replay" "$WORK/data-p4-sg90k" "$WORK/data-p4-v3"
+build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase4" -o "$OUT" --ckpt "$WORK/beagle-smollm2-135m.ckpt" \
+    --init "$WORK/beagle-smollm2-135m.phase3.bin" --stage1-epochs 3 --stage2-epochs 1 --vloss-weight 1 --seed 4 -t 2 \
     --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 "$@"
 total=$(( $(date +%s) - start ))
 echo "train_smollm2: datagen ${t_data} s, total ${total} s ($(( total / 60 )) min); summary in $OUT.json"

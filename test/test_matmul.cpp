@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul.h"
+#include "backend/ops.h"
 #include "backend/cpu/quantize.h"
 #include "core/common.h"
 #include "core/tensor.h"
@@ -321,6 +322,57 @@ static void test_pack_errors() {
     CHECK_THROWS(cpu_pack_weight(W), "row 1 block 0");
 }
 
+// Ops::matmul_weight's packed copies belong to the matrix's bytes and live while a Weight holds them:
+// one Tensor object pointed first at matrix A, its Weight dropped, then at matrix B (as a draft freed
+// and another allocated at the same addresses): B's product must be B's, not A's (a cache keyed by the
+// Tensor's address returned A's copy). A second Weight of B shares the first's copy.
+static void test_pack_lifetime() {
+    std::unique_ptr<Ops> ops = make_cpu_ops(2);
+    const int rows = 64, cols = 64, nb = cols / 32;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd;
+    auto quantized = [&](std::vector<uint8_t>* out) {  // Q8_0 rows: f16 scale + 32 int8 per block
+        out->assign((size_t)rows * nb * 34, 0);
+        for (int r = 0; r < rows; r++)
+            for (int b = 0; b < nb; b++) {
+                uint8_t* blk = out->data() + ((size_t)r * nb + b) * 34;
+                const uint16_t d = f32_to_f16(0.01f + 0.001f * (float)(rng() % 10));
+                memcpy(blk, &d, 2);
+                for (int i = 0; i < 32; i++) blk[2 + i] = (uint8_t)(int8_t)(rng() % 255 - 127);
+            }
+    };
+    std::vector<uint8_t> A, B;
+    quantized(&A);
+    quantized(&B);
+    const int T = 4;  // the packed kernel serves T > 1 (one token goes through the original rows)
+    std::vector<float> x((size_t)T * cols), y((size_t)T * rows), yref((size_t)T * rows);
+    for (float& v : x) v = nd(rng);
+    Tensor t;
+    t.name = "w";
+    t.dtype = DType::Q8_0;
+    t.ndim = 2;
+    t.shape[0] = rows;
+    t.shape[1] = cols;
+    t.nbytes = A.size();
+    t.data = A.data();
+    {
+        Weight wa = ops->matmul_weight(t);
+        ops->matmul(y.data(), x.data(), wa, T);
+    }
+    t.data = B.data();
+    Weight wb = ops->matmul_weight(t), wb2 = ops->matmul_weight(t);
+    ops->matmul(y.data(), x.data(), wb, T);
+    ops->matmul(yref.data(), x.data(), ops->weight(t), T);  // the unpacked path over B's bytes
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < y.size(); i++) {
+        err = std::max(err, (double)std::abs(y[i] - yref[i]));
+        scale = std::max(scale, (double)std::abs(yref[i]));
+    }
+    CHECK(err <= 1e-4 * scale + 1e-6, "matrix B through matmul_weight: max |diff| %.3g vs its own product (scale %.3g): a stale packed copy?",
+          err, scale);
+    CHECK(wb.packed && wb.packed == wb2.packed, "two Weights of one matrix share one packed copy");
+}
+
 // Default activation bits: 16, or env BEAGLE_ACT_BITS (checked before anything fixes the choice).
 static void test_act_bits_env() {
     setenv("BEAGLE_ACT_BITS", "4", 1);
@@ -357,6 +409,8 @@ int main() {
             test_nan("avx512", bits, pool2);
         }
         test_pack_errors();
+        cpu_matmul_set_act_bits(16);  // the packed kernel's setting
+        test_pack_lifetime();
         g_pack = false;
         g_packs.clear();
     }

@@ -22,6 +22,7 @@ struct Weight {
     DType dtype = DType::F32;
     int64_t rows = 0, cols = 0;  // matrices: {out, in}; vectors: rows = 1
     const uint8_t* packed = nullptr;  // CPU backend only: the same matrix in row groups (cpu_pack_weight), or null
+    std::shared_ptr<const void> keep;  // owner of `packed` (shared by copies of this Weight), or null
 };
 
 // Which keys a block of queries may see in attention (never a dense T x T tensor).

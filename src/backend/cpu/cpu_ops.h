@@ -68,7 +68,17 @@ public:
 private:
     ThreadPool pool_;
     std::vector<std::vector<float>> scratch_;  // per-thread attention scores
-    std::map<const Tensor*, std::vector<uint8_t>> packed_;  // matmul_weight: row-group copies (AVX-512)
+    // matmul_weight: row-group copies (AVX-512), found by the matrix's bytes (data pointer, size, dtype,
+    // shape) and alive while some Weight holds them: a tensor freed and another allocated at the same
+    // address never gets the old copy (its Weights died with it, so the entry expired).
+    struct Pack {
+        const void* data;
+        uint64_t nbytes;
+        DType dtype;
+        int64_t rows, cols;
+        std::weak_ptr<const std::vector<uint8_t>> bytes;
+    };
+    std::vector<Pack> packs_;
 };
 
 }  // namespace beagle

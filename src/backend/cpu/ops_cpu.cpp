@@ -42,9 +42,19 @@ Weight CpuOps::weight(const Tensor& t) {
 Weight CpuOps::matmul_weight(const Tensor& t) {
     Weight w = weight(t);
     if (strcmp(cpu_matmul_isa(), "avx512") != 0 || !cpu_can_pack(w.dtype) || w.cols % QK != 0 || w.rows < 1) return w;
-    std::vector<uint8_t>& p = packed_[&t];  // tied weights (lm_head = tok_embd) are packed once
-    if (p.empty()) p = cpu_pack_weight(w);
-    w.packed = p.data();
+    packs_.erase(std::remove_if(packs_.begin(), packs_.end(), [](const Pack& p) { return p.bytes.expired(); }),
+                 packs_.end());
+    for (const Pack& p : packs_)  // tied weights (lm_head = tok_embd) are packed once
+        if (p.data == t.data && p.nbytes == t.nbytes && p.dtype == w.dtype && p.rows == w.rows && p.cols == w.cols)
+            if (std::shared_ptr<const std::vector<uint8_t>> b = p.bytes.lock()) {
+                w.packed = b->data();
+                w.keep = b;
+                return w;
+            }
+    auto b = std::make_shared<const std::vector<uint8_t>>(cpu_pack_weight(w));
+    packs_.push_back({t.data, t.nbytes, w.dtype, w.rows, w.cols, b});
+    w.packed = b->data();
+    w.keep = b;
     return w;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # train_smollm2.sh: reproduces the shipped draft weights/beagle-smollm2-135m.bin for the default target
-# SmolLM2-135M-Instruct (Q4_1 GGUF, `make model`) from scratch on a 2-core CPU (about 5 hours).
+# SmolLM2-135M-Instruct (Q4_1 GGUF, `make model`) from scratch on a 2-core CPU (about 6 hours).
 #   1. `beagle datagen`: the target answers the first LIMIT (608) ShareGPT prompts of
 #      ../shared/data/train/sharegpt_sg90k_first_sampled_sorted.json (chat template, greedy, up to 192
 #      new tokens, prompts cut to 256 tokens), 16 sequences per target pass, f32 weights; shards of
@@ -18,8 +18,9 @@
 #   6. `beagle datagen` (Q4_1 target) over the ShareGPT prompts not used yet: the rest of sg90k (--skip
 #      1600) and all of sharegpt_v3_filtered_1000.json, plus the first 576 sg90k prompts again (a
 #      replay of part of step 4's data); merged into WORK/data-smollm2-phase4 (links to the shards).
-#   7. `beagle train --init` phase 4 on that: 3 + 1 epochs, seed 4, then the evaluation on held-out
-#      prompts (the first 10 MT-Bench first turns; no ShareGPT prompt is among them).
+#   7. `beagle train --init` phase 4 on that: 3 + 1 epochs, seed 4.
+#   8. phase 5, the same data again: 2 + 1 epochs, seed 5, then the evaluation on held-out prompts (the
+#      first 10 MT-Bench first turns; no ShareGPT prompt is among them).
 # The numbers of the shipped run (data size, epochs, time) are in weights/beagle-smollm2-135m.bin.json
 # and docs/training.md. Environment: LIMIT, WORK, OUT, THREADS, VLOSS2 override the defaults.
 set -euo pipefail
@@ -52,8 +53,10 @@ build/beagle datagen "${gen[@]}" --prompts "$SHARED/data/train/sharegpt_sg90k_fi
 build/beagle datagen "${gen[@]}" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --skip 1600 -o "$WORK/data-p4-sg90k"
 build/beagle datagen "${gen[@]}" --prompts "$SHARED/data/train/sharegpt_v3_filtered_1000.json" -o "$WORK/data-p4-v3"
 bash scripts/merge_data.sh "$WORK/data-smollm2-phase4" "$WORK/data-p4-replay" "$WORK/data-p4-sg90k" "$WORK/data-p4-v3"
+build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase4" -o "$WORK/beagle-smollm2-135m.phase4.bin" --ckpt "$WORK/beagle-smollm2-135m.phase4.ckpt" \
+    --init "$WORK/beagle-smollm2-135m.phase3.bin" --stage1-epochs 3 --stage2-epochs 1 --vloss-weight 1 --seed 4 -t 2
 build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase4" -o "$OUT" --ckpt "$WORK/beagle-smollm2-135m.ckpt" \
-    --init "$WORK/beagle-smollm2-135m.phase3.bin" --stage1-epochs 3 --stage2-epochs 1 --vloss-weight 1 --seed 4 -t 2 \
+    --init "$WORK/beagle-smollm2-135m.phase4.bin" --stage1-epochs 2 --stage2-epochs 1 --vloss-weight 1 --seed 5 -t 2 \
     --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 "$@"
 total=$(( $(date +%s) - start ))
 echo "train_smollm2: datagen ${t_data} s, total ${total} s ($(( total / 60 )) min); summary in $OUT.json"

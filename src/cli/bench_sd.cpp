@@ -250,7 +250,9 @@ int cmd_bench_sd(int argc, char** argv) {
         write_file_atomic(out, js.data(), js.size());
         // charts next to the JSON: speedup by category (bars per mode), acceptance by depth (chain, tree)
         std::string stem = out.size() > 5 && out.compare(out.size() - 5, 5, ".json") == 0 ? out.substr(0, out.size() - 5) : out;
-        const uint32_t colours[] = {0x7f7f7f, 0x2ca02c, 0x1f77b4, 0xd62728};
+        auto colour = [](const std::string& m) -> uint32_t {  // one colour per mode, whatever the order
+            return m == "none" ? 0x7f7f7f : m == "lookup" ? 0x2ca02c : m == "chain" ? 0x1f77b4 : m == "tree" ? 0xd62728 : 0x9467bd;
+        };
         BarChart sc;
         std::string base = model.substr(model.find_last_of('/') == std::string::npos ? 0 : model.find_last_of('/') + 1);
         sc.title = strfmt("Speedup over plain greedy decoding: %s, %ld threads", base.c_str(), threads);
@@ -264,7 +266,7 @@ int cmd_bench_sd(int argc, char** argv) {
         for (size_t k = 0; k < modes.size(); k++) {
             BarGroup g;
             g.label = modes[k];
-            g.rgb = colours[k % 4];
+            g.rgb = colour(modes[k]);
             for (const std::string& c : shown) {
                 double plain = acc[c].count("none") ? acc[c]["none"].tok_s() : 0;
                 g.values.push_back(plain > 0 ? acc[c][modes[k]].tok_s() / plain : 0);
@@ -283,7 +285,7 @@ int cmd_bench_sd(int argc, char** argv) {
             const Acc& a1 = total[modes[k]];
             LineSeries ls;
             ls.label = strfmt("%s (tau %.2f)", modes[k].c_str(), a1.tau());
-            ls.rgb = colours[k % 4];
+            ls.rgb = colour(modes[k]);
             for (size_t d = 0; d < a1.reached.size(); d++)
                 if (a1.reached[d] > 0) {
                     ls.x.push_back((double)d + 1);

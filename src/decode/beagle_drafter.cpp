@@ -43,11 +43,7 @@ public:
             for (size_t k = 1; k < path.size(); k++)
                 if (path[k] < (int)sent_score_.size() && std::isfinite(sent_score_[path[k]])) accepted_ += 1;
         }
-        for (size_t k = 1; k <= lk_sent_.size(); k++) {  // hybrid: the lookup chain, depth k reached iff k - 1 accepted
-            bool hit = path.size() > k && path[k] == lk_sent_[k - 1];
-            rates_.count(lk_m_, (int)k, hit);
-            if (!hit) break;
-        }
+        rates_.count_chain(lk_m_, lk_sent_, path);  // hybrid: the lookup chain sent (empty otherwise)
         lk_sent_.clear();
         draft_->clear_pred();
         draft_->add_true_states(path_states, (int)path.size());

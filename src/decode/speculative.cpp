@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "../core/common.h"
 
@@ -49,10 +50,9 @@ public:
     void observe_verify(int T, double seconds) override { cost_.observe(T, seconds); }
     void accept(const DraftTree& tree, const std::vector<int>& path, const float*) override {
         if (cost_.empty()) return;
-        for (int k = 1; k < tree.size(); k++) {  // a chain: depth k is reached iff k - 1 tokens were accepted
-            rates_.count(matched_, k, (int)path.size() > k);
-            if ((int)path.size() <= k) break;
-        }
+        std::vector<int> chain(tree.size() - 1);  // the tree is the chain itself: node k at depth k
+        std::iota(chain.begin(), chain.end(), 1);
+        rates_.count_chain(matched_, chain, path);
     }
 
 private:

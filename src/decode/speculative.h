@@ -73,6 +73,15 @@ public:
         reached_[at(m, k)] += 1;
         accepted_[at(m, k)] += accepted ? 1 : 0;
     }
+    // One verify of a chain sent as tree nodes chain[0 ..] (depths 1, 2, ...): depth k was reached
+    // iff depth k - 1 was accepted, and accepted iff the accepted path's node k is chain[k - 1].
+    void count_chain(int m, const std::vector<int>& chain, const std::vector<int>& path) {
+        for (size_t k = 1; k <= chain.size(); k++) {
+            const bool hit = path.size() > k && path[k] == chain[k - 1];
+            count(m, (int)k, hit);
+            if (!hit) break;
+        }
+    }
 
 private:
     int K_;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../../core/common.h"
+#include "simd.h"
 
 namespace beagle {
 
@@ -82,10 +83,6 @@ inline __m256 load8_w(const uint8_t* p) {
     __m128i h = _mm_loadu_si128((const __m128i*)p);
     if (DT == DType::F16) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // BF16
-}
-
-inline __m256i tail_mask8(int rem) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 template <DType DT>

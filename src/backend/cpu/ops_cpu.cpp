@@ -192,7 +192,7 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
             __m256 vsum = _mm256_setzero_ps();
             for (int i = 0; i < nk; i += 8) {
                 const int n = std::min(8, nk - i);
-                const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                const __m256i lanes = tail_mask8(n);
                 __m256 e = exp8_neg(_mm256_sub_ps(_mm256_maskload_ps(sc.data() + i, lanes), vmx));
                 e = _mm256_and_ps(e, _mm256_castsi256_ps(lanes));
                 _mm256_maskstore_ps(sc.data() + i, lanes, e);
@@ -217,10 +217,8 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
 // e = e^-|g| (exp8_neg: no overflow).
 void CpuOps::swiglu(float* out, const float* gate, const float* up, size_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-    const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (size_t i = 0; i < n; i += 8) {
-        const int m = (int)std::min<size_t>(8, n - i);
-        const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), lane_ids);
+        const __m256i lanes = tail_mask8((int)std::min<size_t>(8, n - i));
         const __m256 g = _mm256_maskload_ps(gate + i, lanes), u = _mm256_maskload_ps(up + i, lanes);
         const __m256 e = exp8_neg(_mm256_or_ps(g, sign));  // e^-|g|
         const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));

@@ -52,6 +52,11 @@ static inline __m256 exp8_neg(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// Lanes 0 .. rem - 1 set (a mask for maskload / maskstore of a tail of rem < 8 elements; all 8 if rem >= 8).
+static inline __m256i tail_mask8(int rem) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 // sum_i x[i]^2
 static inline float sumsq_f32(const float* x, int n) { return dot_f32(x, x, n); }
 

@@ -59,6 +59,17 @@ int main() {
     ao.clip = 0.5f;
     AdamW adam(m, ao);
     CHECK(std::fabs(adam.lr_at(0) - 3e-3f / 5) < 1e-9 && adam.lr_at(5) == 3e-3f, "warm-up schedule");
+    {   // warm-up, stable, decay (--lr-decay): linear to 0 over steps [60, 100)
+        AdamWOptions d = ao;
+        d.decay_from = 60;
+        d.decay_to = 100;
+        AdamW sched(m, d);
+        CHECK(sched.lr_at(59) == 3e-3f && sched.lr_at(60) == 3e-3f, "decay starts at decay_from");
+        CHECK(std::fabs(sched.lr_at(80) - 1.5e-3f) < 1e-9 && std::fabs(sched.lr_at(99) - 3e-3f / 40) < 1e-9,
+              "linear decay: half way at 80, 1/40 at the last step");
+        CHECK(sched.lr_at(100) == 0.0f && sched.lr_at(150) == 0.0f, "zero after decay_to");
+        CHECK(adam.lr_at(1000) == 3e-3f, "no decay configured: constant");
+    }
     for (int stage : {1, 2}) {
         TrainOptions opt;
         opt.stage = stage;

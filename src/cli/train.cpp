@@ -42,6 +42,8 @@ int cmd_train(int argc, char** argv) {
     a.flag("--sim-grad-through", &o.sim_grad_through, "stage 2: gradients through the predicted states (memory grows with S)");
     a.number("--lr", &o.lr, "peak learning rate (0 = by model width: 3e-3 up to dim 128, 5e-4 to 1024, 1e-4 to 2048, else 3e-5)");
     a.integer("--warmup", &o.warmup, "linear warm-up steps (-1 = min(2000, 5% of all steps))");
+    a.number("--lr-decay", &o.lr_decay, "fraction of all steps at the end over which the lr decays linearly to 0\n"
+                                        "                               (0 = constant after warm-up, as SPEC)");
     a.number("--clip", &o.clip, "global gradient-norm clip (0 = off)");
     a.number("--weight-decay", &o.weight_decay, "AdamW weight decay (matrices only)");
     a.integer("--batch", &batch, "sequences (chunks) per optimizer step");

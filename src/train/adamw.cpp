@@ -28,8 +28,11 @@ AdamWT<O>::~AdamWT() {
 
 template <class O>
 float AdamWT<O>::lr_at(int step) const {
-    if (opt_.warmup <= 0 || step >= opt_.warmup) return opt_.lr;
-    return opt_.lr * (float)(step + 1) / (float)opt_.warmup;
+    float lr = opt_.lr;
+    if (opt_.decay_to > opt_.decay_from && step >= opt_.decay_from)
+        lr *= (float)std::max(0, opt_.decay_to - step) / (float)(opt_.decay_to - opt_.decay_from);
+    if (opt_.warmup <= 0 || step >= opt_.warmup) return lr;
+    return lr * (float)(step + 1) / (float)opt_.warmup;
 }
 
 template <class O>

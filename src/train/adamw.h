@@ -12,6 +12,8 @@ struct AdamWOptions {
     float weight_decay = 0.0f;
     float clip = 0.5f;   // global grad-norm clip (<= 0: off)
     int warmup = 2000;   // linear warm-up steps
+    // Linear decay to 0 over steps [decay_from, decay_to) (warm-up, stable, decay); decay_to <= decay_from: none.
+    int decay_from = 0, decay_to = 0;
 };
 
 template <class O>
@@ -25,7 +27,7 @@ public:
     // One update from the gradients in m.g, at learning rate lr_at(steps()) unless lr >= 0 is given.
     // Returns the global gradient norm before clipping.
     double step(float lr = -1.0f);
-    float lr_at(int step) const;  // linear warm-up from 0 to opt.lr over `warmup` steps, then constant
+    float lr_at(int step) const;  // linear warm-up from 0 to opt.lr over `warmup` steps, then constant (or decay)
     int steps() const { return t_; }
     const AdamWOptions& options() const { return opt_; }
     // moments (for checkpoints): backend buffers, shapes as the weights

@@ -310,6 +310,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
     BEAGLE_CHECK(o.batch >= 1 && o.batch <= 4096, "beagle train: --batch must be in 1..4096, got %d", o.batch);
     BEAGLE_CHECK(o.seq_len >= 2, "beagle train: --seq-len must be >= 2, got %d", o.seq_len);
     BEAGLE_CHECK(o.lr >= 0 && std::isfinite(o.lr), "beagle train: --lr must be >= 0, got %g", o.lr);
+    BEAGLE_CHECK(o.lr_decay >= 0 && o.lr_decay <= 1, "beagle train: --lr-decay must be in [0, 1], got %g", o.lr_decay);
     BEAGLE_CHECK(o.clip >= 0 && o.weight_decay >= 0 && o.noise >= 0 && o.w_v >= 0,
                  "beagle train: --clip, --weight-decay, --noise, --vloss-weight must be >= 0");
     BEAGLE_CHECK(o.max_steps >= 0 && o.ckpt_every >= 0, "beagle train: --max-steps and --ckpt-every must be >= 0");
@@ -384,6 +385,8 @@ TrainResult run_train(const TrainLoopOptions& o) {
         {"hard_labels", o.hard_labels ? "1" : "0"},
         {"loss_on_prompt", o.loss_on_prompt ? "1" : "0"},
     };
+    const long decay_steps = (long)std::lround(o.lr_decay * (double)total_steps);
+    if (decay_steps > 0) config.push_back({"lr_decay_steps", std::to_string(decay_steps)});  // absent: constant lr
     if (!o.init.empty()) config.push_back({"init", o.init});
 
     // state
@@ -410,6 +413,8 @@ TrainResult run_train(const TrainLoopOptions& o) {
     AdamWOptions ao;
     ao.lr = (float)lr;
     ao.warmup = (int)warmup;
+    ao.decay_from = (int)(total_steps - decay_steps);
+    ao.decay_to = (int)total_steps;
     ao.clip = (float)o.clip;
     ao.weight_decay = (float)o.weight_decay;
     AdamW adam(model, ao);

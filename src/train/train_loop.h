@@ -26,6 +26,7 @@ struct TrainLoopOptions {
     bool sim_grad_through = false;
     double lr = 0;                    // 0: by model size (default_lr)
     long warmup = -1;                 // -1: min(2000, 5% of the steps)
+    double lr_decay = 0;              // the last fraction of the steps decays the lr linearly to 0 (0 = constant)
     double clip = 0.5, weight_decay = 0.0;
     int batch = 16;                   // sequences (chunks) per optimizer step
     int seq_len = 2048;               // longer sequences are split into chunks of this many tokens

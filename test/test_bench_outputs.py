@@ -42,7 +42,7 @@ with tempfile.TemporaryDirectory() as tmp:
             f.write(json.dumps({"question_id": i, "category": cat, "turns": [text]}) + "\n")
     out = f"{tmp}/s.json"
     r = run(["bench-sd"] + M + ["-d", DRAFT, "--prompts", prompts, "--per-category", "2", "-n", "24", "-t", "1",
-                                "--no-chat", "--modes", "none,lookup,chain,tree,hybrid", "-o", out])
+                                "--no-chat", "--modes", "none,lookup,chain,tree,hybrid", "--ngram", "4", "-o", out])
     check(r.returncode == 0, f"bench-sd failed ({r.returncode}): {r.stderr[-600:]}")
     if r.returncode == 0:
         s = json.load(open(out))
@@ -63,6 +63,7 @@ with tempfile.TemporaryDirectory() as tmp:
               "overall tokens = sum of the categories")
         check(s["overall"]["none"]["prompts"] == 4, "4 prompts in all")
         check(s["peak_rss_bytes"] > 0, "peak RSS reported")
+        check(s["ngram"] == 4 and s["gamma"] == 5, f"settings recorded: ngram {s.get('ngram')} gamma {s.get('gamma')}")
         for suf in [".speedup.png", ".accept.png"]:
             try:
                 w, h, raw = png_pixels(out[:-5] + suf)
@@ -75,5 +76,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 1 and "unknown mode 'fast'" in r.stderr, f"unknown mode: {r.returncode} {r.stderr}")
     r = run(["bench-sd"] + M + ["--prompts", prompts, "--modes", "none,chain"])
     check(r.returncode == 1 and "needs -d DRAFT" in r.stderr, f"chain without draft: {r.returncode} {r.stderr}")
+    r = run(["bench-sd"] + M + ["--prompts", prompts, "--modes", "none,lookup", "--ngram", "0"])
+    check(r.returncode == 1 and "--ngram must be >= 1" in r.stderr, f"--ngram 0: {r.returncode} {r.stderr}")
 
 finish("test_bench_outputs")

@@ -67,7 +67,7 @@ bool is_mt_bench_category(const std::string& c) {
 int cmd_bench_sd(int argc, char** argv) {
     std::string model, tok_path, draft, prompts_path, out, modes_s = "none,lookup,chain,tree", cats_s, total_tokens = "auto";
     double lookup_skip = 0.5;
-    long per_cat = 5, n = 256, threads = 2, gamma = 5, depth = 5, topk = 10, ctx = 2048, random_draft = -1;
+    long per_cat = 5, n = 256, threads = 2, gamma = 5, ngram = 3, depth = 5, topk = 10, ctx = 2048, random_draft = -1;
     bool chat = true;
     Args a("bench-sd", "-m MODEL -d DRAFT --prompts FILE [options]",
            "Speculative decoding benchmark (greedy, batch 1): per category and mode, tau, acceptance by depth,\n"
@@ -86,6 +86,7 @@ int cmd_bench_sd(int argc, char** argv) {
     a.integer("-t,--threads", &threads, "CPU threads");
     a.integer("-c,--ctx-size", &ctx, "context length");
     a.integer("--gamma", &gamma, "chain/lookup length");
+    a.integer("--ngram", &ngram, "lookup and hybrid: longest n-gram matched in the context");
     a.integer("--depth", &depth, "tree depth");
     a.integer("--topk", &topk, "tree top-k");
     a.number("--lookup-skip", &lookup_skip, "hybrid: send a lookup match alone (no draft forward) when its first token's learnt\n"
@@ -165,11 +166,11 @@ int cmd_bench_sd(int argc, char** argv) {
             tree_size = std::to_string(bp.total_tokens);
         }
         tree_d = make_beagle_drafter(dw, fz, s, bp);
-        bp.lookup_ngram = 3;  // the lookup mode's n
+        bp.lookup_ngram = (int)ngram;
         bp.lookup_skip = lookup_skip;
         hybrid_d = make_beagle_drafter(dw, fz, s, bp);
     }
-    std::unique_ptr<Drafter> lookup_d = make_lookup_drafter(3, (int)gamma, cost);
+    std::unique_ptr<Drafter> lookup_d = make_lookup_drafter((int)ngram, (int)gamma, cost);
     SamplingParams greedy;
     greedy.temperature = 0;
     std::map<std::string, std::map<std::string, Acc>> acc;  // category -> mode -> totals
@@ -222,9 +223,9 @@ int cmd_bench_sd(int argc, char** argv) {
         }
     }
     std::string js = strfmt("{\n  \"model\": \"%s\",\n  \"draft\": \"%s\",\n  \"threads\": %ld,\n  \"n_predict\": %ld,\n"
-                            "  \"tree_total_tokens\": %s,\n  \"draft_weights\": \"%s\",\n  \"peak_rss_bytes\": %zu,\n"
-                            "  \"categories\": {\n",
-                            model.c_str(), draft.c_str(), threads, n, tree_size.c_str(), draft_f32 ? "f32" : "q8_0",
+                            "  \"tree_total_tokens\": %s,\n  \"gamma\": %ld,\n  \"ngram\": %ld,\n  \"draft_weights\": \"%s\",\n"
+                            "  \"peak_rss_bytes\": %zu,\n  \"categories\": {\n",
+                            model.c_str(), draft.c_str(), threads, n, tree_size.c_str(), gamma, ngram, draft_f32 ? "f32" : "q8_0",
                             peak_rss_bytes());
     for (size_t i = 0; i < order.size(); i++) {
         const std::string& c = order[i];

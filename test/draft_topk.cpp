@@ -1,0 +1,74 @@
+// draft_topk.cpp: analysis tool for scripts/sd_ceiling.sh (not a test). Teacher-forced depth-1
+// predictions of a Beagle draft over `beagle datagen` data: for every generated position i of every
+// sequence, the draft's query (token t_i at position i, keys = the true states f_0..f_{i-1}) exactly
+// as the speculative engine's first draft step runs it (Q8_0 matrices, the target's stored head), and
+// one output line "seq i next top1 top2 top3 top4 top5 p1": next = t_{i+1}, top-k as target token ids,
+// p1 = the draft's probability of its top-1.
+// Build and run: bash scripts/sd_ceiling.sh (which compiles it against build/libbeagle.a).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/ops.h"
+#include "core/common.h"
+#include "data/dataset.h"
+#include "io/model_file.h"
+#include "model/draft.h"
+#include "model/llama.h"
+
+using namespace beagle;
+
+int main(int argc, char** argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: draft_topk MODEL DRAFT DATA_DIR [--f32]\n");
+        return 2;
+    }
+    try {
+        std::unique_ptr<ModelFile> mf = load_model(argv[1]);
+        DraftWeights w = load_draft(argv[2]);
+        Dataset ds(argv[3]);
+        ds.check_fits(mf->config.dim, mf->config.vocab_size, ds.tokenizer_hash(), argv[1]);
+        const bool f32 = argc > 4 && std::string(argv[4]) == "--f32";
+        int ctx = 2;
+        for (size_t s = 0; s < ds.n_seqs(); s++) ctx = std::max(ctx, ds.seq(s).len + 1);
+        std::unique_ptr<Ops> ops = make_ops("", 2);
+        Llama llama(*mf, *ops, ctx, 8);
+        DraftFrozen fz = frozen_from_target(*mf, false);
+        Draft d(w, fz, *ops, ctx, 8, 8);
+        d.use_target_weights(llama.tok_embd_weight(), llama.lm_head_weight());
+        if (!f32) d.use_q8_weights(w);
+        const int D = ds.dim(), V = w.cfg.head_rows();
+        std::vector<float> st, lg(V);
+        std::vector<int> idx(V);
+        for (size_t s = 0; s < ds.n_seqs(); s++) {
+            SeqView v = ds.seq(s);
+            if (v.n_prompt < 1) continue;
+            d.reset();
+            st.resize((size_t)v.n_prompt * D);
+            for (size_t k = 0; k < st.size(); k++) st[k] = f16_to_f32(v.states[k]);
+            d.add_true_states(st.data(), v.n_prompt);
+            for (int i = v.n_prompt; i + 1 < v.len; i++) {
+                int tok = v.tokens[i], pos = i;
+                d.forward(&tok, &pos, 1, nullptr, 1, nullptr, lg.data());
+                for (int k = 0; k < V; k++) idx[k] = k;
+                std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(),
+                                  [&](int a, int b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
+                double z = 0;
+                for (int k = 0; k < V; k++) z += std::exp((double)lg[k] - lg[idx[0]]);
+                printf("%zu %d %d", s, i, v.tokens[i + 1]);
+                for (int k = 0; k < 5; k++) printf(" %d", w.d2t.empty() ? idx[k] : w.d2t[idx[k]]);
+                printf(" %.4f\n", 1.0 / z);
+                st.resize(D);
+                for (int k = 0; k < D; k++) st[k] = f16_to_f32(v.states[(size_t)i * D + k]);
+                d.add_true_states(st.data(), 1);
+            }
+        }
+    } catch (const Error& e) {
+        fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -57,6 +57,10 @@ with tempfile.TemporaryDirectory() as tmp:
                 check(x["tau"] >= 1 and x["tok_s"] > 0, f"{name}/{m}: tau {x['tau']} tok/s {x['tok_s']}")
                 check(all(0 <= a <= 1 for a in x["accept_by_depth"]), f"{name}/{m}: accept_by_depth {x['accept_by_depth']}")
                 check(x["target_passes"] <= x["tokens"], f"{name}/{m}: more target passes than tokens")
+                check(0 <= x["draft_ms_per_pass"] < x["ms_per_pass"], f"{name}/{m}: ms per pass {x['ms_per_pass']}, "
+                      f"of which drafting {x['draft_ms_per_pass']}")
+                check((x["draft_ms_per_pass"] > 0) == (m != "none"), f"{name}/{m}: draft time {x['draft_ms_per_pass']} "
+                      "(every speculative mode spends some, plain decoding none)")
             check(abs(c["none"]["speedup"] - 1) < 1e-6, f"{name}: plain speedup {c['none']['speedup']}")
         check(s["mt_bench"]["none"]["tokens"] == s["categories"]["writing"]["none"]["tokens"], "mt_bench = writing only")
         check(s["overall"]["tree"]["tokens"] == sum(c["tree"]["tokens"] for c in s["categories"].values()),

@@ -24,12 +24,13 @@ namespace beagle {
 namespace {
 struct Acc {
     int prompts = 0, tokens = 0, passes = 0, mismatches = 0;
-    double seconds = 0, tau_tokens = 0, rounds = 0, drafted = 0;
+    double seconds = 0, draft_s = 0, tau_tokens = 0, rounds = 0, drafted = 0;
     std::vector<long> reached, accepted;
     void add(const SpecStats& st) {
         tokens += st.gen_tokens;
         passes += st.target_passes;
         seconds += st.decode_s;
+        draft_s += st.draft_s;
         tau_tokens += st.gen_tokens_after_root;
         rounds += st.rounds;
         drafted += st.drafted;
@@ -51,8 +52,10 @@ struct Acc {
             acc += strfmt("%s%.4f", k ? ", " : "", reached[k] ? (double)accepted[k] / reached[k] : 0.0);
         acc += "]";
         return strfmt("{\"prompts\": %d, \"tokens\": %d, \"target_passes\": %d, \"tau\": %.4f, \"nodes_per_verify\": %.3f, "
-                      "\"accept_by_depth\": %s, \"tok_s\": %.3f, \"speedup\": %.4f, \"mismatches\": %d}",
-                      prompts, tokens, passes, tau(), nodes_per_verify(), acc.c_str(), tok_s(),
+                      "\"accept_by_depth\": %s, \"ms_per_pass\": %.4f, \"draft_ms_per_pass\": %.4f, \"tok_s\": %.3f, "
+                      "\"speedup\": %.4f, \"mismatches\": %d}",
+                      prompts, tokens, passes, tau(), nodes_per_verify(), acc.c_str(), passes ? 1e3 * seconds / passes : 0.0,
+                      passes ? 1e3 * draft_s / passes : 0.0, tok_s(),
                       plain_tok_s > 0 ? tok_s() / plain_tok_s : 0.0, mismatches);
     }
 };

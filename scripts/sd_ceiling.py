@@ -164,6 +164,17 @@ def main():
         tau, sp = simulate(pol)
         print("  %-58s tau %.3f  speedup %.3f" % (name, tau, sp))
 
+    # what 1.5x needs: a chain of k candidates, each accepted with probability a given its parent
+    print("\nacceptance per depth a chain needs for 1.5x (every round sends k candidates):")
+    for k in (1, 2, 3, 4, 5):
+        def speedup(acc):
+            return sum(acc ** j for j in range(k + 1)) / (cost[k + 1] + a.draft_cost * k)
+        lo, hi = 0.0, 1.0
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if speedup(mid) < 1.5 else (lo, mid)
+        print("  k = %d: %s" % (k, "a >= %.3f" % hi if speedup(1.0) >= 1.5 else "unreachable (%.2fx with a = 1)" % speedup(1.0)))
+
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # train_smollm2.sh: reproduces the shipped draft weights/beagle-smollm2-135m.bin for the default target
-# SmolLM2-135M-Instruct (Q4_1 GGUF, `make model`) from scratch on a 2-core CPU (about 6 hours).
+# SmolLM2-135M-Instruct (Q4_1 GGUF, `make model`) from scratch on a 2-core CPU (about 10 hours).
 #   1. `beagle datagen`: the target answers the first LIMIT (608) ShareGPT prompts of
 #      ../shared/data/train/sharegpt_sg90k_first_sampled_sorted.json (chat template, greedy, up to 192
 #      new tokens, prompts cut to 256 tokens), 16 sequences per target pass, f32 weights; shards of
@@ -19,8 +19,15 @@
 #      1600) and all of sharegpt_v3_filtered_1000.json, plus the first 576 sg90k prompts again (a
 #      replay of part of step 4's data); merged into WORK/data-smollm2-phase4 (links to the shards).
 #   7. `beagle train --init` phase 4 on that: 3 + 1 epochs, seed 4.
-#   8. phase 5, the same data again: 2 + 1 epochs, seed 5, then the evaluation on held-out prompts (the
-#      first 10 MT-Bench first turns; no ShareGPT prompt is among them).
+#   8. phase 5, the same data again: 2 + 1 epochs, seed 5 -> WORK/beagle-smollm2-135m.phase5.bin.
+#   9. `beagle datagen` (Q4_1 target, up to 256 new tokens, 32 sequences per pass): greedy answers to all
+#      ShareGPT prompts, the self-instruct seeds and the first 3000 GSM8K training questions, and two
+#      sampled answers per ShareGPT prompt (temperature 0.7, seeds 21/22; 0.5, seeds 31/32); merged into
+#      WORK/data-smollm2-phase6.
+#  10. phase 6a on the greedy ShareGPT answers: --init phase 5, 1 + 1 epochs, lr decaying linearly to 0
+#      over the second half (--lr-decay 0.5), seed 7.
+#  11. phase 6 on all of step 9's data: --init phase 6a, 1 + 1 epochs, --lr-decay 0.5, seed 8, then the
+#      evaluation on held-out prompts (the first 10 MT-Bench first turns; no training prompt is among them).
 # The numbers of the shipped run (data size, epochs, time) are in weights/beagle-smollm2-135m.bin.json
 # and docs/training.md. Environment: LIMIT, WORK, OUT, THREADS, VLOSS2 override the defaults.
 set -euo pipefail
@@ -55,8 +62,24 @@ build/beagle datagen "${gen[@]}" --prompts "$SHARED/data/train/sharegpt_v3_filte
 bash scripts/merge_data.sh "$WORK/data-smollm2-phase4" "$WORK/data-p4-replay" "$WORK/data-p4-sg90k" "$WORK/data-p4-v3"
 build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase4" -o "$WORK/beagle-smollm2-135m.phase4.bin" --ckpt "$WORK/beagle-smollm2-135m.phase4.ckpt" \
     --init "$WORK/beagle-smollm2-135m.phase3.bin" --stage1-epochs 3 --stage2-epochs 1 --vloss-weight 1 --seed 4 -t 2
-build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase4" -o "$OUT" --ckpt "$WORK/beagle-smollm2-135m.ckpt" \
-    --init "$WORK/beagle-smollm2-135m.phase4.bin" --stage1-epochs 2 --stage2-epochs 1 --vloss-weight 1 --seed 5 -t 2 \
+build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase4" -o "$WORK/beagle-smollm2-135m.phase5.bin" --ckpt "$WORK/beagle-smollm2-135m.phase5.ckpt" \
+    --init "$WORK/beagle-smollm2-135m.phase4.bin" --stage1-epochs 2 --stage2-epochs 1 --vloss-weight 1 --seed 5 -t 2
+gen6=(-m "$M" -n 256 --max-prompt 256 --batch 32 --shard-seqs 64 -t 2)
+sg=$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json
+v3=$SHARED/data/train/sharegpt_v3_filtered_1000.json
+build/beagle datagen "${gen6[@]}" --prompts "$sg" -o "$WORK/data-p6-sg90k-greedy"
+build/beagle datagen "${gen6[@]}" --prompts "$v3" -o "$WORK/data-p6-v3-greedy"
+build/beagle datagen "${gen6[@]}" --prompts "$SHARED/data/train/selfinstruct_seed_tasks.jsonl" -o "$WORK/data-p6-selfinstruct-greedy"
+build/beagle datagen "${gen6[@]}" --prompts "$SHARED/data/train/gsm8k_train.jsonl" --limit 3000 -o "$WORK/data-p6-gsm8k-greedy"
+build/beagle datagen "${gen6[@]}" --prompts "$sg" --temp 0.7 --seed 21 -o "$WORK/data-p6-sg90k-t07a"
+build/beagle datagen "${gen6[@]}" --prompts "$v3" --temp 0.7 --seed 22 -o "$WORK/data-p6-v3-t07a"
+build/beagle datagen "${gen6[@]}" --prompts "$sg" --temp 0.5 --seed 31 -o "$WORK/data-p6-sg90k-t05b"
+build/beagle datagen "${gen6[@]}" --prompts "$v3" --temp 0.5 --seed 32 -o "$WORK/data-p6-v3-t05b"
+bash scripts/merge_data.sh "$WORK/data-smollm2-phase6" "$WORK"/data-p6-{sg90k-greedy,v3-greedy,selfinstruct-greedy,gsm8k-greedy,sg90k-t07a,v3-t07a,sg90k-t05b,v3-t05b}
+build/beagle train "${common[@]}" --data "$WORK/data-p6-sg90k-greedy" -o "$WORK/beagle-smollm2-135m.phase6a.bin" --ckpt "$WORK/beagle-smollm2-135m.phase6a.ckpt" \
+    --init "$WORK/beagle-smollm2-135m.phase5.bin" --stage1-epochs 1 --stage2-epochs 1 --lr-decay 0.5 --vloss-weight 1 --seed 7 -t 2
+build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase6" -o "$OUT" --ckpt "$WORK/beagle-smollm2-135m.ckpt" \
+    --init "$WORK/beagle-smollm2-135m.phase6a.bin" --stage1-epochs 1 --stage2-epochs 1 --lr-decay 0.5 --vloss-weight 1 --seed 8 -t 2 \
     --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 "$@"
 total=$(( $(date +%s) - start ))
 echo "train_smollm2: datagen ${t_data} s, total ${total} s ($(( total / 60 )) min); summary in $OUT.json"

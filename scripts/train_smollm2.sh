@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # train_smollm2.sh: reproduces the shipped draft weights/beagle-smollm2-135m.bin for the default target
-# SmolLM2-135M-Instruct (Q4_1 GGUF, `make model`) from scratch on a 2-core CPU (about 10 hours).
+# SmolLM2-135M-Instruct (Q4_1 GGUF, `make model`) from scratch on a 2-core CPU (about 11 hours).
 #   1. `beagle datagen`: the target answers the first LIMIT (608) ShareGPT prompts of
 #      ../shared/data/train/sharegpt_sg90k_first_sampled_sorted.json (chat template, greedy, up to 192
 #      new tokens, prompts cut to 256 tokens), 16 sequences per target pass, f32 weights; shards of
@@ -26,7 +26,8 @@
 #      WORK/data-smollm2-phase6.
 #  10. phase 6a on the greedy ShareGPT answers: --init phase 5, 1 + 1 epochs, lr decaying linearly to 0
 #      over the second half (--lr-decay 0.5), seed 7.
-#  11. phase 6 on all of step 9's data: --init phase 6a, 1 + 1 epochs, --lr-decay 0.5, seed 8, then the
+#  11. phase 6 on all of step 9's data: --init phase 6a, 1 + 1 epochs, --lr-decay 0.5, seed 8.
+#  12. phase 7, the same data again: --init phase 6, 1 + 1 epochs, --lr-decay 0.5, seed 9, then the
 #      evaluation on held-out prompts (the first 10 MT-Bench first turns; no training prompt is among them).
 # The numbers of the shipped run (data size, epochs, time) are in weights/beagle-smollm2-135m.bin.json
 # and docs/training.md. Environment: LIMIT, WORK, OUT, THREADS, VLOSS2 override the defaults.
@@ -78,8 +79,10 @@ build/beagle datagen "${gen6[@]}" --prompts "$v3" --temp 0.5 --seed 32 -o "$WORK
 bash scripts/merge_data.sh "$WORK/data-smollm2-phase6" "$WORK"/data-p6-{sg90k-greedy,v3-greedy,selfinstruct-greedy,gsm8k-greedy,sg90k-t07a,v3-t07a,sg90k-t05b,v3-t05b}
 build/beagle train "${common[@]}" --data "$WORK/data-p6-sg90k-greedy" -o "$WORK/beagle-smollm2-135m.phase6a.bin" --ckpt "$WORK/beagle-smollm2-135m.phase6a.ckpt" \
     --init "$WORK/beagle-smollm2-135m.phase5.bin" --stage1-epochs 1 --stage2-epochs 1 --lr-decay 0.5 --vloss-weight 1 --seed 7 -t 2
+build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase6" -o "$WORK/beagle-smollm2-135m.phase6.bin" --ckpt "$WORK/beagle-smollm2-135m.phase6.ckpt" \
+    --init "$WORK/beagle-smollm2-135m.phase6a.bin" --stage1-epochs 1 --stage2-epochs 1 --lr-decay 0.5 --vloss-weight 1 --seed 8 -t 2
 build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase6" -o "$OUT" --ckpt "$WORK/beagle-smollm2-135m.ckpt" \
-    --init "$WORK/beagle-smollm2-135m.phase6a.bin" --stage1-epochs 1 --stage2-epochs 1 --lr-decay 0.5 --vloss-weight 1 --seed 8 -t 2 \
+    --init "$WORK/beagle-smollm2-135m.phase6.bin" --stage1-epochs 1 --stage2-epochs 1 --lr-decay 0.5 --vloss-weight 1 --seed 9 -t 2 \
     --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 "$@"
 total=$(( $(date +%s) - start ))
 echo "train_smollm2: datagen ${t_data} s, total ${total} s ($(( total / 60 )) min); summary in $OUT.json"

@@ -129,7 +129,10 @@ def main():
         return tok / rounds, tok / spent
 
     def p_lookup(L):
-        return lambda s, t, i: (([lookup(t[:i + 1])[1][:L]] if lookup(t[:i + 1])[0] else []), 0)
+        def f(s, t, i):
+            n, cont = lookup(t[:i + 1])
+            return ([cont[:L]] if n else []), 0
+        return f
 
     def p_draft(K, thr):
         def f(s, t, i):

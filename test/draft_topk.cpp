@@ -4,7 +4,7 @@
 // as the speculative engine's first draft step runs it (Q8_0 matrices, the target's stored head), and
 // one output line "seq i next top1 top2 top3 top4 top5 p1": next = t_{i+1}, top-k as target token ids,
 // p1 = the draft's probability of its top-1.
-// Build and run: bash scripts/sd_ceiling.sh (which compiles it against build/libbeagle.a).
+// Build and run: bash scripts/sd_ceiling.sh (`make build/test/draft_topk`, the tests' rule).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

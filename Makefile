@@ -39,12 +39,13 @@ $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(if $(findstring _avx512,$<),$(AVX512FLAGS)) -MMD -MP -c $< -o $@
 
-# PNG charts (src/train/plot.cpp) use Debian's header-only libstb-dev; scripts/sysdeps.sh installs it
-# when the header is missing (apt-get), so `make`, `make tests` and `make test` work on a fresh machine.
-STB_HDR  := /usr/include/stb/stb_image_write.h
-$(STB_HDR):
+# Header-only system packages (Debian): libstb-dev for the PNG charts, nlohmann-json3-dev for the JSON
+# reports. scripts/sysdeps.sh installs whichever header is missing (apt-get), so `make`, `make tests`
+# and `make test` work on a fresh machine.
+SYS_HDRS := /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp
+$(SYS_HDRS):
 	bash scripts/sysdeps.sh
-$(BUILD)/obj/src/train/plot.o: | $(STB_HDR)
+$(OBJ) $(CLI_OBJ): | $(SYS_HDRS)
 
 $(LIB): $(OBJ)
 	@mkdir -p $(dir $@)

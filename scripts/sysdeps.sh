@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# sysdeps.sh: system packages the C++ build needs beyond g++: Debian's libstb-dev (stb_image_write.h
-# and stb_easy_font.h, header-only; src/train/plot.cpp draws the training charts with them).
-# Called by the Makefile when /usr/include/stb/stb_image_write.h is missing; does nothing otherwise.
+# sysdeps.sh: Debian packages the C++ build needs beyond g++, all header-only: libstb-dev
+# (stb_image_write.h, stb_easy_font.h: the PNG charts) and nlohmann-json3-dev (the one JSON writer
+# of every report, src/io/json_out.h). Called by the Makefile when a header is missing; installs only
+# what is absent, does nothing otherwise.
 set -euo pipefail
-HDR=/usr/include/stb/stb_image_write.h
-if [ -f "$HDR" ]; then exit 0; fi
+need=()
+[ -f /usr/include/stb/stb_image_write.h ] || need+=(libstb-dev)
+[ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
+[ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""
 if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null || { echo "sysdeps.sh: need root (or sudo) to apt-get install libstb-dev" >&2; exit 1; }
+    command -v sudo >/dev/null || { echo "sysdeps.sh: need root (or sudo) to apt-get install ${need[*]}" >&2; exit 1; }
     SUDO=sudo
 fi
-echo "sysdeps.sh: installing libstb-dev (for $HDR)" >&2
+echo "sysdeps.sh: installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get install -y -q libstb-dev >&2 || { $SUDO apt-get update -q >&2 && $SUDO apt-get install -y -q libstb-dev >&2; }
-[ -f "$HDR" ] || { echo "sysdeps.sh: libstb-dev installed but $HDR is missing" >&2; exit 1; }
+$SUDO apt-get install -y -q "${need[@]}" >&2 || { $SUDO apt-get update -q >&2 && $SUDO apt-get install -y -q "${need[@]}" >&2; }
+[ -f /usr/include/stb/stb_image_write.h ] || { echo "sysdeps.sh: libstb-dev installed but stb_image_write.h is missing" >&2; exit 1; }
+[ -f /usr/include/nlohmann/json.hpp ] || { echo "sysdeps.sh: nlohmann-json3-dev installed but nlohmann/json.hpp is missing" >&2; exit 1; }

@@ -1,5 +1,5 @@
 // rope.cu: rotary position embedding, forward and backward (adjacent-pair convention: the pairs
-// (x[2i], x[2i+1]) of each head, SPEC / src/model/config.h). Launched by the CUDA backend
+// (x[2i], x[2i+1]) of each head, SPEC / src/io/llama_config.h). Launched by the CUDA backend
 // (src/backend/gpu/: rope for the target, rope_rotate for the draft); tested by
 // test/cuda_emu_kernels_rows.cpp.
 //

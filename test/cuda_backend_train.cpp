@@ -20,7 +20,7 @@
 #include "model/draft.h"
 #include "testlib.h"
 #include "train/adamw.h"
-#include "train/rng.h"
+#include "core/rng.h"
 #include "train/trainer.h"
 
 using namespace beagle;

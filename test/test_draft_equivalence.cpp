@@ -19,7 +19,7 @@
 #include "model/draft.h"
 #include "testlib.h"
 #include "train/masks.h"
-#include "train/rng.h"
+#include "core/rng.h"
 #include "train/trainer.h"
 
 using namespace beagle;

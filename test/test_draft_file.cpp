@@ -15,8 +15,8 @@
 #include "core/common.h"
 #include "model/draft.h"
 #include "testlib.h"
-#include "train/draft_layers.h"
-#include "train/rng.h"
+#include "model/draft_layers.h"
+#include "core/rng.h"
 
 using namespace beagle;
 

@@ -11,7 +11,7 @@
 #include "testlib.h"
 #include "train/masks.h"
 #include "train/ops_f64.h"
-#include "train/rng.h"
+#include "core/rng.h"
 
 using namespace beagle;
 

@@ -10,7 +10,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "core/common.h"
 #include "testlib.h"
-#include "train/rng.h"
+#include "core/rng.h"
 #include "train/trainer.h"
 
 using namespace beagle;

@@ -15,7 +15,7 @@
 #include "../decode/session.h"
 #include "../decode/speculative.h"
 #include "../model/draft.h"
-#include "../train/plot.h"
+#include "../io/plot.h"
 #include "args.h"
 #include "commands.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "../core/common.h"
-#include "../model/config.h"
+#include "llama_config.h"
 #include "../tokenizer/spec.h"
 
 namespace beagle {

@@ -1,6 +1,6 @@
 // draft.cpp: the draft's config, random init, file format (save/load with full validation), the
 // frozen target tensors, and the inference object Draft (see draft.h). The layer math is in
-// src/train/draft_layers.cpp, shared with training.
+// src/model/draft_layers.cpp, shared with training.
 #include <sys/stat.h>
 #include "draft.h"
 
@@ -10,9 +10,9 @@
 #include <memory>
 
 #include "../core/common.h"
-#include "../train/alloc.h"
-#include "../train/draft_layers.h"
-#include "../train/rng.h"
+#include "../backend/buf_alloc.h"
+#include "draft_layers.h"
+#include "../core/rng.h"
 
 namespace beagle {
 

@@ -1,7 +1,7 @@
 // draft.h: the Beagle draft model (SPEC section 3): its config, host weights, the frozen tensors it
 // shares with the target (embedding, final norm, LM head), the draft file format ("BEAGLEDR"), and
 // Draft, the inference object the speculative-decoding engine calls (lazy-appending KV cache of
-// true-state K/V, concat / no-concat). The layer math is src/train/draft_layers.h, shared with
+// true-state K/V, concat / no-concat). The layer math is src/model/draft_layers.h, shared with
 // training so inference and the training forward give the same bits on the same backend.
 #pragma once
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 #include "../backend/ops.h"
 #include "../io/model_file.h"
-#include "config.h"
+#include "../io/llama_config.h"
 
 namespace beagle {
 
@@ -100,7 +100,7 @@ struct DraftFrozen {
 DraftFrozen frozen_from_target(const ModelFile& mf, bool tables = true);  // tables false: out_norm only
 
 template <class O>
-struct DraftModelT;  // backend-resident weights (src/train/draft_layers.h)
+struct DraftModelT;  // backend-resident weights (src/model/draft_layers.h)
 
 // Inference. Keys: the true states f_0..f_{n_true-1} (row j = position j) whose K/V are computed
 // once, lazily, when a query first needs them; plus (concat mode) predicted states kept from earlier

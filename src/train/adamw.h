@@ -2,7 +2,7 @@
 // betas 0.9/0.95, clip 0.5, constant lr after a linear warm-up). Weight decay applies to the
 // matrices only (not the RMSNorm gains). Called once per batch by the training loop.
 #pragma once
-#include "draft_layers.h"
+#include "../model/draft_layers.h"
 
 namespace beagle {
 

@@ -8,7 +8,7 @@
 
 #include "../core/common.h"
 #include "ops_f64.h"
-#include "rng.h"
+#include "../core/rng.h"
 #include "trainer.h"
 
 namespace beagle {

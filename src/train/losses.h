@@ -6,7 +6,7 @@
 #pragma once
 #include <vector>
 
-#include "draft_layers.h"
+#include "../model/draft_layers.h"
 
 namespace beagle {
 

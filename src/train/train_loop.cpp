@@ -26,8 +26,8 @@
 #include "../decode/session.h"
 #include "../io/model_file.h"
 #include "adamw.h"
-#include "plot.h"
-#include "rng.h"
+#include "../io/plot.h"
+#include "../core/rng.h"
 #include "trainer.h"
 
 namespace beagle {

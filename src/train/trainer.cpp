@@ -20,7 +20,7 @@
 
 #include "../core/common.h"
 #include "masks.h"
-#include "rng.h"
+#include "../core/rng.h"
 
 namespace beagle {
 

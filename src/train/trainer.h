@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "draft_layers.h"
+#include "../model/draft_layers.h"
 #include "losses.h"
 
 namespace beagle {

@@ -1,4 +1,4 @@
-// config.h: the Llama-family target's hyper-parameters and its weight tensors by role.
+// llama_config.h: the Llama-family target's hyper-parameters and its weight tensors by role.
 // Filled by every format loader (src/io/); read by the model (src/model/llama.*).
 #pragma once
 #include <string>

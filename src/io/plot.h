@@ -1,6 +1,6 @@
 // plot.h: small PNG charts (line charts and grouped bar charts) drawn into an RGB raster and
 // written with stb_image_write (text: stb_easy_font). Used by the training loop (loss curve,
-// acceptance by depth; src/train/train_loop.cpp) and its tests.
+// acceptance by depth; src/train/) and bench-sd (speedups; src/cli/bench_sd.cpp).
 #pragma once
 #include <cstdint>
 #include <string>

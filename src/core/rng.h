@@ -1,4 +1,4 @@
-// rng.h: the training code's deterministic random numbers (splitmix64 + Box-Muller), the same on
+// rng.h: deterministic random numbers (splitmix64 + Box-Muller), the same on
 // every platform and backend: Gaussian noise on the input true states, window offsets, random init.
 #pragma once
 #include <cmath>

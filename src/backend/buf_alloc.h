@@ -1,6 +1,6 @@
-// alloc.h: the buffer allocator of the draft's training and inference code: backend allocations
+// buf_alloc.h: the buffer allocator of the draft's training and inference code: backend allocations
 // (Ops::alloc or CpuOps64::alloc) with a byte counter, so a test can print the peak bytes of one
-// training step (SPEC 3, stage-2 memory). Used by src/train/* and src/model/draft.cpp.
+// training step (SPEC 3, stage-2 memory). Used by src/model/draft*.cpp and src/train/*.
 #pragma once
 #include <cstddef>
 #include <type_traits>

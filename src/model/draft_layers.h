@@ -11,8 +11,8 @@
 
 #include "../backend/ops.h"
 #include "../model/draft.h"
-#include "alloc.h"
-#include "ops_f64.h"
+#include "../backend/buf_alloc.h"
+#include "../train/ops_f64.h"
 
 namespace beagle {
 

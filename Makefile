@@ -22,12 +22,15 @@ OBJ      := $(SRC:%.cpp=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libbeagle.a
 
-# C++ tests: test/test_*.cpp, one binary each, linked against the library.
-TEST_SRC := $(shell find test -maxdepth 1 -name 'test_*.cpp' | sort)
-TEST_BIN := $(TEST_SRC:test/%.cpp=$(BUILD)/test/%)
-# Tools that Python tests drive (not tests themselves): test/tool_*.cpp.
-TOOL_SRC := $(shell find test -maxdepth 1 -name 'tool_*.cpp' | sort)
-TEST_BIN += $(TOOL_SRC:test/%.cpp=$(BUILD)/test/%)
+# Tests by role (docs/README.md): unit/ C++ tests, kernels/ emulator and CUDA-backend tests (cuda/*.mk),
+# cli/ shell tests of the binary, oracles/ Python tests against independent references, static/ checks
+# of the tree, tools/ programs that tests and scripts drive. Binaries all land in build/test/.
+# C++ unit tests: test/unit/test_*.cpp, one binary each, linked against the library.
+TEST_SRC := $(sort $(wildcard test/unit/test_*.cpp))
+TEST_BIN := $(TEST_SRC:test/unit/%.cpp=$(BUILD)/test/%)
+# Tools that Python tests drive (not tests themselves): test/tools/tool_*.cpp.
+TOOL_SRC := $(sort $(wildcard test/tools/tool_*.cpp))
+TEST_BIN += $(TOOL_SRC:test/tools/%.cpp=$(BUILD)/test/%)
 
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -54,9 +57,12 @@ $(LIB): $(OBJ)
 $(BUILD)/beagle: $(CLI_OBJ) $(LIB)
 	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDFLAGS)
 
-$(BUILD)/test/%: test/%.cpp $(LIB) test/testlib.h
+$(BUILD)/test/%: test/unit/%.cpp $(LIB) test/testlib.h
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -Isrc -MMD -MP -o $@ $< $(LIB) $(LDFLAGS)
+	$(CXX) $(CXXFLAGS) -Isrc -Itest -MMD -MP -o $@ $< $(LIB) $(LDFLAGS)
+$(BUILD)/test/%: test/tools/%.cpp $(LIB) test/testlib.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -Isrc -Itest -MMD -MP -o $@ $< $(LIB) $(LDFLAGS)
 
 tests: $(BUILD)/beagle $(TEST_BIN)
 

@@ -1,6 +1,6 @@
 // add.cu: the residual connection y += x (element-wise, grid-stride). Its backward is the identity
 // (the gradient flows to both branches unchanged), so there is no backward kernel. Launched by the
-// CUDA backend (src/backend/gpu/: add); tested by test/cuda_emu_kernels_rows.cpp (exact: one add).
+// CUDA backend (src/backend/gpu/: add); tested by test/kernels/cuda_emu_kernels_rows.cpp (exact: one add).
 // No PTX paths.
 #include "kernels.cuh"
 

@@ -5,9 +5,9 @@
 #   make cuda          build/beagle-cuda: the same sources through nvcc for sm_80, sm_86, sm_89, sm_90,
 #                      linked with the real CUDA runtime (static). Default backend: cuda.
 #   make test-kernels  only the kernel tests (test/cuda_emu_kernels_*.cpp -> build/test/test_emu_kernels_*)
-#                      and the coverage check of every __global__ (test/test_cuda_kernel_coverage.sh).
-# Tests of the backend as a whole: test/cuda_backend_*.cpp -> build/test/test_cuda_backend_* (linked
-# with libbeagle, the CUDA backend and the emulator), test/test_cuda_*.sh.
+#                      and the coverage check of every __global__ (test/cli/test_cuda_kernel_coverage.sh).
+# Tests of the backend as a whole: test/kernels/cuda_backend_*.cpp -> build/test/test_cuda_backend_* (linked
+# with libbeagle, the CUDA backend and the emulator), test/cli/test_cuda_*.sh.
 CUDA_ARCHS       ?= 80 86 89 90
 CUDA_GENCODE     := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 NVCCFLAGS        ?= -std=c++17 -O2 -Xcompiler -pthread,-mavx2,-mfma,-mf16c -Icuda -isystem $(CUDA_HOME)/include/cccl
@@ -25,9 +25,9 @@ $(BUILD)/beagle-cuda-emu: $(CLI_OBJ) $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) 
 	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB) $(LDFLAGS)
 
 # Backend tests: the library, the CUDA backend and the kernels, all on the emulator.
-CUDA_BACKEND_TEST_SRC := $(sort $(wildcard test/cuda_backend_*.cpp))
-CUDA_BACKEND_TEST_BIN := $(CUDA_BACKEND_TEST_SRC:test/cuda_backend_%.cpp=$(BUILD)/test/test_cuda_backend_%)
-$(CUDA_BACKEND_TEST_BIN): $(BUILD)/test/test_cuda_backend_%: test/cuda_backend_%.cpp $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB) test/testlib.h
+CUDA_BACKEND_TEST_SRC := $(sort $(wildcard test/kernels/cuda_backend_*.cpp))
+CUDA_BACKEND_TEST_BIN := $(CUDA_BACKEND_TEST_SRC:test/kernels/cuda_backend_%.cpp=$(BUILD)/test/test_cuda_backend_%)
+$(CUDA_BACKEND_TEST_BIN): $(BUILD)/test/test_cuda_backend_%: test/kernels/cuda_backend_%.cpp $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB) test/testlib.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -Isrc -Itest -MMD -MP -o $@ $< $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB) $(LDFLAGS)
 

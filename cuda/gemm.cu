@@ -23,9 +23,9 @@
 //   k in slices of 32. A (fp32 activations) is rounded to bf16/fp16 on its way to shared memory; B is
 //   read in its stored type (the weights as stored). The accumulators go through shared memory to C
 //   (bounds, accumulate). Batch invariant the same way: per element, the k slices run in order.
-// Run-tested under the emulator (test/cuda_emu_kernels_gemm.cpp: ragged M/N/K, all three transposes,
+// Run-tested under the emulator (test/kernels/cuda_emu_kernels_gemm.cpp: ragged M/N/K, all three transposes,
 // accumulate, against a double reference; wmma against a reference on bf16/fp16-rounded inputs).
-// No PTX-only paths here; nvcc compiles the same code (test/test_cuda_nvcc.sh).
+// No PTX-only paths here; nvcc compiles the same code (test/cli/test_cuda_nvcc.sh).
 #include "kernels.cuh"
 
 // ---------------------------------------------------------------------------------------------

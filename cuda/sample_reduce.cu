@@ -1,7 +1,7 @@
 // sample_reduce.cu: centre the rows of a matrix, one block per row: row_sum[r] = sum_i x[r][i] and
 // y[r][i] = x[r][i] - row_sum[r] / n, through a shared-memory tree reduction that works for any
 // block size (32, 100, 256, 1024, ...). It is the emulator's planted-bug sample: the test
-// test/cuda_emu_debug.cpp removes the barrier that publishes the row total (kPublishBarrier=false)
+// test/kernels/cuda_emu_debug.cpp removes the barrier that publishes the row total (kPublishBarrier=false)
 // or the bound check of the tree (kBoundCheck=false) and shows that the emulator's debug schedules
 // (reverse/random thread order) and NaN-poisoned shared memory catch each bug.
 #include "compat.cuh"

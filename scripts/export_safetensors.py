@@ -3,7 +3,7 @@
 # model.safetensors, or sharded model-0000k-of-0000N.safetensors + model.safetensors.index.json)
 # from a llama2.c run.c checkpoint (.bin), with numpy only. q/k rows are permuted into HF's
 # rotate-half order as llama2.c's export.py does, so loading it back tests our un-permutation.
-# Used by test/test_loaders.cpp and the lead's generation tests.
+# Used by test/unit/test_loaders.cpp and the lead's generation tests.
 #
 #   python3 scripts/export_safetensors.py ../shared/data/models/stories260K.bin OUT_DIR [--shards N] [--dtype f32|bf16|f16]
 import argparse

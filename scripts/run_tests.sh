@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_tests.sh: runs every test (C++ binaries build/test/test_*, test/test_*.sh, test/test_*.py),
+# run_tests.sh: runs every test (C++ binaries build/test/test_*, test/<role>/test_*.sh and test_*.py),
 # each with a time limit, logs to build/test-logs/, and ends with the line "N passed, M failed".
 # Usage: scripts/run_tests.sh [BUILD_DIR] [FILTER_REGEX]
 set -u
@@ -16,7 +16,7 @@ TIMEOUT=${TEST_TIMEOUT:-900}
 
 tests=()
 for f in $(ls $BUILD/test/test_* 2>/dev/null | grep -v '\.d$' | sort); do [ -x "$f" ] && tests+=("$f"); done
-for f in $(ls test/test_*.sh test/test_*.py 2>/dev/null | sort); do tests+=("$f"); done
+for f in $(ls test/*/test_*.sh test/*/test_*.py 2>/dev/null | sort); do tests+=("$f"); done
 
 pass=0; fail=0; failed=()
 for t in "${tests[@]}"; do

@@ -4,7 +4,7 @@ offline data instead of timed runs (so the numbers do not move with machine nois
 
 Inputs (made by scripts/sd_ceiling.sh): DATA, a `beagle datagen` directory of plain greedy answers
 (the target's own outputs: every prediction below is scored against them); TOPK, the draft's
-teacher-forced depth-1 predictions (test/draft_topk.cpp); BENCH, `beagle bench` JSON with the verify
+teacher-forced depth-1 predictions (test/tools/draft_topk.cpp); BENCH, `beagle bench` JSON with the verify
 cost table (a target forward of T tokens in decode steps, measured on this machine).
 
 Prints

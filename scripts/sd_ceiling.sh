@@ -2,7 +2,7 @@
 # sd_ceiling.sh: how much speculative decoding can gain on this machine for the default target and
 # a draft, from offline data (timing-free except the verify cost table): the target's greedy answers to
 # the 80 MT-Bench first turns (beagle datagen, 256 tokens), the draft's teacher-forced depth-1
-# predictions on them (test/draft_topk.cpp, built by the Makefile's test rule), the verify cost curve (beagle bench), then
+# predictions on them (test/tools/draft_topk.cpp, built by the Makefile's test rule), the verify cost curve (beagle bench), then
 # scripts/sd_ceiling.py. Usage: bash scripts/sd_ceiling.sh [DRAFT] (default: the shipped draft).
 # Outputs in build/sd-ceiling/; about 5 minutes on 2 cores.
 set -euo pipefail

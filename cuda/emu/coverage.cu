@@ -1,7 +1,7 @@
 // coverage.cu: one kernel that touches every device feature the emulator provides (shuffles with
 // widths, votes, match/reduce, barriers with predicates, dynamic shared memory, atomics, math and
 // half/bf16 intrinsics, wmma for every shape). It keeps the two sides of cuda/compat.cuh honest:
-// test/test_cuda_nvcc.sh compiles it with nvcc for sm_80 and sm_90, and test/cuda_emu_coverage.cpp
+// test/cli/test_cuda_nvcc.sh compiles it with nvcc for sm_80 and sm_90, and test/kernels/cuda_emu_coverage.cpp
 // runs it under the emulator and checks every slot of its output against host arithmetic.
 #include "../compat.cuh"
 

@@ -8,7 +8,7 @@
 #                        `make cuda-emu`: link them with the backend's host code and $(CUDAEMU_LIB)).
 #   test/cuda_emu_X.cpp  -> build/test/test_emu_X (picked up by scripts/run_tests.sh), added to `tests`.
 #   make cuda-nvcc-check compiles every cuda/*.cu with nvcc for sm_80 and sm_90 (compile gate; the
-#                        test test/test_cuda_nvcc.sh does the same inside `make test`).
+#                        test test/cli/test_cuda_nvcc.sh does the same inside `make test`).
 CUDA_HOME        ?= /usr/local/cuda
 NVCC             ?= $(CUDA_HOME)/bin/nvcc
 CUDAEMU_INC      := -isystem $(CUDA_HOME)/include -isystem $(CUDA_HOME)/include/cccl -Icuda
@@ -16,8 +16,8 @@ CUDAEMU_CXXFLAGS := $(CXXFLAGS) $(CUDAEMU_INC)
 CUDAEMU_SRC      := $(sort $(wildcard cuda/emu/*.cpp))
 CUDAEMU_OBJ      := $(CUDAEMU_SRC:%.cpp=$(BUILD)/obj/%.o)
 CUDAEMU_LIB      := $(BUILD)/libcudaemu.a
-CUDAEMU_TEST_SRC := $(sort $(wildcard test/cuda_emu_*.cpp))
-CUDAEMU_TEST_BIN := $(CUDAEMU_TEST_SRC:test/cuda_emu_%.cpp=$(BUILD)/test/test_emu_%)
+CUDAEMU_TEST_SRC := $(sort $(wildcard test/kernels/cuda_emu_*.cpp))
+CUDAEMU_TEST_BIN := $(CUDAEMU_TEST_SRC:test/kernels/cuda_emu_%.cpp=$(BUILD)/test/test_emu_%)
 
 $(CUDAEMU_OBJ): $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
@@ -35,7 +35,7 @@ $(CUDA_EMU_OBJ): $(BUILD)/obj/%.emu.o: %.cu
 	$(CXX) $(CUDAEMU_CXXFLAGS) -MMD -MP -x c++ -include cuda/compat.cuh -c $< -o $@
 
 # Emulator tests: one binary per test file, kernels compiled as C++ with the compat header forced in.
-$(CUDAEMU_TEST_BIN): $(BUILD)/test/test_emu_%: test/cuda_emu_%.cpp $(CUDAEMU_LIB) test/testlib.h
+$(CUDAEMU_TEST_BIN): $(BUILD)/test/test_emu_%: test/kernels/cuda_emu_%.cpp $(CUDAEMU_LIB) test/testlib.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDAEMU_CXXFLAGS) -Isrc -Itest -MMD -MP -x c++ -include cuda/compat.cuh -o $@ $< -x none $(CUDAEMU_LIB) $(LDFLAGS)
 
@@ -45,4 +45,4 @@ tests: $(if $(SAN),,$(CUDAEMU_TEST_BIN))
 # nvcc compile gate: every cuda/*.cu and cuda/emu/*.cu for sm_80 and sm_90 (objects thrown away).
 .PHONY: cuda-nvcc-check
 cuda-nvcc-check:
-	bash test/test_cuda_nvcc.sh
+	bash test/cli/test_cuda_nvcc.sh

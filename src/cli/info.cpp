@@ -1,6 +1,6 @@
 // info.cpp: `beagle info -m MODEL [-z TOKENIZER]`: prints a model file's format, config, every
 // stored tensor (name, dtype, shape, bytes), its metadata and tokenizer facts. A debug option
-// dumps tensors dequantized to raw f32 (used by test/test_loaders_gguf.py against the gguf package).
+// dumps tensors dequantized to raw f32 (used by test/oracles/test_loaders_gguf.py against the gguf package).
 #include <sys/stat.h>
 #include <cstdio>
 #include <cstring>

@@ -1,7 +1,7 @@
 // train_plan.cpp: `beagle train --plan GEOMETRY`: the memory budget of draft training for a target
 // geometry (e.g. a 7B-class Llama) at batch 1, from the same buffer list the trainer allocates
 // (train_memory() in src/train/trainer.cpp, checked against the counting allocator by
-// test/test_stage2_memory.cpp). Shows that stage 2 adds one KV set, not S of them.
+// test/unit/test_stage2_memory.cpp). Shows that stage 2 adds one KV set, not S of them.
 #include <cstdio>
 #include <map>
 #include <string>

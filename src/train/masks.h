@@ -1,6 +1,6 @@
 // masks.h: the draft's cross-attention visibility rule (SPEC 3, "Mask rule") as parameters, and the
 // query rows each training stage computes. The CPU kernels (src/backend/cpu/ops_cpu_train.cpp) and
-// the CUDA kernels implement exactly xattn_sees(); test/test_masks.cpp checks it against SPEC's text.
+// the CUDA kernels implement exactly xattn_sees(); test/unit/test_masks.cpp checks it against SPEC's text.
 #pragma once
 #include <cstdint>
 #include <vector>

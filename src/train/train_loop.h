@@ -2,7 +2,7 @@
 // Training): epochs over the data shards (stage 1, then stage 2), AdamW with warm-up, periodic atomic
 // checkpoints that resume bit-exactly, and a final acceptance evaluation with the speculative
 // decoding engine (tau, per-depth acceptance) plus PNG charts and a JSON summary next to the draft.
-// Called by src/cli/train.cpp and the tests (test/test_train_loop.cpp).
+// Called by src/cli/train.cpp and the tests (test/unit/test_train_loop.cpp).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -87,7 +87,7 @@ using DraftTrainer = DraftTrainerT<Ops>;
 
 // Memory of one training iteration (default detached mode, or stage 1): every buffer the trainer
 // allocates, by name, with the bytes the code allocates (checked against the counting allocator
-// by test/test_stage2_memory.cpp). sizeof_real: 4 (float) or 8.
+// by test/unit/test_stage2_memory.cpp). sizeof_real: 4 (float) or 8.
 struct MemLine {
     std::string name;
     double bytes;

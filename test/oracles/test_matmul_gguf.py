@@ -19,7 +19,7 @@ import os, subprocess, sys, tempfile
 import numpy as np
 import gguf
 
-root = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+root = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 model = os.environ.get("BEAGLE_MODEL", os.path.join(root, "weights/SmolLM2-135M-Instruct.Q4_1.gguf"))
 bin_dir = os.path.dirname(os.environ["BEAGLE_BIN"]) if "BEAGLE_BIN" in os.environ else os.path.join(root, "build")
 tool = os.path.join(bin_dir, "test", "test_matmul_gguf")

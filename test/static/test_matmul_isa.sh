@@ -7,7 +7,7 @@
 #     copy of an inline or template function shared with other files; its only global symbol is
 #     matmul_rows_avx512, which matmul.cpp calls after cpu_has_avx512_vnni().
 set -u
-cd "${BEAGLE_ROOT:-$(dirname "$0")/..}"
+cd "${BEAGLE_ROOT:-$(dirname "$0")/../..}"
 BUILD=$(dirname "${BEAGLE_BIN:-build/beagle}")
 fail=0
 objs=$(find "$BUILD/obj" -name '*.o' ! -name '*_avx512.o' | sort)

@@ -2,7 +2,7 @@
 # test_cuda_emu_generate.sh: generation through the CUDA backend with every kernel running in the CPU
 # emulator (build/beagle-cuda-emu):
 #   - stories260K greedy (llama2.c .bin and GGUF) equals karpathy's run.c output byte for byte (the
-#     golden block after the `-t 0.0` command in ../shared/data/models/stories260K.md, test/golden.py);
+#     golden block after the `-t 0.0` command in ../shared/data/models/stories260K.md, test/oracles/golden.py);
 #   - with a prompt, prefill in one batch (-b 64) and one token at a time (-b 1) give the same text
 #     (batch-invariant kernels), which is also the CPU backend's text, and greedy speculative decoding
 #     (prompt lookup; the shipped Beagle draft in chain and tree mode: the draft's cross-attention with
@@ -11,7 +11,7 @@
 #     continuation equals the CPU backend's;
 #   - --backend cpu in the same binary still gives the golden text.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 EMU=$B/beagle-cuda-emu
 CPU=${BEAGLE_BIN:-build/beagle}
@@ -19,7 +19,7 @@ M=${BEAGLE_SHARED:-../shared}/data/models
 [ -x "$EMU" ] || { echo "FAIL: $EMU missing (make cuda-emu)"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
-python3 test/golden.py "-t 0.0" > "$tmp/golden.txt" || exit 1
+python3 test/oracles/golden.py "-t 0.0" > "$tmp/golden.txt" || exit 1
 check() {  # name, expected file, command...
   local name=$1 want=$2; shift 2
   local t0=$(date +%s.%N)

@@ -6,7 +6,7 @@
 # CUDA backend's op test by default (~30 s); BEAGLE_VALGRIND_ALL=1 runs every kernel test (~3 min).
 # Skipped (exit 0, says so) without valgrind.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 command -v valgrind >/dev/null || { echo "SKIP: valgrind not installed"; exit 0; }
 tests="test_emu_kernels_rows test_emu_kernels_gemm_quant test_cuda_backend_ops"

@@ -4,7 +4,7 @@
 # bench-sd's JSON holds every category and mode with the promised fields, no output differs from plain
 # greedy decoding, every mode produced the same number of tokens as plain decoding (same outputs), the
 # totals add up, the "mt_bench" aggregate covers exactly the MT-Bench categories, and both PNGs are valid
-# (read by test/pngcheck.py, not stb). CLI errors: an unknown mode, chain without a draft.
+# (read by test/oracles/pngcheck.py, not stb). CLI errors: an unknown mode, chain without a draft.
 import json, os, subprocess, tempfile
 
 from checks import check, finish

@@ -79,8 +79,8 @@ static void test_failures() {
     CHECK(cudaGetLastError() == cudaErrorLaunchFailure, "deadlock fails the launch");
     std::string d = beagle_emu::last_error_detail();
     CHECK(contains(d, "kernel 'deadlock_kernel' block (1,0,0)") && contains(d, "deadlock"), "message: %s", d.c_str());
-    CHECK(contains(d, "threads 0-15 wait at __syncthreads() (test/cuda_emu_debug.cpp:") &&
-              contains(d, "threads 16-31 (warp 0) wait at __shfl_xor_sync() (test/cuda_emu_debug.cpp:") &&
+    CHECK(contains(d, "threads 0-15 wait at __syncthreads() (test/kernels/cuda_emu_debug.cpp:") &&
+              contains(d, "threads 16-31 (warp 0) wait at __shfl_xor_sync() (test/kernels/cuda_emu_debug.cpp:") &&
               contains(d, "threads 32-63 exited"),
           "message: %s", d.c_str());
     CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure, "synchronize reports the failed launch");

@@ -5,7 +5,7 @@
 //    reference with the derived bounds of matmul_ref.h, plus bitwise T=1 vs T=5 invariance on the real
 //    weights.
 //  * --apply DTYPE ROWS COLS T W_FILE X_FILE Y_FILE [ISA]: (ISA avx2, avx512 or avx512-packed) y = matmul of raw weight bytes and f32 x read
-//    from files (used by test/test_matmul_gguf.py, whose reference is the gguf package's dequantizer);
+//    from files (used by test/oracles/test_matmul_gguf.py, whose reference is the gguf package's dequantizer);
 //    the activation width comes from env BEAGLE_ACT_BITS (default 16) and is printed.
 //  * --quantize-q8_0 IN OUT: quantize_row_q8_0 of raw f32 values (test_matmul_gguf.py compares the bytes
 //    with the gguf package's Q8_0 quantizer).

@@ -4,7 +4,7 @@
 # writes past the end of a cudaMalloc buffer is reported at the kernel's source line, which makes
 # memcheck a bounds checker for emulated kernels. Skipped (exit 0, says so) without valgrind.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD=$(dirname "${BEAGLE_BIN:-$PWD/build/beagle}")
 command -v valgrind >/dev/null || { echo "SKIP: valgrind not installed"; exit 0; }
 fail=0

@@ -1,5 +1,5 @@
 // matmul_ref.h: double-precision references and derived error bounds for cpu_matmul, shared by
-// test/test_matmul.cpp and test/test_matmul_gguf.cpp (include after testlib.h).
+// test/unit/test_matmul.cpp and test/unit/test_matmul_gguf.cpp (include after testlib.h).
 // Bounds (u = 2^-24), see test_matmul.cpp's header comment for the derivation:
 //  float weights:     |y - exact| <= (ceil(cols/8) + 5) u sum|w x|
 //  quantized weights: |y - model| <= (nb + ceil(nb/8) + 5) u S and

@@ -184,7 +184,7 @@ static void test_streams_events() {
 }
 
 // `test_emu_runtime --oob`: a kernel that writes past the end of a cudaMalloc buffer (missing bound
-// check); test/test_emu_valgrind.sh expects memcheck to report it at this file's line.
+// check); test/cli/test_emu_valgrind.sh expects memcheck to report it at this file's line.
 __global__ void write_past_end(float* out) { out[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }
 static int run_out_of_bounds() {
     float* d = nullptr;

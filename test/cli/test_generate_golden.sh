@@ -7,8 +7,8 @@ set -u
 M=$BEAGLE_SHARED/data/models
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
-python3 test/golden.py "-t 0.0" > "$tmp/greedy.txt" || exit 1
-python3 test/golden.py "-s 133742" > "$tmp/sample.txt" || exit 1
+python3 test/oracles/golden.py "-t 0.0" > "$tmp/greedy.txt" || exit 1
+python3 test/oracles/golden.py "-s 133742" > "$tmp/sample.txt" || exit 1
 check() {  # name, expected file, command...
   local name=$1 want=$2; shift 2
   "$@" > "$tmp/got.txt" 2> "$tmp/err.txt"

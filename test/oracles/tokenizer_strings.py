@@ -109,7 +109,7 @@ def require_file(path, what):
 
 
 def paths():
-    root = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     shared = os.environ.get("BEAGLE_SHARED", os.path.join(root, "..", "shared"))
     return {
         "bin": require_file(os.environ.get("BEAGLE_BIN", os.path.join(root, "build", "beagle")), "beagle binary (run make)"),

@@ -3,7 +3,7 @@
 // its name and launch status; kt_compare checks a result against a reference with
 // |got - ref| <= atol + rtol |ref| and records the kernel's worst error; kt_finish writes the
 // kernel-test log (one line per kernel: name, launches, max error, tolerance) to
-// $BEAGLE_KERNEL_LOG_DIR or <build>/kernel-tests/<test>.log, which test/test_cuda_kernel_coverage.sh
+// $BEAGLE_KERNEL_LOG_DIR or <build>/kernel-tests/<test>.log, which test/cli/test_cuda_kernel_coverage.sh
 // compares with the __global__ functions of cuda/*.cu. A kernel launched but never compared fails.
 #pragma once
 #include <sys/stat.h>

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # test_cuda_kernel_coverage.sh: every __global__ kernel in cuda/*.cu must have been run under the CPU
 # emulator against a reference by the kernel tests (build/test/test_emu_kernels_*), which write one log
-# line per kernel they launched and compared (test/cuda_kernel_test.h). Test binaries whose log is
+# line per kernel they launched and compared (test/kernels/cuda_kernel_test.h). Test binaries whose log is
 # missing or older than the binary are (re)run here first. Writes the combined kernel-test log
 # <build>/kernel-test.log (kernel name, launches, max error, tolerance) and fails if a kernel was not
 # exercised or failed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 export BEAGLE_KERNEL_LOG_DIR=$B/kernel-tests
 mkdir -p "$BEAGLE_KERNEL_LOG_DIR"

@@ -18,7 +18,7 @@ import numpy as np
 import gguf
 from gguf.quants import dequantize, quantize
 
-ROOT = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("BEAGLE_BIN", os.path.join(ROOT, "build", "beagle"))
 SHARED = os.environ.get("BEAGLE_SHARED", os.path.join(ROOT, "..", "shared"))
 MODEL = os.environ.get("BEAGLE_MODEL", os.path.join(ROOT, "weights", "SmolLM2-135M-Instruct.Q4_1.gguf"))

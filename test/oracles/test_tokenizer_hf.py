@@ -36,7 +36,7 @@ def gguf_vocab(path):
     """tokens, token types, merges and pre name read by the gguf package. GGUFReader takes ~15 s on
     49K tokens + 49K merges, so the result is cached in build/test-cache keyed by file size+mtime."""
     st = os.stat(path)
-    root = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     cache = os.path.join(root, "build", "test-cache", f"gguf_vocab_{st.st_size}_{int(st.st_mtime)}.json")
     if os.path.exists(cache):
         with open(cache, encoding="utf-8") as f:

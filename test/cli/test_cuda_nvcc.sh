@@ -4,7 +4,7 @@
 # cuda/compat.cuh and every kernel stay buildable although the tests run them in the CPU emulator.
 # Nothing is linked or run (no GPU here). Without nvcc the test is skipped (exit 0, says so).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 NVCC=${NVCC:-$CUDA_HOME/bin/nvcc}
 if [ ! -x "$NVCC" ]; then

@@ -6,7 +6,7 @@
 # the CPU-only build/beagle refuses --backend cuda with a clear message. Skipped (exit 0, says so) only
 # when nvcc is absent.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -x "${NVCC:-$CUDA_HOME/bin/nvcc}" ]; then
   echo "SKIP: no nvcc at ${NVCC:-$CUDA_HOME/bin/nvcc}"
@@ -22,7 +22,7 @@ if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s BUILD="$B" "$B/beagle-cuda"
   echo "FAIL: make cuda"; tail -30 "$tmp/build.log"; exit 1
 fi
 echo "ok   make cuda -> $B/beagle-cuda"
-python3 test/golden.py "-t 0.0" > "$tmp/golden.txt" || exit 1
+python3 test/oracles/golden.py "-t 0.0" > "$tmp/golden.txt" || exit 1
 timeout 120 "$B/beagle-cuda" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -n 256 --temp 0 > "$tmp/out.txt" 2> "$tmp/err.txt"
 rc=$?
 if [ $rc -eq 0 ]; then

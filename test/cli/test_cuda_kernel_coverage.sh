@@ -19,7 +19,26 @@ for b in $bins; do
     "$b" > /dev/null 2>&1 || echo "  $(basename "$b") failed"
   fi
 done
-logs=$(ls "$BEAGLE_KERNEL_LOG_DIR"/test_emu_kernels_*.log)
+# Only the logs of the binaries that exist now, each newer than its binary: a log left behind by a
+# removed or renamed test (or by an older build) vouches for nothing.
+logs_of() {  # logs_of LOGDIR BIN...: the fresh log of each binary, in order; "MISSING:<bin>" for none
+  local dir=$1; shift
+  for b in "$@"; do
+    local l=$dir/$(basename "$b").log
+    if [ -s "$l" ] && ! [ "$l" -ot "$b" ]; then echo "$l"; else echo "MISSING:$(basename "$b")"; fi
+  done
+}
+# Self-check: a scratch log directory holding a fresh log of the one existing binary and a stale log of
+# a removed one; only the first may count.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+touch "$tmp/test_emu_kernels_a"; sleep 0.01
+echo "kernel k_a 1 0 ok" > "$tmp/test_emu_kernels_a.log"; echo "kernel k_gone 1 0 ok" > "$tmp/test_emu_kernels_gone.log"
+self=$(logs_of "$tmp" "$tmp/test_emu_kernels_a")
+if [ "$self" != "$tmp/test_emu_kernels_a.log" ]; then echo "FAIL self-check: a stale log was counted: $self"; exit 1; fi
+echo "self-check: the stale log of a removed test binary is not counted"
+logs=$(logs_of "$BEAGLE_KERNEL_LOG_DIR" $bins)
+missing=$(echo "$logs" | grep '^MISSING:' | sed 's/^MISSING://')
+logs=$(echo "$logs" | grep -v '^MISSING:')
 out=$B/kernel-test.log
 {
   echo "# kernel-test log: every __global__ kernel of cuda/*.cu run in the CPU emulator against a reference"
@@ -38,6 +57,7 @@ for k in $names; do
     fails=$((fails+1))
   fi
 done
+for m in $missing; do echo "FAIL $m: no log newer than the binary (it crashed before writing one?)"; fails=$((fails+1)); done
 failed_logs=$(grep -l '^# .*FAILED' $logs)
 [ -n "$failed_logs" ] && { echo "FAIL: kernel tests failed: $failed_logs"; fails=$((fails+1)); }
 cat "$out"

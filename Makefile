@@ -42,10 +42,10 @@ $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(if $(findstring _avx512,$<),$(AVX512FLAGS)) -MMD -MP -c $< -o $@
 
-# Header-only system packages (Debian): libstb-dev for the PNG charts, nlohmann-json3-dev for the JSON
-# reports. scripts/sysdeps.sh installs whichever header is missing (apt-get), so `make`, `make tests`
+# System packages (Debian): libstb-dev for the PNG charts, nlohmann-json3-dev for the JSON reports (both
+# header-only), libcpp-httplib-dev for `beagle serve` (see HTTPLIB_LIBS). scripts/sysdeps.sh installs whichever header is missing (apt-get), so `make`, `make tests`
 # and `make test` work on a fresh machine.
-SYS_HDRS := /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp
+SYS_HDRS := /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp /usr/include/httplib.h
 $(SYS_HDRS):
 	bash scripts/sysdeps.sh
 $(OBJ) $(CLI_OBJ): | $(SYS_HDRS)
@@ -54,8 +54,15 @@ $(LIB): $(OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# cpp-httplib (`beagle serve`, src/serve/server.cpp only): Debian builds it as a shared library
+# (libcpp-httplib.so, with OpenSSL, zlib and brotli support), so its header wants these macros and the
+# binary links it; upstream it is one header (see README "Serving").
+HTTPLIB_FLAGS := -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT
+HTTPLIB_LIBS  := -lcpp-httplib
+$(BUILD)/obj/src/serve/server.o: CXXFLAGS += $(HTTPLIB_FLAGS)
+
 $(BUILD)/beagle: $(CLI_OBJ) $(LIB)
-	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDFLAGS)
+	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDFLAGS) $(HTTPLIB_LIBS)
 
 $(BUILD)/test/%: test/unit/%.cpp $(LIB) test/testlib.h
 	@mkdir -p $(dir $@)

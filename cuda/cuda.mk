@@ -22,7 +22,7 @@ $(CUDA_GPU_EMU_OBJ): $(BUILD)/obj/%.emu.o: %.cu
 	$(CXX) $(CUDAEMU_CXXFLAGS) -MMD -MP -x c++ -include cuda/compat.cuh -c $< -o $@
 
 $(BUILD)/beagle-cuda-emu: $(CLI_OBJ) $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB)
-	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB) $(LDFLAGS)
+	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB) $(LDFLAGS) $(HTTPLIB_LIBS)
 
 # Backend tests: the library, the CUDA backend and the kernels, all on the emulator.
 CUDA_BACKEND_TEST_SRC := $(sort $(wildcard test/kernels/cuda_backend_*.cpp))
@@ -41,7 +41,7 @@ $(CUDA_NVCC_OBJ): $(BUILD)/obj-nvcc/%.o: %.cu
 	$(NVCC) $(NVCCFLAGS) $(CUDA_GENCODE) -MMD -MP -c $< -o $@
 
 $(BUILD)/beagle-cuda: $(CLI_OBJ) $(CUDA_NVCC_OBJ) $(LIB)
-	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(CUDA_NVCC_OBJ) $(LIB) -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt $(LDFLAGS)
+	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(CUDA_NVCC_OBJ) $(LIB) -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt $(LDFLAGS) $(HTTPLIB_LIBS)
 
 .PHONY: cuda cuda-emu test-kernels
 cuda: $(BUILD)/beagle-cuda

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # pydeps.sh: installs the Python packages the test oracles use (never the product path):
-# numpy, gguf (its dequantiser is the independent reference), tokenizers (HF), sentencepiece.
+# numpy, gguf (its dequantiser is the independent reference), tokenizers (HF), sentencepiece, openai
+# (the official client, run unmodified against `beagle serve`).
 set -e
 missing=$(python3 - <<'PY'
 import importlib.util
-mods = {"numpy": "numpy", "gguf": "gguf", "tokenizers": "tokenizers", "sentencepiece": "sentencepiece"}
+mods = {"numpy": "numpy", "gguf": "gguf", "tokenizers": "tokenizers", "sentencepiece": "sentencepiece", "openai": "openai"}
 print(" ".join(p for m, p in mods.items() if importlib.util.find_spec(m) is None))
 PY
 )

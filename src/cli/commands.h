@@ -11,4 +11,5 @@ int cmd_datagen(int argc, char** argv);
 int cmd_bench_sd(int argc, char** argv);
 int cmd_gradcheck(int argc, char** argv);
 int cmd_train(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 }  // namespace beagle

@@ -10,7 +10,8 @@
 
 namespace beagle {
 
-Session::Session(const std::string& model_path, const std::string& tokenizer_path, int n_threads, int ctx, int batch)
+Session::Session(const std::string& model_path, const std::string& tokenizer_path, int n_threads, int ctx, int batch,
+                 int n_seq)
     : threads(n_threads) {
     mf = load_model(model_path);
     TokenizerSpec spec = tokenizer_path.empty() ? mf->tokenizer : load_tokenizer_file(tokenizer_path);
@@ -24,7 +25,7 @@ Session::Session(const std::string& model_path, const std::string& tokenizer_pat
              tok->vocab_size(), mf->config.vocab_size);
     if (ctx <= 0) ctx = std::min(mf->config.max_seq > 0 ? mf->config.max_seq : 4096, 4096);
     ops = make_ops("", n_threads);  // the selected backend (--backend), see src/backend/backend.h
-    llama.reset(new Llama(*mf, *ops, ctx, batch));
+    llama.reset(new Llama(*mf, *ops, ctx, batch, n_seq));
 }
 
 std::vector<int> Session::encode_prompt(const std::string& prompt, bool chat, const std::string& system) const {
@@ -37,11 +38,21 @@ std::vector<int> Session::encode_prompt(const std::string& prompt, bool chat, co
 std::vector<int> Session::tokenize_prompt(const std::string& prompt, bool chat, const std::string& system) const {
     size_t bad;
     if (!utf8_valid(prompt, &bad)) fail("prompt is not valid UTF-8 (bad byte at offset %zu)", bad);
-    std::vector<int> ids;
+    return chat ? encode_text(apply_chat_template(*tok, prompt, system), true) : encode_text(prompt, false);
+}
+
+std::vector<int> Session::tokenize_chat(const std::vector<ChatMessage>& messages) const {
+    size_t bad;
+    for (size_t i = 0; i < messages.size(); i++)
+        if (!utf8_valid(messages[i].content, &bad))
+            fail("message %zu is not valid UTF-8 (bad byte at offset %zu)", i, bad);
+    return encode_text(apply_chat_template(*tok, messages), true);
+}
+
+std::vector<int> Session::encode_text(const std::string& text, bool special) const {
     const TokenizerSpec& sp = tok->spec();
     bool bos = sp.add_bos || sp.llama2c_spaces;
-    if (chat) ids = tok->encode(apply_chat_template(*tok, prompt, system), bos, true);
-    else ids = tok->encode(prompt, bos, false);
+    std::vector<int> ids = tok->encode(text, bos, special);
     if (ids.empty()) {
         if (tok->bos() < 0) fail("empty prompt and the tokenizer has no BOS token to start from");
         ids.push_back(tok->bos());

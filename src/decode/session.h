@@ -25,8 +25,10 @@ struct GenStats {
 
 class Session {
 public:
-    // ctx 0: the model's context length capped at 4096.
-    Session(const std::string& model_path, const std::string& tokenizer_path, int threads, int ctx, int batch);
+    // ctx 0: the model's context length capped at 4096. n_seq: independent sequences of ctx rows
+    // each in the Llama's cache (Llama::use_seq; the server's slots).
+    Session(const std::string& model_path, const std::string& tokenizer_path, int threads, int ctx, int batch,
+            int n_seq = 1);
     std::unique_ptr<ModelFile> mf;
     std::unique_ptr<Tokenizer> tok;
     std::unique_ptr<Ops> ops;
@@ -38,6 +40,8 @@ public:
     std::vector<int> encode_prompt(const std::string& prompt, bool chat, const std::string& system) const;
     // The same ids without the context check (for callers that cut the ids to length themselves).
     std::vector<int> tokenize_prompt(const std::string& prompt, bool chat, const std::string& system) const;
+    // A conversation in the chat template (apply_chat_template), no context check.
+    std::vector<int> tokenize_chat(const std::vector<ChatMessage>& messages) const;
     // True when generation must stop after `id`.
     bool is_stop(int id) const;
     // Plain decoding from a fresh cache: prefill `prompt`, then up to n tokens. Streams text to
@@ -45,6 +49,9 @@ public:
     std::string generate_plain(const std::vector<int>& prompt, int n, const SamplingParams& sp, FILE* stream,
                                GenStats* st, std::vector<int>* out_ids = nullptr);
     void print_stats(const GenStats& st, bool json) const;
+
+private:
+    std::vector<int> encode_text(const std::string& text, bool special) const;  // BOS as the tokenizer wants
 };
 
 }  // namespace beagle

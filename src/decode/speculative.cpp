@@ -158,25 +158,91 @@ static std::vector<int> accept_path(const DraftTree& tree, const float* logits, 
     }
 }
 
-std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
-                                 const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids) {
-    Llama& m = *s.llama;
+SpecDecoder::SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const SpecParams& spp, SpecStats* st)
+    : s_(s), d_(d), sp_(sp), spp_(spp), st_(st), sampler_(sp, s.llama->config().vocab_size) {}
+
+int SpecDecoder::begin(const std::vector<int>& prompt) {
+    Llama& m = *s_.llama;
     const int V = m.config().vocab_size, D = m.config().dim;
-    *st = SpecStats();
-    st->prompt_tokens = (int)prompt.size();
+    *st_ = SpecStats();
+    st_->prompt_tokens = (int)prompt.size();
     m.truncate(0);
     std::vector<float> logits(V), pstates((size_t)prompt.size() * D);
-    Sampler sampler(sp, V);
     double t0 = now_seconds();
     m.prefill(prompt.data(), (int)prompt.size(), logits.data(), pstates.data());
-    st->prefill_s = now_seconds() - t0;
-    double t1 = now_seconds();
-    d.begin(prompt, pstates.data());
+    st_->prefill_s = now_seconds() - t0;
+    t1_ = now_seconds();
+    d_.begin(prompt, pstates.data());
+    history_ = prompt;
+    root_ = sampler_.sample(logits.data());
+    return root_;
+}
 
+bool SpecDecoder::step(std::vector<int>* out) {
+    Llama& m = *s_.llama;
+    const int V = m.config().vocab_size, D = m.config().dim;
+    int room = std::min(spp_.max_tree, m.ctx() - m.n_past());
+    if (room < 1) return false;
+    double ta = now_seconds();
+    DraftTree& tree = tree_;
+    tree.reset(root_);
+    d_.propose(history_, &tree, room, sp_, sampler_.rng());
+    tree.truncate(room);
+    double tb = now_seconds();
+    st_->draft_s += tb - ta;
+
+    int T = tree.size(), n0 = m.n_past();
+    if (T > 1) tree.mask(&mask_);  // the root alone: a plain causal step
+    pos_.resize(T);
+    for (int i = 0; i < T; i++) pos_[i] = n0 + tree.depth[i];
+    vlogits_.resize((size_t)T * V);
+    vstates_.resize((size_t)T * D);
+    const double tf = now_seconds();
+    m.forward(tree.token.data(), pos_.data(), T, T > 1 ? mask_.data() : nullptr, tree.words(), vlogits_.data(), T,
+              vstates_.data(), T);
+    if (spp_.learn_cost) d_.observe_verify(T, now_seconds() - tf);
+    int bonus = -1;
+    std::vector<int> path = accept_path(tree, vlogits_.data(), V, sp_, spp_, sampler_.rng(), &bonus);
+    std::vector<int> src(path.size());
+    for (size_t i = 0; i < path.size(); i++) src[i] = n0 + path[i];
+    m.compact(src.data(), (int)path.size(), n0);
+    st_->verify_s += now_seconds() - tb;
+
+    // statistics
+    st_->rounds++;
+    st_->target_passes++;
+    st_->drafted += T - 1;
+    st_->gen_tokens_after_root += (int)path.size();
+    std::vector<std::vector<int>> kids = tree.children();
+    for (size_t k = 0; k < path.size(); k++) {
+        if (kids[path[k]].empty()) break;
+        if (st_->reached_by_depth.size() <= k) { st_->reached_by_depth.resize(k + 1); st_->accept_by_depth.resize(k + 1); }
+        st_->reached_by_depth[k]++;
+        if (k + 1 < path.size()) st_->accept_by_depth[k]++;
+    }
+    // commit: accepted candidates, then the bonus token
+    history_.push_back(root_);
+    for (size_t k = 1; k < path.size(); k++) {
+        history_.push_back(tree.token[path[k]]);
+        out->push_back(tree.token[path[k]]);
+    }
+    path_states_.resize(path.size() * D);
+    for (size_t k = 0; k < path.size(); k++)
+        memcpy(&path_states_[k * D], &vstates_[(size_t)path[k] * D], D * sizeof(float));
+    double tc = now_seconds();
+    d_.accept(tree, path, path_states_.data());
+    st_->draft_s += now_seconds() - tc;
+    root_ = bonus;
+    out->push_back(bonus);
+    return true;
+}
+
+std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
+                                 const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids) {
+    SpecDecoder dec(s, d, sp, spp, st);
+    int root = dec.begin(prompt);
     std::string text;
-    std::vector<int> history(prompt);
     int prev = prompt.back();
-    bool done = false;
     auto emit = [&](int tok) {  // returns false when generation must stop before `tok`
         if (s.is_stop(tok)) { st->stopped_eog = true; return false; }
         std::string piece = s.tok->decode_token(prev, tok);
@@ -188,69 +254,15 @@ std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>&
         return st->gen_tokens < n;
     };
     if (n <= 0) return text;
-    int root = sampler.sample(logits.data());
-    if (!emit(root)) done = true;
-
-    DraftTree tree;
-    std::vector<uint64_t> mask;
-    std::vector<int> pos;
-    std::vector<float> vlogits, vstates, path_states;
+    bool done = !emit(root);
+    std::vector<int> committed;
     while (!done) {
-        int room = std::min(spp.max_tree, m.ctx() - m.n_past());
-        if (room < 1) { st->stopped_ctx = true; break; }
-        double ta = now_seconds();
-        tree.reset(root);
-        d.propose(history, &tree, room, sp, sampler.rng());
-        tree.truncate(room);
-        double tb = now_seconds();
-        st->draft_s += tb - ta;
-
-        int T = tree.size(), n0 = m.n_past();
-        if (T > 1) tree.mask(&mask);  // the root alone: a plain causal step
-        pos.resize(T);
-        for (int i = 0; i < T; i++) pos[i] = n0 + tree.depth[i];
-        vlogits.resize((size_t)T * V);
-        vstates.resize((size_t)T * D);
-        const double tf = now_seconds();
-        m.forward(tree.token.data(), pos.data(), T, T > 1 ? mask.data() : nullptr, tree.words(), vlogits.data(), T,
-                  vstates.data(), T);
-        if (spp.learn_cost) d.observe_verify(T, now_seconds() - tf);
-        int bonus = -1;
-        std::vector<int> path = accept_path(tree, vlogits.data(), V, sp, spp, sampler.rng(), &bonus);
-        std::vector<int> src(path.size());
-        for (size_t i = 0; i < path.size(); i++) src[i] = n0 + path[i];
-        m.compact(src.data(), (int)path.size(), n0);
-        st->verify_s += now_seconds() - tb;
-
-        // statistics
-        st->rounds++;
-        st->target_passes++;
-        st->drafted += T - 1;
-        st->gen_tokens_after_root += (int)path.size();
-        std::vector<std::vector<int>> kids = tree.children();
-        for (size_t k = 0; k < path.size(); k++) {
-            if (kids[path[k]].empty()) break;
-            if (st->reached_by_depth.size() <= k) { st->reached_by_depth.resize(k + 1); st->accept_by_depth.resize(k + 1); }
-            st->reached_by_depth[k]++;
-            if (k + 1 < path.size()) st->accept_by_depth[k]++;
-        }
-        // commit: accepted candidates, then the bonus token
-        history.push_back(root);
-        for (size_t k = 1; k < path.size() && !done; k++) {
-            history.push_back(tree.token[path[k]]);
-            if (!emit(tree.token[path[k]])) done = true;
-        }
-        path_states.resize(path.size() * D);
-        for (size_t k = 0; k < path.size(); k++)
-            memcpy(&path_states[k * D], &vstates[(size_t)path[k] * D], D * sizeof(float));
-        double tc = now_seconds();
-        d.accept(tree, path, path_states.data());
-        st->draft_s += now_seconds() - tc;
-        if (done) break;
-        root = bonus;
-        if (!emit(root)) break;
+        committed.clear();
+        if (!dec.step(&committed)) { st->stopped_ctx = true; break; }
+        for (int tok : committed)
+            if (!emit(tok)) { done = true; break; }
     }
-    st->decode_s = now_seconds() - t1;
+    st->decode_s = now_seconds() - dec.decode_start();
     return text;
 }
 

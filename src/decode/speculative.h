@@ -136,6 +136,34 @@ struct SpecParams {
                                          // fixed cost model turn it off to stay deterministic)
 };
 
+// One request's speculative decoding a round at a time, on the Llama's current sequence
+// (Llama::use_seq): generate_speculative runs it to the end; the server interleaves requests.
+// begin() prefills and samples the first token; each step() drafts under the last committed token,
+// verifies, accepts and appends the committed tokens (accepted path, then the target's bonus token)
+// to *out. The caller stops wherever it likes (stop token, length); the drafter was told the whole path.
+class SpecDecoder {
+public:
+    SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const SpecParams& spp, SpecStats* st);
+    int begin(const std::vector<int>& prompt);  // fresh cache; returns the first token; st->prefill_s
+    bool step(std::vector<int>* out);           // false: the context is full (nothing appended)
+    double decode_start() const { return t1_; } // clock after the prefill
+
+private:
+    Session& s_;
+    Drafter& d_;
+    SamplingParams sp_;
+    SpecParams spp_;
+    SpecStats* st_;
+    Sampler sampler_;
+    std::vector<int> history_;  // committed tokens before root_
+    int root_ = -1;
+    double t1_ = 0;
+    DraftTree tree_;
+    std::vector<uint64_t> mask_;
+    std::vector<int> pos_;
+    std::vector<float> vlogits_, vstates_, path_states_;
+};
+
 // Speculative generation from a fresh cache (see Session::generate_plain for the contract).
 std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
                                  const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids = nullptr);

@@ -64,7 +64,7 @@ Llama::~Llama() {
 
 void Llama::forward(const int* tokens, const int* pos, int T, const uint64_t* tree_mask, int mask_words,
                     float* logits, int n_logits, float* states, int n_states) {
-    int& n_past = seq_len_[0];
+    int& n_past = seq_len_[cur_];
     BEAGLE_CHECK(T >= 1 && T <= max_batch_, "forward: %d tokens, expected 1..%d", T, max_batch_);
     BEAGLE_CHECK(n_past + T <= ctx_, "context full: %d cached + %d new tokens > context length %d", n_past, T, ctx_);
     if (!logits) n_logits = 0;
@@ -75,7 +75,7 @@ void Llama::forward(const int* tokens, const int* pos, int T, const uint64_t* tr
     mask.n_past = n_past;
     mask.tree_mask = tree_mask;
     mask.mask_words = mask_words;
-    run(tokens, pos, T, mask, nullptr, n_past);
+    run(tokens, pos, T, mask, nullptr, n_past, (size_t)cur_ * ctx_);
     n_past += T;
     outputs(T, logits, n_logits, states, n_states);
 }
@@ -100,15 +100,18 @@ void Llama::forward_multi(const int* tokens, const int* seq, int T, float* logit
     outputs(T, logits, logits ? T : 0, states, states ? T : 0);
 }
 
-void Llama::run(const int* tokens, const int* pos, int T, const AttnMask& mask, const int* kv_rows, int first_row) {
+void Llama::run(const int* tokens, const int* pos, int T, const AttnMask& mask, const int* kv_rows, int first_row,
+                size_t row0) {
     const LlamaConfig& c = cfg_;
     int dim = c.dim, kv_dim = c.n_kv_heads * c.head_dim;
     ops_.embed(x_, tok_embd_, tokens, T);
     for (int l = 0; l < c.n_layers; l++) {
         const LayerW& w = layers_[l];
+        float* kcache = kcache_[l] + row0 * kv_dim;
+        float* vcache = vcache_[l] + row0 * kv_dim;
         // new K/V rows: straight into the cache when contiguous, else staged and scattered
-        float* k = kv_rows ? k_new_ : kcache_[l] + (size_t)first_row * kv_dim;
-        float* v = kv_rows ? v_new_ : vcache_[l] + (size_t)first_row * kv_dim;
+        float* k = kv_rows ? k_new_ : kcache + (size_t)first_row * kv_dim;
+        float* v = kv_rows ? v_new_ : vcache + (size_t)first_row * kv_dim;
         // attention block
         ops_.rmsnorm(xb_, x_, w.attn_norm, T, dim, c.rms_eps);
         ops_.matmul(q_, xb_, w.wq, T);
@@ -117,10 +120,10 @@ void Llama::run(const int* tokens, const int* pos, int T, const AttnMask& mask, 
         ops_.rope(q_, pos, T, c.n_heads, rope_);
         ops_.rope(k, pos, T, c.n_kv_heads, rope_);
         if (kv_rows) {
-            ops_.copy_rows(kcache_[l], kv_rows, k, T, kv_dim);
-            ops_.copy_rows(vcache_[l], kv_rows, v, T, kv_dim);
+            ops_.copy_rows(kcache, kv_rows, k, T, kv_dim);
+            ops_.copy_rows(vcache, kv_rows, v, T, kv_dim);
         }
-        ops_.attention(att_, q_, kcache_[l], vcache_[l], T, c.n_heads, c.n_kv_heads, c.head_dim, mask);
+        ops_.attention(att_, q_, kcache, vcache, T, c.n_heads, c.n_kv_heads, c.head_dim, mask);
         ops_.matmul(xb2_, att_, w.wo, T);
         ops_.add(x_, xb2_, (size_t)T * dim);
         // SwiGLU MLP block
@@ -147,11 +150,11 @@ void Llama::outputs(int T, float* logits, int n_logits, float* states, int n_sta
 
 void Llama::prefill(const int* tokens, int n, float* last_logits, float* all_states) {
     BEAGLE_CHECK(n >= 1, "prefill needs at least one token");
-    BEAGLE_CHECK(seq_len_[0] + n <= ctx_, "prompt of %d tokens does not fit: %d cached, context length %d", n, seq_len_[0], ctx_);
+    BEAGLE_CHECK(n_past() + n <= ctx_, "prompt of %d tokens does not fit: %d cached, context length %d", n, n_past(), ctx_);
     std::vector<int> pos(max_batch_);
     for (int done = 0; done < n;) {
         int T = std::min(max_batch_, n - done);
-        for (int t = 0; t < T; t++) pos[t] = seq_len_[0] + t;
+        for (int t = 0; t < T; t++) pos[t] = n_past() + t;
         bool last = done + T == n;
         forward(tokens + done, pos.data(), T, nullptr, 0, last ? last_logits : nullptr, 1,
                 all_states ? all_states + (size_t)done * cfg_.dim : nullptr, T);
@@ -160,8 +163,13 @@ void Llama::prefill(const int* tokens, int n, float* last_logits, float* all_sta
 }
 
 void Llama::truncate(int n) {
-    BEAGLE_CHECK(n >= 0 && n <= seq_len_[0], "truncate to %d: cache holds %d", n, seq_len_[0]);
-    seq_len_[0] = n;
+    BEAGLE_CHECK(n >= 0 && n <= n_past(), "truncate to %d: cache holds %d", n, n_past());
+    seq_len_[cur_] = n;
+}
+
+void Llama::use_seq(int s) {
+    BEAGLE_CHECK(s >= 0 && s < n_seq(), "use_seq: sequence %d out of range [0, %d)", s, n_seq());
+    cur_ = s;
 }
 
 void Llama::compact(const int* src, int n, int dst_start) {
@@ -169,16 +177,17 @@ void Llama::compact(const int* src, int n, int dst_start) {
     std::vector<int> dst(n);
     for (int i = 0; i < n; i++) {
         dst[i] = dst_start + i;
-        BEAGLE_CHECK(src[i] >= dst[i] && src[i] < seq_len_[0] && (i == 0 || src[i] > src[i - 1]),
+        BEAGLE_CHECK(src[i] >= dst[i] && src[i] < n_past() && (i == 0 || src[i] > src[i - 1]),
                      "compact: bad source row %d at %d", src[i], i);
     }
     bool moved = false;  // an accepted chain, or the root alone, is already in place
     for (int i = 0; i < n; i++) moved = moved || src[i] != dst[i];
+    const size_t row0 = (size_t)cur_ * ctx_ * kv_dim;
     for (int l = 0; l < cfg_.n_layers && moved; l++) {
-        ops_.gather_rows(kcache_[l], src, dst.data(), n, kv_dim);
-        ops_.gather_rows(vcache_[l], src, dst.data(), n, kv_dim);
+        ops_.gather_rows(kcache_[l] + row0, src, dst.data(), n, kv_dim);
+        ops_.gather_rows(vcache_[l] + row0, src, dst.data(), n, kv_dim);
     }
-    seq_len_[0] = dst_start + n;
+    seq_len_[cur_] = dst_start + n;
 }
 
 }  // namespace beagle

@@ -26,10 +26,13 @@ public:
     int max_batch() const { return max_batch_; }
     const Weight& tok_embd_weight() const { return tok_embd_; }  // shared with the draft (frozen)
     const Weight& lm_head_weight() const { return lm_head_; }
-    int n_past() const { return seq_len_[0]; }  // KV cache rows in use (sequence 0)
+    int n_past() const { return seq_len_[cur_]; }  // KV cache rows in use (the current sequence)
     int n_seq() const { return (int)seq_len_.size(); }
     int seq_len(int s) const { return seq_len_[s]; }
     void reset_seq(int s) { seq_len_[s] = 0; }
+    // The sequence that the single-sequence API (forward, prefill, truncate, compact, n_past) works
+    // on; 0 unless set (the server gives each request a sequence of its own).
+    void use_seq(int s);
 
     // Run T new tokens (T <= max_batch) at positions pos[t]; their K/V go to cache rows
     // [n_past, n_past + T) and n_past advances by T. tree_mask == nullptr means causal; otherwise
@@ -57,6 +60,7 @@ private:
     Ops& ops_;
     int ctx_, max_batch_;
     std::vector<int> seq_len_;  // cache rows in use per sequence
+    int cur_ = 0;               // sequence of the single-sequence API (use_seq)
     RopeParams rope_;
     struct LayerW { Weight attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down; };
     std::vector<LayerW> layers_;
@@ -64,8 +68,10 @@ private:
     std::vector<float*> kcache_, vcache_;  // per layer: ctx x kv_dim
     // activations, max_batch rows each
     float *x_, *xb_, *q_, *att_, *xb2_, *hb_, *hb2_, *logits_, *k_new_, *v_new_;
-    // One forward over T rows; K/V rows go to cache rows kv_rows[t]; attention as `mask`.
-    void run(const int* tokens, const int* pos, int T, const AttnMask& mask, const int* kv_rows, int first_row);
+    // One forward over T rows; K/V rows go to cache rows kv_rows[t] (or first_row + t); attention as
+    // `mask`. Cache rows count from row0 (the first row of a sequence; 0 for forward_multi).
+    void run(const int* tokens, const int* pos, int T, const AttnMask& mask, const int* kv_rows, int first_row,
+             size_t row0 = 0);
     void outputs(int T, float* logits, int n_logits, float* states, int n_states);
     std::vector<float> host_tmp_;
 };

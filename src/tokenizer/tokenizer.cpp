@@ -148,6 +148,13 @@ static std::string default_system_from_template(const std::string& tmpl) {
 }
 
 std::string apply_chat_template(const Tokenizer& tok, const std::string& user, const std::string& system) {
+    std::vector<ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.push_back({"user", user});
+    return apply_chat_template(tok, messages);
+}
+
+std::string apply_chat_template(const Tokenizer& tok, const std::vector<ChatMessage>& messages) {
     const TokenizerSpec& spec = tok.spec();
     bool has_start = false, has_end = false;
     for (const std::string& t : spec.tokens) {
@@ -157,10 +164,13 @@ std::string apply_chat_template(const Tokenizer& tok, const std::string& user, c
     if (!has_start || !has_end)
         fail("%s: no ChatML tokens <|im_start|> and <|im_end|> in the vocabulary; only ChatML chat prompts are supported",
              spec.source.empty() ? "tokenizer" : spec.source.c_str());
-    std::string sys = system.empty() ? default_system_from_template(spec.chat_template) : system;
     std::string out;
-    if (!sys.empty()) out += "<|im_start|>system\n" + sys + "<|im_end|>\n";
-    out += "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+    if (messages.empty() || messages[0].role != "system") {
+        std::string sys = default_system_from_template(spec.chat_template);
+        if (!sys.empty()) out += "<|im_start|>system\n" + sys + "<|im_end|>\n";
+    }
+    for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    out += "<|im_start|>assistant\n";
     return out;
 }
 

@@ -42,5 +42,11 @@ protected:
 // system line (default SmolLM2's when `system` is empty and the template inserts one), user turn,
 // then "<|im_start|>assistant\n". Throws Error if the tokenizer has no ChatML tokens.
 std::string apply_chat_template(const Tokenizer& tok, const std::string& user, const std::string& system = "");
+// The same for a conversation: messages in order (role "system", "user" or "assistant"), the default
+// system line first when the conversation has no system message of its own.
+struct ChatMessage {
+    std::string role, content;
+};
+std::string apply_chat_template(const Tokenizer& tok, const std::vector<ChatMessage>& messages);
 
 }  // namespace beagle

@@ -1,0 +1,112 @@
+// serve.cpp: `beagle serve`: an OpenAI-compatible HTTP server (src/serve/) over one loaded target
+// (and draft): --parallel slots share the model, each with its own KV cache sequence and drafter.
+#include <memory>
+#include <string>
+
+#include "../backend/backend.h"
+#include "../core/common.h"
+#include "../core/threadpool.h"
+#include "../model/draft.h"
+#include "../serve/engine.h"
+#include "../serve/server.h"
+#include "args.h"
+#include "commands.h"
+
+namespace beagle {
+
+int cmd_serve(int argc, char** argv) {
+    std::string model, tok_path, draft, spec, host = "127.0.0.1", alias, total_tokens = "auto", backend;
+    long port = 8080, ctx = 2048, parallel = 1, threads = default_threads(), queue = 64, timeout = 30, max_body_kb = 1024;
+    long http_threads = 0, depth = 5, topk = 10, gamma = 5, ngram = 3;
+    Args a("serve", "-m MODEL [-d DRAFT] [--host 127.0.0.1] [--port 8080] [options]",
+           "OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions (stream or not),\n"
+           "GET /v1/models, /health, /metrics (Prometheus). Ctrl-C stops it.");
+    a.str("-m,--model", &model, "model: GGUF file, llama2.c .bin, or HF safetensors directory");
+    a.str("-z,--tokenizer", &tok_path, "tokenizer file if the model has none");
+    a.str("-d,--draft", &draft, "Beagle draft weights (speculative decoding)");
+    a.str("--spec", &spec, "none | lookup | chain | tree | hybrid (default: tree with a draft, else none)");
+    a.str("--host", &host, "address to listen on (127.0.0.1: this machine only)");
+    a.integer("--port", &port, "port (0: any free port, printed on stderr)");
+    a.integer("-c,--ctx-size", &ctx, "context length of each slot (prompt + generated tokens)");
+    a.integer("-np,--parallel", &parallel, "requests generated at once (slots); more wait in the queue");
+    a.integer("--queue", &queue, "requests waiting for a slot before new ones get 503 (Retry-After)");
+    a.integer("-t,--threads", &threads, "CPU threads of the model");
+    a.integer("--threads-http", &http_threads, "connections served at once (0: 2 x (parallel + queue), at most 256)");
+    a.integer("--timeout", &timeout, "seconds a socket read or write may take (slow clients are dropped)");
+    a.integer("--max-body-kb", &max_body_kb, "largest request body in KiB (larger: 413)");
+    a.str("-a,--alias", &alias, "model name in responses and /v1/models (default: the file name)");
+    a.integer("--depth", &depth, "tree: draft depth");
+    a.integer("--topk", &topk, "tree: children per expanded node and nodes expanded per depth");
+    a.str("--total-tokens", &total_tokens, "tree: nodes per verify pass, or 'auto' (measured verify cost)");
+    a.integer("--gamma", &gamma, "chain and lookup: tokens drafted per round");
+    a.integer("--ngram", &ngram, "lookup and hybrid: longest n-gram matched in the context");
+    a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
+    if (!a.parse(argc, argv)) return 0;
+    if (!a.positional.empty()) fail("beagle serve: unexpected argument '%s'", a.positional[0].c_str());
+    if (model.empty()) fail("beagle serve: -m MODEL is required (see --help)");
+    if (spec.empty()) spec = draft.empty() ? "none" : "tree";
+    if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid")
+        fail("beagle serve: --spec must be none, lookup, chain, tree or hybrid, got '%s'", spec.c_str());
+    const bool needs_draft = spec == "chain" || spec == "tree" || spec == "hybrid";
+    if (needs_draft && draft.empty()) fail("beagle serve: --spec %s needs a draft model (-d DRAFT)", spec.c_str());
+    if (port < 0 || port > 65535) fail("beagle serve: --port must be in 0..65535, got %ld", port);
+    if (ctx < 16 || ctx > 1 << 20) fail("beagle serve: -c must be in 16..1048576, got %ld", ctx);
+    if (parallel < 1 || parallel > 64) fail("beagle serve: --parallel must be in 1..64, got %ld", parallel);
+    if (queue < 0 || queue > 100000) fail("beagle serve: --queue must be in 0..100000, got %ld", queue);
+    if (threads < 1 || threads > 256) fail("beagle serve: -t must be in 1..256, got %ld", threads);
+    if (http_threads < 0 || http_threads > 1024) fail("beagle serve: --threads-http must be in 0..1024, got %ld", http_threads);
+    if (timeout < 1 || timeout > 3600) fail("beagle serve: --timeout must be in 1..3600 s, got %ld", timeout);
+    if (max_body_kb < 1 || max_body_kb > 1 << 20) fail("beagle serve: --max-body-kb must be in 1..1048576, got %ld", max_body_kb);
+    if (depth < 1 || depth > 32) fail("beagle serve: --depth must be in 1..32, got %ld", depth);
+    if (topk < 1 || topk > 64) fail("beagle serve: --topk must be in 1..64, got %ld", topk);
+    if (gamma < 1 || gamma > 63) fail("beagle serve: --gamma must be in 1..63, got %ld", gamma);
+    if (ngram < 1) fail("beagle serve: --ngram must be >= 1, got %ld", ngram);
+    int fixed_total = 0;
+    if (total_tokens != "auto") {
+        char* end = nullptr;
+        long v = strtol(total_tokens.c_str(), &end, 10);
+        if (total_tokens.empty() || *end || v < 2 || v > 1024)
+            fail("beagle serve: --total-tokens must be 'auto' or an integer in 2..1024, got '%s'", total_tokens.c_str());
+        fixed_total = (int)v;
+    }
+
+    block_stop_signals();  // before any thread starts: Ctrl-C / SIGTERM stop the server cleanly
+    if (!backend.empty()) select_backend(backend);
+    SpecParams spp;  // max_tree 64 as generate's default; a fixed tree size may raise it
+    spp.max_tree = std::max(spp.max_tree, std::max(fixed_total, (int)gamma + 1));
+    Session s(model, tok_path, (int)threads, (int)ctx, std::max<int>(spp.max_tree, (int)parallel), (int)parallel);
+
+    // One drafter per slot; the draft weights, its frozen target tables and the verify cost are shared.
+    std::function<std::unique_ptr<Drafter>()> make_drafter;
+    if (spec == "lookup") {
+        std::vector<double> cost = total_tokens == "auto" ? measure_verify_cost(s, spp.max_tree, (int)gamma + 1)
+                                                          : std::vector<double>();
+        make_drafter = [ngram, gamma, cost] { return make_lookup_drafter((int)ngram, (int)gamma, cost); };
+    } else if (needs_draft) {
+        auto dw = std::make_shared<DraftWeights>(load_draft(draft));
+        check_draft_fits_target(dw->cfg, s.mf->config, s.tok->spec(), draft);
+        auto fz = std::make_shared<DraftFrozen>(frozen_from_target(*s.mf, false));
+        BeagleDraftParams bp;
+        bp.tree = spec != "chain";
+        bp.lookup_ngram = spec == "hybrid" ? (int)ngram : 0;
+        bp.gamma = (int)gamma;
+        bp.depth = (int)depth;
+        bp.topk = (int)topk;
+        if (fixed_total) bp.total_tokens = fixed_total;
+        else if (bp.tree) bp.verify_cost = measure_verify_cost(s, spp.max_tree, (int)depth + 1);
+        make_drafter = [dw, fz, bp, &s] { return make_beagle_drafter(*dw, *fz, s, bp); };
+    }
+    Engine engine(s, (int)parallel, (int)queue, make_drafter, spp);
+    ServeOptions o;
+    o.host = host;
+    o.port = (int)port;
+    o.model_id = alias.empty() ? model.substr(model.find_last_of('/') + 1) : alias;
+    o.max_body = (size_t)max_body_kb * 1024;
+    o.timeout_s = (int)timeout;
+    o.http_threads = http_threads ? (int)http_threads : (int)std::min<long>(256, 2 * (parallel + queue) + 4);
+    fprintf(stderr, "serve: %s, spec %s, %ld slot(s) of %ld tokens, queue %ld\n", o.model_id.c_str(), spec.c_str(),
+            parallel, ctx, queue);
+    return run_server(s, engine, o);
+}
+
+}  // namespace beagle

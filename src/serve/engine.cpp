@@ -1,0 +1,337 @@
+// engine.cpp: see engine.h.
+#include "engine.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+
+#include "../core/common.h"
+
+namespace beagle {
+
+bool Job::wait(double seconds, std::string* out) {
+    std::unique_lock<std::mutex> lk(mu);
+    if (text.empty() && !finished)
+        cv.wait_for(lk, std::chrono::duration<double>(seconds), [&] { return !text.empty() || finished; });
+    out->append(text);
+    text.clear();
+    return finished;
+}
+
+struct EngineStats {
+    std::map<std::pair<std::string, int>, long> requests;  // (endpoint, status) -> count
+    std::map<std::string, long> finished;                 // finish reason (stop, length, cancelled, error) -> jobs
+    long prompt_tokens = 0, gen_tokens = 0, forwards = 0, forward_rows = 0;
+    long rounds = 0, after_root = 0, drafted = 0;
+    std::vector<long> reached, accepted;  // speculative rounds per depth
+    int queue = 0, active = 0;
+    std::deque<std::pair<double, int>> recent;  // (time, tokens) of the rounds of the last 10 s
+};
+
+struct Engine::Slot {
+    int seq = 0;
+    std::shared_ptr<Job> job;  // null: free
+    std::unique_ptr<Drafter> drafter;
+    std::unique_ptr<SpecDecoder> dec;
+    SpecStats st;
+    std::unique_ptr<Sampler> sampler;  // plain decoding
+    std::unique_ptr<StopText> cut;
+    int prev = 0, next = -1, n_gen = 0, limit = 0;
+};
+
+Engine::Engine(Session& s, int parallel, int max_queue, std::function<std::unique_ptr<Drafter>()> make_drafter,
+               const SpecParams& spp)
+    : s_(s), max_queue_(max_queue), spec_((bool)make_drafter), spp_(spp), free_slots_(parallel), stats_(new EngineStats) {
+    BEAGLE_CHECK(parallel >= 1 && parallel <= s.llama->n_seq(), "engine: %d slots but the cache holds %d sequences",
+                 parallel, s.llama->n_seq());
+    BEAGLE_CHECK(parallel <= s.llama->max_batch(), "engine: %d slots but a forward takes at most %d rows", parallel,
+                 s.llama->max_batch());
+    for (int i = 0; i < parallel; i++) {
+        slots_.emplace_back(new Slot);
+        slots_.back()->seq = i;
+        if (spec_) slots_.back()->drafter = make_drafter();
+    }
+    worker_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+}
+
+bool Engine::submit(const std::shared_ptr<Job>& job) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (stop_ || (int)queue_.size() >= max_queue_ + free_slots_) return false;
+        job->t_submit = now_seconds();
+        queue_.push_back(job);
+        stats_->queue = (int)queue_.size();
+    }
+    cv_.notify_all();
+    return true;
+}
+
+void Engine::count_request(const std::string& endpoint, int status) {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_->requests[{endpoint, status}]++;
+}
+
+void Engine::loop() {
+    for (;;) {
+        std::vector<std::pair<Slot*, std::shared_ptr<Job>>> admit;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            auto busy = [&] {
+                for (auto& sl : slots_)
+                    if (sl->job) return true;
+                return false;
+            };
+            cv_.wait(lk, [&] { return stop_ || !queue_.empty() || busy(); });
+            if (stop_) break;
+            for (auto& sl : slots_) {
+                while (!sl->job && !queue_.empty()) {
+                    std::shared_ptr<Job> j = queue_.front();
+                    queue_.pop_front();
+                    if (j->cancelled) { stats_->finished["cancelled"]++; continue; }
+                    sl->job = j;  // reserved; started below, outside the lock
+                    free_slots_--;
+                    admit.push_back({sl.get(), j});
+                }
+            }
+            stats_->queue = (int)queue_.size();
+        }
+        for (auto& a : admit) {
+            try {
+                start(*a.first, a.second);
+            } catch (const std::exception& e) {
+                finish(*a.first, "", e.what());
+            }
+        }
+        std::vector<Slot*> plain;
+        for (auto& sl : slots_) {
+            if (!sl->job) continue;
+            if (sl->job->cancelled) {
+                finish(*sl, "cancelled");
+                continue;
+            }
+            if (!spec_) {
+                plain.push_back(sl.get());
+                continue;
+            }
+            try {
+                round_spec(*sl);
+            } catch (const std::exception& e) {
+                finish(*sl, "", e.what());
+            }
+        }
+        if (!plain.empty()) {
+            try {
+                round_plain(plain);
+            } catch (const std::exception& e) {
+                for (Slot* sl : plain)
+                    if (sl->job) finish(*sl, "", e.what());
+            }
+        }
+        std::lock_guard<std::mutex> lk(mu_);
+        stats_->active = 0;
+        for (auto& sl : slots_) stats_->active += sl->job ? 1 : 0;
+    }
+    // shutting down: every job still here ends with an error
+    for (auto& sl : slots_)
+        if (sl->job) finish(*sl, "", "the server is shutting down");
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& j : queue_) {
+        std::lock_guard<std::mutex> jl(j->mu);
+        j->finished = true;
+        j->error = "the server is shutting down";
+        j->cv.notify_all();
+    }
+    queue_.clear();
+}
+
+void Engine::start(Slot& sl, const std::shared_ptr<Job>& job) {
+    Llama& m = *s_.llama;
+    m.use_seq(sl.seq);
+    const GenRequest& r = job->req;
+    sl.cut.reset(new StopText(r.stop));
+    sl.prev = job->prompt.back();
+    sl.n_gen = 0;
+    sl.limit = r.max_tokens < 0 ? INT_MAX : r.max_tokens;
+    int first;
+    if (spec_) {
+        sl.dec.reset(new SpecDecoder(s_, *sl.drafter, r.sp, spp_, &sl.st));
+        first = sl.dec->begin(job->prompt);
+    } else {
+        std::vector<float> logits(m.config().vocab_size);
+        m.truncate(0);
+        m.prefill(job->prompt.data(), (int)job->prompt.size(), logits.data());
+        sl.sampler.reset(new Sampler(r.sp, m.config().vocab_size));
+        first = sl.sampler->sample(logits.data());
+    }
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stats_->prompt_tokens += (long)job->prompt.size();
+    }
+    if (emit(sl, first)) sl.next = first;
+}
+
+bool Engine::emit(Slot& sl, int tok) {
+    Job& j = *sl.job;
+    if (s_.is_stop(tok)) {
+        finish(sl, "stop");
+        return false;
+    }
+    std::string piece = s_.tok->decode_token(sl.prev, tok);
+    sl.prev = tok;
+    sl.n_gen++;
+    bool stopped = false;
+    std::string out = sl.cut->add(piece, &stopped);
+    {
+        std::lock_guard<std::mutex> lk(j.mu);
+        j.text += out;
+        j.completion_tokens = sl.n_gen;
+    }
+    j.cv.notify_all();
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stats_->gen_tokens++;
+        double now = now_seconds();
+        stats_->recent.push_back({now, 1});
+        while (!stats_->recent.empty() && stats_->recent.front().first < now - 10) stats_->recent.pop_front();
+    }
+    if (stopped) {
+        finish(sl, "stop");
+        return false;
+    }
+    if (sl.n_gen >= sl.limit) {
+        finish(sl, "length");
+        return false;
+    }
+    return true;
+}
+
+void Engine::finish(Slot& sl, const std::string& reason, const std::string& error) {
+    std::shared_ptr<Job> j = sl.job;
+    sl.job.reset();
+    sl.next = -1;
+    {
+        // the slot counts as free before the client hears the end (its next request must find room)
+        std::lock_guard<std::mutex> lk(mu_);
+        free_slots_++;
+        EngineStats& t = *stats_;
+        t.finished[error.empty() ? reason : "error"]++;
+        if (spec_ && sl.dec) {
+            t.rounds += sl.st.rounds;
+            t.after_root += sl.st.gen_tokens_after_root;
+            t.drafted += sl.st.drafted;
+            t.forwards += sl.st.target_passes;
+            t.forward_rows += sl.st.drafted + sl.st.rounds;
+            size_t K = sl.st.reached_by_depth.size();
+            if (t.reached.size() < K) { t.reached.resize(K); t.accepted.resize(K); }
+            for (size_t k = 0; k < K; k++) {
+                t.reached[k] += sl.st.reached_by_depth[k];
+                t.accepted[k] += sl.st.accept_by_depth[k];
+            }
+            sl.st = SpecStats();
+            sl.dec.reset();
+        }
+    }
+    {
+        std::lock_guard<std::mutex> lk(j->mu);
+        if (sl.cut && error.empty()) j->text += sl.cut->flush();
+        j->finished = true;
+        j->finish_reason = reason;
+        j->error = error;
+    }
+    j->cv.notify_all();
+}
+
+void Engine::round_plain(std::vector<Slot*>& active) {
+    Llama& m = *s_.llama;
+    std::vector<int> tokens, seqs;
+    std::vector<Slot*> rows;
+    for (Slot* sl : active) {
+        if (m.seq_len(sl->seq) >= m.ctx()) {  // context full (as Session::generate_plain)
+            finish(*sl, "length");
+            continue;
+        }
+        tokens.push_back(sl->next);
+        seqs.push_back(sl->seq);
+        rows.push_back(sl);
+    }
+    if (rows.empty()) return;
+    const int V = m.config().vocab_size, T = (int)rows.size();
+    std::vector<float> logits((size_t)T * V);
+    m.forward_multi(tokens.data(), seqs.data(), T, logits.data(), nullptr);
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stats_->forwards++;
+        stats_->forward_rows += T;
+    }
+    for (int i = 0; i < T; i++) {
+        Slot& sl = *rows[i];
+        int tok = sl.sampler->sample(&logits[(size_t)i * V]);
+        if (emit(sl, tok)) sl.next = tok;
+    }
+}
+
+void Engine::round_spec(Slot& sl) {
+    s_.llama->use_seq(sl.seq);
+    if (sl.next < 0) return;
+    std::vector<int> out;
+    if (!sl.dec->step(&out)) {
+        finish(sl, "length");
+        return;
+    }
+    for (int tok : out)
+        if (!emit(sl, tok)) return;
+}
+
+std::string Engine::metrics() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    const EngineStats& t = *stats_;
+    std::string o;
+    auto metric = [&](const char* name, const char* type, const char* help) {
+        o += strfmt("# HELP beagle_%s %s\n# TYPE beagle_%s %s\n", name, help, name, type);
+    };
+    auto single = [&](const char* name, const char* type, const char* help, double v) {  // a metric without labels
+        metric(name, type, help);
+        o += strfmt("beagle_%s %.17g\n", name, v);
+    };
+    metric("requests_total", "counter", "HTTP requests by endpoint and status");
+    for (auto& r : t.requests)
+        o += strfmt("beagle_requests_total{endpoint=\"%s\",status=\"%d\"} %ld\n", r.first.first.c_str(), r.first.second, r.second);
+    metric("jobs_finished_total", "counter", "generation jobs by how they ended (stop, length, cancelled, error)");
+    for (auto& r : t.finished) o += strfmt("beagle_jobs_finished_total{reason=\"%s\"} %ld\n", r.first.c_str(), r.second);
+    double now = now_seconds();
+    long recent = 0;
+    for (auto& r : t.recent)
+        if (r.first >= now - 10) recent += r.second;
+    const struct { const char* name; const char* type; const char* help; double v; } singles[] = {
+        {"prompt_tokens_total", "counter", "prompt tokens prefilled", (double)t.prompt_tokens},
+        {"generated_tokens_total", "counter", "tokens generated", (double)t.gen_tokens},
+        {"target_forwards_total", "counter", "target forward passes after prefill (plain rounds and verify passes)", (double)t.forwards},
+        {"target_forward_rows_total", "counter", "token rows in those forward passes", (double)t.forward_rows},
+        {"queue_length", "gauge", "requests waiting for a slot", (double)t.queue},
+        {"slots_active", "gauge", "slots generating", (double)t.active},
+        {"tokens_per_second", "gauge", "tokens generated per second over the last 10 s", recent / 10.0},
+        {"spec_rounds_total", "counter", "speculative verify rounds of finished jobs", (double)t.rounds},
+        {"spec_drafted_total", "counter", "draft candidates sent to verification", (double)t.drafted},
+        {"spec_tau", "gauge", "tokens committed per verify round (finished jobs)", t.rounds ? (double)t.after_root / t.rounds : 0.0},
+    };
+    for (auto& m : singles) single(m.name, m.type, m.help, m.v);
+    metric("spec_reached_total", "counter", "rounds whose tree had a candidate at this depth");
+    for (size_t k = 0; k < t.reached.size(); k++) o += strfmt("beagle_spec_reached_total{depth=\"%zu\"} %ld\n", k + 1, t.reached[k]);
+    metric("spec_accepted_total", "counter", "rounds that accepted a candidate at this depth");
+    for (size_t k = 0; k < t.accepted.size(); k++) o += strfmt("beagle_spec_accepted_total{depth=\"%zu\"} %ld\n", k + 1, t.accepted[k]);
+    metric("spec_acceptance", "gauge", "accepted / reached per depth");
+    for (size_t k = 0; k < t.reached.size(); k++)
+        o += strfmt("beagle_spec_acceptance{depth=\"%zu\"} %.4f\n", k + 1, t.reached[k] ? (double)t.accepted[k] / t.reached[k] : 0.0);
+    return o;
+}
+
+}  // namespace beagle

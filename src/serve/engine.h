@@ -1,0 +1,80 @@
+// engine.h: the server's generation loop. One model, `parallel` slots (each a sequence of the target's
+// KV cache, Llama::use_seq), a bounded queue, one worker thread. Each round the worker admits queued
+// jobs (prefill), then advances every active slot: plain slots together in ONE target forward
+// (Llama::forward_multi, a row per slot), speculative slots one verify pass each (SpecDecoder::step).
+// HTTP threads submit Jobs and read their text as it comes (Job::wait); they never touch the model.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../decode/session.h"
+#include "../decode/speculative.h"
+#include "openai.h"
+
+namespace beagle {
+
+// One request between an HTTP thread and the engine.
+struct Job {
+    GenRequest req;
+    std::vector<int> prompt;  // token ids, shorter than the context
+    double t_submit = 0;
+
+    // Filled by the engine (under mu); the HTTP thread waits on cv.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::string text;                  // text not yet taken by the HTTP thread
+    bool finished = false;
+    std::string finish_reason;         // "stop" | "length"; "" with error set
+    std::string error;                 // the engine failed this request (500)
+    int completion_tokens = 0;
+    std::atomic<bool> cancelled{false};  // the client went away: the engine drops the job
+
+    // Waits up to `seconds` for new text or the end; moves the new text into *out. True once finished.
+    bool wait(double seconds, std::string* out);
+};
+
+struct EngineStats;  // counters for /metrics (engine.cpp)
+
+class Engine {
+public:
+    // make_drafter: one drafter per slot (null: plain decoding). The session's Llama must hold
+    // `parallel` sequences.
+    Engine(Session& s, int parallel, int max_queue, std::function<std::unique_ptr<Drafter>()> make_drafter,
+           const SpecParams& spp);
+    ~Engine();  // stops the worker; unfinished jobs end with an error
+    // False when every slot is taken and the queue is full (the caller answers 503).
+    bool submit(const std::shared_ptr<Job>& job);
+    std::string metrics() const;  // Prometheus text
+    void count_request(const std::string& endpoint, int status);
+
+private:
+    struct Slot;
+    Session& s_;
+    const int max_queue_;
+    const bool spec_;
+    SpecParams spp_;
+    std::vector<std::unique_ptr<Slot>> slots_;
+    mutable std::mutex mu_;  // queue_, stop_, stats_
+    std::condition_variable cv_;
+    std::deque<std::shared_ptr<Job>> queue_;
+    int free_slots_ = 0;  // slots without a job (a queued job may take one before the worker admits it)
+    bool stop_ = false;
+    std::unique_ptr<EngineStats> stats_;
+    std::thread worker_;
+
+    void loop();
+    void start(Slot& sl, const std::shared_ptr<Job>& job);
+    bool emit(Slot& sl, int tok);  // false: the job is finished
+    void finish(Slot& sl, const std::string& reason, const std::string& error = "");
+    void round_plain(std::vector<Slot*>& active);
+    void round_spec(Slot& sl);
+};
+
+}  // namespace beagle

@@ -1,0 +1,211 @@
+// server.cpp: see server.h. The only file that includes httplib.h.
+#include "server.h"
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <pthread.h>
+
+#include <httplib.h>
+
+#include "../core/common.h"
+
+namespace beagle {
+
+using json = nlohmann::json;
+
+static const char* kJson = "application/json";
+
+static void send_error(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    if (e.status == 503) res.set_header("Retry-After", "1");
+    res.set_content(error_body(e), kJson);
+}
+
+static std::string new_id(const char* prefix) {
+    static std::atomic<uint64_t> counter{0};
+    return strfmt("%s-%lx%05lx", prefix, (unsigned long)time(nullptr), (unsigned long)(counter++ % 0xfffff));
+}
+
+// Non-stream: wait for the end, one JSON object. Stream: chunks as text arrives, then [DONE].
+static void answer(Engine& engine, const std::shared_ptr<Job>& job, const std::string& model, httplib::Response& res) {
+    const bool chat = job->req.chat;
+    const std::string id = new_id(chat ? "chatcmpl" : "cmpl");
+    const int64_t created = (int64_t)time(nullptr);
+    const int prompt_tokens = (int)job->prompt.size();
+    if (!job->req.stream) {
+        std::string text;
+        while (!job->wait(1.0, &text)) {}
+        if (!job->error.empty()) {
+            ApiError e;
+            e.status = 500;
+            e.type = "server_error";
+            e.message = "generation failed: " + job->error;
+            return send_error(res, e);
+        }
+        Usage u{prompt_tokens, job->completion_tokens};
+        res.set_content(dump_json(response_json(chat, id, model, created, text, job->finish_reason, u)), kJson);
+        return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    auto first = std::make_shared<bool>(true);
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [job, chat, id, model, created, prompt_tokens, first](size_t, httplib::DataSink& sink) {
+            std::string text;
+            bool done = job->wait(0.25, &text);
+            std::string out;
+            if (!text.empty() || (*first && !done)) {
+                out += sse_event(chunk_json(chat, id, model, created, text, *first, ""));
+                *first = false;
+            }
+            if (done) {
+                if (!job->error.empty()) {
+                    ApiError e;
+                    e.status = 500;
+                    e.type = "server_error";
+                    e.message = "generation failed: " + job->error;
+                    out += "data: " + error_body(e) + "\n\n";
+                } else {
+                    out += sse_event(chunk_json(chat, id, model, created, "", *first, job->finish_reason));
+                    if (job->req.include_usage) {
+                        json u = chunk_json(chat, id, model, created, "", false, "");
+                        u["choices"] = json::array();
+                        u["usage"] = usage_json({prompt_tokens, job->completion_tokens});
+                        out += sse_event(u);
+                    }
+                }
+                out += "data: [DONE]\n\n";
+            }
+            if (!out.empty() && !sink.write(out.data(), out.size())) {
+                job->cancelled = true;
+                return false;
+            }
+            if (done) sink.done();
+            return true;
+        },
+        [job](bool) { job->cancelled = true; });  // a no-op once finished; else the client left
+}
+
+static sigset_t stop_signals() {
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    return sigs;
+}
+
+void block_stop_signals() {
+    sigset_t sigs = stop_signals();
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    signal(SIGPIPE, SIG_IGN);  // a client that left: write() fails instead
+}
+
+int run_server(Session& s, Engine& engine, const ServeOptions& o) {
+    sigset_t sigs = stop_signals();  // blocked since block_stop_signals(); one thread below waits for them
+
+    httplib::Server svr;
+    const int threads = o.http_threads;
+    svr.new_task_queue = [threads] { return new httplib::ThreadPool((size_t)threads); };
+    svr.set_payload_max_length(o.max_body);
+    svr.set_read_timeout(o.timeout_s, 0);
+    svr.set_write_timeout(o.timeout_s, 0);
+    svr.set_keep_alive_timeout(5);
+    const int ctx = s.llama->ctx();
+
+    auto generate = [&, ctx](bool chat) {
+        return [&, chat, ctx](const httplib::Request& req, httplib::Response& res) {
+            const char* endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+            try {
+                static std::atomic<uint64_t> seeds{0};
+                uint64_t seed = (uint64_t)time(nullptr) * 0x9E3779B97F4A7C15ULL + seeds++ * 0xBF58476D1CE4E5B9ULL;
+                auto job = std::make_shared<Job>();
+                job->req = parse_request(req.body, chat, ctx, seed);
+                try {
+                    job->prompt = chat ? s.tokenize_chat(job->req.messages) : s.tokenize_prompt(job->req.prompt, false, "");
+                } catch (const Error& e) {
+                    api_fail(400, chat ? "messages" : "prompt", "invalid_value", "%s", e.what());
+                }
+                if ((int)job->prompt.size() >= ctx)
+                    api_fail(400, chat ? "messages" : "prompt", "context_length_exceeded",
+                             "the prompt is %zu tokens but the context holds %d (leave room to generate)", job->prompt.size(), ctx);
+                if (!engine.submit(job))
+                    api_fail(503, "", "server_overloaded", "every slot is busy and the queue is full; retry later");
+                answer(engine, job, o.model_id, res);
+            } catch (const ApiError& e) {
+                send_error(res, e);
+            }
+            engine.count_request(endpoint, res.status < 0 ? 200 : res.status);
+        };
+    };
+    svr.Post("/v1/chat/completions", generate(true));
+    svr.Post("/v1/completions", generate(false));
+    svr.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
+        json m = {{"id", o.model_id}, {"object", "model"}, {"created", (int64_t)time(nullptr)}, {"owned_by", "beagle"}};
+        res.set_content(dump_json(json{{"object", "list"}, {"data", json::array({m})}}), kJson);
+        engine.count_request("/v1/models", 200);
+    });
+    svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+        res.set_content("{\"status\":\"ok\"}", kJson);
+    });
+    svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+        res.set_content(engine.metrics(), "text/plain; version=0.0.4");
+    });
+    // Errors httplib raises itself (unknown path, body too large, unparsable request) get an error object too.
+    svr.set_error_handler(httplib::Server::HandlerWithResponse([&](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        ApiError e;
+        e.status = res.status;
+        if (res.status == 404) {
+            e.code = "not_found";
+            e.message = "no such endpoint: " + req.method + " " + req.path;
+        } else if (res.status == 413) {
+            e.code = "request_too_large";
+            e.message = strfmt("the request body is larger than %zu bytes", o.max_body);
+        } else {
+            e.message = strfmt("the request could not be served (HTTP %d%s)", res.status,
+                               res.status == 400 ? ": malformed HTTP request" : "");
+        }
+        if (res.status >= 500) e.type = "server_error";
+        res.set_content(error_body(e), kJson);
+        engine.count_request("other", res.status);
+        return httplib::Server::HandlerResponse::Handled;
+    }));
+    svr.set_exception_handler([&](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        ApiError e;
+        e.status = 500;
+        e.type = "server_error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception& x) {
+            e.message = std::string("internal error: ") + x.what();
+        } catch (...) {
+            e.message = "internal error";
+        }
+        send_error(res, e);
+    });
+
+    int port = o.port;
+    if (port == 0) {
+        port = svr.bind_to_any_port(o.host);
+        if (port < 0) fail("serve: cannot bind to %s (any port)", o.host.c_str());
+    } else if (!svr.bind_to_port(o.host, port)) {
+        fail("serve: cannot bind to %s:%d (in use, or not an address of this machine)", o.host.c_str(), port);
+    }
+    fprintf(stderr, "listening on http://%s:%d\n", o.host.c_str(), port);
+    fflush(stderr);
+    std::thread stopper([&] {
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        svr.stop();
+    });
+    bool ok = svr.listen_after_bind();
+    if (stopper.joinable()) {
+        pthread_kill(stopper.native_handle(), SIGTERM);  // listen ended by itself: release the waiter
+        stopper.join();
+    }
+    fprintf(stderr, "serve: stopped\n");
+    return ok ? 0 : 1;
+}
+
+}  // namespace beagle

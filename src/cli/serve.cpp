@@ -74,7 +74,9 @@ int cmd_serve(int argc, char** argv) {
     if (!backend.empty()) select_backend(backend);
     SpecParams spp;  // max_tree 64 as generate's default; a fixed tree size may raise it
     spp.max_tree = std::max(spp.max_tree, std::max(fixed_total, (int)gamma + 1));
-    Session s(model, tok_path, (int)threads, (int)ctx, std::max<int>(spp.max_tree, (int)parallel), (int)parallel);
+    // rows per target forward: a round sends every slot's token or tree at once (up to 4 full trees)
+    const int max_batch = std::max<int>(spp.max_tree * std::min<int>((int)parallel, 4), (int)parallel);
+    Session s(model, tok_path, (int)threads, (int)ctx, max_batch, (int)parallel);
 
     // One drafter per slot; the draft weights, its frozen target tables and the verify cost are shared.
     std::function<std::unique_ptr<Drafter>()> make_drafter;

@@ -179,8 +179,19 @@ int SpecDecoder::begin(const std::vector<int>& prompt) {
 }
 
 bool SpecDecoder::step(std::vector<int>* out) {
+    if (!draft()) return false;
     Llama& m = *s_.llama;
-    const int V = m.config().vocab_size, D = m.config().dim;
+    const int T = tree_.size();
+    vlogits_.resize((size_t)T * m.config().vocab_size);
+    vstates_.resize((size_t)T * m.config().dim);
+    const double tf = now_seconds();
+    m.forward(tree_.token.data(), pos_.data(), T, mask(), tree_.words(), vlogits_.data(), T, vstates_.data(), T);
+    commit(vlogits_.data(), vstates_.data(), now_seconds() - tf, out);
+    return true;
+}
+
+bool SpecDecoder::draft() {
+    Llama& m = *s_.llama;
     int room = std::min(spp_.max_tree, m.ctx() - m.n_past());
     if (room < 1) return false;
     double ta = now_seconds();
@@ -188,25 +199,29 @@ bool SpecDecoder::step(std::vector<int>* out) {
     tree.reset(root_);
     d_.propose(history_, &tree, room, sp_, sampler_.rng());
     tree.truncate(room);
-    double tb = now_seconds();
-    st_->draft_s += tb - ta;
+    tb_ = now_seconds();
+    st_->draft_s += tb_ - ta;
 
-    int T = tree.size(), n0 = m.n_past();
+    int T = tree.size();
+    n0_ = m.n_past();
     if (T > 1) tree.mask(&mask_);  // the root alone: a plain causal step
     pos_.resize(T);
-    for (int i = 0; i < T; i++) pos_[i] = n0 + tree.depth[i];
-    vlogits_.resize((size_t)T * V);
-    vstates_.resize((size_t)T * D);
-    const double tf = now_seconds();
-    m.forward(tree.token.data(), pos_.data(), T, T > 1 ? mask_.data() : nullptr, tree.words(), vlogits_.data(), T,
-              vstates_.data(), T);
-    if (spp_.learn_cost) d_.observe_verify(T, now_seconds() - tf);
+    for (int i = 0; i < T; i++) pos_[i] = n0_ + tree.depth[i];
+    return true;
+}
+
+void SpecDecoder::commit(const float* vlogits, const float* vstates, double forward_s, std::vector<int>* out) {
+    Llama& m = *s_.llama;
+    const int V = m.config().vocab_size, D = m.config().dim;
+    const DraftTree& tree = tree_;
+    const int T = tree.size(), n0 = n0_;
+    if (spp_.learn_cost) d_.observe_verify(T, forward_s);
     int bonus = -1;
-    std::vector<int> path = accept_path(tree, vlogits_.data(), V, sp_, spp_, sampler_.rng(), &bonus);
+    std::vector<int> path = accept_path(tree, vlogits, V, sp_, spp_, sampler_.rng(), &bonus);
     std::vector<int> src(path.size());
     for (size_t i = 0; i < path.size(); i++) src[i] = n0 + path[i];
     m.compact(src.data(), (int)path.size(), n0);
-    st_->verify_s += now_seconds() - tb;
+    st_->verify_s += now_seconds() - tb_;
 
     // statistics
     st_->rounds++;
@@ -228,13 +243,12 @@ bool SpecDecoder::step(std::vector<int>* out) {
     }
     path_states_.resize(path.size() * D);
     for (size_t k = 0; k < path.size(); k++)
-        memcpy(&path_states_[k * D], &vstates_[(size_t)path[k] * D], D * sizeof(float));
+        memcpy(&path_states_[k * D], &vstates[(size_t)path[k] * D], D * sizeof(float));
     double tc = now_seconds();
     d_.accept(tree, path, path_states_.data());
     st_->draft_s += now_seconds() - tc;
     root_ = bonus;
     out->push_back(bonus);
-    return true;
 }
 
 std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,

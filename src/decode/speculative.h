@@ -147,6 +147,15 @@ public:
     int begin(const std::vector<int>& prompt);  // fresh cache; returns the first token; st->prefill_s
     bool step(std::vector<int>* out);           // false: the context is full (nothing appended)
     double decode_start() const { return t1_; } // clock after the prefill
+    // step() in parts, for a caller that verifies several requests' trees in one target forward
+    // (Llama::forward_segments): draft() builds the tree (false: the context is full); the caller runs
+    // tree().token at positions() with mask() (null: the root alone, causal) on this request's
+    // sequence, then commit() takes that forward's logits and states (tree().size() rows each).
+    bool draft();
+    const DraftTree& tree() const { return tree_; }
+    const std::vector<int>& positions() const { return pos_; }
+    const uint64_t* mask() const { return tree_.size() > 1 ? mask_.data() : nullptr; }
+    void commit(const float* logits, const float* states, double forward_s, std::vector<int>* out);
 
 private:
     Session& s_;
@@ -156,8 +165,8 @@ private:
     SpecStats* st_;
     Sampler sampler_;
     std::vector<int> history_;  // committed tokens before root_
-    int root_ = -1;
-    double t1_ = 0;
+    int root_ = -1, n0_ = 0;
+    double t1_ = 0, tb_ = 0;
     DraftTree tree_;
     std::vector<uint64_t> mask_;
     std::vector<int> pos_;

@@ -75,7 +75,7 @@ void Llama::forward(const int* tokens, const int* pos, int T, const uint64_t* tr
     mask.n_past = n_past;
     mask.tree_mask = tree_mask;
     mask.mask_words = mask_words;
-    run(tokens, pos, T, mask, nullptr, n_past, (size_t)cur_ * ctx_);
+    run(tokens, pos, T, {{0, T, mask, (size_t)cur_ * ctx_}}, nullptr, n_past);
     n_past += T;
     outputs(T, logits, n_logits, states, n_states);
 }
@@ -95,23 +95,47 @@ void Llama::forward_multi(const int* tokens, const int* seq, int T, float* logit
     AttnMask mask;
     mask.kv_start = start.data();
     mask.kv_len = len.data();
-    run(tokens, pos.data(), T, mask, rows.data(), 0);
+    run(tokens, pos.data(), T, {{0, T, mask, 0}}, rows.data(), 0);
     seq_len_ = next;
     outputs(T, logits, logits ? T : 0, states, states ? T : 0);
 }
 
-void Llama::run(const int* tokens, const int* pos, int T, const AttnMask& mask, const int* kv_rows, int first_row,
-                size_t row0) {
+void Llama::forward_segments(const int* tokens, const int* pos, const std::vector<Segment>& segs, float* logits,
+                             float* states) {
+    std::vector<AttnPart> parts;
+    std::vector<int> rows, next(seq_len_);
+    int T = 0;
+    for (const Segment& g : segs) {
+        BEAGLE_CHECK(g.seq >= 0 && g.seq < n_seq() && g.T >= 1, "forward_segments: segment of %d tokens in sequence %d",
+                     g.T, g.seq);
+        BEAGLE_CHECK(next[g.seq] == seq_len_[g.seq], "forward_segments: sequence %d in two segments", g.seq);
+        BEAGLE_CHECK(next[g.seq] + g.T <= ctx_, "context full in sequence %d: %d cached + %d new > %d", g.seq, next[g.seq],
+                     g.T, ctx_);
+        AttnMask mask;
+        mask.n_past = next[g.seq];
+        mask.tree_mask = g.tree_mask;
+        mask.mask_words = g.mask_words;
+        parts.push_back({T, g.T, mask, (size_t)g.seq * ctx_});
+        for (int t = 0; t < g.T; t++) rows.push_back(g.seq * ctx_ + next[g.seq] + t);
+        next[g.seq] += g.T;
+        T += g.T;
+    }
+    BEAGLE_CHECK(T >= 1 && T <= max_batch_, "forward_segments: %d tokens, expected 1..%d", T, max_batch_);
+    run(tokens, pos, T, parts, rows.data(), 0);
+    for (const Segment& g : segs) seq_len_[g.seq] += g.T;
+    outputs(T, logits, logits ? T : 0, states, states ? T : 0);
+}
+
+void Llama::run(const int* tokens, const int* pos, int T, const std::vector<AttnPart>& parts, const int* kv_rows,
+                int first_row) {
     const LlamaConfig& c = cfg_;
-    int dim = c.dim, kv_dim = c.n_kv_heads * c.head_dim;
+    int dim = c.dim, kv_dim = c.n_kv_heads * c.head_dim, q_dim = c.n_heads * c.head_dim;
     ops_.embed(x_, tok_embd_, tokens, T);
     for (int l = 0; l < c.n_layers; l++) {
         const LayerW& w = layers_[l];
-        float* kcache = kcache_[l] + row0 * kv_dim;
-        float* vcache = vcache_[l] + row0 * kv_dim;
         // new K/V rows: straight into the cache when contiguous, else staged and scattered
-        float* k = kv_rows ? k_new_ : kcache + (size_t)first_row * kv_dim;
-        float* v = kv_rows ? v_new_ : vcache + (size_t)first_row * kv_dim;
+        float* k = kv_rows ? k_new_ : kcache_[l] + (parts[0].row0 + first_row) * kv_dim;
+        float* v = kv_rows ? v_new_ : vcache_[l] + (parts[0].row0 + first_row) * kv_dim;
         // attention block
         ops_.rmsnorm(xb_, x_, w.attn_norm, T, dim, c.rms_eps);
         ops_.matmul(q_, xb_, w.wq, T);
@@ -120,10 +144,12 @@ void Llama::run(const int* tokens, const int* pos, int T, const AttnMask& mask, 
         ops_.rope(q_, pos, T, c.n_heads, rope_);
         ops_.rope(k, pos, T, c.n_kv_heads, rope_);
         if (kv_rows) {
-            ops_.copy_rows(kcache, kv_rows, k, T, kv_dim);
-            ops_.copy_rows(vcache, kv_rows, v, T, kv_dim);
+            ops_.copy_rows(kcache_[l], kv_rows, k, T, kv_dim);
+            ops_.copy_rows(vcache_[l], kv_rows, v, T, kv_dim);
         }
-        ops_.attention(att_, q_, kcache, vcache, T, c.n_heads, c.n_kv_heads, c.head_dim, mask);
+        for (const AttnPart& a : parts)
+            ops_.attention(att_ + (size_t)a.row * q_dim, q_ + (size_t)a.row * q_dim, kcache_[l] + a.row0 * kv_dim,
+                           vcache_[l] + a.row0 * kv_dim, a.T, c.n_heads, c.n_kv_heads, c.head_dim, a.mask);
         ops_.matmul(xb2_, att_, w.wo, T);
         ops_.add(x_, xb2_, (size_t)T * dim);
         // SwiGLU MLP block

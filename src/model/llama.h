@@ -49,6 +49,18 @@ public:
     // one sequence in order); it attends causally within its own sequence only. logits (T x vocab)
     // and states (T x dim) for every row if not null. Same bits per row as forward().
     void forward_multi(const int* tokens, const int* seq, int T, float* logits, float* states);
+    // Several sequences in one forward (the server's batched round): segment i is the next
+    // segs[i].T tokens of sequence segs[i].seq (tokens and pos laid out segment after segment), causal
+    // or with that segment's tree mask, exactly as forward() on that sequence alone would run them:
+    // every op but attention runs over all rows at once, attention once per segment. Advances each
+    // sequence by its T. logits (sum T x vocab) and states (sum T x dim) for every row if not null.
+    struct Segment {
+        int seq = 0, T = 0;
+        const uint64_t* tree_mask = nullptr;  // null: causal
+        int mask_words = 0;
+    };
+    void forward_segments(const int* tokens, const int* pos, const std::vector<Segment>& segs, float* logits,
+                          float* states);
     // Drop cache rows >= n.
     void truncate(int n);
     // Keep n rows of the cache: for i < n, row src[i] moves to row dst_start + i (src increasing,
@@ -68,10 +80,17 @@ private:
     std::vector<float*> kcache_, vcache_;  // per layer: ctx x kv_dim
     // activations, max_batch rows each
     float *x_, *xb_, *q_, *att_, *xb2_, *hb_, *hb2_, *logits_, *k_new_, *v_new_;
-    // One forward over T rows; K/V rows go to cache rows kv_rows[t] (or first_row + t); attention as
-    // `mask`. Cache rows count from row0 (the first row of a sequence; 0 for forward_multi).
-    void run(const int* tokens, const int* pos, int T, const AttnMask& mask, const int* kv_rows, int first_row,
-             size_t row0 = 0);
+    // Attention of rows [row, row + T) as `mask` over the cache rows from row0 on (the first row of a
+    // sequence; 0 for forward_multi, whose mask holds absolute rows).
+    struct AttnPart {
+        int row, T;
+        AttnMask mask;
+        size_t row0;
+    };
+    // One forward over T rows; K/V rows go to cache rows kv_rows[t] (absolute) or parts[0].row0 +
+    // first_row + t; attention part by part.
+    void run(const int* tokens, const int* pos, int T, const std::vector<AttnPart>& parts, const int* kv_rows,
+             int first_row);
     void outputs(int T, float* logits, int n_logits, float* states, int n_states);
     std::vector<float> host_tmp_;
 };

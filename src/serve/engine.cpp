@@ -111,28 +111,17 @@ void Engine::loop() {
                 finish(*a.first, "", e.what());
             }
         }
-        std::vector<Slot*> plain;
+        std::vector<Slot*> active;
         for (auto& sl : slots_) {
             if (!sl->job) continue;
-            if (sl->job->cancelled) {
-                finish(*sl, "cancelled");
-                continue;
-            }
-            if (!spec_) {
-                plain.push_back(sl.get());
-                continue;
-            }
-            try {
-                round_spec(*sl);
-            } catch (const std::exception& e) {
-                finish(*sl, "", e.what());
-            }
+            if (sl->job->cancelled) finish(*sl, "cancelled");
+            else active.push_back(sl.get());
         }
-        if (!plain.empty()) {
+        if (!active.empty()) {
             try {
-                round_plain(plain);
+                round(active);
             } catch (const std::exception& e) {
-                for (Slot* sl : plain)
+                for (Slot* sl : active)
                     if (sl->job) finish(*sl, "", e.what());
             }
         }
@@ -228,8 +217,6 @@ void Engine::finish(Slot& sl, const std::string& reason, const std::string& erro
             t.rounds += sl.st.rounds;
             t.after_root += sl.st.gen_tokens_after_root;
             t.drafted += sl.st.drafted;
-            t.forwards += sl.st.target_passes;
-            t.forward_rows += sl.st.drafted + sl.st.rounds;
             size_t K = sl.st.reached_by_depth.size();
             if (t.reached.size() < K) { t.reached.resize(K); t.accepted.resize(K); }
             for (size_t k = 0; k < K; k++) {
@@ -250,45 +237,76 @@ void Engine::finish(Slot& sl, const std::string& reason, const std::string& erro
     j->cv.notify_all();
 }
 
-void Engine::round_plain(std::vector<Slot*>& active) {
+void Engine::round(const std::vector<Slot*>& active) {
     Llama& m = *s_.llama;
-    std::vector<int> tokens, seqs;
+    const int V = m.config().vocab_size, D = m.config().dim;
+    // what each slot sends: its next token (plain) or its draft tree (speculative)
     std::vector<Slot*> rows;
+    std::vector<Llama::Segment> segs;
     for (Slot* sl : active) {
-        if (m.seq_len(sl->seq) >= m.ctx()) {  // context full (as Session::generate_plain)
-            finish(*sl, "length");
-            continue;
+        Llama::Segment g;
+        g.seq = sl->seq;
+        m.use_seq(sl->seq);
+        if (spec_) {
+            if (!sl->dec->draft()) {
+                finish(*sl, "length");
+                continue;
+            }
+            g.T = sl->dec->tree().size();
+            g.tree_mask = sl->dec->mask();
+            g.mask_words = sl->dec->tree().words();
+        } else {
+            if (m.n_past() >= m.ctx()) {  // context full (as Session::generate_plain)
+                finish(*sl, "length");
+                continue;
+            }
+            g.T = 1;
         }
-        tokens.push_back(sl->next);
-        seqs.push_back(sl->seq);
         rows.push_back(sl);
+        segs.push_back(g);
     }
-    if (rows.empty()) return;
-    const int V = m.config().vocab_size, T = (int)rows.size();
-    std::vector<float> logits((size_t)T * V);
-    m.forward_multi(tokens.data(), seqs.data(), T, logits.data(), nullptr);
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        stats_->forwards++;
-        stats_->forward_rows += T;
+    // one forward per group of slots that fits in max_batch rows (all of them, unless trees are large)
+    for (size_t i = 0; i < rows.size();) {
+        size_t j = i;
+        int T = 0;
+        std::vector<int> tokens, pos;
+        while (j < rows.size() && (j == i || T + segs[j].T <= m.max_batch())) {
+            Slot& sl = *rows[j];
+            if (spec_) {
+                const DraftTree& tr = sl.dec->tree();
+                tokens.insert(tokens.end(), tr.token.begin(), tr.token.end());
+                pos.insert(pos.end(), sl.dec->positions().begin(), sl.dec->positions().end());
+            } else {
+                tokens.push_back(sl.next);
+                pos.push_back(m.seq_len(sl.seq));
+            }
+            T += segs[j++].T;
+        }
+        std::vector<Llama::Segment> group(segs.begin() + i, segs.begin() + j);
+        std::vector<float> logits((size_t)T * V), states(spec_ ? (size_t)T * D : 0);
+        const double t0 = now_seconds();
+        m.forward_segments(tokens.data(), pos.data(), group, logits.data(), spec_ ? states.data() : nullptr);
+        const double dt = now_seconds() - t0;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            stats_->forwards++;
+            stats_->forward_rows += T;
+        }
+        for (size_t r = 0, off = 0; r < group.size(); off += group[r].T, r++) {
+            Slot& sl = *rows[i + r];
+            if (!spec_) {
+                int tok = sl.sampler->sample(&logits[off * V]);
+                if (emit(sl, tok)) sl.next = tok;
+                continue;
+            }
+            m.use_seq(sl.seq);
+            std::vector<int> out;
+            sl.dec->commit(&logits[off * V], &states[off * D], dt, &out);
+            for (int tok : out)
+                if (!emit(sl, tok)) break;
+        }
+        i = j;
     }
-    for (int i = 0; i < T; i++) {
-        Slot& sl = *rows[i];
-        int tok = sl.sampler->sample(&logits[(size_t)i * V]);
-        if (emit(sl, tok)) sl.next = tok;
-    }
-}
-
-void Engine::round_spec(Slot& sl) {
-    s_.llama->use_seq(sl.seq);
-    if (sl.next < 0) return;
-    std::vector<int> out;
-    if (!sl.dec->step(&out)) {
-        finish(sl, "length");
-        return;
-    }
-    for (int tok : out)
-        if (!emit(sl, tok)) return;
 }
 
 std::string Engine::metrics() const {

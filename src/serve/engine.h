@@ -1,7 +1,9 @@
 // engine.h: the server's generation loop. One model, `parallel` slots (each a sequence of the target's
 // KV cache, Llama::use_seq), a bounded queue, one worker thread. Each round the worker admits queued
-// jobs (prefill), then advances every active slot: plain slots together in ONE target forward
-// (Llama::forward_multi, a row per slot), speculative slots one verify pass each (SpecDecoder::step).
+// jobs (prefill), then advances every active slot in ONE target forward (Llama::forward_segments): a
+// plain slot adds its next token, a speculative slot its draft tree (SpecDecoder::draft), each with its
+// own mask over its own sequence; then each slot samples or accepts (SpecDecoder::commit). Kernels are
+// batch-invariant, so every greedy response equals the request decoded alone.
 // HTTP threads submit Jobs and read their text as it comes (Job::wait); they never touch the model.
 #pragma once
 #include <atomic>
@@ -73,8 +75,7 @@ private:
     void start(Slot& sl, const std::shared_ptr<Job>& job);
     bool emit(Slot& sl, int tok);  // false: the job is finished
     void finish(Slot& sl, const std::string& reason, const std::string& error = "");
-    void round_plain(std::vector<Slot*>& active);
-    void round_spec(Slot& sl);
+    void round(const std::vector<Slot*>& active);  // one target forward (or a few, if over max_batch)
 };
 
 }  // namespace beagle

@@ -3,8 +3,8 @@
 # loopback port. stories260K (plain, 2 slots; then tree speculation with its draft): completions
 # streamed and not, greedy text and token count equal to `beagle generate` for the same prompt;
 # seeded sampling equal to `generate --seed` (plain slots sample as generate does); stop strings;
-# 4 concurrent requests of mixed lengths on 2 slots (batched rounds + queue) each equal to its
-# single-request output; /v1/models, /health, /metrics; chat on a model without a chat template is a
+# 4 concurrent requests of mixed lengths on 2 slots (one target forward per round for both slots,
+# the later requests arriving mid-generation from the queue) each equal to its single-request output; /v1/models, /health, /metrics; chat on a model without a chat template is a
 # 400. SmolLM2 + the shipped draft: two short chat requests (one streamed) equal to `generate --chat`.
 import concurrent.futures, json, os, tempfile
 
@@ -96,6 +96,9 @@ with tempfile.TemporaryDirectory() as tmp:
             m = srv.metrics()
             check(m.get("beagle_spec_tau", 0) > 1.0, f"tree tau {m.get('beagle_spec_tau')}")
             check(m.get('beagle_spec_acceptance{depth="1"}', -1) > 0, "acceptance at depth 1")
+            check(m.get("beagle_target_forwards_total", 0) < m.get("beagle_spec_rounds_total", 0),
+                  f"some forwards verified two requests' trees at once ({m.get('beagle_target_forwards_total')} forwards, "
+                  f"{m.get('beagle_spec_rounds_total')} rounds)")
         finally:
             check(srv.stop() == 0, "tree server exits 0")
     else:

@@ -55,12 +55,12 @@ $(LIB): $(OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# cpp-httplib (`beagle serve`, src/serve/server.cpp only): Debian builds it as a shared library
+# cpp-httplib (`beagle serve`: src/serve/server.cpp; the remote-drafting client src/serve/remote.cpp): Debian builds it as a shared library
 # (libcpp-httplib.so, with OpenSSL, zlib and brotli support), so its header wants these macros and the
 # binary links it; upstream it is one header (see README "Serving").
 HTTPLIB_FLAGS := -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT
 HTTPLIB_LIBS  := -lcpp-httplib
-$(BUILD)/obj/src/serve/server.o: CXXFLAGS += $(HTTPLIB_FLAGS)
+$(BUILD)/obj/src/serve/server.o $(BUILD)/obj/src/serve/remote.o: CXXFLAGS += $(HTTPLIB_FLAGS)
 
 $(BUILD)/beagle: $(CLI_OBJ) $(LIB)
 	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDFLAGS) $(HTTPLIB_LIBS)

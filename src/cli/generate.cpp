@@ -15,6 +15,7 @@
 #include "../decode/sampling.h"
 #include "../decode/speculative.h"
 #include "../model/draft.h"
+#include "../serve/remote.h"
 #include "../io/model_file.h"
 #include "../model/llama.h"
 #include "../tokenizer/tokenizer.h"
@@ -29,7 +30,7 @@ int cmd_generate(int argc, char** argv) {
     long n_predict = 256, threads = default_threads(), seed = -1, top_k = 0, ctx = 0, batch = 64;
     double temp = 0.8, top_p = 0.9, lookup_skip = 0.5;
     bool chat = false, json = false, no_stream = false, compare = false;
-    std::string spec = "", draft, backend;
+    std::string spec = "", draft, backend, server;
     long gamma = 5, ngram = 3, max_tree = 64, depth = 5, topk = 10;
     std::string total_tokens = "auto";
     bool no_concat = false;
@@ -65,6 +66,8 @@ int cmd_generate(int argc, char** argv) {
     a.number("--lookup-skip", &lookup_skip, "hybrid: send a lookup match alone (no draft forward) when its first token's learnt\n"
              "acceptance rate is at least this (> 1: never)");
     a.integer("--max-tree", &max_tree, "most tokens per verify pass (root included)");
+    a.str("--server", &server, "verify on a `beagle serve` at this URL (http://HOST:PORT): the draft (-d) runs here, the\n"
+          "target there (client-server speculative decoding; greedy)");
     a.flag("--compare", &compare, "also run plain decoding on the same prompt and report the speedup");
     a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return 0;
@@ -90,6 +93,9 @@ int cmd_generate(int argc, char** argv) {
     if (topk < 1 || topk > 64) fail("beagle generate: --topk must be in 1..64, got %ld", topk);
     if (ngram < 1) fail("beagle generate: --ngram must be >= 1, got %ld", ngram);
     if (max_tree < 1 || max_tree > 1024) fail("beagle generate: --max-tree must be in 1..1024, got %ld", max_tree);
+    if (!server.empty() && (draft.empty() || spec == "lookup" || spec == "none" || temp != 0 || compare))
+        fail("beagle generate: --server needs a draft (-d, --spec tree, chain or hybrid) and --temp 0, without --compare");
+    if (!server.empty() && total_tokens == "auto") total_tokens = "60";  // the verify cost is the server's
 
     if (!backend.empty()) select_backend(backend);
     Session s(model, tok_path, (int)threads, (int)ctx, (int)batch);
@@ -153,7 +159,8 @@ int cmd_generate(int argc, char** argv) {
         drafter = make_beagle_drafter(dw, fz, s, bp);
     }
     SpecStats st;
-    std::string text = generate_speculative(s, *drafter, tokens, (int)n_predict, sp, spp, stream, &st);
+    std::string text = server.empty() ? generate_speculative(s, *drafter, tokens, (int)n_predict, sp, spp, stream, &st)
+                                      : generate_remote(s, *drafter, server, tokens, (int)n_predict, spp.max_tree, stream, &st);
     if (no_stream) fputs(text.c_str(), stdout);
     fputs("\n", stdout);
     fflush(stdout);

@@ -251,12 +251,9 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
     out->push_back(bonus);
 }
 
-std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
-                                 const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids) {
-    SpecDecoder dec(s, d, sp, spp, st);
-    int root = dec.begin(prompt);
+std::string run_commits(Session& s, int prev, int first, int n, const std::function<bool(std::vector<int>*)>& step,
+                        FILE* stream, GenStats* st, std::vector<int>* out_ids) {
     std::string text;
-    int prev = prompt.back();
     auto emit = [&](int tok) {  // returns false when generation must stop before `tok`
         if (s.is_stop(tok)) { st->stopped_eog = true; return false; }
         std::string piece = s.tok->decode_token(prev, tok);
@@ -268,15 +265,24 @@ std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>&
         return st->gen_tokens < n;
     };
     if (n <= 0) return text;
-    bool done = !emit(root);
+    bool done = !emit(first);
     std::vector<int> committed;
     while (!done) {
         committed.clear();
-        if (!dec.step(&committed)) { st->stopped_ctx = true; break; }
+        if (!step(&committed)) { st->stopped_ctx = true; break; }
         for (int tok : committed)
             if (!emit(tok)) { done = true; break; }
     }
-    st->decode_s = now_seconds() - dec.decode_start();
+    return text;
+}
+
+std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
+                                 const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids) {
+    SpecDecoder dec(s, d, sp, spp, st);
+    int root = dec.begin(prompt);
+    std::string text = run_commits(s, prompt.back(), root, n, [&](std::vector<int>* out) { return dec.step(out); },
+                                   stream, st, out_ids);
+    if (n > 0) st->decode_s = now_seconds() - dec.decode_start();
     return text;
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "../core/common.h"
+#include "remote.h"
 
 namespace beagle {
 
@@ -16,6 +17,12 @@ bool Job::wait(double seconds, std::string* out) {
     out->append(text);
     text.clear();
     return finished;
+}
+
+bool Job::wait_answer() {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return answered || finished; });
+    return answered;
 }
 
 struct EngineStats {
@@ -32,6 +39,7 @@ struct Engine::Slot {
     int seq = 0;
     std::shared_ptr<Job> job;  // null: free
     std::unique_ptr<Drafter> drafter;
+    ClientTree client;  // remote jobs: the client's trees
     std::unique_ptr<SpecDecoder> dec;
     SpecStats st;
     std::unique_ptr<Sampler> sampler;  // plain decoding
@@ -40,8 +48,9 @@ struct Engine::Slot {
 };
 
 Engine::Engine(Session& s, int parallel, int max_queue, std::function<std::unique_ptr<Drafter>()> make_drafter,
-               const SpecParams& spp)
-    : s_(s), max_queue_(max_queue), spec_((bool)make_drafter), spp_(spp), free_slots_(parallel), stats_(new EngineStats) {
+               const SpecParams& spp, double remote_idle_s)
+    : s_(s), max_queue_(max_queue), spec_((bool)make_drafter), remote_idle_s_(remote_idle_s), spp_(spp),
+      free_slots_(parallel), stats_(new EngineStats) {
     BEAGLE_CHECK(parallel >= 1 && parallel <= s.llama->n_seq(), "engine: %d slots but the cache holds %d sequences",
                  parallel, s.llama->n_seq());
     BEAGLE_CHECK(parallel <= s.llama->max_batch(), "engine: %d slots but a forward takes at most %d rows", parallel,
@@ -49,6 +58,7 @@ Engine::Engine(Session& s, int parallel, int max_queue, std::function<std::uniqu
     for (int i = 0; i < parallel; i++) {
         slots_.emplace_back(new Slot);
         slots_.back()->seq = i;
+        slots_.back()->client.dim = s.llama->config().dim;
         if (spec_) slots_.back()->drafter = make_drafter();
     }
     worker_ = std::thread([this] { loop(); });
@@ -85,12 +95,12 @@ void Engine::loop() {
         std::vector<std::pair<Slot*, std::shared_ptr<Job>>> admit;
         {
             std::unique_lock<std::mutex> lk(mu_);
-            auto busy = [&] {
+            auto busy = [&] {  // a remote session waiting for its client's next tree is idle
                 for (auto& sl : slots_)
-                    if (sl->job) return true;
+                    if (sl->job && (!sl->job->remote || sl->job->tree_pending || sl->job->cancelled)) return true;
                 return false;
             };
-            cv_.wait(lk, [&] { return stop_ || !queue_.empty() || busy(); });
+            cv_.wait_for(lk, std::chrono::milliseconds(500), [&] { return stop_ || !queue_.empty() || busy(); });
             if (stop_) break;
             for (auto& sl : slots_) {
                 while (!sl->job && !queue_.empty()) {
@@ -112,10 +122,12 @@ void Engine::loop() {
             }
         }
         std::vector<Slot*> active;
+        const double now = now_seconds();
         for (auto& sl : slots_) {
             if (!sl->job) continue;
-            if (sl->job->cancelled) finish(*sl, "cancelled");
-            else active.push_back(sl.get());
+            Job& j = *sl->job;
+            if (j.cancelled || (j.remote && !j.tree_pending && now - j.last_seen > remote_idle_s_)) finish(*sl, "cancelled");
+            else if (!j.remote || j.tree_pending) active.push_back(sl.get());
         }
         if (!active.empty()) {
             try {
@@ -151,7 +163,12 @@ void Engine::start(Slot& sl, const std::shared_ptr<Job>& job) {
     sl.n_gen = 0;
     sl.limit = r.max_tokens < 0 ? INT_MAX : r.max_tokens;
     int first;
-    if (spec_) {
+    if (job->remote) {
+        SamplingParams greedy;
+        greedy.temperature = 0;
+        sl.dec.reset(new SpecDecoder(s_, sl.client, greedy, spp_, &sl.st));
+        first = sl.dec->begin(job->prompt);
+    } else if (spec_) {
         sl.dec.reset(new SpecDecoder(s_, *sl.drafter, r.sp, spp_, &sl.st));
         first = sl.dec->begin(job->prompt);
     } else {
@@ -164,8 +181,50 @@ void Engine::start(Slot& sl, const std::shared_ptr<Job>& job) {
     {
         std::lock_guard<std::mutex> lk(mu_);
         stats_->prompt_tokens += (long)job->prompt.size();
+        if (job->remote) remote_[job->session] = job;
     }
-    if (emit(sl, first)) sl.next = first;
+    if (job->remote) answer(sl, {first});
+    else if (emit(sl, first)) sl.next = first;
+}
+
+void Engine::answer(Slot& sl, std::vector<int> committed) {
+    Job& j = *sl.job;
+    {
+        std::lock_guard<std::mutex> lk(j.mu);
+        j.path = sl.client.path;
+        j.states.swap(sl.client.states);
+        j.committed = std::move(committed);
+        j.answered = true;
+        j.last_seen = now_seconds();
+        j.tree_pending = false;
+    }
+    j.cv.notify_all();
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_->gen_tokens += (long)j.committed.size();
+}
+
+std::shared_ptr<Job> Engine::remote_job(const std::string& session) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = remote_.find(session);
+    return it == remote_.end() ? nullptr : it->second;
+}
+
+void Engine::verify_tree(const std::shared_ptr<Job>& job, std::vector<int> tokens, std::vector<int> parents) {
+    {
+        std::lock_guard<std::mutex> lk(job->mu);
+        job->tree_tokens = std::move(tokens);
+        job->tree_parents = std::move(parents);
+        job->answered = false;
+        job->tree_pending = true;
+    }
+    std::lock_guard<std::mutex> lk(mu_);  // the worker sees the tree before it waits again
+    cv_.notify_all();
+}
+
+void Engine::end_remote(const std::shared_ptr<Job>& job) {
+    job->cancelled = true;
+    std::lock_guard<std::mutex> lk(mu_);
+    cv_.notify_all();
 }
 
 bool Engine::emit(Slot& sl, int tok) {
@@ -211,9 +270,10 @@ void Engine::finish(Slot& sl, const std::string& reason, const std::string& erro
         // the slot counts as free before the client hears the end (its next request must find room)
         std::lock_guard<std::mutex> lk(mu_);
         free_slots_++;
+        if (j->remote) remote_.erase(j->session);
         EngineStats& t = *stats_;
         t.finished[error.empty() ? reason : "error"]++;
-        if (spec_ && sl.dec) {
+        if (sl.dec) {
             t.rounds += sl.st.rounds;
             t.after_root += sl.st.gen_tokens_after_root;
             t.drafted += sl.st.drafted;
@@ -243,11 +303,18 @@ void Engine::round(const std::vector<Slot*>& active) {
     // what each slot sends: its next token (plain) or its draft tree (speculative)
     std::vector<Slot*> rows;
     std::vector<Llama::Segment> segs;
+    bool any_tree = false;
     for (Slot* sl : active) {
         Llama::Segment g;
         g.seq = sl->seq;
         m.use_seq(sl->seq);
-        if (spec_) {
+        if (sl->dec) {  // speculative or remote: a tree
+            if (sl->job->remote) {
+                std::lock_guard<std::mutex> lk(sl->job->mu);
+                sl->client.tokens = sl->job->tree_tokens;
+                sl->client.parents = sl->job->tree_parents;
+            }
+            any_tree = true;
             if (!sl->dec->draft()) {
                 finish(*sl, "length");
                 continue;
@@ -272,7 +339,7 @@ void Engine::round(const std::vector<Slot*>& active) {
         std::vector<int> tokens, pos;
         while (j < rows.size() && (j == i || T + segs[j].T <= m.max_batch())) {
             Slot& sl = *rows[j];
-            if (spec_) {
+            if (sl.dec) {
                 const DraftTree& tr = sl.dec->tree();
                 tokens.insert(tokens.end(), tr.token.begin(), tr.token.end());
                 pos.insert(pos.end(), sl.dec->positions().begin(), sl.dec->positions().end());
@@ -283,9 +350,9 @@ void Engine::round(const std::vector<Slot*>& active) {
             T += segs[j++].T;
         }
         std::vector<Llama::Segment> group(segs.begin() + i, segs.begin() + j);
-        std::vector<float> logits((size_t)T * V), states(spec_ ? (size_t)T * D : 0);
+        std::vector<float> logits((size_t)T * V), states(any_tree ? (size_t)T * D : 0);
         const double t0 = now_seconds();
-        m.forward_segments(tokens.data(), pos.data(), group, logits.data(), spec_ ? states.data() : nullptr);
+        m.forward_segments(tokens.data(), pos.data(), group, logits.data(), any_tree ? states.data() : nullptr);
         const double dt = now_seconds() - t0;
         {
             std::lock_guard<std::mutex> lk(mu_);
@@ -294,7 +361,7 @@ void Engine::round(const std::vector<Slot*>& active) {
         }
         for (size_t r = 0, off = 0; r < group.size(); off += group[r].T, r++) {
             Slot& sl = *rows[i + r];
-            if (!spec_) {
+            if (!sl.dec) {
                 int tok = sl.sampler->sample(&logits[off * V]);
                 if (emit(sl, tok)) sl.next = tok;
                 continue;
@@ -302,6 +369,10 @@ void Engine::round(const std::vector<Slot*>& active) {
             m.use_seq(sl.seq);
             std::vector<int> out;
             sl.dec->commit(&logits[off * V], &states[off * D], dt, &out);
+            if (sl.job->remote) {
+                answer(sl, out);
+                continue;
+            }
             for (int tok : out)
                 if (!emit(sl, tok)) break;
         }

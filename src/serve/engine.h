@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +41,19 @@ struct Job {
 
     // Waits up to `seconds` for new text or the end; moves the new text into *out. True once finished.
     bool wait(double seconds, std::string* out);
+
+    // Remote drafting (remote.h): the slot stays with the job between the client's trees.
+    bool remote = false;
+    std::string session;
+    std::atomic<bool> tree_pending{false};  // tree_tokens/tree_parents hold a tree to verify
+    std::vector<int> tree_tokens, tree_parents;
+    bool answered = false;                  // the answer below is ready (under mu)
+    std::vector<int> path, committed;       // accepted path (node indices); committed tokens (start: the first)
+    std::vector<float> states;              // start: the prompt's states; verify: the path's
+    double last_seen = 0;
+    // Waits for the answer to the last start or tree, or the job's end (the engine gives one or the
+    // other to every start and tree); true if answered.
+    bool wait_answer();
 };
 
 struct EngineStats;  // counters for /metrics (engine.cpp)
@@ -48,19 +62,26 @@ class Engine {
 public:
     // make_drafter: one drafter per slot (null: plain decoding). The session's Llama must hold
     // `parallel` sequences.
+    // remote_idle_s: a remote session without a tree for this long is dropped.
     Engine(Session& s, int parallel, int max_queue, std::function<std::unique_ptr<Drafter>()> make_drafter,
-           const SpecParams& spp);
+           const SpecParams& spp, double remote_idle_s = 60);
     ~Engine();  // stops the worker; unfinished jobs end with an error
     // False when every slot is taken and the queue is full (the caller answers 503).
     bool submit(const std::shared_ptr<Job>& job);
     std::string metrics() const;  // Prometheus text
     void count_request(const std::string& endpoint, int status);
+    // Remote drafting: the session's job (null if none); hand it a tree to verify (false: no such session).
+    std::shared_ptr<Job> remote_job(const std::string& session);
+    void verify_tree(const std::shared_ptr<Job>& job, std::vector<int> tokens, std::vector<int> parents);
+    void end_remote(const std::shared_ptr<Job>& job);
 
 private:
     struct Slot;
     Session& s_;
     const int max_queue_;
     const bool spec_;
+    const double remote_idle_s_;
+    std::map<std::string, std::shared_ptr<Job>> remote_;  // session -> job (under mu_)
     SpecParams spp_;
     std::vector<std::unique_ptr<Slot>> slots_;
     mutable std::mutex mu_;  // queue_, stop_, stats_
@@ -75,6 +96,7 @@ private:
     void start(Slot& sl, const std::shared_ptr<Job>& job);
     bool emit(Slot& sl, int tok);  // false: the job is finished
     void finish(Slot& sl, const std::string& reason, const std::string& error = "");
+    void answer(Slot& sl, std::vector<int> committed);  // remote: the answer to a start or a tree
     void round(const std::vector<Slot*>& active);  // one target forward (or a few, if over max_batch)
 };
 

@@ -1,4 +1,4 @@
-// server.cpp: see server.h. The only file that includes httplib.h.
+// server.cpp: see server.h. With remote.cpp (the client) the only files that include httplib.h.
 #include "server.h"
 
 #include <csignal>
@@ -9,6 +9,7 @@
 #include <httplib.h>
 
 #include "../core/common.h"
+#include "remote.h"
 
 namespace beagle {
 
@@ -140,6 +141,99 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
     };
     svr.Post("/v1/chat/completions", generate(true));
     svr.Post("/v1/completions", generate(false));
+    // Remote drafting (remote.h): the client drafts, the server verifies its trees.
+    const int V = s.llama->config().vocab_size, D = s.llama->config().dim;
+    auto ids_field = [V](const json& b, const char* name) {
+        auto it = b.find(name);
+        if (it == b.end() || !it->is_array() || it->empty())
+            api_fail(400, name, "invalid_type", "'%s' must be a non-empty array of token ids", name);
+        std::vector<int> v;
+        for (const json& x : *it) {
+            if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= V)
+                api_fail(400, name, "invalid_value", "'%s' must hold token ids in [0, %d), got %s", name, V, x.dump().c_str());
+            v.push_back(x.get<int>());
+        }
+        return v;
+    };
+    auto body_of = [](const httplib::Request& req) {
+        json b = json::parse(req.body, nullptr, false);
+        if (!b.is_object()) api_fail(400, "", "invalid_json", "the request body must be a JSON object");
+        return b;
+    };
+    auto session_of = [&](const json& b) {
+        auto it = b.find("session");
+        std::shared_ptr<Job> job = it != b.end() && it->is_string() ? engine.remote_job(it->get<std::string>()) : nullptr;
+        if (!job) api_fail(404, "session", "session_not_found", "no such remote session (ended, or idle too long)");
+        return job;
+    };
+    auto remote = [&](const char* endpoint, std::function<json(const json&)> fn) {
+        return [&, endpoint, fn](const httplib::Request& req, httplib::Response& res) {
+            try {
+                res.set_content(dump_json(fn(body_of(req))), kJson);
+            } catch (const ApiError& e) {
+                send_error(res, e);
+            }
+            engine.count_request(endpoint, res.status < 0 ? 200 : res.status);
+        };
+    };
+    auto answer_of = [&](Job& job, bool start) {
+        job.wait_answer();
+        std::lock_guard<std::mutex> lk(job.mu);
+        if (!job.answered && !job.error.empty()) api_fail(500, "", "server_error", "%s", job.error.c_str());
+        if (!job.answered && job.finish_reason == "length") api_fail(400, "", "context_full", "the session's context is full");
+        if (!job.answered) api_fail(404, "session", "session_not_found", "the remote session ended");
+        json r = {{"states", base64_encode(job.states.data(), job.states.size() * sizeof(float))}};
+        if (start) {
+            r["session"] = job.session;
+            r["token"] = job.committed[0];
+            r["ctx"] = ctx;
+            r["dim"] = D;
+        } else {
+            r["path"] = job.path;
+            r["tokens"] = job.committed;
+        }
+        return r;
+    };
+    svr.Post("/beagle/v1/remote/start", remote("/beagle/v1/remote/start", [&](const json& b) {
+        auto job = std::make_shared<Job>();
+        job->remote = true;
+        job->session = new_id("remote");
+        job->prompt = ids_field(b, "prompt");
+        if ((int)job->prompt.size() >= ctx)
+            api_fail(400, "prompt", "context_length_exceeded", "the prompt is %zu tokens but the context holds %d",
+                     job->prompt.size(), ctx);
+        if (!engine.submit(job)) api_fail(503, "", "server_overloaded", "every slot is busy and the queue is full; retry later");
+        return answer_of(*job, true);
+    }));
+    svr.Post("/beagle/v1/remote/verify", remote("/beagle/v1/remote/verify", [&](const json& b) {
+        std::shared_ptr<Job> job = session_of(b);
+        std::vector<int> tokens = ids_field(b, "tokens");
+        auto it = b.find("parents");
+        std::vector<int> parents;
+        if (it == b.end() || !it->is_array() || it->size() != tokens.size())
+            api_fail(400, "parents", "invalid_type", "'parents' must be an array as long as 'tokens'");
+        for (size_t i = 0; i < it->size(); i++) {
+            const json& p = (*it)[i];
+            int lo = i == 0 ? -1 : 0, hi = i == 0 ? -1 : (int)i - 1;
+            if (!p.is_number_integer() || p.get<int64_t>() < lo || p.get<int64_t>() > hi)
+                api_fail(400, "parents", "invalid_value", "parents[%zu] must be in [%d, %d] (node 0 is the root)", i, lo, hi);
+            parents.push_back(p.get<int>());
+        }
+        {
+            std::lock_guard<std::mutex> lk(job->mu);
+            if (job->tree_pending || job->committed.empty())
+                api_fail(409, "session", "busy", "the session is verifying another tree (or still starting)");
+            if (tokens[0] != job->committed.back())
+                api_fail(400, "tokens", "invalid_value", "tokens[0] must be the last committed token %d, got %d",
+                         job->committed.back(), tokens[0]);
+        }
+        engine.verify_tree(job, std::move(tokens), std::move(parents));
+        return answer_of(*job, false);
+    }));
+    svr.Post("/beagle/v1/remote/end", remote("/beagle/v1/remote/end", [&](const json& b) {
+        engine.end_remote(session_of(b));
+        return json::object();
+    }));
     svr.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
         json m = {{"id", o.model_id}, {"object", "model"}, {"created", (int64_t)time(nullptr)}, {"owned_by", "beagle"}};
         res.set_content(dump_json(json{{"object", "list"}, {"data", json::array({m})}}), kJson);

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+# test_serve_remote.py: client-server speculative decoding (seed 003 section 4.2): `beagle generate
+# --server URL -d DRAFT` drafts locally and verifies on `beagle serve` (127.0.0.1). Its text equals
+# local greedy decoding (stories260K with its draft, tree and chain; SmolLM2 chat with the shipped
+# draft), with tau > 1 (the server accepted draft tokens); two clients at once on one server; the
+# protocol's bad input: an unknown session (404), a tree whose root is not the committed token (400),
+# parents out of order (400); a remote session and a chat request served side by side.
+import json, os, subprocess, tempfile, threading
+
+from checks import check, finish
+from serve_util import BIN, Server, generate, STORIES, STORIES_DRAFT, SMOL, SMOL_DRAFT
+
+
+def remote(srv, model_args, prompt, n, extra=()):
+    r = subprocess.run([BIN, "generate"] + model_args + ["--server", f"http://127.0.0.1:{srv.port}", "-p", prompt,
+                                                         "-n", str(n), "--temp", "0", "--no-stream", "--json", "-t", "1"]
+                       + list(extra), capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        return None, None, r.stderr[-800:]
+    return r.stdout[:-1], json.loads(r.stderr.strip().splitlines()[-1]), ""
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    srv = Server(STORIES + ["-t", "1", "-c", "256", "--parallel", "3"], f"{tmp}/stories.log")
+    try:
+        D = STORIES + ["-d", STORIES_DRAFT]
+        for prompt, n, spec in [("Once upon a time", 120, "tree"), ("The little dog", 80, "chain")]:
+            want, want_n = generate(STORIES, prompt, n)
+            got, st, err = remote(srv, D, prompt, n, ["--spec", spec])
+            check(got == want, f"remote {spec} {prompt!r}: {got!r} vs {want!r} {err}")
+            check(st is not None and st["tokens"] == want_n and st["tau"] > 1.0, f"remote {spec} stats: {st}")
+        # two clients at once: their trees share the server's rounds
+        outs = {}
+        def client(p):
+            outs[p] = remote(srv, D, p, 100)[0]
+        ths = [threading.Thread(target=client, args=(p,)) for p in ["Lily and Ben went", "One day"]]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        for p, got in outs.items():
+            check(got == generate(STORIES, p, 100)[0], f"concurrent remote {p!r}: {got!r}")
+        # protocol errors
+        st, _, body = srv.request("POST", "/beagle/v1/remote/verify", {"session": "nope", "tokens": [1], "parents": [-1]})
+        check(st == 404 and json.loads(body)["error"]["code"] == "session_not_found", f"unknown session: {st} {body!r}")
+        st, _, body = srv.request("POST", "/beagle/v1/remote/start", {"prompt": [1, 400, 20]})
+        check(st == 200, f"start: {st} {body!r}")
+        a = json.loads(body)
+        check(a["dim"] == 64 and a["ctx"] == 256 and len(a["states"]) == (3 * 64 * 4 + 2) // 3 * 4, f"start answer {list(a)}")
+        sid, root = a["session"], a["token"]
+        st, _, body = srv.request("POST", "/beagle/v1/remote/verify", {"session": sid, "tokens": [root + 1], "parents": [-1]})
+        check(st == 400 and json.loads(body)["error"]["param"] == "tokens", f"wrong root: {st} {body!r}")
+        st, _, body = srv.request("POST", "/beagle/v1/remote/verify", {"session": sid, "tokens": [root, 5, 6], "parents": [-1, 0, 2]})
+        check(st == 400 and json.loads(body)["error"]["param"] == "parents", f"parent after its child: {st} {body!r}")
+        st, _, body = srv.request("POST", "/beagle/v1/remote/verify", {"session": sid, "tokens": [root, 5, 6], "parents": [-1, 0, 0]})
+        v = json.loads(body)
+        check(st == 200 and v["path"][0] == 0 and len(v["tokens"]) == len(v["path"]), f"verify: {st} {body!r}")
+        st, _, body = srv.request("POST", "/beagle/v1/remote/end", {"session": sid})
+        check(st == 200, f"end: {st}")
+        st, _, body = srv.request("POST", "/beagle/v1/remote/verify", {"session": sid, "tokens": [1], "parents": [-1]})
+        check(st == 404, f"verify after end: {st}")
+        # a plain completion beside a remote session
+        st, _, body = srv.request("POST", "/v1/completions", {"prompt": "One day", "max_tokens": 30, "temperature": 0})
+        check(st == 200 and json.loads(body)["choices"][0]["text"] == generate(STORIES, "One day", 30)[0], "completion beside")
+    finally:
+        check(srv.stop() == 0, "stories server exits 0")
+
+    if os.path.exists(SMOL) and os.path.exists(SMOL_DRAFT):
+        srv = Server(["-m", SMOL, "-t", "2", "-c", "512"], f"{tmp}/smol.log")
+        try:
+            q = "What is the capital of France?"
+            want, _ = generate(["-m", SMOL], q, 40, ["--chat"])
+            got, st, err = remote(srv, ["-m", SMOL, "-d", SMOL_DRAFT], q, 40, ["--chat", "-t", "2"])
+            check(got == want, f"smol remote chat: {got!r} vs {want!r} {err}")
+            check(st is not None and st["tau"] > 1.0, f"smol remote tau: {st}")
+        finally:
+            check(srv.stop() == 0, "smol server exits 0")
+    else:
+        check(False, f"missing {SMOL} or {SMOL_DRAFT}")
+
+finish("test_serve_remote")

@@ -76,7 +76,7 @@ static bool ref_sees(const AttnCase& c, int t, int j) {
 static void attention_cpu(const AttnCase& c, std::vector<double>& ref, std::vector<double>& tol) {
     const int n = c.n_past + c.T, group = c.n_heads / c.n_kv_heads, hd = c.hd;
     const int q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
-    const double scale = 1.0 / sqrt((double)hd), gamma = hd * DEV_U32 / (1 - hd * DEV_U32);
+    const double scale = 1.0 / sqrt((double)hd), gamma = dev_gamma(hd);
     ref.assign((size_t)c.T * q_dim, 0.0);
     tol.assign((size_t)c.T * q_dim, 0.0);
     std::vector<double> s(n);
@@ -88,13 +88,8 @@ static void attention_cpu(const AttnCase& c, std::vector<double>& ref, std::vect
             int nvis = 0;
             for (int j = 0; j < n; j++) {
                 if (!ref_sees(c, t, j)) continue;
-                const float* kr = &c.k[(size_t)j * kv_dim + kvh * hd];
-                double d = 0, da = 0;
-                for (int i = 0; i < hd; i++) {
-                    d += (double)qr[i] * kr[i];
-                    da += fabs((double)qr[i] * kr[i]);
-                }
-                s[j] = d * scale;
+                double da;
+                s[j] = dev_dot(qr, &c.k[(size_t)j * kv_dim + kvh * hd], hd, &da) * scale;
                 m = fmax(m, s[j]);
                 E = fmax(E, gamma * scale * da + DEV_U32 * fabs(s[j]));
                 nvis++;

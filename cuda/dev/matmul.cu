@@ -47,7 +47,7 @@
 static void matmul_cpu(const GemmArgs& g, const float* B, std::vector<double>& ref, std::vector<double>& tol) {
     ref.assign((size_t)g.M * g.N, 0.0);
     tol.assign((size_t)g.M * g.N, 0.0);
-    const double gamma = g.K * DEV_U32 / (1 - g.K * DEV_U32);
+    const double gamma = dev_gamma(g.K);
     for (int m = 0; m < g.M; m++)
         for (int n = 0; n < g.N; n++) {
             double s = 0, sa = 0;

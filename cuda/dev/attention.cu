@@ -57,6 +57,14 @@ __device__ __forceinline__ bool attn_sees(const AttnArgs& a, int t, int j) {
     return (a.tree[(long long)t * a.mask_words + b / 64] >> (b % 64)) & 1u;
 }
 
+// Scaled score of cache row j for the query row q under kv head kvh: an fma chain over head_dim.
+__device__ __forceinline__ float attn_score_row(const AttnArgs& a, const float* q, int kvh, int j) {
+    const float* k = a.k + (long long)j * a.n_kv_heads * a.head_dim + kvh * a.head_dim;
+    float dot = 0.0f;
+    for (int d = 0; d < a.head_dim; d++) dot = fmaf(q[d], k[d], dot);
+    return dot * a.scale;
+}
+
 // ---- CPU reference ----------------------------------------------------------------------------------
 struct AttnCase {
     int T, n_past, n_heads, n_kv_heads, hd;
@@ -122,10 +130,7 @@ __global__ void attention_v1_kernel(AttnArgs a, float* att) {
     float m = -INFINITY;
     for (int j = 0; j < n; j++) {  // pass 1: scores and their max
         if (!attn_sees(a, t, j)) continue;
-        const float* k = a.k + (long long)j * kv_dim + kvh * hd;
-        float dot = 0.0f;
-        for (int d = 0; d < hd; d++) dot = fmaf(q[d], k[d], dot);
-        s[j] = dot * a.scale;
+        s[j] = attn_score_row(a, q, kvh, j);
         m = fmaxf(m, s[j]);
     }
     float l = 0.0f;
@@ -154,10 +159,7 @@ __global__ void attention_v2_kernel(AttnArgs a, float* att) {
     float m = -INFINITY;
     for (int j = lane; j < n; j += 32) {  // lane j scores keys j, j + 32, ...
         if (!attn_sees(a, t, j)) continue;
-        const float* k = a.k + (long long)j * kv_dim + kvh * hd;
-        float dot = 0.0f;
-        for (int d = 0; d < hd; d++) dot = fmaf(q[d], k[d], dot);
-        s[j] = dot * a.scale;
+        s[j] = attn_score_row(a, q, kvh, j);
         m = fmaxf(m, s[j]);
     }
     m = warp_max(m);
@@ -190,12 +192,7 @@ __global__ void attention_v3_kernel(AttnArgs a) {
     for (int k0 = 0; k0 < n; k0 += 32) {
         const int j = k0 + lane;
         float s = -INFINITY;
-        if (j < n && attn_sees(a, t, j)) {
-            const float* k = a.k + (long long)j * kv_dim + kvh * hd;
-            float dot = 0.0f;
-            for (int d = 0; d < hd; d++) dot = fmaf(q[d], k[d], dot);
-            s = dot * a.scale;
-        }
+        if (j < n && attn_sees(a, t, j)) s = attn_score_row(a, q, kvh, j);
         const float m_tile = warp_max(s);
         if (m_tile == -INFINITY) continue;  // nothing visible in this tile (warp-uniform)
         const float m_new = fmaxf(m, m_tile), alpha = expf(m - m_new);  // alpha = 0 on the first tile
@@ -223,9 +220,8 @@ static void attention_run(int version, const AttnArgs& a, float* att) {
         case 2: KLAUNCH(cdiv(rows, 4), 128, 0, 0, attention_v2_kernel)(a, att); break;
         case 3: KLAUNCH(cdiv(rows, 4), 128, 0, 0, attention_v3_kernel)(a); break;
         case 4: {  // the shipped launch: src/backend/gpu/ops_cuda.cu CudaOps::attention
-            const int group = a.n_heads / a.n_kv_heads, warps = group < 4 ? group : 4;
-            const size_t smem = (size_t)attn_smem_floats(a.head_dim, warps) * sizeof(float);
-            KLAUNCH(dim3(a.T, a.n_kv_heads), 32 * warps, smem, 0, attn_fwd_kernel)(a);
+            const DevAttnLaunch L = dev_attn_launch(a.n_heads, a.n_kv_heads, a.head_dim);
+            KLAUNCH(dim3(a.T, a.n_kv_heads), L.threads, L.smem, 0, attn_fwd_kernel)(a);
             break;
         }
     }

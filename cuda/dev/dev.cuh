@@ -2,7 +2,7 @@
 // fixed-seed inputs, device buffers, a launch check, and the validation line of one version,
 // "<op> v<N> ok max_err <e>" or "<op> v<N> FAIL max_err <e> tol <t>". Included by cuda/dev/*.cu only.
 #pragma once
-#include "../compat.cuh"
+#include "../kernels.cuh"
 
 #include <math.h>
 #include <stdint.h>
@@ -81,6 +81,19 @@ std::vector<T> dev_download(const T* d, size_t n) {
     return h;
 }
 
+// ---- the shipped attention launch -----------------------------------------------------------------
+// attn_fwd_kernel, xattn_fwd_kernel and xattn_bwd_dq_kernel run with a warp per query head of a kv
+// head's group (at most 4 warps) and this dynamic shared memory, as src/backend/gpu/ops_cuda.cu
+// (attention) and ops_cuda_train.cu (xattn_fwd, xattn_bwd) launch them.
+struct DevAttnLaunch {
+    int threads;
+    size_t smem;
+};
+static inline DevAttnLaunch dev_attn_launch(int n_heads, int n_kv_heads, int head_dim) {
+    const int group = n_heads / n_kv_heads, warps = group < 4 ? group : 4;
+    return {32 * warps, (size_t)attn_smem_floats(head_dim, warps) * sizeof(float)};
+}
+
 // ---- command line -------------------------------------------------------------------------------
 // `./<op>` runs every version, `./<op> 3` only version 3 (as llm.c's `./matmul_forward 3`).
 static inline bool dev_want(int argc, char** argv, int version) { return argc < 2 || atoi(argv[1]) == version; }
@@ -89,7 +102,7 @@ static inline bool dev_want(int argc, char** argv, int version) { return argc < 
 static int g_dev_failures = 0;
 
 // BEAGLE_DEV_PLANT=<op> plants a bug in the last (shipped) version of <op>: the middle output element
-// moves by 1e-3 (1 + |value|), above every tolerance used here (all below 1e-4 at these shapes), so
+// moves by 1e-3 (1 + |value|), above every tolerance used here (all well below 1e-3 at these shapes), so
 // the line of that version must read FAIL (test/test_cuda_dev.sh checks that the checker catches it).
 static inline bool dev_planted(const char* op) {
     const char* p = getenv("BEAGLE_DEV_PLANT");

@@ -7,6 +7,9 @@
 # compiles the same files with nvcc (sm_80, sm_90).
 CUDA_DEV_SRC := $(sort $(wildcard cuda/dev/*.cu))
 CUDA_DEV_BIN := $(CUDA_DEV_SRC:cuda/dev/%.cu=$(BUILD)/dev/%)
+# run in the reading order of cuda/dev/README.md, then any other file
+CUDA_DEV_ORDER := $(addprefix $(BUILD)/dev/,matmul qmatmul attention xattn)
+CUDA_DEV_RUN := $(filter $(CUDA_DEV_BIN),$(CUDA_DEV_ORDER)) $(filter-out $(CUDA_DEV_ORDER),$(CUDA_DEV_BIN))
 
 $(CUDA_DEV_BIN): $(BUILD)/dev/%: cuda/dev/%.cu $(CUDAEMU_LIB)
 	@mkdir -p $(dir $@)
@@ -14,7 +17,7 @@ $(CUDA_DEV_BIN): $(BUILD)/dev/%: cuda/dev/%.cu $(CUDAEMU_LIB)
 
 .PHONY: cuda-dev
 cuda-dev: $(CUDA_DEV_BIN)
-	@for b in $(CUDA_DEV_BIN); do $$b || exit 1; done
+	@for b in $(CUDA_DEV_RUN); do $$b || exit 1; done
 
 # Not in sanitizer builds (the emulator switches stacks).
 tests: $(if $(SAN),,$(CUDA_DEV_BIN))

@@ -331,9 +331,8 @@ static void xattn_fwd_run(int version, const XAttnArgs& a) {
         case 1: KLAUNCH(cdiv(rows, 128), 128, 0, 0, xattn_fwd_v1_kernel)(a); break;
         case 2: KLAUNCH(cdiv(rows, 4), 128, 0, 0, xattn_fwd_v2_kernel)(a); break;
         case 3: {  // the shipped launch: src/backend/gpu/ops_cuda_train.cu CudaOps::xattn_fwd
-            const int group = a.n_heads / a.n_kv_heads, warps = group < 4 ? group : 4;
-            const size_t smem = (size_t)attn_smem_floats(a.head_dim, warps) * sizeof(float);
-            KLAUNCH(dim3(a.n_q, a.n_kv_heads), 32 * warps, smem, 0, xattn_fwd_kernel)(a);
+            const DevAttnLaunch L = dev_attn_launch(a.n_heads, a.n_kv_heads, a.head_dim);
+            KLAUNCH(dim3(a.n_q, a.n_kv_heads), L.threads, L.smem, 0, xattn_fwd_kernel)(a);
             break;
         }
     }
@@ -350,13 +349,12 @@ static void xattn_bwd_run(int version, XAttnArgs a) {
             KLAUNCH(dim3(cdiv(a.n0 + a.n1, 64), a.n_kv_heads), 64, 0, 0, xattn_bwd_dkdv_v2_kernel)(a);
             break;
         case 3: {  // the shipped launches: src/backend/gpu/ops_cuda_train.cu CudaOps::xattn_bwd
-            const int group = a.n_heads / a.n_kv_heads, warps = group < 4 ? group : 4;
-            const size_t smem = (size_t)attn_smem_floats(a.head_dim, warps) * sizeof(float);
-            KLAUNCH(dim3(a.n_q, a.n_kv_heads), 32 * warps, smem, 0, xattn_bwd_dq_kernel)(a);
+            const DevAttnLaunch L = dev_attn_launch(a.n_heads, a.n_kv_heads, a.head_dim);
+            KLAUNCH(dim3(a.n_q, a.n_kv_heads), L.threads, L.smem, 0, xattn_bwd_dq_kernel)(a);
             dev_launched("xattn_bwd dq");
             a.tiles0 = cdiv(a.n0, XATTN_BKEYS);  // both sets have gradients here
             const int tiles = a.tiles0 + cdiv(a.n1, XATTN_BKEYS);
-            const size_t smem2 = (size_t)xattn_dkdv_smem_floats(a.head_dim, group) * sizeof(float);
+            const size_t smem2 = (size_t)xattn_dkdv_smem_floats(a.head_dim, a.n_heads / a.n_kv_heads) * sizeof(float);
             KLAUNCH(dim3(tiles, a.n_kv_heads), XATTN_BKEYS, smem2, 0, xattn_bwd_dkdv_kernel)(a);
             break;
         }

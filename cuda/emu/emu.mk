@@ -42,7 +42,7 @@ $(CUDAEMU_TEST_BIN): $(BUILD)/test/test_emu_%: test/cuda_emu_%.cpp $(CUDAEMU_LIB
 # Not in sanitizer builds (SAN set by test-asan): ASan does not follow the emulator's stack switches.
 tests: $(if $(SAN),,$(CUDAEMU_TEST_BIN))
 
-# nvcc compile gate: every cuda/*.cu and cuda/emu/*.cu for sm_80 and sm_90 (objects thrown away).
+# nvcc compile gate: every cuda/*.cu, cuda/emu/*.cu and cuda/dev/*.cu for sm_80 and sm_90 (objects thrown away).
 .PHONY: cuda-nvcc-check
 cuda-nvcc-check:
 	bash test/test_cuda_nvcc.sh

@@ -11,10 +11,11 @@
 //
 // A MODEL (no GPU here) for a 16-node tree-verify pass through the SmolLM2-135M MLP up-projection:
 // T = 16 tokens, rows = 1536, cols = 576 (18 blocks per row). W is 1536 x 18 x 20 B = 0.55 MB (the
-// f32 matrix would be 3.5 MB), the int8 activations 9 KB, 14 M integer MACs: about 50 MACs per weight
-// byte if W is read once, but a GPU does >100 int8 MACs per byte of HBM bandwidth: the product is
-// bound by reading W, so the versions below are mostly about reading W fewer times and in fewer,
-// wider, coalesced loads.
+// f32 matrix would be 3.5 MB), the int8 activations 9 KB, 14 M integer MACs: ~26 MACs per weight
+// byte if W is read once. With dp4a an H100 does ~130 T int8 MACs/s against ~3.35 TB/s of HBM, ~40
+// per byte: even read once the product sits below the ridge, and every re-read of W makes it more
+// memory bound. So the versions below are mostly about reading W fewer times, in fewer, wider,
+// coalesced loads.
 //
 // version 1: one thread per output (t, o), byte loops over the row. Every token re-reads W: 16 x 0.55
 //   = 8.8 MB requested. Neighbouring threads own neighbouring rows, 360 bytes apart, so one warp-wide

@@ -118,5 +118,7 @@ clean:
 include cuda/emu/emu.mk
 # CUDA backend builds (make cuda, make cuda-emu, make test-kernels): cuda/cuda.mk.
 include cuda/cuda.mk
+# Kernel progressions for learners (make cuda-dev): cuda/dev/dev.mk.
+include cuda/dev/dev.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -14,7 +14,7 @@
 #include "../core/common.h"
 #include "../core/threadpool.h"
 #include "../decode/session.h"
-#include "../decode/speculative.h"
+#include "../decode/verify_cost.h"
 #include "args.h"
 #include "commands.h"
 

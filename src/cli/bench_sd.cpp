@@ -67,16 +67,10 @@ bool parse_options(int argc, char** argv, BenchSdOptions* o) {
     a.integer("-n,--n-predict", &o->n, "tokens generated per prompt");
     a.integer("-t,--threads", &o->threads, "CPU threads");
     a.integer("-c,--ctx-size", &o->ctx, "context length");
-    a.integer("--gamma", &o->d.gamma, "chain/lookup length");
-    a.integer("--ngram", &o->d.ngram, "lookup and hybrid: longest n-gram matched in the context");
-    a.integer("--depth", &o->d.depth, "tree depth");
-    a.integer("--topk", &o->d.topk, "tree top-k");
-    a.number("--lookup-skip", &o->d.lookup_skip, "hybrid: send a lookup match alone (no draft forward) when its first token's learnt\n"
-             "acceptance rate is at least this (> 1: never)");
+    o->d.declare(a);
     a.str("--total-tokens", &o->total_tokens, "tree size or 'auto'");
     a.str("-o,--output", &o->out, "write the JSON here too");
     a.flag("--no-chat", &o->no_chat, "prompts as plain text (default: the chat template if the tokenizer has one)");
-    a.flag("--draft-f32", &o->d.draft_f32, "draft matrices in f32 as trained (default: a Q8_0 copy)");
     if (!a.parse(argc, argv)) return false;
     if (o->model.empty() || o->prompts_path.empty()) fail("beagle bench-sd: -m MODEL and --prompts FILE are required");
     o->modes = split_commas(o->modes_s);  // an empty one ("a,,b", "a,") is an unknown mode

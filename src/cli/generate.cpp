@@ -60,15 +60,9 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     a.str("-d,--draft", &o->draft, "Beagle draft weights (enables speculative decoding)");
     a.str("--spec", &o->spec, "none | lookup | chain | tree | hybrid (default: tree with a draft, else none);\n"
                               "hybrid = tree with the prompt-lookup continuation (--ngram) merged into the candidates");
-    a.integer("--gamma", &o->d.gamma, "chain and lookup: tokens drafted per round");
-    a.integer("--depth", &o->d.depth, "tree: draft depth");
-    a.integer("--topk", &o->d.topk, "tree: children per expanded node and nodes expanded per depth");
+    o->d.declare(a);
     a.str("--total-tokens", &o->total_tokens, "tree: nodes per verify pass, or 'auto' (per round, as many as pay for their verify cost measured here)");
     a.flag("--no-concat", &o->d.no_concat, "draft attends to true states only (not its own predictions)");
-    a.flag("--draft-f32", &o->d.draft_f32, "draft matrices in f32 as trained (default: a Q8_0 copy, 4x fewer bytes per step)");
-    a.integer("--ngram", &o->d.ngram, "lookup and hybrid: longest n-gram matched in the context");
-    a.number("--lookup-skip", &o->d.lookup_skip, "hybrid: send a lookup match alone (no draft forward) when its first token's learnt\n"
-             "acceptance rate is at least this (> 1: never)");
     a.integer("--max-tree", &o->max_tree, "most tokens per verify pass (root included)");
     a.flag("--compare", &o->compare, "also run plain decoding on the same prompt and report the speedup");
     a.str("--backend", &o->backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());

@@ -79,7 +79,8 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     if (o->threads < 1 || o->threads > 256) fail("beagle generate: -t must be in 1..256, got %ld", o->threads);
     if (o->batch < 1 || o->batch > 4096) fail("beagle generate: -b must be in 1..4096, got %ld", o->batch);
     if (o->ctx < 0) fail("beagle generate: -c must be >= 0, got %ld", o->ctx);
-    const std::string& spec = o->spec.empty() ? (o->spec = o->draft.empty() ? "none" : "tree") : o->spec;
+    if (o->spec.empty()) o->spec = o->draft.empty() ? "none" : "tree";
+    const std::string& spec = o->spec;
     if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid")
         fail("beagle generate: --spec must be none, lookup, chain, tree or hybrid, got '%s'", spec.c_str());
     const bool uses_draft = spec == "chain" || spec == "tree" || spec == "hybrid";
@@ -207,7 +208,7 @@ int cmd_generate(int argc, char** argv) {
     const int n = (int)o.n_predict;
     if (o.spec == "none") {
         GenStats st;
-        finish_text(s.generate_plain(tokens, n, sp, stream, &st), stream);
+        finish_text(s.generate_plain(tokens, n, sp, stream, &st), stream != nullptr);
         report_plain(st, (int)o.threads, o.json);
         return 0;
     }
@@ -216,7 +217,7 @@ int cmd_generate(int argc, char** argv) {
     std::unique_ptr<Drafter> drafter = set_up_drafter(s, o, &spp.max_tree);
 
     SpecStats st;
-    finish_text(generate_speculative(s, *drafter, tokens, n, sp, spp, stream, &st), stream);
+    finish_text(generate_speculative(s, *drafter, tokens, n, sp, spp, stream, &st), stream != nullptr);
     GenStats plain;
     if (o.compare) s.generate_plain(tokens, n, sp, nullptr, &plain);
     report_spec(o.spec, st, (int)o.threads, o.json, o.compare ? &plain : nullptr);

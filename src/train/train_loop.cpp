@@ -18,6 +18,7 @@
 #include "../backend/backend.h"
 #include "../backend/ops.h"
 #include "../core/common.h"
+#include "../core/crc32.h"
 #include "../core/dtype.h"
 #include "../core/progress.h"
 #include "../core/threadpool.h"

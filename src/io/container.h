@@ -72,7 +72,6 @@ public:
     void put_text(const KeyValues& kv);   // the text header and its length field (text_len_at)
     // The table, padding to `alignment`, then each blob's bytes, each padded to `alignment`.
     void put_table(const std::vector<ContainerBlob>& blobs, size_t alignment);
-    size_t size() const { return b_.size(); }
     void reserve(size_t n) { b_.reserve(n); }
     // Sets the file size field, appends the CRC and writes path atomically (temp + fsync + rename).
     void write(const std::string& path);
@@ -89,7 +88,6 @@ public:
     ContainerReader(const std::string& path, const ContainerFormat& f);
     const std::string& path() const { return mf_.path; }
     size_t data_end() const { return mf_.size - 4; }  // the CRC's offset: every field lies before it
-    const uint8_t* data() const { return mf_.data; }
 
     // Bounds-checked reads of [off, off + n) before the CRC; `what` names the field in errors.
     uint32_t u32(size_t off, const char* what) const;

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "drafter.h"
-#include "drafters.h"  // only for src/train/ (BeagleDraftParams, make_beagle_drafter) until it includes drafters.h
 #include "sampling.h"
 #include "session.h"
 

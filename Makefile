@@ -44,8 +44,8 @@ $(BUILD)/obj/%.o: %.cpp
 	$(CXX) $(CXXFLAGS) $(if $(findstring _avx512,$<),$(AVX512FLAGS)) -MMD -MP -c $< -o $@
 
 # System packages (Debian): libstb-dev for the PNG charts, nlohmann-json3-dev for the JSON reports (both
-# header-only), libcpp-httplib-dev for `beagle serve` (see HTTPLIB_LIBS). scripts/sysdeps.sh installs whichever header is missing (apt-get), so `make`, `make tests`
-# and `make test` work on a fresh machine.
+# header-only), libcpp-httplib-dev for `beagle serve` (see HTTPLIB_LIBS). scripts/sysdeps.sh installs
+# whichever header is missing (apt-get), so `make`, `make tests` and `make test` work on a fresh machine.
 SYS_HDRS := /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp /usr/include/httplib.h
 $(SYS_HDRS):
 	bash scripts/sysdeps.sh
@@ -135,5 +135,7 @@ clean:
 include cuda/emu/emu.mk
 # CUDA backend builds (make cuda, make cuda-emu, make test-kernels): cuda/cuda.mk.
 include cuda/cuda.mk
+# Kernel progressions for learners (make cuda-dev): cuda/dev/dev.mk.
+include cuda/dev/dev.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -4,7 +4,7 @@
 #                      $(CUDAEMU_LIB) and the kernels $(CUDA_EMU_OBJ): every kernel runs on the CPU.
 #   make cuda          build/beagle-cuda: the same sources through nvcc for sm_80, sm_86, sm_89, sm_90,
 #                      linked with the real CUDA runtime (static). Default backend: cuda.
-#   make test-kernels  only the kernel tests (test/cuda_emu_kernels_*.cpp -> build/test/test_emu_kernels_*)
+#   make test-kernels  only the kernel tests (test/kernels/cuda_emu_kernels_*.cpp -> build/test/test_emu_kernels_*)
 #                      and the coverage check of every __global__ (test/cli/test_cuda_kernel_coverage.sh).
 # Tests of the backend as a whole: test/kernels/cuda_backend_*.cpp -> build/test/test_cuda_backend_* (linked
 # with libbeagle, the CUDA backend and the emulator), test/cli/test_cuda_*.sh.

@@ -6,7 +6,7 @@
 #                        $(CXX) $(CUDAEMU_CXXFLAGS) -x c++ -include cuda/compat.cuh -c x.cu
 #   $(CUDA_EMU_OBJ)      every cuda/*.cu compiled for the emulator: build/obj/cuda/X.emu.o (for
 #                        `make cuda-emu`: link them with the backend's host code and $(CUDAEMU_LIB)).
-#   test/cuda_emu_X.cpp  -> build/test/test_emu_X (picked up by scripts/run_tests.sh), added to `tests`.
+#   test/kernels/cuda_emu_X.cpp -> build/test/test_emu_X (picked up by scripts/run_tests.sh), added to `tests`.
 #   make cuda-nvcc-check compiles every cuda/*.cu with nvcc for sm_80 and sm_90 (compile gate; the
 #                        test test/cli/test_cuda_nvcc.sh does the same inside `make test`).
 CUDA_HOME        ?= /usr/local/cuda
@@ -42,7 +42,7 @@ $(CUDAEMU_TEST_BIN): $(BUILD)/test/test_emu_%: test/kernels/cuda_emu_%.cpp $(CUD
 # Not in sanitizer builds (SAN set by test-asan): ASan does not follow the emulator's stack switches.
 tests: $(if $(SAN),,$(CUDAEMU_TEST_BIN))
 
-# nvcc compile gate: every cuda/*.cu and cuda/emu/*.cu for sm_80 and sm_90 (objects thrown away).
+# nvcc compile gate: every cuda/*.cu, cuda/emu/*.cu and cuda/dev/*.cu for sm_80 and sm_90 (objects thrown away).
 .PHONY: cuda-nvcc-check
 cuda-nvcc-check:
 	bash test/cli/test_cuda_nvcc.sh

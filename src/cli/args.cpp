@@ -104,4 +104,14 @@ bool Args::parse(int argc, char** argv) {
     return true;
 }
 
+long auto_or_integer(const std::string& v, long lo, long hi, const char* what) {
+    if (v == "auto") return 0;
+    char* end = nullptr;
+    errno = 0;
+    long n = strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || errno || n < lo || n > hi)
+        fail("%s must be 'auto' or an integer in %ld..%ld, got '%s'", what, lo, hi, v.c_str());
+    return n;
+}
+
 }  // namespace beagle

@@ -32,4 +32,8 @@ private:
     void add(const char* names, int kind, void* out, const char* help);
 };
 
+// A value that is "auto" (returns 0) or an integer in lo..hi; otherwise throws
+// "<what> must be 'auto' or an integer in lo..hi, got '<v>'" (what: e.g. "beagle generate: --total-tokens").
+long auto_or_integer(const std::string& v, long lo, long hi, const char* what);
+
 }  // namespace beagle

@@ -14,7 +14,8 @@
 #include "../core/common.h"
 #include "../core/threadpool.h"
 #include "../decode/session.h"
-#include "../decode/speculative.h"
+#include "../decode/verify_cost.h"
+#include "../io/json_write.h"
 #include "args.h"
 #include "commands.h"
 
@@ -142,21 +143,29 @@ int cmd_bench(int argc, char** argv) {
     double roof = bw / wb;
     // "cost": verify(T) / verify(1) = the mean acceptance length tau a T-token verify needs to break even
     // with a free draft; "max_speedup": T / cost, what a draft whose every token is accepted would reach.
-    std::string vc = "[";
+    Json js;
+    js["model"] = model;
+    js["threads"] = threads;
+    js["prompt_tokens"] = n_prompt;
+    js["gen_tokens"] = n_gen;
+    js["prefill_tok_s"] = rounded(best_pf, 3);
+    js["decode_tok_s"] = rounded(best_dn, 3);
+    js["decode_tok_s_1t"] = rounded(best_d1, 3);
+    js["bandwidth_gb_s"] = rounded(bw / 1e9, 3);
+    js["bandwidth_gb_s_1t"] = rounded(bw1 / 1e9, 3);
+    js["weight_bytes_per_token"] = (int64_t)std::llround(wb);
+    js["roofline_tok_s"] = rounded(roof, 3);
+    js["roofline_fraction"] = rounded(best_dn / roof, 4);
+    js["roofline_fraction_1t"] = rounded(best_d1 / (bw1 / wb), 4);
+    js["verify_cost"] = Json::array();
     for (size_t k = 0; k < verify_T.size() && verify_s[k] < 1e29; k++)
-        vc += strfmt("%s\n    {\"T\": %d, \"ms\": %.3f, \"cost\": %.3f, \"max_speedup\": %.3f}", k ? "," : "", verify_T[k],
-                     verify_s[k] * 1e3, verify_s[k] / verify_s[0], verify_T[k] * verify_s[0] / verify_s[k]);
-    vc += "\n  ]";
-    std::string js = strfmt(
-        "{\n  \"model\": \"%s\",\n  \"threads\": %ld,\n  \"prompt_tokens\": %ld,\n  \"gen_tokens\": %ld,\n"
-        "  \"prefill_tok_s\": %.3f,\n  \"decode_tok_s\": %.3f,\n  \"decode_tok_s_1t\": %.3f,\n"
-        "  \"bandwidth_gb_s\": %.3f,\n  \"bandwidth_gb_s_1t\": %.3f,\n  \"weight_bytes_per_token\": %.0f,\n"
-        "  \"roofline_tok_s\": %.3f,\n  \"roofline_fraction\": %.4f,\n  \"roofline_fraction_1t\": %.4f,\n"
-        "  \"verify_cost\": %s,\n  \"peak_rss_bytes\": %zu\n}\n",
-        model.c_str(), threads, n_prompt, n_gen, best_pf, best_dn, best_d1, bw / 1e9, bw1 / 1e9, wb, roof,
-        best_dn / roof, best_d1 / (bw1 / wb), vc.c_str(), peak_rss_bytes());
-    fputs(js.c_str(), stdout);
-    if (!out.empty()) write_file_atomic(out, js.data(), js.size());
+        js["verify_cost"].push_back({{"T", verify_T[k]}, {"ms", rounded(verify_s[k] * 1e3, 3)},
+                                     {"cost", rounded(verify_s[k] / verify_s[0], 3)},
+                                     {"max_speedup", rounded(verify_T[k] * verify_s[0] / verify_s[k], 3)}});
+    js["peak_rss_bytes"] = peak_rss_bytes();
+    const std::string report = json_text(js, 2) + "\n";
+    fputs(report.c_str(), stdout);
+    if (!out.empty()) write_file_atomic(out, report.data(), report.size());
     return 0;
 }
 

@@ -6,10 +6,12 @@
 #include "../backend/backend.h"
 #include "../core/common.h"
 #include "../core/threadpool.h"
-#include "../model/draft.h"
+#include "../decode/drafters.h"
+#include "../decode/verify_cost.h"
 #include "../serve/engine.h"
 #include "../serve/server.h"
 #include "args.h"
+#include "draft_options.h"
 #include "commands.h"
 
 namespace beagle {
@@ -17,7 +19,8 @@ namespace beagle {
 int cmd_serve(int argc, char** argv) {
     std::string model, tok_path, draft, spec, host = "127.0.0.1", alias, total_tokens = "auto", backend;
     long port = 8080, ctx = 2048, parallel = 1, threads = default_threads(), queue = 64, timeout = 30, max_body_kb = 1024;
-    long http_threads = 0, depth = 5, topk = 10, gamma = 5, ngram = 3;
+    long http_threads = 0;
+    DraftOptions d;
     Args a("serve", "-m MODEL [-d DRAFT] [--host 127.0.0.1] [--port 8080] [options]",
            "OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions (stream or not),\n"
            "GET /v1/models, /health, /metrics (Prometheus). Ctrl-C stops it.");
@@ -35,11 +38,8 @@ int cmd_serve(int argc, char** argv) {
     a.integer("--timeout", &timeout, "seconds a socket read or write may take (slow clients are dropped)");
     a.integer("--max-body-kb", &max_body_kb, "largest request body in KiB (larger: 413)");
     a.str("-a,--alias", &alias, "model name in responses and /v1/models (default: the file name)");
-    a.integer("--depth", &depth, "tree: draft depth");
-    a.integer("--topk", &topk, "tree: children per expanded node and nodes expanded per depth");
+    d.declare(a);
     a.str("--total-tokens", &total_tokens, "tree: nodes per verify pass, or 'auto' (measured verify cost)");
-    a.integer("--gamma", &gamma, "chain and lookup: tokens drafted per round");
-    a.integer("--ngram", &ngram, "lookup and hybrid: longest n-gram matched in the context");
     a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return 0;
     if (!a.positional.empty()) fail("beagle serve: unexpected argument '%s'", a.positional[0].c_str());
@@ -57,48 +57,31 @@ int cmd_serve(int argc, char** argv) {
     if (http_threads < 0 || http_threads > 1024) fail("beagle serve: --threads-http must be in 0..1024, got %ld", http_threads);
     if (timeout < 1 || timeout > 3600) fail("beagle serve: --timeout must be in 1..3600 s, got %ld", timeout);
     if (max_body_kb < 1 || max_body_kb > 1 << 20) fail("beagle serve: --max-body-kb must be in 1..1048576, got %ld", max_body_kb);
-    if (depth < 1 || depth > 32) fail("beagle serve: --depth must be in 1..32, got %ld", depth);
-    if (topk < 1 || topk > 64) fail("beagle serve: --topk must be in 1..64, got %ld", topk);
-    if (gamma < 1 || gamma > 63) fail("beagle serve: --gamma must be in 1..63, got %ld", gamma);
-    if (ngram < 1) fail("beagle serve: --ngram must be >= 1, got %ld", ngram);
-    int fixed_total = 0;
-    if (total_tokens != "auto") {
-        char* end = nullptr;
-        long v = strtol(total_tokens.c_str(), &end, 10);
-        if (total_tokens.empty() || *end || v < 2 || v > 1024)
-            fail("beagle serve: --total-tokens must be 'auto' or an integer in 2..1024, got '%s'", total_tokens.c_str());
-        fixed_total = (int)v;
-    }
+    if (d.gamma < 1 || d.gamma > 63) fail("beagle serve: --gamma must be in 1..63, got %ld", d.gamma);
+    if (d.depth < 1 || d.depth > 32) fail("beagle serve: --depth must be in 1..32, got %ld", d.depth);
+    if (d.topk < 1 || d.topk > 64) fail("beagle serve: --topk must be in 1..64, got %ld", d.topk);
+    if (d.ngram < 1) fail("beagle serve: --ngram must be >= 1, got %ld", d.ngram);
+    const int fixed_total = (int)auto_or_integer(total_tokens, 2, 1024, "beagle serve: --total-tokens");
 
     block_stop_signals();  // before any thread starts: Ctrl-C / SIGTERM stop the server cleanly
     if (!backend.empty()) select_backend(backend);
     SpecParams spp;  // max_tree 64 as generate's default; a fixed tree size may raise it
-    spp.max_tree = std::max(spp.max_tree, std::max(fixed_total, (int)gamma + 1));
+    spp.max_tree = std::max(spp.max_tree, std::max(fixed_total, (int)d.gamma + 1));
     // rows per target forward: a round sends every slot's token or tree at once (up to 4 full trees)
     const int max_batch = std::max<int>(spp.max_tree * std::min<int>((int)parallel, 4), (int)parallel);
     Session s(model, tok_path, (int)threads, (int)ctx, max_batch, (int)parallel);
 
-    // One drafter per slot; the draft weights, its frozen target tables and the verify cost are shared.
-    std::function<std::unique_ptr<Drafter>()> make_drafter;
-    if (spec == "lookup") {
-        std::vector<double> cost = total_tokens == "auto" ? measure_verify_cost(s, spp.max_tree, (int)gamma + 1)
-                                                          : std::vector<double>();
-        make_drafter = [ngram, gamma, cost] { return make_lookup_drafter((int)ngram, (int)gamma, cost); };
-    } else if (needs_draft) {
-        auto dw = std::make_shared<DraftWeights>(load_draft(draft));
-        check_draft_fits_target(dw->cfg, s.mf->config, s.tok->spec(), draft);
-        auto fz = std::make_shared<DraftFrozen>(frozen_from_target(*s.mf, false));
-        BeagleDraftParams bp;
-        bp.tree = spec != "chain";
-        bp.lookup_ngram = spec == "hybrid" ? (int)ngram : 0;
-        bp.gamma = (int)gamma;
-        bp.depth = (int)depth;
-        bp.topk = (int)topk;
-        if (fixed_total) bp.total_tokens = fixed_total;
-        else if (bp.tree) bp.verify_cost = measure_verify_cost(s, spp.max_tree, (int)depth + 1);
-        make_drafter = [dw, fz, bp, &s] { return make_beagle_drafter(*dw, *fz, s, bp); };
+    // One drafter per slot (make_drafter); the draft weights and the verify cost are measured once, shared.
+    std::function<std::unique_ptr<Drafter>()> make_slot_drafter;
+    if (spec != "none") {
+        auto w = std::make_shared<DraftWeights>();
+        if (spec != "lookup") *w = load_draft_for(s, draft);
+        BeagleDraftParams p = d.params();
+        if (fixed_total) p.total_tokens = fixed_total;
+        else if (spec != "chain") p.verify_cost = measure_verify_cost(s, spp.max_tree, (int)(spec == "lookup" ? d.gamma : d.depth) + 1);
+        make_slot_drafter = [&s, spec, p, w, draft] { return make_drafter(s, spec, p, w.get(), draft); };
     }
-    Engine engine(s, (int)parallel, (int)queue, make_drafter, spp);
+    Engine engine(s, (int)parallel, (int)queue, make_slot_drafter, spp);
     ServeOptions o;
     o.host = host;
     o.port = (int)port;

@@ -12,6 +12,7 @@
 
 #include "../core/common.h"
 #include "../io/json.h"
+#include "../io/json_write.h"
 #include "../io/model_file.h"
 #include "../tokenizer/tokenizer.h"
 #include "../tokenizer/tokenizer_impl.h"
@@ -51,12 +52,6 @@ static std::vector<int> parse_ids(const std::string& s, int vocab) {
         i += end - start;
     }
     return ids;
-}
-
-static std::string ids_json(const std::vector<int>& ids) {
-    std::string s = "[";
-    for (size_t i = 0; i < ids.size(); i++) s += (i ? "," : "") + std::to_string(ids[i]);
-    return s + "]";
 }
 
 int cmd_tokenize(int argc, char** argv) {
@@ -112,21 +107,19 @@ int cmd_tokenize(int argc, char** argv) {
             const JsonValue& v = lines[li];
             std::string where = strfmt("%s line %zu", jsonl.c_str(), li + 1);
             if (!v.is_object()) fail("%s: expected an object, found %s", where.c_str(), v.type_name());
-            std::string out;
+            Json out;
             if (const JsonValue* t = v.find("text")) {
                 std::string text = json_string(*t, where + " 'text'");
                 if (chat) text = apply_chat_template(*tok, text, system);
                 std::vector<int> ids = tok->encode(text, add_bos, parse_special);
-                out = "{\"ids\":" + ids_json(ids) + ",\"decoded\":" + json_quote(utf8_sanitize(tok->decode(ids, render_special)));
+                out["ids"] = ids;
+                out["decoded"] = utf8_sanitize(tok->decode(ids, render_special));
                 if (pieces) {
                     std::vector<std::pair<size_t, size_t>> words;
                     pre_split(kind, text, 0, text.size(), &words);
-                    out += ",\"pieces\":[";
-                    for (size_t k = 0; k < words.size(); k++)
-                        out += (k ? "," : "") + json_quote(text.substr(words[k].first, words[k].second - words[k].first));
-                    out += "]";
+                    out["pieces"] = Json::array();
+                    for (const auto& w : words) out["pieces"].push_back(text.substr(w.first, w.second - w.first));
                 }
-                out += "}";
             } else if (const JsonValue* idv = v.find("ids")) {
                 if (!idv->is_array()) fail("%s: 'ids' is %s, expected an array", where.c_str(), idv->type_name());
                 std::vector<int> ids;
@@ -135,12 +128,12 @@ int cmd_tokenize(int argc, char** argv) {
                     if (id < 0 || id >= tok->vocab_size()) fail("%s: token id %lld out of range [0, %d)", where.c_str(), (long long)id, tok->vocab_size());
                     ids.push_back((int)id);
                 }
-                out = "{\"decoded\":" + json_quote(utf8_sanitize(tok->decode(ids, render_special))) + "}";
+                out["decoded"] = utf8_sanitize(tok->decode(ids, render_special));
             } else {
                 fail("%s: expected a 'text' or 'ids' member", where.c_str());
             }
-            out += "\n";
-            fwrite(out.data(), 1, out.size(), stdout);
+            std::string line = json_text(out) + "\n";
+            fwrite(line.data(), 1, line.size(), stdout);
         }
         return 0;
     }
@@ -166,7 +159,7 @@ int cmd_tokenize(int argc, char** argv) {
     }
     int prev = -1;
     for (int id : ids) {
-        printf("%7d  %s\n", id, json_quote(utf8_sanitize(tok->decode_token(prev, id, true))).c_str());
+        printf("%7d  %s\n", id, json_text(Json(utf8_sanitize(tok->decode_token(prev, id, true)))).c_str());
         prev = id;
     }
     fprintf(stderr, "%zu tokens\n", ids.size());

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../model/draft.h"  // crc32_update
-
 namespace beagle {
 
-static const char kMagic[8] = {'B', 'E', 'A', 'G', 'L', 'E', 'D', 'S'};
+// Fixed header: 12 u32 dim, 16 u32 vocab, 20 u32 n_seqs, 24 u64 n_tokens, 32 u64 tokenizer_hash,
+// 40 u64 file_size (see dataset.h); no text header.
+static const ContainerFormat kShard = {{'B', 'E', 'A', 'G', 'L', 'E', 'D', 'S'}, "Beagle data shard", "data shard", 1, 48, 40, 0};
 static size_t align64(size_t x) { return (x + 63) / 64 * 64; }
 
 void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs) {
@@ -19,59 +19,33 @@ void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer
         BEAGLE_CHECK(s.states.size() == s.tokens.size() * (size_t)dim, "write_shard: sequence states do not match tokens");
         n_tokens += s.tokens.size();
     }
-    size_t table = 48 + seqs.size() * 16;
-    size_t tok_off = align64(table);
-    size_t st_off = align64(tok_off + n_tokens * 4);
-    size_t size = st_off + n_tokens * dim * 2 + 4;
-    std::vector<uint8_t> b(size, 0);
-    memcpy(&b[0], kMagic, 8);
-    uint32_t u32;
-    uint64_t u64;
-    u32 = 1; memcpy(&b[8], &u32, 4);
-    u32 = (uint32_t)dim; memcpy(&b[12], &u32, 4);
-    u32 = (uint32_t)vocab; memcpy(&b[16], &u32, 4);
-    u32 = (uint32_t)seqs.size(); memcpy(&b[20], &u32, 4);
-    memcpy(&b[24], &n_tokens, 8);
-    memcpy(&b[32], &tokenizer_hash, 8);
-    u64 = size; memcpy(&b[40], &u64, 8);
+    ContainerWriter f(kShard);
+    f.reserve(48 + seqs.size() * 16 + 128 + n_tokens * (4 + (size_t)dim * 2) + 4);
+    f.set_u32(12, (uint32_t)dim);
+    f.set_u32(16, (uint32_t)vocab);
+    f.set_u32(20, (uint32_t)seqs.size());
+    f.set_u64(24, n_tokens);
+    f.set_u64(32, tokenizer_hash);
     uint64_t first = 0;
-    for (size_t i = 0; i < seqs.size(); i++) {
-        uint8_t* e = &b[48 + i * 16];
-        uint32_t len = (uint32_t)seqs[i].tokens.size(), np = (uint32_t)seqs[i].n_prompt;
-        memcpy(e, &first, 8);
-        memcpy(e + 8, &len, 4);
-        memcpy(e + 12, &np, 4);
-        memcpy(&b[tok_off + first * 4], seqs[i].tokens.data(), len * 4);
-        memcpy(&b[st_off + first * dim * 2], seqs[i].states.data(), (size_t)len * dim * 2);
-        first += len;
+    for (const SeqData& s : seqs) {  // the sequence table
+        f.put_u64(first);
+        f.put_u32((uint32_t)s.tokens.size());
+        f.put_u32((uint32_t)s.n_prompt);
+        first += s.tokens.size();
     }
-    uint32_t crc = crc32_update(0, b.data(), size - 4);
-    memcpy(&b[size - 4], &crc, 4);
-    write_file_atomic(path, b.data(), b.size());
+    f.align(64);
+    for (const SeqData& s : seqs) f.put(s.tokens.data(), s.tokens.size() * 4);
+    f.align(64);
+    for (const SeqData& s : seqs) f.put(s.states.data(), s.states.size() * 2);
+    f.write(path);
 }
 
 std::vector<std::pair<std::string, std::string>> read_meta(const std::string& path) {
-    std::string text = read_file(path);
-    std::vector<std::pair<std::string, std::string>> kv;
-    size_t b = 0;
-    int line = 0;
-    while (b < text.size()) {
-        size_t e = text.find('\n', b);
-        if (e == std::string::npos) e = text.size();
-        std::string l = text.substr(b, e - b);
-        line++;
-        b = e + 1;
-        if (l.empty()) continue;
-        size_t sp = l.find(' ');
-        if (sp == std::string::npos) fail("%s: line %d: expected 'key value', found '%s'", path.c_str(), line, l.c_str());
-        kv.emplace_back(l.substr(0, sp), l.substr(sp + 1));
-    }
-    return kv;
+    return KeyValues::parse(read_file(path), path).items;
 }
 
 void write_meta(const std::string& path, const std::vector<std::pair<std::string, std::string>>& kv) {
-    std::string s;
-    for (auto& p : kv) s += p.first + " " + p.second + "\n";
+    std::string s = KeyValues{path, kv}.text();
     write_file_atomic(path, s.data(), s.size());
 }
 
@@ -89,60 +63,43 @@ Dataset::Dataset(const std::string& dir) : dir_(dir) {
     std::sort(names.begin(), names.end());
     if (names.empty()) fail("data directory '%s' holds no shard-*.bin files", dir.c_str());
     for (const std::string& n : names) {
-        std::string path = dir + "/" + n;
-        maps_.emplace_back(new MappedFile(path));
-        const MappedFile& m = *maps_.back();
-        const uint8_t* p = m.data;
-        if (m.size < 52 || memcmp(p, kMagic, 8) != 0)
-            fail("%s: not a Beagle data shard (bad magic or shorter than the 52-byte header)", path.c_str());
-        uint32_t ver, dim, vocab, ns;
-        uint64_t nt, th, fsize;
-        memcpy(&ver, p + 8, 4);
-        memcpy(&dim, p + 12, 4);
-        memcpy(&vocab, p + 16, 4);
-        memcpy(&ns, p + 20, 4);
-        memcpy(&nt, p + 24, 8);
-        memcpy(&th, p + 32, 8);
-        memcpy(&fsize, p + 40, 8);
-        if (ver != 1) fail("%s: shard version %u, this build reads version 1", path.c_str(), ver);
-        if (fsize != m.size) fail("%s: truncated or padded: header says %llu bytes, file has %zu", path.c_str(), (unsigned long long)fsize, m.size);
-        if (dim == 0 || dim > 65536 || vocab == 0) fail("%s: bad dims (dim %u, vocab %u)", path.c_str(), dim, vocab);
-        size_t table = 48 + (size_t)ns * 16;
-        size_t tok_off = align64(table);
+        files_.emplace_back(new ContainerReader(dir + "/" + n, kShard));
+        const ContainerReader& f = *files_.back();
+        const char* P = f.path().c_str();
+        uint32_t dim = f.u32(12, "dim"), vocab = f.u32(16, "vocab"), ns = f.u32(20, "n_seqs");
+        uint64_t nt = f.u64(24, "n_tokens"), th = f.u64(32, "tokenizer_hash");
+        if (dim == 0 || dim > 65536 || vocab == 0)
+            fail("%s: header has dim %u and vocab %u, expected dim in 1..65536 and vocab >= 1", P, dim, vocab);
+        size_t tok_off = align64(48 + (size_t)ns * 16);
         size_t st_off = align64(checked_add(tok_off, checked_mul(nt, 4, "shard tokens"), "shard tokens"));
         uint64_t need = checked_add(st_off, checked_mul(checked_mul(nt, dim, "shard states"), 2, "shard states"), "shard size");
-        if (checked_add(need, 4, "shard size") != m.size)
-            fail("%s: size %zu does not match its header (%llu tokens of dim %u need %llu bytes)", path.c_str(), m.size,
+        if (need != f.data_end())
+            fail("%s: size %zu does not match its header (%llu tokens of dim %u need %llu bytes)", P, f.data_end() + 4,
                  (unsigned long long)nt, dim, (unsigned long long)(need + 4));
-        uint32_t crc, want;
-        memcpy(&want, p + m.size - 4, 4);
-        crc = crc32_update(0, p, m.size - 4);
-        if (crc != want) fail("%s: checksum mismatch (file corrupt): stored %08x, computed %08x", path.c_str(), want, crc);
-        if (seqs_.empty() && maps_.size() == 1) {
+        if (files_.size() == 1) {
             dim_ = (int)dim;
             vocab_ = (int)vocab;
             tok_hash_ = th;
         } else if ((int)dim != dim_ || (int)vocab != vocab_ || th != tok_hash_) {
-            fail("%s: made by another model than the other shards (dim %u vocab %u vs dim %d vocab %d)", path.c_str(), dim,
-                 vocab, dim_, vocab_);
+            fail("%s: made by another model than the other shards (dim %u vocab %u vs dim %d vocab %d)", P, dim, vocab,
+                 dim_, vocab_);
         }
+        const int32_t* tokens = (const int32_t*)f.bytes(tok_off, nt * 4, "tokens");
+        const uint16_t* states = (const uint16_t*)f.bytes(st_off, nt * dim * 2, "states");
         for (uint32_t i = 0; i < ns; i++) {
-            uint64_t first;
-            uint32_t len, np;
-            memcpy(&first, p + 48 + i * 16, 8);
-            memcpy(&len, p + 48 + i * 16 + 8, 4);
-            memcpy(&np, p + 48 + i * 16 + 12, 4);
+            uint64_t first = f.u64(48 + i * 16, "sequence table");
+            uint32_t len = f.u32(48 + i * 16 + 8, "sequence table"), np = f.u32(48 + i * 16 + 12, "sequence table");
             if (first > nt || len > nt - first || np > len)
-                fail("%s: sequence %u out of bounds (first %llu, len %u, prompt %u, %llu tokens)", path.c_str(), i,
+                fail("%s: sequence %u out of bounds (first %llu, len %u, prompt %u, %llu tokens)", P, i,
                      (unsigned long long)first, len, np, (unsigned long long)nt);
             SeqView v;
-            v.tokens = (const int32_t*)(p + tok_off) + first;
-            v.states = (const uint16_t*)(p + st_off) + first * dim;
+            v.tokens = tokens + first;
+            v.states = states + first * dim;
             v.len = (int)len;
             v.n_prompt = (int)np;
             for (uint32_t k = 0; k < len; k++)
                 if (v.tokens[k] < 0 || v.tokens[k] >= (int)vocab)
-                    fail("%s: sequence %u token %u = %d outside the vocabulary [0, %u)", path.c_str(), i, k, v.tokens[k], vocab);
+                    fail("%s: sequence %u token %u = %d outside the vocabulary [0, %u)", P, i, k, v.tokens[k], vocab);
             seqs_.push_back(v);
         }
         n_tokens_ += (int64_t)nt;

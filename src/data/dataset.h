@@ -2,7 +2,7 @@
 // files, each holding whole sequences (tokens, the target's true states in f16, prompt length),
 // written atomically by `beagle datagen` and memory-mapped by `beagle train`.
 //
-// Shard layout (little-endian):
+// Shard layout (a container, src/io/container.h; little-endian):
 //   0 "BEAGLEDS"  8 u32 version (1)  12 u32 dim  16 u32 vocab  20 u32 n_seqs  24 u64 n_tokens
 //   32 u64 tokenizer_hash  40 u64 file_size  48 sequence table: n_seqs x {u64 first_token, u32 len,
 //   u32 n_prompt}; then (64-aligned) tokens i32[n_tokens]; then (64-aligned) states
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../core/common.h"
+#include "../io/container.h"
 
 namespace beagle {
 
@@ -53,7 +54,7 @@ private:
     int dim_ = 0, vocab_ = 0;
     uint64_t tok_hash_ = 0;
     int64_t n_tokens_ = 0;
-    std::vector<std::unique_ptr<MappedFile>> maps_;
+    std::vector<std::unique_ptr<ContainerReader>> files_;  // mapped shards: seqs_ point into them
     std::vector<SeqView> seqs_;
     std::vector<std::pair<std::string, std::string>> meta_;
 };

@@ -3,13 +3,16 @@
 // predictions) and the EAGLE-2 dynamic tree (expand the top-k nodes of each depth by cumulative
 // draft log-probability, then keep the best total_tokens nodes of the whole tree); optionally with the
 // prompt-lookup continuation merged into the tree (hybrid).
+#include "beagle_drafter.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "../core/common.h"
 #include "../model/draft.h"
-#include "speculative.h"
+#include "lookup_drafter.h"
+#include "verify_cost.h"
 
 namespace beagle {
 

@@ -108,20 +108,4 @@ std::string Session::generate_plain(const std::vector<int>& prompt, int n, const
     return text;
 }
 
-void Session::print_stats(const GenStats& st, bool json) const {
-    double pf = st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0;
-    double dc = st.decode_s > 0 ? st.gen_tokens / st.decode_s : 0;
-    fprintf(stderr, "prompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)%s%s\n",
-            st.prompt_tokens, st.prefill_s, pf, st.gen_tokens, st.decode_s, dc,
-            st.stopped_eog ? "; stopped at end-of-generation token" : "",
-            st.stopped_ctx ? "; stopped: context full" : "");
-    if (json)
-        fprintf(stderr,
-                "{\"mode\": \"none\", \"prompt_tokens\": %d, \"tokens\": %d, \"target_passes\": %d, \"prefill_s\": %.6f, "
-                "\"decode_s\": %.6f, \"prefill_tok_s\": %.3f, \"tok_s\": %.3f, \"tau\": 1.0, \"threads\": %d, "
-                "\"peak_rss_bytes\": %zu}\n",
-                st.prompt_tokens, st.gen_tokens, st.target_passes, st.prefill_s, st.decode_s, pf, dc, threads,
-                peak_rss_bytes());
-}
-
 }  // namespace beagle

@@ -48,7 +48,6 @@ public:
     // `stream` if not null. Returns the text; ids of the generated tokens in *out_ids if given.
     std::string generate_plain(const std::vector<int>& prompt, int n, const SamplingParams& sp, FILE* stream,
                                GenStats* st, std::vector<int>* out_ids = nullptr);
-    void print_stats(const GenStats& st, bool json) const;
 
 private:
     std::vector<int> encode_text(const std::string& text, bool special) const;  // BOS as the tokenizer wants

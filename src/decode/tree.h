@@ -3,6 +3,7 @@
 // index (nodes are in topological order, so a node's ancestors precede it). A chain is a tree where
 // each node has one child.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

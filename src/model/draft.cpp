@@ -1,18 +1,18 @@
 // draft.cpp: the draft's config, random init, file format (save/load with full validation), the
 // frozen target tensors, and the inference object Draft (see draft.h). The layer math is in
 // src/model/draft_layers.cpp, shared with training.
-#include <sys/stat.h>
 #include "draft.h"
 
 #include <cmath>
 #include <cstring>
-#include <map>
+#include <climits>
 #include <memory>
 
 #include "../core/common.h"
 #include "../backend/buf_alloc.h"
-#include "draft_layers.h"
 #include "../core/rng.h"
+#include "../io/container.h"
+#include "draft_layers.h"
 
 namespace beagle {
 
@@ -139,57 +139,33 @@ void DraftWeights::init_random(const DraftConfig& c, uint64_t seed) {
     }
 }
 
-// ---- CRC-32 (zlib polynomial 0xEDB88320) ------------------------------------------------------------
-uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
-    static uint32_t table[256];
-    static bool init = false;
-    if (!init) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
-        }
-        init = true;
-    }
-    crc = ~crc;
-    const uint8_t* p = (const uint8_t*)data;
-    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
-
 // ---- file format ------------------------------------------------------------------------------------
-static const char kMagic[8] = {'B', 'E', 'A', 'G', 'L', 'E', 'D', 'R'};
-static const uint32_t kVersion = 1;
+// Fixed header: 12 u32 n_tensors, 16 u32 config_len, 20 u32 0, 24 u64 file_size (see draft.h).
+static const ContainerFormat kDraftFile = {{'B', 'E', 'A', 'G', 'L', 'E', 'D', 'R'}, "Beagle draft file", "draft", 1, 32, 24, 16};
 
-static void put_u32(std::vector<uint8_t>& b, uint32_t v) { b.insert(b.end(), (uint8_t*)&v, (uint8_t*)&v + 4); }
-static void put_u64(std::vector<uint8_t>& b, uint64_t v) { b.insert(b.end(), (uint8_t*)&v, (uint8_t*)&v + 8); }
-
-static std::string config_text(const DraftConfig& c, const std::vector<std::pair<std::string, std::string>>& meta) {
-    std::string s;
-    s += strfmt("dim %d\n", c.dim);
-    s += strfmt("n_heads %d\n", c.n_heads);
-    s += strfmt("n_kv_heads %d\n", c.n_kv_heads);
-    s += strfmt("head_dim %d\n", c.head_dim);
-    s += strfmt("ffn_dim %d\n", c.ffn_dim);
-    s += strfmt("vocab_size %d\n", c.vocab_size);
-    if (c.draft_vocab > 0) s += strfmt("draft_vocab %d\n", c.draft_vocab);
-    s += strfmt("norm_eps %.9g\n", c.norm_eps);
-    s += strfmt("final_eps %.9g\n", c.final_eps);
-    s += strfmt("rope_theta %.9g\n", c.rope_theta);
-    s += strfmt("rope_scaling %d\n", c.rope_scaling ? 1 : 0);
-    s += strfmt("rope_factor %.9g\n", c.rope_factor);
-    s += strfmt("rope_low_freq_factor %.9g\n", c.rope_low_freq_factor);
-    s += strfmt("rope_high_freq_factor %.9g\n", c.rope_high_freq_factor);
-    s += strfmt("rope_orig_max_pos %d\n", c.rope_orig_max_pos);
-    s += strfmt("target_n_layers %d\n", c.target_n_layers);
-    s += strfmt("tokenizer_hash %016llx\n", (unsigned long long)c.tokenizer_hash);
-    for (auto& kv : meta) {
-        BEAGLE_CHECK(!kv.first.empty() && kv.first.find_first_of(" \n") == std::string::npos &&
-                         kv.second.find('\n') == std::string::npos,
-                     "draft metadata key '%s' must be one word and its value one line", kv.first.c_str());
-        s += "meta." + kv.first + " " + kv.second + "\n";
-    }
-    return s;
+static KeyValues config_text(const DraftConfig& c, const std::vector<std::pair<std::string, std::string>>& meta) {
+    KeyValues kv;
+    kv.where = "draft config and metadata";
+    auto add = [&](const char* key, const std::string& v) { kv.items.emplace_back(key, v); };
+    add("dim", std::to_string(c.dim));
+    add("n_heads", std::to_string(c.n_heads));
+    add("n_kv_heads", std::to_string(c.n_kv_heads));
+    add("head_dim", std::to_string(c.head_dim));
+    add("ffn_dim", std::to_string(c.ffn_dim));
+    add("vocab_size", std::to_string(c.vocab_size));
+    if (c.draft_vocab > 0) add("draft_vocab", std::to_string(c.draft_vocab));
+    add("norm_eps", strfmt("%.9g", c.norm_eps));
+    add("final_eps", strfmt("%.9g", c.final_eps));
+    add("rope_theta", strfmt("%.9g", c.rope_theta));
+    add("rope_scaling", c.rope_scaling ? "1" : "0");
+    add("rope_factor", strfmt("%.9g", c.rope_factor));
+    add("rope_low_freq_factor", strfmt("%.9g", c.rope_low_freq_factor));
+    add("rope_high_freq_factor", strfmt("%.9g", c.rope_high_freq_factor));
+    add("rope_orig_max_pos", std::to_string(c.rope_orig_max_pos));
+    add("target_n_layers", std::to_string(c.target_n_layers));
+    add("tokenizer_hash", strfmt("%016llx", (unsigned long long)c.tokenizer_hash));
+    for (auto& m : meta) kv.items.emplace_back("meta." + m.first, m.second);
+    return kv;
 }
 
 void check_d2t(const DraftConfig& c, const std::vector<int32_t>& d2t, const char* where) {
@@ -201,228 +177,106 @@ void check_d2t(const DraftConfig& c, const std::vector<int32_t>& d2t, const char
                      where, i, d2t[i], c.vocab_size);
 }
 
+static bool is_norm(int t) { return t == DT_NORM_Q || t == DT_NORM_KV || t == DT_NORM_M; }
+
 void save_draft(const std::string& path, const DraftWeights& w) {
     w.cfg.validate("save_draft");
     check_d2t(w.cfg, w.d2t, "save_draft");
-    const bool has_map = w.cfg.draft_vocab > 0;
-    std::string cfg = config_text(w.cfg, w.meta);
-    // table size first, to place the data
-    size_t table = has_map ? 4 + 3 + 4 + 2 * 8 + 8 + 8 : 0;
+    std::vector<ContainerBlob> blobs(DT_COUNT);
     for (int i = 0; i < DT_COUNT; i++) {
         BEAGLE_CHECK(w.t[i].size() == (size_t)w.cfg.numel(i), "save_draft: tensor %s has %zu values, expected %lld",
                      draft_tensor_name(i), w.t[i].size(), (long long)w.cfg.numel(i));
-        table += 4 + strlen(draft_tensor_name(i)) + 4 + 2 * 8 + 8 + 8;
+        ContainerBlob& e = blobs[i];
+        e.name = draft_tensor_name(i);
+        e.ndim = is_norm(i) ? 1 : 2;  // a norm's shape is {dim, 0}: the unused slot keeps the table size fixed
+        e.shape[0] = (uint64_t)(is_norm(i) ? w.cfg.cols(i) : w.cfg.rows(i));
+        e.shape[1] = is_norm(i) ? 0 : (uint64_t)w.cfg.cols(i);
+        e.data = w.t[i].data();
+        e.nbytes = w.t[i].size() * 4;
     }
-    size_t off = 32 + cfg.size() + table;
-    off = (off + 63) / 64 * 64;
-    std::vector<uint64_t> offsets(DT_COUNT);
-    size_t end = off;
-    for (int i = 0; i < DT_COUNT; i++) {
-        offsets[i] = end;
-        end += w.t[i].size() * 4;
-        end = (end + 63) / 64 * 64;
+    if (w.cfg.draft_vocab > 0) {
+        ContainerBlob e;
+        e.name = "d2t";
+        e.shape[0] = w.d2t.size();
+        e.data = w.d2t.data();
+        e.nbytes = w.d2t.size() * 4;
+        blobs.push_back(e);
     }
-    uint64_t map_off = end;
-    if (has_map) end = (end + w.d2t.size() * 4 + 63) / 64 * 64;
-    size_t file_size = end + 4;
-    std::vector<uint8_t> b;
-    b.reserve(file_size);
-    b.insert(b.end(), kMagic, kMagic + 8);
-    put_u32(b, kVersion);
-    put_u32(b, DT_COUNT + (has_map ? 1 : 0));
-    put_u32(b, (uint32_t)cfg.size());
-    put_u32(b, 0);
-    put_u64(b, file_size);
-    b.insert(b.end(), cfg.begin(), cfg.end());
-    for (int i = 0; i < DT_COUNT; i++) {
-        const char* name = draft_tensor_name(i);
-        put_u32(b, (uint32_t)strlen(name));
-        b.insert(b.end(), name, name + strlen(name));
-        bool vec = i == DT_NORM_Q || i == DT_NORM_KV || i == DT_NORM_M;
-        put_u32(b, vec ? 1 : 2);
-        if (vec) {
-            put_u64(b, (uint64_t)w.cfg.cols(i));
-            put_u64(b, 0);  // unused slot keeps the table size fixed
-        } else {
-            put_u64(b, (uint64_t)w.cfg.rows(i));
-            put_u64(b, (uint64_t)w.cfg.cols(i));
-        }
-        put_u64(b, offsets[i]);
-        put_u64(b, w.t[i].size() * 4);
-    }
-    if (has_map) {
-        put_u32(b, 3);
-        b.insert(b.end(), "d2t", "d2t" + 3);
-        put_u32(b, 1);
-        put_u64(b, w.d2t.size());
-        put_u64(b, 0);
-        put_u64(b, map_off);
-        put_u64(b, w.d2t.size() * 4);
-    }
-    b.resize(file_size - 4, 0);
-    for (int i = 0; i < DT_COUNT; i++) memcpy(b.data() + offsets[i], w.t[i].data(), w.t[i].size() * 4);
-    if (has_map) memcpy(b.data() + map_off, w.d2t.data(), w.d2t.size() * 4);
-    put_u32(b, crc32_update(0, b.data(), b.size()));
-    write_file_atomic(path, b.data(), b.size());
-}
-
-static int parse_int(const std::string& path, const std::map<std::string, std::string>& kv, const char* key) {
-    auto it = kv.find(key);
-    if (it == kv.end()) fail("%s: draft config lacks key '%s'", path.c_str(), key);
-    char* end = nullptr;
-    long v = strtol(it->second.c_str(), &end, 10);
-    if (it->second.empty() || *end || v < INT32_MIN || v > INT32_MAX)
-        fail("%s: draft config key '%s': expected an integer, found '%s'", path.c_str(), key, it->second.c_str());
-    return (int)v;
-}
-
-static float parse_float(const std::string& path, const std::map<std::string, std::string>& kv, const char* key) {
-    auto it = kv.find(key);
-    if (it == kv.end()) fail("%s: draft config lacks key '%s'", path.c_str(), key);
-    char* end = nullptr;
-    float v = strtof(it->second.c_str(), &end);
-    if (it->second.empty() || *end || !std::isfinite(v))
-        fail("%s: draft config key '%s': expected a number, found '%s'", path.c_str(), key, it->second.c_str());
-    return v;
+    ContainerWriter f(kDraftFile);
+    f.set_u32(12, (uint32_t)blobs.size());
+    f.put_text(config_text(w.cfg, w.meta));
+    f.put_table(blobs, 64);
+    f.write(path);
 }
 
 DraftWeights load_draft(const std::string& path) {
-    struct stat st;  // a FIFO or device would block or stream forever: drafts are regular files
-    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-        fail("draft path '%s' is not a regular file", path.c_str());
-    std::string data = read_file(path);
-    const uint8_t* p = (const uint8_t*)data.data();
-    size_t size = data.size();
+    ContainerReader f(path, kDraftFile);
     const char* P = path.c_str();
-    if (size < 8 || memcmp(p, kMagic, 8) != 0)
-        fail("%s: not a Beagle draft file (expected magic \"BEAGLEDR\" at byte 0)", P);
-    if (size < 36) fail("%s: truncated draft file: %zu bytes, the header alone needs 36", P, size);
-    auto u32 = [&](size_t off) {
-        uint32_t v;
-        memcpy(&v, p + off, 4);
-        return v;
-    };
-    auto u64 = [&](size_t off) {
-        uint64_t v;
-        memcpy(&v, p + off, 8);
-        return v;
-    };
-    uint32_t version = u32(8);
-    if (version != kVersion) fail("%s: draft file version %u, this build reads version %u", P, version, kVersion);
-    uint64_t want_size = u64(24);
-    if (want_size != size)
-        fail("%s: draft file is %zu bytes but its header says %llu (%s)", P, size, (unsigned long long)want_size,
-             size < want_size ? "truncated" : "trailing bytes");
-    uint32_t crc = u32(size - 4), got = crc32_update(0, p, size - 4);
-    if (crc != got) fail("%s: draft file checksum mismatch (stored CRC-32 %08x, computed %08x): the file is corrupt", P, crc, got);
-    uint32_t n_tensors = u32(12), cfg_len = u32(16);
+    uint32_t n_tensors = f.u32(12, "tensor count");
     if (n_tensors != DT_COUNT && n_tensors != DT_COUNT + 1)
         fail("%s: draft file has %u tensors, expected %d (or %d with a reduced vocabulary)", P, n_tensors, (int)DT_COUNT,
              (int)DT_COUNT + 1);
-    if (32 + (uint64_t)cfg_len > size - 4) fail("%s: draft config length %u runs past the end of the file", P, cfg_len);
 
-    // config text
-    std::map<std::string, std::string> kv;
+    // config text: the config keys, then meta.KEY lines (free-form metadata)
+    KeyValues kv = f.text(path + ": draft config");
     DraftWeights w;
-    std::string cfg((const char*)p + 32, cfg_len);
-    size_t line_start = 0;
-    while (line_start < cfg.size()) {
-        size_t nl = cfg.find('\n', line_start);
-        if (nl == std::string::npos) fail("%s: draft config is not newline-terminated (byte %zu)", P, 32 + line_start);
-        std::string line = cfg.substr(line_start, nl - line_start);
-        size_t sp = line.find(' ');
-        if (sp == std::string::npos || sp == 0)
-            fail("%s: draft config line '%s' at byte %zu is not 'key value'", P, line.c_str(), 32 + line_start);
-        std::string key = line.substr(0, sp), val = line.substr(sp + 1);
-        if (key.compare(0, 5, "meta.") == 0) w.meta.emplace_back(key.substr(5), val);
-        else kv[key] = val;
-        line_start = nl + 1;
-    }
+    for (auto& p : kv.items)
+        if (p.first.compare(0, 5, "meta.") == 0) w.meta.emplace_back(p.first.substr(5), p.second);
     DraftConfig& c = w.cfg;
-    c.dim = parse_int(path, kv, "dim");
-    c.n_heads = parse_int(path, kv, "n_heads");
-    c.n_kv_heads = parse_int(path, kv, "n_kv_heads");
-    c.head_dim = parse_int(path, kv, "head_dim");
-    c.ffn_dim = parse_int(path, kv, "ffn_dim");
-    c.vocab_size = parse_int(path, kv, "vocab_size");
-    c.draft_vocab = kv.count("draft_vocab") ? parse_int(path, kv, "draft_vocab") : 0;
-    if (c.draft_vocab <= 0 && kv.count("draft_vocab"))
-        fail("%s: draft config key 'draft_vocab': expected a positive integer, found %d", P, c.draft_vocab);
+    auto int32 = [&](const char* key) { return (int)kv.integer(key, INT32_MIN, INT32_MAX); };
+    c.dim = int32("dim");
+    c.n_heads = int32("n_heads");
+    c.n_kv_heads = int32("n_kv_heads");
+    c.head_dim = int32("head_dim");
+    c.ffn_dim = int32("ffn_dim");
+    c.vocab_size = int32("vocab_size");
+    c.draft_vocab = kv.find("draft_vocab") ? (int)kv.integer("draft_vocab", 1, INT32_MAX) : 0;
     if ((n_tensors == DT_COUNT + 1) != (c.draft_vocab > 0))
         fail("%s: draft file has %u tensors but its config %s a reduced vocabulary (draft_vocab)", P, n_tensors,
              c.draft_vocab > 0 ? "declares" : "does not declare");
-    c.norm_eps = parse_float(path, kv, "norm_eps");
-    c.final_eps = parse_float(path, kv, "final_eps");
-    c.rope_theta = parse_float(path, kv, "rope_theta");
-    c.rope_scaling = parse_int(path, kv, "rope_scaling") != 0;
-    c.rope_factor = parse_float(path, kv, "rope_factor");
-    c.rope_low_freq_factor = parse_float(path, kv, "rope_low_freq_factor");
-    c.rope_high_freq_factor = parse_float(path, kv, "rope_high_freq_factor");
-    c.rope_orig_max_pos = parse_int(path, kv, "rope_orig_max_pos");
-    c.target_n_layers = parse_int(path, kv, "target_n_layers");
-    {
-        auto it = kv.find("tokenizer_hash");
-        if (it == kv.end()) fail("%s: draft config lacks key 'tokenizer_hash'", P);
-        char* end = nullptr;
-        c.tokenizer_hash = strtoull(it->second.c_str(), &end, 16);
-        if (it->second.size() != 16 || *end)
-            fail("%s: draft config key 'tokenizer_hash': expected 16 hex digits, found '%s'", P, it->second.c_str());
-    }
+    c.norm_eps = (float)kv.real("norm_eps");
+    c.final_eps = (float)kv.real("final_eps");
+    c.rope_theta = (float)kv.real("rope_theta");
+    c.rope_scaling = int32("rope_scaling") != 0;
+    c.rope_factor = (float)kv.real("rope_factor");
+    c.rope_low_freq_factor = (float)kv.real("rope_low_freq_factor");
+    c.rope_high_freq_factor = (float)kv.real("rope_high_freq_factor");
+    c.rope_orig_max_pos = int32("rope_orig_max_pos");
+    c.target_n_layers = int32("target_n_layers");
+    c.tokenizer_hash = kv.hex64("tokenizer_hash");
     c.validate(P);
 
-    // tensor table
-    size_t off = 32 + cfg_len, data_start = size;
-    bool seen[DT_COUNT + 1] = {};
-    for (uint32_t k = 0; k < n_tensors; k++) {
-        if (off + 4 > size - 4) fail("%s: tensor table entry %u at byte %zu runs past the end", P, k, off);
-        uint32_t nl = u32(off);
-        if (nl == 0 || nl > 64 || off + 4 + nl + 4 + 32 > size - 4)
-            fail("%s: tensor table entry %u at byte %zu: bad name length %u", P, k, off, nl);
-        std::string name((const char*)p + off + 4, nl);
-        off += 4 + nl;
-        int idx = -1;
-        for (int i = 0; i < DT_COUNT; i++)
-            if (name == kTensorNames[i]) idx = i;
-        if (name == "d2t" && c.draft_vocab > 0) idx = DT_COUNT;
-        if (idx < 0) fail("%s: unknown tensor '%s' in the draft file (byte %zu)", P, name.c_str(), off);
-        if (seen[idx]) fail("%s: tensor '%s' appears twice", P, name.c_str());
-        seen[idx] = true;
-        uint32_t ndim = u32(off);
-        uint64_t d0 = u64(off + 4), d1 = u64(off + 12), toff = u64(off + 20), nbytes = u64(off + 28);
-        off += 36;
-        if (idx == DT_COUNT) {  // the reduced vocabulary's token map (int32)
-            if (ndim != 1 || d0 != (uint64_t)c.draft_vocab || nbytes != d0 * 4)
-                fail("%s: tensor 'd2t' has ndim %u, shape [%llu], %llu bytes; the config implies [%d] int32", P, ndim,
-                     (unsigned long long)d0, (unsigned long long)nbytes, c.draft_vocab);
-            if (toff % 4 || toff > size - 4 || nbytes > size - 4 - toff)
-                fail("%s: tensor 'd2t' data [%llu, +%llu) lies outside the file's data area (file %zu bytes)", P,
-                     (unsigned long long)toff, (unsigned long long)nbytes, size);
-            data_start = std::min(data_start, (size_t)toff);
+    // tensor table: every tensor once, shapes as the config implies
+    size_t table_end;
+    for (const ContainerBlob& e : f.table(f.text_end(), n_tensors, &table_end)) {
+        if (e.name == "d2t" && c.draft_vocab > 0) {  // the reduced vocabulary's token map (int32)
+            if (e.ndim != 1 || e.shape[0] != (uint64_t)c.draft_vocab || e.nbytes != e.shape[0] * 4)
+                fail("%s: tensor 'd2t' has ndim %u, shape [%llu], %llu bytes; the config implies [%d] int32", P, e.ndim,
+                     (unsigned long long)e.shape[0], (unsigned long long)e.nbytes, c.draft_vocab);
             w.d2t.resize((size_t)c.draft_vocab);
-            memcpy(w.d2t.data(), p + toff, nbytes);
+            memcpy(w.d2t.data(), e.data, e.nbytes);
             check_d2t(c, w.d2t, P);
             continue;
         }
-        bool vec = idx == DT_NORM_Q || idx == DT_NORM_KV || idx == DT_NORM_M;
-        uint64_t rows = vec ? 1 : d0, cols = vec ? d0 : d1;
-        if (ndim != (vec ? 1u : 2u) || (int64_t)rows != c.rows(idx) || (int64_t)cols != c.cols(idx))
-            fail("%s: tensor '%s' has shape %s[%llu, %llu], the config implies [%lld, %lld]", P, name.c_str(),
+        int idx = -1;
+        for (int i = 0; i < DT_COUNT; i++)
+            if (e.name == kTensorNames[i]) idx = i;
+        if (idx < 0) fail("%s: unknown tensor '%s' in the draft file", P, e.name.c_str());
+        bool vec = is_norm(idx);
+        uint64_t rows = vec ? 1 : e.shape[0], cols = vec ? e.shape[0] : e.shape[1];
+        if (e.ndim != (vec ? 1u : 2u) || (int64_t)rows != c.rows(idx) || (int64_t)cols != c.cols(idx))
+            fail("%s: tensor '%s' has shape %s[%llu, %llu], the config implies [%lld, %lld]", P, e.name.c_str(),
                  vec ? "(vector) " : "", (unsigned long long)rows, (unsigned long long)cols, (long long)c.rows(idx),
                  (long long)c.cols(idx));
-        if (nbytes != (uint64_t)c.numel(idx) * 4)
-            fail("%s: tensor '%s' has %llu bytes, expected %lld (f32)", P, name.c_str(), (unsigned long long)nbytes,
+        if (e.nbytes != (uint64_t)c.numel(idx) * 4)
+            fail("%s: tensor '%s' has %llu bytes, expected %lld (f32)", P, e.name.c_str(), (unsigned long long)e.nbytes,
                  (long long)c.numel(idx) * 4);
-        if (toff % 4 || toff > size - 4 || nbytes > size - 4 - toff)
-            fail("%s: tensor '%s' data [%llu, +%llu) lies outside the file's data area (file %zu bytes)", P,
-                 name.c_str(), (unsigned long long)toff, (unsigned long long)nbytes, size);
-        data_start = std::min(data_start, (size_t)toff);
         w.t[idx].resize((size_t)c.numel(idx));
-        memcpy(w.t[idx].data(), p + toff, nbytes);
+        memcpy(w.t[idx].data(), e.data, e.nbytes);
         for (size_t i = 0; i < w.t[idx].size(); i++)
             if (!std::isfinite(w.t[idx][i]))
-                fail("%s: tensor '%s' element %zu is not finite (%g)", P, name.c_str(), i, w.t[idx][i]);
+                fail("%s: tensor '%s' element %zu is not finite (%g)", P, e.name.c_str(), i, w.t[idx][i]);
     }
-    if (data_start < off) fail("%s: tensor data at byte %zu overlaps the tensor table (ends at %zu)", P, data_start, off);
     return w;
 }
 

@@ -77,7 +77,7 @@ struct DraftWeights {
     void init_random(const DraftConfig& c, uint64_t seed);
 };
 
-// File format, little-endian:
+// File format (a container, src/io/container.h), little-endian:
 //   0  "BEAGLEDR"   8  u32 version (1)   12 u32 n_tensors   16 u32 config_len   20 u32 0
 //   24 u64 file_size   32 config text (config_len bytes, lines "key value\n")
 //   tensor table: per tensor u32 name_len, name, u32 ndim, ndim x u64 shape, u64 offset, u64 nbytes
@@ -88,7 +88,6 @@ void save_draft(const std::string& path, const DraftWeights& w);  // atomic writ
 // Throws unless d2t has c.draft_vocab strictly increasing target ids in [0, vocab_size).
 void check_d2t(const DraftConfig& c, const std::vector<int32_t>& d2t, const char* where);
 DraftWeights load_draft(const std::string& path);                 // validates everything
-uint32_t crc32_update(uint32_t crc, const void* data, size_t n);   // zlib's crc32 (start with 0)
 
 // The target's frozen tensors as f32 (dequantized once): embedding, final norm, LM head. Training
 // needs all three. Inference may leave embd (and lm_head) empty and call Draft::use_target_weights

@@ -1,16 +1,17 @@
 // train_loop.h: `beagle train`, the draft's training loop (SPEC 3, Two-Stage Block-Attention
 // Training): epochs over the data shards (stage 1, then stage 2), AdamW with warm-up, periodic atomic
-// checkpoints that resume bit-exactly, and a final acceptance evaluation with the speculative
-// decoding engine (tau, per-depth acceptance) plus PNG charts and a JSON summary next to the draft.
-// Called by src/cli/train.cpp and the tests (test/unit/test_train_loop.cpp).
+// checkpoints that resume bit-exactly (checkpoint.h), and a final acceptance evaluation with the
+// speculative decoding engine (evaluate.h) plus PNG charts and a JSON summary next to the draft
+// (report.h). Called by src/cli/train.cpp and the tests (test/unit/test_train_loop.cpp).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "../decode/speculative.h"
 #include "../model/draft.h"
+#include "checkpoint.h"
+#include "evaluate.h"
 
 namespace beagle {
 
@@ -52,21 +53,6 @@ struct TrainLoopOptions {
 // Learning rate default for a target width: tiny models need far more than SPEC's 3e-5.
 double default_lr(int dim);
 
-// One optimizer step's record (also kept in checkpoints, so the loss curve survives a resume).
-struct StepRecord {
-    float loss, ce, vloss;
-    int stage;
-};
-
-// Acceptance on held-out prompts, pooled over the prompts.
-struct AcceptEval {
-    double tau = 0;                        // tokens committed per verify pass (after the root)
-    int rounds = 0, tokens = 0, prompts = 0;
-    std::vector<double> accept_by_depth;   // depth d+1: accepted / reached (conditional rate)
-    std::vector<int> reached_by_depth;
-    double seconds = 0;
-};
-
 struct TrainResult {
     std::vector<StepRecord> history;
     int steps = 0;
@@ -85,26 +71,5 @@ TrainResult run_train(const TrainLoopOptions& o);
 class Dataset;
 std::vector<int32_t> reduced_vocab(const Dataset& ds, int n, bool loss_on_prompt, bool quiet,
                                    const std::vector<int32_t>* keep = nullptr);
-
-// Greedy speculative generation of n tokens after each prompt (token ids, BOS included) with the
-// draft; statistics pooled.
-AcceptEval eval_acceptance(Session& s, const DraftWeights& dw, const std::vector<std::vector<int>>& prompts, int n,
-                           const BeagleDraftParams& p);
-
-// Checkpoint file ("BEAGLECK"), little-endian:
-//   0 "BEAGLECK"  8 u32 version (1)  12 u32 text_len  16 u64 file_size  24 text ("key value\n"
-//   lines: the run's config, then its state: step, epoch, position, RNG states, ...)
-//   then f32 sections: per trainable tensor weights, AdamW m, AdamW v (DT order); u32 data order
-//   (n_items); history (n_steps x {f32 loss, ce, vloss, i32 stage}); last 4 bytes CRC-32.
-struct Checkpoint {
-    std::vector<std::pair<std::string, std::string>> kv;  // config + state
-    std::vector<float> w[DT_COUNT], m[DT_COUNT], v[DT_COUNT];
-    std::vector<uint32_t> order;
-    std::vector<StepRecord> history;
-    std::string get(const std::string& key) const;  // "" if absent
-};
-void save_checkpoint(const std::string& path, const Checkpoint& c, const DraftConfig& cfg);
-// Validates magic, sizes and CRC; tensor sizes from the stored config.
-Checkpoint load_checkpoint(const std::string& path);
 
 }  // namespace beagle

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# test_cuda_nvcc.sh: compile gate of the CUDA kernels. Every cuda/*.cu and cuda/emu/*.cu must compile
-# with nvcc for sm_80 and sm_90 (one nvcc run per file, both targets), so the nvcc side of
-# cuda/compat.cuh and every kernel stay buildable although the tests run them in the CPU emulator.
+# test_cuda_nvcc.sh: compile gate of the CUDA kernels. Every cuda/*.cu, cuda/emu/*.cu and cuda/dev/*.cu
+# (the kernel progressions) must compile with nvcc for sm_80 and sm_90 (one nvcc run per file, both
+# targets), so the nvcc side of cuda/compat.cuh and every kernel stay buildable although the tests run
+# them in the CPU emulator.
 # Nothing is linked or run (no GPU here). Without nvcc the test is skipped (exit 0, says so).
 set -u
 cd "$(dirname "$0")/../.."
@@ -31,7 +32,7 @@ compile() {
 export -f compile
 export NVCC CUDA_HOME
 
-files=$(ls cuda/*.cu cuda/emu/*.cu 2>/dev/null)
+files=$(ls cuda/*.cu cuda/emu/*.cu cuda/dev/*.cu 2>/dev/null)
 [ -n "$files" ] || { echo "no kernel files"; exit 1; }
 printf '%s\n' $files | xargs -P 2 -I{} bash -c 'compile "$1" "$2"' _ {} "$out"
 rc=$?

@@ -1,13 +1,16 @@
 // test_batch_invariance.cpp: a position's logits and true states are bit-identical (memcmp) whether
 // computed alone (decode), inside prefill chunks of any size, among tree-verify tokens with other
-// branches interleaved, after KV compaction of an accepted path, and with 1 or 2 threads.
+// branches interleaved, after KV compaction of an accepted path, and with 1 or 2 threads, on the
+// matmul ISA path BEAGLE_ISA selects (test/cli/test_isa_avx2.sh runs it again on the AVX2 path).
 // Runs on stories260K (F32) and SmolLM2-135M (Q4_1/Q8_0). This is what makes greedy speculative
 // decoding token-identical to plain greedy decoding.
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/matmul.h"
 #include "backend/ops.h"
 #include "io/model_file.h"
 #include "model/llama.h"
@@ -80,6 +83,10 @@ static void run_model(const std::string& path, int N) {
             CHECK(same(&lg[(size_t)path[d] * V], &A.logits[(size_t)(P + d) * V], V), "tree logits differ at depth %d", d);
             CHECK(same(&stt[(size_t)path[d] * D], &A.states[(size_t)(P + d) * D], D), "tree states differ at depth %d", d);
         }
+        // The checker sees the smallest possible difference: one verify row's logit one ulp off.
+        std::vector<float> off(&lg[(size_t)path[2] * V], &lg[(size_t)path[2] * V] + V);
+        off[V / 2] = nextafterf(off[V / 2], INFINITY);
+        CHECK(!same(off.data(), &A.logits[(size_t)(P + 2) * V], V), "a verify row one ulp off was not caught");
         // accept the path, compact its KV rows, then decode on: must equal A
         int src[4] = {P + 0, P + 2, P + 5, P + 6};
         m.compact(src, 4, P);
@@ -142,6 +149,7 @@ int main() {
     const char* shared = getenv("BEAGLE_SHARED");
     const char* model = getenv("BEAGLE_MODEL");
     std::string sh = shared ? shared : "../shared";
+    printf("matmul ISA path: %s (BEAGLE_ISA=%s)\n", cpu_matmul_isa(), getenv("BEAGLE_ISA") ? getenv("BEAGLE_ISA") : "");
     try {
         run_model(sh + "/data/models/stories260K.bin", 40);
         run_model(sh + "/data/models/stories260K.gguf", 24);

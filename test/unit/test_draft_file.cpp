@@ -1,7 +1,8 @@
-// test_draft_file.cpp: the draft file format (src/model/draft.cpp). Round trip (config, tensors,
-// metadata bit-exact); CRC-32 against zlib's check value; corrupt, truncated, extended, wrong-magic,
-// wrong-version, bad-config, bad-shape, non-finite and wrong-count files give clear errors; a draft
-// for another target (dim, vocabulary, heads, layers, tokenizer) is rejected with a clear error.
+// test_draft_file.cpp: the draft file format (src/model/draft.cpp on src/io/container.h). The shipped
+// drafts load and save back to their exact bytes; round trip (config, tensors, metadata bit-exact);
+// CRC-32 against zlib's check value; corrupt, truncated, extended, wrong-magic, wrong-version,
+// bad-config, bad-shape, non-finite and wrong-count files give clear errors; a draft for another
+// target (dim, vocabulary, heads, layers, tokenizer) is rejected with a clear error.
 // With the SmolLM2 model present: frozen tensors dequantized from the GGUF, a draft config for it,
 // and a random draft runs on it; a draft for another config is rejected.
 #include <cmath>
@@ -13,6 +14,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "core/common.h"
+#include "core/crc32.h"
 #include "model/draft.h"
 #include "testlib.h"
 #include "model/draft_layers.h"
@@ -52,6 +54,16 @@ int main() {
     std::string dir = tmpdir();
     if (system(("mkdir -p " + dir).c_str()) != 0) return 1;
     std::string path = dir + "/d.bdr", bad = dir + "/bad.bdr";
+    // the shipped drafts: loaded and saved again, byte for byte the shipped files (the container
+    // module writes the layout these files were written in)
+    const char* root = getenv("BEAGLE_ROOT");
+    for (const char* name : {"weights/beagle-stories260K.bin", "weights/beagle-smollm2-135m.bin"}) {
+        std::string p = std::string(root ? root : ".") + "/" + name;
+        CHECK(file_exists(p), "shipped draft %s is missing", p.c_str());
+        if (!file_exists(p)) continue;
+        save_draft(dir + "/resaved.bdr", load_draft(p));
+        CHECK(read_file(dir + "/resaved.bdr") == read_file(p), "%s: load + save changed its bytes", name);
+    }
 
     DraftConfig c;
     c.dim = 16;

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "decode/drafters.h"
 #include "decode/session.h"
 #include "decode/speculative.h"
+#include "decode/verify_cost.h"
 #include "model/draft.h"
 #include "testlib.h"
 
@@ -128,10 +130,9 @@ int main() {
         {
             Session s(M + "stories260K.bin", M + "tok512.bin", 1, 512, 64);
             DraftWeights dw = load_draft(shipped);
-            DraftFrozen fz = frozen_from_target(*s.mf, false);
             BeagleDraftParams big;
             big.total_tokens = 60;
-            std::unique_ptr<Drafter> tree = make_beagle_drafter(dw, fz, s, big);
+            std::unique_ptr<Drafter> tree = make_drafter(s, "tree", big, &dw, shipped);
             int eos_cases = 0, mid = 0;
             for (size_t i = 0; i < prompts.size() && eos_cases < 8; i++) {
                 std::vector<int> ids = s.encode_prompt(prompts[i], false, "");
@@ -173,10 +174,9 @@ int main() {
         for (int ctx : {40, 57, 64}) {
             Session s(M + "stories260K.bin", M + "tok512.bin", 1, ctx, 64);
             DraftWeights dw = load_draft(shipped);
-            DraftFrozen fz = frozen_from_target(*s.mf, false);
             BeagleDraftParams big;
             big.total_tokens = 60;  // larger than the whole context left after the prompt
-            std::unique_ptr<Drafter> tree = make_beagle_drafter(dw, fz, s, big);
+            std::unique_ptr<Drafter> tree = make_drafter(s, "tree", big, &dw, shipped);
             for (size_t i = 0; i < 6; i++) {
                 std::vector<int> ids = s.encode_prompt(prompts[i], false, "");
                 GenStats pst;

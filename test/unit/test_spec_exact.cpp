@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "decode/session.h"
+#include "decode/drafters.h"
 #include "decode/speculative.h"
 #include "model/draft.h"
 #include "testlib.h"
@@ -31,8 +32,7 @@ int main() {
         int total_tokens = 0, total_passes = 0, mismatches = 0;
         DraftWeights rnd;
         rnd.init_random(draft_config_for_target(s.mf->config, s.tok->spec()), 7);
-        DraftFrozen fz = frozen_from_target(*s.mf, false);
-        struct DraftCase { const char* name; const DraftWeights* w; BeagleDraftParams p; };
+        struct DraftCase { const char* name; const char* mode; const DraftWeights* w; BeagleDraftParams p; };
         std::vector<DraftCase> dcases;
         BeagleDraftParams chain;
         chain.tree = false;
@@ -43,43 +43,43 @@ int main() {
         tree.total_tokens = 12;
         BeagleDraftParams tree_nc = tree;
         tree_nc.concat = false;
-        dcases.push_back({"random chain", &rnd, chain});
-        dcases.push_back({"random tree", &rnd, tree});
-        dcases.push_back({"random tree no-concat", &rnd, tree_nc});
+        dcases.push_back({"random chain", "chain", &rnd, chain});
+        dcases.push_back({"random tree", "tree", &rnd, tree});
+        dcases.push_back({"random tree no-concat", "tree", &rnd, tree_nc});
         DraftWeights rv = rnd;  // reduced draft vocabulary (EAGLE-3 style): two thirds of the tokens
         for (int t = 0; t < rv.cfg.vocab_size; t++)
             if (t % 3 != 1) rv.d2t.push_back(t);
         rv.cfg.draft_vocab = (int)rv.d2t.size();
-        dcases.push_back({"random chain, reduced vocab", &rv, chain});
-        dcases.push_back({"random tree, reduced vocab", &rv, tree});
+        dcases.push_back({"random chain, reduced vocab", "chain", &rv, chain});
+        dcases.push_back({"random tree, reduced vocab", "tree", &rv, tree});
         // cost-aware trees (--total-tokens auto) with a fixed cost model instead of timings, so the
         // sizes are reproducible: verifying T tokens costs 1 + 0.3 (T - 1) decode steps, T <= 24
         BeagleDraftParams aware;
         aware.verify_cost.assign(25, 1.0);
         for (int T = 1; T <= 24; T++) aware.verify_cost[T] = 1 + 0.3 * (T - 1);
-        dcases.push_back({"random tree, cost-aware", &rnd, aware});
+        dcases.push_back({"random tree, cost-aware", "tree", &rnd, aware});
         BeagleDraftParams hybrid = aware;  // the cost-aware tree with lookup candidates merged in (--spec hybrid)
         hybrid.lookup_ngram = 3;
         BeagleDraftParams hybrid_fixed = tree;
         hybrid_fixed.lookup_ngram = 3;
-        dcases.push_back({"random hybrid, cost-aware", &rnd, hybrid});
-        dcases.push_back({"random hybrid", &rnd, hybrid_fixed});
+        dcases.push_back({"random hybrid, cost-aware", "hybrid", &rnd, hybrid});
+        dcases.push_back({"random hybrid", "hybrid", &rnd, hybrid_fixed});
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
         if (file_exists(shipped)) {
             trained = load_draft(shipped);
             BeagleDraftParams big;  // the paper's GPU setting: depth 5, top-10, 60 nodes
             big.total_tokens = 60;
-            dcases.push_back({"trained chain", &trained, chain});
-            dcases.push_back({"trained tree", &trained, tree});
-            dcases.push_back({"trained tree 60", &trained, big});
-            dcases.push_back({"trained tree, cost-aware", &trained, aware});
-            dcases.push_back({"trained hybrid, cost-aware", &trained, hybrid});
+            dcases.push_back({"trained chain", "chain", &trained, chain});
+            dcases.push_back({"trained tree", "tree", &trained, tree});
+            dcases.push_back({"trained tree 60", "tree", &trained, big});
+            dcases.push_back({"trained tree, cost-aware", "tree", &trained, aware});
+            dcases.push_back({"trained hybrid, cost-aware", "hybrid", &trained, hybrid});
         } else {
             printf("note: %s not present yet, trained-draft cases not run\n", shipped.c_str());
         }
         std::vector<std::unique_ptr<Drafter>> drafters;
-        for (auto& c : dcases) drafters.push_back(make_beagle_drafter(*c.w, fz, s, c.p));
+        for (auto& c : dcases) drafters.push_back(make_drafter(s, c.mode, c.p, c.w, c.name));
         std::vector<double> tau_sum(dcases.size(), 0), committed(dcases.size(), 0), model_cost(dcases.size(), 0);
         std::unique_ptr<Drafter> lookup_aware;
         double lookup_committed[2] = {0, 0}, lookup_cost[2] = {0, 0};

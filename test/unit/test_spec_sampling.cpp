@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "decode/drafters.h"
 #include "decode/session.h"
 #include "decode/speculative.h"
 #include "model/draft.h"
@@ -155,7 +156,6 @@ int main() {
             }
         DraftWeights rnd;
         rnd.init_random(draft_config_for_target(s.mf->config, s.tok->spec()), 11);
-        DraftFrozen fz = frozen_from_target(*s.mf, false);
         BeagleDraftParams chain;
         chain.tree = false;
         chain.gamma = 3;
@@ -165,35 +165,35 @@ int main() {
         struct Case { const char* name; std::unique_ptr<Drafter> d; bool broken; int prompt = 0; };
         std::vector<Case> cases;
         cases.push_back({"oracle tree", std::unique_ptr<Drafter>(new OracleDrafter(s)), false});
-        cases.push_back({"random chain (sampled q)", make_beagle_drafter(rnd, fz, s, chain), false});
-        cases.push_back({"random tree", make_beagle_drafter(rnd, fz, s, tree), false});
+        cases.push_back({"random chain (sampled q)", make_drafter(s, "chain", chain, &rnd, "random"), false});
+        cases.push_back({"random tree", make_drafter(s, "tree", tree, &rnd, "random"), false});
         // reduced draft vocabulary (EAGLE-3 style): q is zero outside it, so the target's other tokens
         // can only come from the residual
         DraftWeights rv = rnd;
         for (int t = 0; t < rv.cfg.vocab_size; t++)
             if (t % 3 != 1) rv.d2t.push_back(t);
         rv.cfg.draft_vocab = (int)rv.d2t.size();
-        cases.push_back({"random chain, reduced vocab", make_beagle_drafter(rv, fz, s, chain), false});
+        cases.push_back({"random chain, reduced vocab", make_drafter(s, "chain", chain, &rv, "random, reduced vocab"), false});
         const char* root = getenv("BEAGLE_ROOT");
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
         if (file_exists(shipped)) {
             trained = load_draft(shipped);
-            cases.push_back({"trained chain (sampled q)", make_beagle_drafter(trained, fz, s, chain), false});
-            cases.push_back({"trained tree", make_beagle_drafter(trained, fz, s, tree), false});
+            cases.push_back({"trained chain (sampled q)", make_drafter(s, "chain", chain, &trained, shipped), false});
+            cases.push_back({"trained tree", make_drafter(s, "tree", tree, &trained, shipped), false});
             // cost-aware tree (--total-tokens auto): the tree of each round depends on past acceptance
             // (the calibration), still a function of the history only; a fixed cost model (see
             // test_spec_exact.cpp) instead of timings
             BeagleDraftParams aware;
             aware.verify_cost.assign(17, 1.0);
             for (int T = 1; T <= 16; T++) aware.verify_cost[T] = 1 + 0.3 * (T - 1);
-            cases.push_back({"trained tree, cost-aware", make_beagle_drafter(trained, fz, s, aware), false});
+            cases.push_back({"trained tree, cost-aware", make_drafter(s, "tree", aware, &trained, shipped), false});
             // prompt lookup and the hybrid on the repetitive prompt (ids2), where n-gram matches occur
             BeagleDraftParams hybrid = aware;  // lookup candidates (point masses) merged into the tree
             hybrid.lookup_ngram = 3;
             cases.push_back({"lookup (prompt 2)", make_lookup_drafter(3, 4), false, 1});
-            cases.push_back({"trained tree, cost-aware (p2)", make_beagle_drafter(trained, fz, s, aware), false, 1});
-            cases.push_back({"trained hybrid, cost-aware (p2)", make_beagle_drafter(trained, fz, s, hybrid), false, 1});
+            cases.push_back({"trained tree, cost-aware (p2)", make_drafter(s, "tree", aware, &trained, shipped), false, 1});
+            cases.push_back({"trained hybrid, cost-aware (p2)", make_drafter(s, "hybrid", hybrid, &trained, shipped), false, 1});
         } else {
             CHECK(false, "%s missing: the trained-draft cases cannot run", shipped.c_str());
         }

@@ -1,0 +1,39 @@
+// draft_options.h: the drafting flags `beagle generate` and `beagle bench-sd` share (--gamma, --ngram,
+// --depth, --topk, --lookup-skip, --draft-f32; generate adds --no-concat) and the drafter settings they
+// give (BeagleDraftParams, for make_drafter).
+#pragma once
+#include "../decode/beagle_drafter.h"
+#include "args.h"
+
+namespace beagle {
+
+struct DraftOptions {
+    long gamma = 5, ngram = 3, depth = 5, topk = 10;
+    double lookup_skip = 0.5;
+    bool no_concat = false, draft_f32 = false;
+
+    void declare(Args& a) {
+        a.integer("--gamma", &gamma, "chain and lookup: tokens drafted per round");
+        a.integer("--depth", &depth, "tree: draft depth");
+        a.integer("--topk", &topk, "tree: children per expanded node and nodes expanded per depth");
+        a.integer("--ngram", &ngram, "lookup and hybrid: longest n-gram matched in the context");
+        a.number("--lookup-skip", &lookup_skip, "hybrid: send a lookup match alone (no draft forward) when its first token's learnt\n"
+                 "acceptance rate is at least this (> 1: never)");
+        a.flag("--draft-f32", &draft_f32, "draft matrices in f32 as trained (default: a Q8_0 copy, 4x fewer bytes per step)");
+    }
+
+    // Every mode's settings; the verify cost and a numeric --total-tokens are the caller's.
+    BeagleDraftParams params() const {
+        BeagleDraftParams p;
+        p.gamma = (int)gamma;
+        p.lookup_ngram = (int)ngram;
+        p.lookup_skip = lookup_skip;
+        p.depth = (int)depth;
+        p.topk = (int)topk;
+        p.concat = !no_concat;
+        p.q8 = !draft_f32;
+        return p;
+    }
+};
+
+}  // namespace beagle

@@ -1,0 +1,75 @@
+// accept.cpp: the acceptance rule (see accept.h). At each node, from the root, with p the target's
+// distribution after that node (sampling: warped by temperature, top-k, top-p as plain sampling is):
+//   greedy:   y = argmax p; the child whose token is y is accepted and the walk goes on from it; no
+//             such child: stop, the bonus token is y. The committed tokens are plain greedy decoding's.
+//   sampling: children x (drafted from q, or chosen deterministically: q a point mass at x) are tried
+//             in turn; x is accepted with probability min(1, p(x) / q(x)); on its rejection p becomes
+//             the residual norm(max(0, p - q)) before the next sibling (SpecInfer / EAGLE multi-candidate
+//             rule). A point mass gives min(1, p(x)) and the residual p with x removed, renormalised.
+//             No child accepted (or a leaf): the bonus token is drawn from the current p. The committed
+//             tokens are distributed exactly as the target's own samples (test_spec_sampling checks it).
+#include "accept.h"
+
+#include <algorithm>
+
+namespace beagle {
+
+// A draw from p (unnormalised, p >= 0) with the coin in [0, 1).
+static int sample_dense(const std::vector<float>& p, float coin) {
+    float total = 0;
+    for (float v : p) total += v;
+    float r = coin * total, cdf = 0;
+    int last = 0;
+    for (size_t i = 0; i < p.size(); i++) {
+        if (p[i] <= 0) continue;
+        cdf += p[i];
+        last = (int)i;
+        if (r < cdf) return (int)i;
+    }
+    return last;
+}
+
+std::vector<int> accept_path(const DraftTree& tree, const float* logits, int V, const SamplingParams& sp, Rng& rng,
+                             int* bonus, bool break_residual) {
+    std::vector<std::vector<int>> kids = tree.children();
+    std::vector<int> path(1, 0);
+    int cur = 0;
+    std::vector<float> p, p0;
+    for (;;) {
+        const float* lg = logits + (size_t)cur * V;
+        if (sp.temperature <= 0) {
+            int y = argmax(lg, V), next = -1;
+            for (int c : kids[cur])
+                if (tree.token[c] == y) { next = c; break; }
+            if (next < 0) { *bonus = y; return path; }
+            path.push_back(next);
+            cur = next;
+            continue;
+        }
+        warp_dense(lg, V, sp, &p);
+        p0 = p;
+        int next = -1;
+        for (int c : kids[cur]) {
+            int x = tree.token[c];
+            const float* q = tree.q[c];
+            float prob = q ? (q[x] > 0 ? std::min(1.0f, p[x] / q[x]) : 0.0f) : p[x];
+            if (rng.next_f32() < prob) { next = c; break; }
+            if (break_residual) continue;  // WRONG on purpose (tests only): keep p
+            // residual: p <- norm(max(0, p - q)), q a point mass when the candidate was not sampled
+            double sum = 0;
+            if (q) {
+                for (int i = 0; i < V; i++) { p[i] = std::max(0.0f, p[i] - q[i]); sum += p[i]; }
+            } else {
+                p[x] = 0;
+                for (int i = 0; i < V; i++) sum += p[i];
+            }
+            if (sum <= 0) { p = p0; continue; }  // p == q exactly: cannot happen after a rejection but be safe
+            for (int i = 0; i < V; i++) p[i] = (float)(p[i] / sum);
+        }
+        if (next < 0) { *bonus = sample_dense(p, rng.next_f32()); return path; }
+        path.push_back(next);
+        cur = next;
+    }
+}
+
+}  // namespace beagle

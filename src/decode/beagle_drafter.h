@@ -1,0 +1,37 @@
+// beagle_drafter.h: drafting with a Beagle draft model (beagle_drafter.cpp): chain, EAGLE-2 dynamic
+// tree, or the tree with prompt-lookup candidates merged in (hybrid). Its settings, BeagleDraftParams,
+// are every mode's settings for make_drafter (drafters.h), which sets this drafter up.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "drafter.h"
+#include "session.h"
+
+namespace beagle {
+
+struct BeagleDraftParams {
+    bool tree = true;        // false: chain
+    int gamma = 5;           // chain length (and prompt lookup's)
+    int depth = 5, topk = 10, total_tokens = 60;  // EAGLE-2 dynamic tree
+    bool concat = true;      // draft keys: true states + own predictions (false: true states only)
+    int lookup_ngram = 0;    // tree only, > 0 (hybrid): the prompt-lookup continuation of the context's last
+                             // n-gram (n <= lookup_ngram) joins the candidates, valued by its learnt rates
+                             // (make_drafter: the n-gram of modes lookup and hybrid)
+    double lookup_skip = 0.5;  // hybrid: a match whose first token's learnt acceptance rate is at least this
+                               // is sent alone, without running the draft (> 1: always run the draft)
+    bool q8 = true;          // draft matrices from a Q8_0 copy (Draft::use_q8_weights); false: the f32 weights
+    // Non-empty (--total-tokens auto): verify_cost[T] = cost of verifying T tokens in decode steps
+    // (measure_verify_cost). Each round then keeps the best-ranked n candidates that maximise the
+    // expected tokens per unit of cost, (1 + a sum_{i<n} exp(score_i)) / verify_cost[n + 1], with
+    // a the draft's calibration (accepted / predicted, learnt online); n = 0 is a plain decode
+    // step. Depths whose frontier cannot pay for a node are not expanded. total_tokens is ignored.
+    std::vector<double> verify_cost;
+};
+struct DraftWeights;
+struct DraftFrozen;
+// w's config must fit the session's target and fz be the target's (make_drafter does both).
+std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftFrozen& fz, Session& s,
+                                             const BeagleDraftParams& p);
+
+}  // namespace beagle

@@ -1,0 +1,31 @@
+// drafters.cpp: make_drafter (see drafters.h): mode name -> drafter, with the draft model's checks.
+#include "drafters.h"
+
+#include "../core/common.h"
+#include "../model/draft.h"
+
+namespace beagle {
+
+DraftWeights load_draft_for(const Session& s, const std::string& path) {
+    DraftWeights w = load_draft(path);
+    check_draft_fits_target(w.cfg, s.mf->config, s.tok->spec(), path);
+    return w;
+}
+
+std::unique_ptr<Drafter> make_drafter(Session& s, const std::string& mode, BeagleDraftParams p, const DraftWeights* w,
+                                      const std::string& draft_name) {
+    if (mode == "lookup") return make_lookup_drafter(p.lookup_ngram, p.gamma, p.verify_cost);
+    if (mode != "chain" && mode != "tree" && mode != "hybrid")
+        fail("unknown speculative mode '%s' (expected lookup, chain, tree or hybrid)", mode.c_str());
+    if (!w) fail("mode %s needs a Beagle draft model", mode.c_str());
+    check_draft_fits_target(w->cfg, s.mf->config, s.tok->spec(), draft_name);
+    p.tree = mode != "chain";
+    if (!p.tree) p.verify_cost.clear();  // a chain drafts gamma tokens, whatever they cost
+    if (mode == "hybrid") BEAGLE_CHECK(p.lookup_ngram >= 1, "--ngram must be >= 1, got %d", p.lookup_ngram);
+    else p.lookup_ngram = 0;
+    const DraftFrozen fz = frozen_from_target(*s.mf, false);  // out_norm only: the drafter uses the target's
+                                                              // stored embedding and LM head
+    return make_beagle_drafter(*w, fz, s, p);
+}
+
+}  // namespace beagle

@@ -1,0 +1,29 @@
+// drafters.h: make_drafter, the one set-up of a speculative mode's drafter, used by `beagle generate`,
+// `beagle bench-sd`, the trainer's acceptance evaluation and the tests: the draft model checked against
+// the target, the target's frozen tensors, then the drafter the mode names.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "../model/draft.h"
+#include "beagle_drafter.h"
+#include "drafter.h"
+#include "lookup_drafter.h"
+#include "session.h"
+
+namespace beagle {
+
+// load_draft(path), checked against the session's target (check_draft_fits_target): a draft that cannot
+// run here fails before anything else is set up.
+DraftWeights load_draft_for(const Session& s, const std::string& path);
+
+// mode "lookup": prompt lookup (make_lookup_drafter) with n-gram p.lookup_ngram, p.gamma and
+// p.verify_cost; no draft model (w may be null).
+// mode "chain", "tree" or "hybrid": the Beagle draft w (draft_name names it in errors), checked against
+// the session's target (check_draft_fits_target), drafting with the target's frozen tensors
+// (frozen_from_target) and p; the mode sets p.tree, hybrid keeps p.lookup_ngram (>= 1), chain and tree
+// clear it, and chain clears p.verify_cost (it always drafts p.gamma tokens). Throws Error for an unknown mode, a missing draft, or a draft that does not fit.
+std::unique_ptr<Drafter> make_drafter(Session& s, const std::string& mode, BeagleDraftParams p,
+                                      const DraftWeights* w = nullptr, const std::string& draft_name = "");
+
+}  // namespace beagle

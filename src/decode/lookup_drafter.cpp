@@ -1,0 +1,84 @@
+// lookup_drafter.cpp: prompt lookup drafting (see lookup_drafter.h): find_ngram, and the drafter that
+// sends the match's continuation as a chain, cut to the length worth its verify cost when cost-aware.
+#include "lookup_drafter.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "../core/common.h"
+#include "verify_cost.h"
+
+namespace beagle {
+
+int find_ngram(const std::vector<int>& ctx, int ngram, int* from) {
+    const int L = (int)ctx.size();
+    for (int n = std::min(ngram, L - 1); n >= 1; n--) {
+        const int* tail = &ctx[L - n];
+        for (int start = L - n - 1; start >= 0; start--)
+            if (std::equal(tail, tail + n, &ctx[start])) {
+                *from = start + n;  // < L: the continuation holds at least the token after the match
+                return n;
+            }
+    }
+    return 0;
+}
+
+class LookupDrafter : public Drafter {
+public:
+    LookupDrafter(int ngram, int gamma, std::vector<double> cost)
+        : ngram_(ngram), gamma_(gamma), cost_(std::move(cost)), rates_(ngram, gamma) {}
+    const char* name() const override { return "lookup"; }
+    void begin(const std::vector<int>&, const float*) override { shadow_tok_ = -1; }
+    void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams&, Rng&) override {
+        if (shadow_tok_ >= 0) {  // last round matched but sent nothing: was its first token the target's?
+            rates_.count(shadow_m_, 1, tree->token[0] == shadow_tok_);
+            shadow_tok_ = -1;
+        }
+        // context = history + root; the continuation of the latest earlier occurrence of its last n-gram
+        std::vector<int> ctx(history);
+        ctx.push_back(tree->token[0]);
+        int from = 0, m = find_ngram(ctx, ngram_, &from);
+        if (m == 0) return;
+        int len = std::min({gamma_, (int)ctx.size() - from, room - 1});
+        if (len < 1) return;
+        if (!cost_.empty()) len = worth_sending(m, len, ctx[from]);
+        for (int k = 0, par = 0; k < len; k++) par = tree->add(par, ctx[from + k], 0.0f);
+        matched_ = m;
+    }
+    void observe_verify(int T, double seconds) override { cost_.observe(T, seconds); }
+    void accept(const DraftTree& tree, const std::vector<int>& path, const float*) override {
+        if (cost_.empty()) return;
+        std::vector<int> chain(tree.size() - 1);  // the tree is the chain itself: node k at depth k
+        std::iota(chain.begin(), chain.end(), 1);
+        rates_.count_chain(matched_, chain, path);
+    }
+
+private:
+    int ngram_, gamma_;
+    VerifyCost cost_;     // non-empty: cost-aware length (see make_lookup_drafter)
+    LookupRates rates_;
+    int matched_ = 1, shadow_tok_ = -1, shadow_m_ = 1;
+    // The chain length n <= len with the most expected tokens per unit of verify cost, from the
+    // acceptance rates seen so far for matches of this length (0: a plain step).
+    int worth_sending(int m, int len, int first_tok) {
+        len = std::min(len, cost_.max_tokens() - 1);
+        double expect = 1, reach = 1, best = 1.0 / cost_[1];
+        int keep = 0;
+        for (int k = 1; k <= len; k++) {
+            reach *= rates_.rate(m, k);
+            expect += reach;
+            if (expect / cost_[k + 1] > best) { best = expect / cost_[k + 1]; keep = k; }
+        }
+        if (keep == 0) { shadow_tok_ = first_tok; shadow_m_ = m; }
+        return keep;
+    }
+};
+
+std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma, std::vector<double> verify_cost) {
+    BEAGLE_CHECK(ngram >= 1, "--ngram must be >= 1, got %d", ngram);
+    BEAGLE_CHECK(gamma >= 1, "--gamma must be >= 1, got %d", gamma);
+    BEAGLE_CHECK(verify_cost.empty() || verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
+    return std::unique_ptr<Drafter>(new LookupDrafter(ngram, gamma, std::move(verify_cost)));
+}
+
+}  // namespace beagle

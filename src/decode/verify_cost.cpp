@@ -1,0 +1,93 @@
+// verify_cost.cpp: the verify cost model (see verify_cost.h): start-up timing of target forwards of
+// T tokens (measure_verify_cost, time_verify) and the online correction from the engine's timings.
+#include "verify_cost.h"
+
+#include <algorithm>
+
+#include "../core/common.h"
+#include "tree.h"
+
+namespace beagle {
+
+void VerifyCost::observe(int T, double seconds) {
+    if (table_.empty() || T < 1 || T > max_tokens() || !(seconds > 0)) return;
+    auto update = [](double& mean, int& n, double x) {  // running mean of the first 32, then weight 1/32
+        n++;
+        mean += (x - mean) / std::min(n, 32);
+    };
+    if (T == 1) {
+        update(t1_, n1_, seconds);
+        return;
+    }
+    if (n1_ < 4 || table_[T] < 1.01) return;
+    const double e = (seconds / t1_ - 1.0) / (table_[T] - 1.0);
+    update(r_, nr_, std::min(4.0, std::max(0.25, e)));
+}
+
+double time_verify(Llama& m, const int* tokens, int T, int reps) {
+    const int n0 = m.n_past();
+    DraftTree chain;
+    chain.reset(tokens[0]);
+    for (int i = 1; i < T; i++) chain.add(i - 1, tokens[i], 0.0f);
+    std::vector<uint64_t> mask;
+    chain.mask(&mask);
+    std::vector<int> pos(T);
+    for (int i = 0; i < T; i++) pos[i] = n0 + i;
+    std::vector<float> logits((size_t)T * m.config().vocab_size);
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_seconds();
+        m.forward(chain.token.data(), pos.data(), T, mask.data(), chain.words(), logits.data(), T, nullptr, 0);
+        best = std::min(best, now_seconds() - t0);
+        m.truncate(n0);
+    }
+    return best;
+}
+
+std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commit) {
+    Llama& m = *s.llama;
+    int cap = std::max(2, std::min({max_nodes, m.max_batch(), m.ctx() - 40}));
+    // a context of typical length (attention grows with it), as much as fits
+    const int n_ctx = std::max(1, std::min(160, m.ctx() - cap - 1));
+    m.truncate(0);
+    std::vector<int> toks(n_ctx + cap);
+    for (size_t i = 0; i < toks.size(); i++) toks[i] = (int)(i * 7919 % m.config().vocab_size);
+    m.prefill(toks.data(), n_ctx, nullptr);
+    const int* tree_toks = toks.data() + n_ctx;
+    std::vector<int> grid;
+    for (int T : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128})
+        if (T < cap) grid.push_back(T);
+    grid.push_back(cap);
+    time_verify(m, tree_toks, 1, 2);  // warm-up: caches, the pool's workers
+    // sweep 0 finds the useful end of the grid: a round commits at most max_commit tokens, so a verify
+    // costing more can never beat plain steps. Then more sweeps over it, interleaved so that every T
+    // sees the same machine conditions; per T the median of the sweeps.
+    const int sweeps = 5;
+    std::vector<std::vector<double>> t;
+    for (size_t g = 0; g < grid.size(); g++) {
+        t.push_back({time_verify(m, tree_toks, grid[g], 1)});
+        if (g > 0 && t[g][0] >= max_commit * t[0][0]) {
+            grid.resize(g + 1);
+            break;
+        }
+    }
+    for (int r = 1; r < sweeps; r++)
+        for (size_t g = 0; g < grid.size(); g++) t[g].push_back(time_verify(m, tree_toks, grid[g], 1));
+    std::vector<double> med(grid.size());
+    for (size_t g = 0; g < grid.size(); g++) {
+        std::sort(t[g].begin(), t[g].end());
+        med[g] = t[g][t[g].size() / 2];
+    }
+    cap = grid.back();
+    m.truncate(0);
+    std::vector<double> cost(cap + 1, 1.0);
+    for (size_t g = 0; g + 1 < grid.size(); g++)
+        for (int T = grid[g]; T <= grid[g + 1]; T++) {
+            double f = (double)(T - grid[g]) / (grid[g + 1] - grid[g]);
+            cost[T] = ((1 - f) * med[g] + f * med[g + 1]) / med[0];
+        }
+    for (int T = 2; T <= cap; T++) cost[T] = std::max(cost[T], cost[T - 1]);  // timing noise
+    return cost;
+}
+
+}  // namespace beagle

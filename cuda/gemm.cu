@@ -1,7 +1,7 @@
 // gemm.cu: dense matrix products C (+)= A B with strided operands (kernels.cuh GemmArgs), i.e. the
 // forward y = x W^T and both backward products dx = dy W, dW += dy^T x of every linear layer.
 // Launched by the CUDA backend (src/backend/gpu/ops_cuda.cu: matmul with F32/F16/BF16 weights,
-// mm_fwd / mm_bwd_x / mm_bwd_w); tested by test/cuda_emu_kernels_gemm.cpp.
+// matmul_f32 / matmul_f32_bwd_x / matmul_f32_bwd_w); tested by test/cuda_emu_kernels_gemm.cpp.
 //
 // gemm_f32_kernel: shared-memory tiled fp32 GEMM. A 64 x 64 tile of C per block of 256 threads, each
 //   thread 4 x 4 outputs (rows ty + 16 i, columns tx + 16 j: coalesced stores, broadcast reads).

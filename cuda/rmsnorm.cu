@@ -1,5 +1,5 @@
 // rmsnorm.cu: RMSNorm forward and backward. Launched by the CUDA backend (src/backend/gpu/:
-// rmsnorm, rmsnorm_fwd, rmsnorm_bwd); tested by test/cuda_emu_kernels_rows.cpp.
+// rmsnorm, rmsnorm_f32, rmsnorm_f32_bwd); tested by test/cuda_emu_kernels_rows.cpp.
 //
 // rmsnorm_fwd_kernel: one block per row. Each thread sums x_i^2 over i = tid, tid + blockDim, ...;
 //   common.cuh block_sum (warp butterflies, then warp 0) gives the row total; rstd = 1 / sqrt(ss / dim

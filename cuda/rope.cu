@@ -1,6 +1,6 @@
 // rope.cu: rotary position embedding, forward and backward (adjacent-pair convention: the pairs
 // (x[2i], x[2i+1]) of each head, SPEC / src/model/config.h). Launched by the CUDA backend
-// (src/backend/gpu/: rope for the target, rope_rotate for the draft); tested by
+// (src/backend/gpu/: the op rope, forward and inverse); tested by
 // test/cuda_emu_kernels_rows.cpp.
 //
 // rope_kernel: one thread per (row t, head h, pair i): angle = pos[t] * freq[i] (float, as the CPU

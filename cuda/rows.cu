@@ -1,7 +1,7 @@
 // rows.cu: moving whole rows: gather (dst[i] = src[idx[i]]), its backward the ordered scatter-add
 // (dst[idx[i]] += src[i], also the embedding's backward), and the in-place row move of KV-cache
-// compaction after a verify step. Launched by the CUDA backend (src/backend/gpu/: rows_gather,
-// rows_scatter, copy_rows, gather_rows); tested by test/cuda_emu_kernels_rows.cpp.
+// compaction after a verify step. Launched by the CUDA backend (src/backend/gpu/: gather_rows,
+// scatter_rows, move_rows); tested by test/cuda_emu_kernels_rows.cpp.
 //
 // rows_gather_kernel: grid (n rows, column tiles); independent copies.
 // rows_scatter_kernel: one thread per column walks i = 0..n-1 IN ORDER, so duplicate indices sum in

@@ -5,7 +5,7 @@
 // states), BLOCK (training: the query at sequence row q in window [b, b + w) sees set-0 rows j < b -
 // the stage-1 inverse-block windows (w, offset) - and set-1 rows b <= r < min(q, b + n_pred) - the
 // stage-2 simulation step's in-place predicted states). Visible keys in order: set 0 ascending, then
-// set 1 ascending. Forward and backward. Launched by the CUDA backend (src/backend/gpu/: xattn_fwd,
+// set 1 ascending. Forward and backward. Launched by the CUDA backend (src/backend/gpu/: xattn,
 // xattn_bwd); tested by test/cuda_emu_kernels_attention.cpp.
 //
 // xattn_fwd_kernel: as attn_fwd_kernel (attention.cu): grid (n_q, n_kv_heads), a warp per query head,

@@ -63,7 +63,7 @@ static void op_visible(CpuOps& ops, int T, const XAttnMask& m, const std::vector
     keys.v1 = v1.data();
     keys.n1 = T;
     std::vector<float> out((size_t)nq * hd), lse(nq);
-    ops.xattn_fwd(out.data(), lse.data(), q.data(), qrows.data(), nq, keys, 1, 1, hd, m);
+    ops.xattn(out.data(), lse.data(), q.data(), qrows.data(), nq, keys, 1, 1, hd, m);
     fwd->assign(nq, {});
     bwd->assign(nq, {});
     for (int t = 0; t < nq; t++)

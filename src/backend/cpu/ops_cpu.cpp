@@ -84,25 +84,6 @@ void CpuOps::rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, 
     }, 3 * dim);
 }
 
-void CpuOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp) {
-    int hd = rp.head_dim, half = hd / 2;
-    std::vector<float> freq(half);
-    rope_freqs(rp, freq.data());
-    for (int t = 0; t < T; t++) {
-        float* xr = x + (int64_t)t * n_heads * hd;
-        for (int i = 0; i < half; i++) {
-            float val = pos[t] * freq[i];
-            float c = cosf(val), s = sinf(val);
-            for (int h = 0; h < n_heads; h++) {
-                float* v = xr + h * hd + 2 * i;
-                float v0 = v[0], v1 = v[1];
-                v[0] = v0 * c - v1 * s;
-                v[1] = v0 * s + v1 * c;
-            }
-        }
-    }
-}
-
 // o = sum_i (w[i] * inv) v_{keys[i]} for head_dim = 8 ND, kept in registers: the same FMA per element
 // in the same key order as axpy_f32 (the general path), so the bits do not depend on the path taken.
 template <int ND>
@@ -231,13 +212,9 @@ void CpuOps::add(float* y, const float* x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-void CpuOps::gather_rows(float* buf, const int* src, const int* dst, int n, int width) {
+void CpuOps::move_rows(float* buf, const int* src, const int* dst, int n, int width) {
     for (int i = 0; i < n; i++)
         if (src[i] != dst[i]) memmove(buf + (int64_t)dst[i] * width, buf + (int64_t)src[i] * width, width * sizeof(float));
-}
-
-void CpuOps::copy_rows(float* dst, const int* dst_rows, const float* src, int n, int width) {
-    for (int i = 0; i < n; i++) memcpy(dst + (int64_t)dst_rows[i] * width, src + (int64_t)i * width, width * sizeof(float));
 }
 
 // RoPE inverse frequencies, with Llama-3 scaling when configured.

@@ -7,9 +7,9 @@
 // (src/train/ops_f64.h, used only by the gradient check). Only the innermost primitives differ:
 // float uses AVX2 (dot products in 8 lanes, tiled matmuls), double uses plain scalar loops. Each
 // output element has one fixed reduction order whatever T, the tiling or the thread count:
-//   mm_fwd   y[t,o]  = hsum8(8-lane fma over i) then scalar fma tail     (float; double: sequential)
-//   mm_bwd_x dx[t,i] = fma chain over o = 0..n_out-1                      (both)
-//   mm_bwd_w dW[o,i] = fma chain over t = 0..T-1, starting from dW         (both)
+//   matmul_f32   y[t,o]  = hsum8(8-lane fma over i) then scalar fma tail     (float; double: sequential)
+//   matmul_f32_bwd_x dx[t,i] = fma chain over o = 0..n_out-1                      (both)
+//   matmul_f32_bwd_w dW[o,i] = fma chain over t = 0..T-1, starting from dW         (both)
 // so a row's result does not depend on which other rows are computed with it (batch invariance).
 #include <immintrin.h>
 
@@ -83,7 +83,7 @@ void tiles_2d(ThreadPool& pool, int n1, int b1, int n2, int b2, Fn fn) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// mm_fwd: y[t, o] = sum_i W[o, i] x[t, i]
+// matmul_f32: y[t, o] = sum_i W[o, i] x[t, i]
 template <int MT, int MO>
 inline void mm_fwd_tile_f32(float* y, const float* x, const float* W, int t0, int o0, int n_in, int n_out) {
     __m256 acc[MT][MO];
@@ -137,7 +137,7 @@ void mm_fwd_impl(ThreadPool& pool, double* y, const double* x, const double* W, 
 }
 
 // ---------------------------------------------------------------------------------------------
-// mm_bwd_x: dx[t, i] (+)= sum_o dy[t, o] W[o, i], as the fma chain over o = 0..n_out-1. The chain
+// matmul_f32_bwd_x: dx[t, i] (+)= sum_o dy[t, o] W[o, i], as the fma chain over o = 0..n_out-1. The chain
 // is cut into blocks of o (so a block of W stays in cache) and resumed from dx: same bits.
 template <int MT, int NV>
 inline void mm_bwd_x_tile_f32(float* dx, const float* dy, const float* W, int t0, int i0, int oa, int ob, int n_in,
@@ -202,7 +202,7 @@ void mm_bwd_x_impl(ThreadPool& pool, double* dx, const double* dy, const double*
 }
 
 // ---------------------------------------------------------------------------------------------
-// mm_bwd_w: dW[o, i] += sum_t dy[t, o] x[t, i], as the fma chain over t = 0..T-1 starting from dW
+// matmul_f32_bwd_w: dW[o, i] += sum_t dy[t, o] x[t, i], as the fma chain over t = 0..T-1 starting from dW
 // (cut into blocks of t and resumed from dW: same bits).
 template <int MO, int NV>
 inline void mm_bwd_w_tile_f32(float* dW, const float* dy, const float* x, int o0, int i0, int ta, int tb, int n_in,
@@ -606,32 +606,32 @@ void adamw_t(ThreadPool& pool, R* w, R* m, R* v, const R* g, size_t n, const Ada
 // ---------------------------------------------------------------------------------------------
 // CpuOps (float) overrides
 void CpuOps::zero(float* p, size_t n) { memset(p, 0, n * sizeof(float)); }
-void CpuOps::rows_gather(float* dst, const float* src, const int* idx, int n, int width) {
+void CpuOps::gather_rows(float* dst, const float* src, const int* idx, int n, int width) {
     rows_gather_t(dst, src, idx, n, width);
 }
-void CpuOps::rows_scatter(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) {
+void CpuOps::scatter_rows(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) {
     rows_scatter_t(dst, src, idx, n, width, accumulate);
 }
-void CpuOps::mm_fwd(float* y, const float* x, const float* W, int T, int n_in, int n_out) {
+void CpuOps::matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out) {
     mm_fwd_impl(pool_, y, x, W, T, n_in, n_out);
 }
-void CpuOps::mm_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) {
+void CpuOps::matmul_f32_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) {
     mm_bwd_x_impl(pool_, dx, dy, W, T, n_in, n_out, accumulate);
 }
-void CpuOps::mm_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) {
+void CpuOps::matmul_f32_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) {
     mm_bwd_w_impl(pool_, dW, dy, x, T, n_in, n_out);
 }
-void CpuOps::rmsnorm_fwd(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) {
+void CpuOps::rmsnorm_f32(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) {
     rmsnorm_fwd_t(pool_, y, rstd, x, w, T, dim, eps);
 }
-void CpuOps::rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
+void CpuOps::rmsnorm_f32_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
                          int dim) {
     rmsnorm_bwd_t(pool_, dx, dw, dy, x, w, rstd, T, dim);
 }
-void CpuOps::rope_rotate(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) {
+void CpuOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) {
     rope_rotate_t(x, pos, T, n_heads, rp, inverse);
 }
-void CpuOps::xattn_fwd(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys,
+void CpuOps::xattn(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys,
                        int n_heads, int n_kv_heads, int head_dim, const XAttnMask& mask) {
     xattn_fwd_t(pool_, out, lse, q, qrow, n_q, keys, n_heads, n_kv_heads, head_dim, mask);
 }
@@ -677,32 +677,32 @@ void CpuOps64::add(double* y, const double* x, size_t n) {
 }
 void CpuOps64::swiglu(double* out, const double* gate, const double* up, size_t n) { swiglu_t(out, gate, up, n); }
 void CpuOps64::zero(double* p, size_t n) { memset(p, 0, n * sizeof(double)); }
-void CpuOps64::rows_gather(double* dst, const double* src, const int* idx, int n, int width) {
+void CpuOps64::gather_rows(double* dst, const double* src, const int* idx, int n, int width) {
     rows_gather_t(dst, src, idx, n, width);
 }
-void CpuOps64::rows_scatter(double* dst, const double* src, const int* idx, int n, int width, bool accumulate) {
+void CpuOps64::scatter_rows(double* dst, const double* src, const int* idx, int n, int width, bool accumulate) {
     rows_scatter_t(dst, src, idx, n, width, accumulate);
 }
-void CpuOps64::mm_fwd(double* y, const double* x, const double* W, int T, int n_in, int n_out) {
+void CpuOps64::matmul_f32(double* y, const double* x, const double* W, int T, int n_in, int n_out) {
     mm_fwd_impl(pool_, y, x, W, T, n_in, n_out);
 }
-void CpuOps64::mm_bwd_x(double* dx, const double* dy, const double* W, int T, int n_in, int n_out, bool accumulate) {
+void CpuOps64::matmul_f32_bwd_x(double* dx, const double* dy, const double* W, int T, int n_in, int n_out, bool accumulate) {
     mm_bwd_x_impl(pool_, dx, dy, W, T, n_in, n_out, accumulate);
 }
-void CpuOps64::mm_bwd_w(double* dW, const double* dy, const double* x, int T, int n_in, int n_out) {
+void CpuOps64::matmul_f32_bwd_w(double* dW, const double* dy, const double* x, int T, int n_in, int n_out) {
     mm_bwd_w_impl(pool_, dW, dy, x, T, n_in, n_out);
 }
-void CpuOps64::rmsnorm_fwd(double* y, double* rstd, const double* x, const double* w, int T, int dim, float eps) {
+void CpuOps64::rmsnorm_f32(double* y, double* rstd, const double* x, const double* w, int T, int dim, float eps) {
     rmsnorm_fwd_t(pool_, y, rstd, x, w, T, dim, eps);
 }
-void CpuOps64::rmsnorm_bwd(double* dx, double* dw, const double* dy, const double* x, const double* w,
+void CpuOps64::rmsnorm_f32_bwd(double* dx, double* dw, const double* dy, const double* x, const double* w,
                            const double* rstd, int T, int dim) {
     rmsnorm_bwd_t(pool_, dx, dw, dy, x, w, rstd, T, dim);
 }
-void CpuOps64::rope_rotate(double* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) {
+void CpuOps64::rope(double* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) {
     rope_rotate_t(x, pos, T, n_heads, rp, inverse);
 }
-void CpuOps64::xattn_fwd(double* out, double* lse, const double* q, const int* qrow, int n_q,
+void CpuOps64::xattn(double* out, double* lse, const double* q, const int* qrow, int n_q,
                          const XAttnKeysT<double>& keys, int n_heads, int n_kv_heads, int head_dim,
                          const XAttnMask& mask) {
     xattn_fwd_t(pool_, out, lse, q, qrow, n_q, keys, n_heads, n_kv_heads, head_dim, mask);

@@ -262,11 +262,7 @@ const float* CudaOps::rope_freq(const RopeParams& rp) {
     return (const float*)slot_ptr_[S_FREQ];
 }
 
-void CudaOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp) {
-    rope_rotate(x, pos, T, n_heads, rp, false);
-}
-
-void CudaOps::rope_rotate(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) {
+void CudaOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) {
     if (T <= 0 || n_heads <= 0) return;
     const float* freq = rope_freq(rp);
     const int* d_pos = (const int*)stage(S_POS, pos, (size_t)T * sizeof(int));
@@ -284,15 +280,11 @@ void CudaOps::add(float* y, const float* x, size_t n) {
     if (n) LAUNCH(elementwise_grid(n), 256, 0, add_kernel, y, x, (long long)n);
 }
 
-void CudaOps::gather_rows(float* buf, const int* src, const int* dst, int n, int width) {
+void CudaOps::move_rows(float* buf, const int* src, const int* dst, int n, int width) {
     if (n <= 0 || width <= 0) return;
     const int* d_src = (const int*)stage(S_IDX, src, (size_t)n * sizeof(int));
     const int* d_dst = (const int*)stage(S_IDX2, dst, (size_t)n * sizeof(int));
     LAUNCH(cdiv(width, 256), 256, 0, move_rows_kernel, buf, d_src, d_dst, n, width);
-}
-
-void CudaOps::copy_rows(float* dst, const int* dst_rows, const float* src, int n, int width) {
-    rows_scatter(dst, src, dst_rows, n, width, false);
 }
 
 // ---- attention -----------------------------------------------------------------------------------

@@ -29,20 +29,20 @@ void CudaOps::zero(float* p, size_t n) {
     if (e != cudaSuccess) fail("CUDA cudaMemset failed: %s", cudaGetErrorString(e));
 }
 
-void CudaOps::rows_gather(float* dst, const float* src, const int* idx, int n, int width) {
+void CudaOps::gather_rows(float* dst, const float* src, const int* idx, int n, int width) {
     if (n <= 0 || width <= 0) return;
     const int* d_idx = (const int*)stage(S_IDX, idx, (size_t)n * sizeof(int));
     LAUNCH(dim3(n, cdiv(width, 256)), 256, 0, rows_gather_kernel, dst, src, d_idx, n, width);
 }
 
-void CudaOps::rows_scatter(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) {
+void CudaOps::scatter_rows(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) {
     if (n <= 0 || width <= 0) return;
     const int* d_idx = (const int*)stage(S_IDX, idx, (size_t)n * sizeof(int));
     LAUNCH(cdiv(width, 256), 256, 0, rows_scatter_kernel, dst, src, d_idx, n, width, accumulate ? 1 : 0);
 }
 
 // ---- dense products: y = x W^T and its two backward products, one strided GEMM kernel ------------
-void CudaOps::mm_fwd(float* y, const float* x, const float* W, int T, int n_in, int n_out) {
+void CudaOps::matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out) {
     GemmArgs g;
     g.M = T; g.N = n_out; g.K = n_in;
     g.A = x; g.a_m = n_in; g.a_k = 1;   // x: T x n_in
@@ -52,7 +52,7 @@ void CudaOps::mm_fwd(float* y, const float* x, const float* W, int T, int n_in, 
     gemm(&g, W);
 }
 
-void CudaOps::mm_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) {
+void CudaOps::matmul_f32_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) {
     GemmArgs g;
     g.M = T; g.N = n_in; g.K = n_out;
     g.A = dy; g.a_m = n_out; g.a_k = 1;  // dy: T x n_out
@@ -62,7 +62,7 @@ void CudaOps::mm_bwd_x(float* dx, const float* dy, const float* W, int T, int n_
     gemm(&g, W);
 }
 
-void CudaOps::mm_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) {
+void CudaOps::matmul_f32_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) {
     GemmArgs g;
     g.M = n_out; g.N = n_in; g.K = T;
     g.A = dy; g.a_m = 1; g.a_k = n_out;  // A[o, t] = dy[t, o]
@@ -73,11 +73,11 @@ void CudaOps::mm_bwd_w(float* dW, const float* dy, const float* x, int T, int n_
 }
 
 // ---- RMSNorm ---------------------------------------------------------------------------------------
-void CudaOps::rmsnorm_fwd(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) {
+void CudaOps::rmsnorm_f32(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) {
     if (T > 0) LAUNCH(T, norm_block(dim), 0, rmsnorm_fwd_kernel, y, rstd, x, w, dim, eps);
 }
 
-void CudaOps::rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd,
+void CudaOps::rmsnorm_f32_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd,
                           int T, int dim) {
     if (T <= 0) return;
     if (dx) LAUNCH(T, norm_block(dim), 0, rmsnorm_bwd_dx_kernel, dx, dy, x, w, rstd, dim);
@@ -125,7 +125,7 @@ static void xattn_check(int n_heads, int n_kv_heads, int head_dim, const XAttnMa
     }
 }
 
-void CudaOps::xattn_fwd(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys,
+void CudaOps::xattn(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys,
                         int n_heads, int n_kv_heads, int head_dim, const XAttnMask& mask) {
     if (n_q <= 0) return;
     xattn_check(n_heads, n_kv_heads, head_dim, mask, qrow);

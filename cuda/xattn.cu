@@ -1,6 +1,6 @@
 // xattn.cu: the Beagle draft's cross-attention (SPEC 3) over two key sets - set 0 the true states,
 // set 1 the predicted states - with the mask given by parameters (kernels.cuh XAttnArgs = ops.h
-// XAttnMask; the rule is xattn_sees() in src/train/masks.h): PREFIX (inference: every set-0 row, plus
+// XAttnMask; the rule is xattn_sees() in src/backend/xattn_mask.h): PREFIX (inference: every set-0 row, plus
 // the set-1 rows whose bit is set per query; "diagonal masked" because the keys are strictly earlier
 // states), BLOCK (training: the query at sequence row q in window [b, b + w) sees set-0 rows j < b -
 // the stage-1 inverse-block windows (w, offset) - and set-1 rows b <= r < min(q, b + n_pred) - the

@@ -10,7 +10,7 @@
 #include "core/common.h"
 #include "testlib.h"
 #include "train/masks.h"
-#include "train/ops_f64.h"
+#include "backend/cpu/ops_f64.h"
 #include "train/rng.h"
 
 using namespace beagle;

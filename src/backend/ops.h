@@ -65,7 +65,7 @@ struct RopeParams {
 // Which keys each query of the draft's cross-attention sees, given by parameters (never a dense
 // T x T tensor). Keys come in two sets: set 0 = true states (training: row j = sequence position j),
 // set 1 = predicted states (training: row r = the draft's own f^_r; inference: appended in order).
-// The exact rule is xattn_sees() in src/train/masks.h (CPU and CUDA kernels implement it):
+// The exact rule is xattn_sees() in xattn_mask.h (CPU and CUDA kernels implement it):
 //  - PREFIX (inference): a query sees every set-0 row; it sees set-1 row r iff bit r of
 //    set1_bits[t * set1_words + r / 64] is set (set1_bits == nullptr: no set-1 row, no-concat mode).
 //  - BLOCK (training): the query at sequence row q = qrow[t] lies in window [b, b + w) with b = 0 if

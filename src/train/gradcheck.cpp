@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "../core/common.h"
-#include "ops_f64.h"
+#include "../backend/cpu/ops_f64.h"
 #include "rng.h"
 #include "trainer.h"
 

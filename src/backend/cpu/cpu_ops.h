@@ -33,7 +33,7 @@ public:
     void add(float* y, const float* x, size_t n) override;
     void move_rows(float* buf, const int* src, const int* dst, int n, int width) override;
 
-    // training ops (ops_cpu_train.cpp: templates shared with the float64 op set of src/train/ops_f64.h)
+    // training ops (ops_cpu_train.cpp: templates shared with the float64 op set of ops_f64.h)
     void zero(float* p, size_t n) override;
     void gather_rows(float* dst, const float* src, const int* idx, int n, int width) override;
     void scatter_rows(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) override;

@@ -1,10 +1,10 @@
 // ops_cpu_train.cpp: the CPU training ops of the Beagle draft (the "training ops" section of
 // src/backend/ops.h): dense matmul fwd/bwd, rmsnorm fwd/bwd, RoPE rotate, cross-attention fwd/bwd
-// with the parametric mask of src/train/masks.h, swiglu bwd, chunked cross-entropy, SmoothL1, AdamW.
+// with the parametric mask of src/backend/xattn_mask.h, swiglu bwd, chunked cross-entropy, SmoothL1, AdamW.
 //
 // Every kernel is written ONCE as a template over the scalar type R and instantiated twice: for
 // float in the CpuOps overrides (training and draft inference) and for double in CpuOps64
-// (src/train/ops_f64.h, used only by the gradient check). Only the innermost primitives differ:
+// (ops_f64.h, used only by the gradient check). Only the innermost primitives differ:
 // float uses AVX2 (dot products in 8 lanes, tiled matmuls), double uses plain scalar loops. Each
 // output element has one fixed reduction order whatever T, the tiling or the thread count:
 //   matmul_f32   y[t,o]  = hsum8(8-lane fma over i) then scalar fma tail     (float; double: sequential)
@@ -22,10 +22,10 @@
 
 #include "../../core/common.h"
 #include "../../core/threadpool.h"
-#include "../../train/masks.h"
-#include "../../train/ops_f64.h"
 #include "../ops.h"
+#include "../xattn_mask.h"
 #include "cpu_ops.h"
+#include "ops_f64.h"
 #include "simd.h"
 
 namespace beagle {

@@ -1,13 +1,12 @@
-// ops_f64.h: a float64 CPU op set with the same method names as the training part of Ops (and the
-// few inference ops the draft uses), for the gradient check (src/train/gradcheck.cpp). Its methods
-// and CpuOps' float training ops are instantiations of the SAME kernel templates
-// (src/backend/cpu/ops_cpu_train.cpp); the draft's layer code is a template over the op set, so
-// gradcheck verifies the code that trains and runs the draft.
+// ops_f64.h: a float64 CPU op set with the same method names as the ops of Ops the draft uses (ops.h),
+// for the gradient check (src/train/gradcheck.cpp). Its methods and CpuOps' float ops are
+// instantiations of the SAME kernel templates (src/backend/cpu/ops_cpu_train.cpp); the draft's layer
+// code is a template over the op set, so gradcheck verifies the code that trains and runs the draft.
 #pragma once
 #include <cstddef>
 
-#include "../backend/ops.h"
-#include "../core/threadpool.h"
+#include "../../core/threadpool.h"
+#include "../ops.h"
 
 namespace beagle {
 

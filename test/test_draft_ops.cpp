@@ -1,4 +1,4 @@
-// test_draft_ops.cpp: every CPU training op (float, src/backend/cpu/ops_cpu_train.cpp) against a
+// test_draft_ops.cpp: every CPU training op (float, src/backend/cpu/, one file per op) against a
 // naive float64 reference written here from the formulas (dense loops, a dense mask built from
 // SPEC's rule), on ragged shapes; plus batch invariance (a row alone == the same row in a batch,
 // bit for bit). Tolerance: relative 2e-5 of the output scale (float rounding over <= 100-term sums).

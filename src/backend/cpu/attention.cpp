@@ -1,88 +1,18 @@
-// ops_cpu.cpp: the CPU backend of the op interface (src/backend/ops.h). Threads from a ThreadPool,
-// AVX2 inner loops (simd.h), matmul in matmul.cpp. Every op is batch-invariant: a row's result is
-// computed by the same instruction sequence whatever T or the thread count.
+// attention.cpp: the target's self-attention over the KV cache (ops.h attention: causal, tree or
+// per-sequence masks, GQA). Scores 8 keys at a time (dot8_keys), softmax weights by exp8_neg, the
+// weighted sum of V rows in registers: a query's result does not depend on T (batch invariance).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
+#include <cstdint>
 #include <vector>
 
-#include "../../core/common.h"
-#include "../../core/threadpool.h"
 #include "../ops.h"
 #include "cpu_ops.h"
-#include "matmul.h"
 #include "simd.h"
 
 namespace beagle {
-
-float* CpuOps::alloc(size_t n) {
-    void* p = nullptr;
-    size_t bytes = (n ? n : 1) * sizeof(float);
-    bytes = (bytes + 63) / 64 * 64;
-    if (posix_memalign(&p, 64, bytes) != 0) fail("out of memory allocating %zu bytes", bytes);
-    memset(p, 0, bytes);
-    return (float*)p;
-}
-void CpuOps::release(float* p) { free(p); }
-void CpuOps::upload(float* dst, const float* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
-void CpuOps::download(float* dst, const float* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
-void CpuOps::copy(float* dst, const float* src, size_t n) { memmove(dst, src, n * sizeof(float)); }
-
-Weight CpuOps::weight(const Tensor& t) {
-    Weight w;
-    w.host = &t;
-    w.data = t.data;
-    w.dtype = t.dtype;
-    w.rows = t.rows();
-    w.cols = t.cols();
-    return w;
-}
-
-Weight CpuOps::matmul_weight(const Tensor& t) {
-    Weight w = weight(t);
-    if (strcmp(cpu_matmul_isa(), "avx512") != 0 || !cpu_can_pack(w.dtype) || w.cols % QK != 0 || w.rows < 1) return w;
-    packs_.erase(std::remove_if(packs_.begin(), packs_.end(), [](const Pack& p) { return p.bytes.expired(); }),
-                 packs_.end());
-    for (const Pack& p : packs_)  // tied weights (lm_head = tok_embd) are packed once
-        if (p.data == t.data && p.nbytes == t.nbytes && p.dtype == w.dtype && p.rows == w.rows && p.cols == w.cols)
-            if (std::shared_ptr<const std::vector<uint8_t>> b = p.bytes.lock()) {
-                w.packed = b->data();
-                w.keep = b;
-                return w;
-            }
-    auto b = std::make_shared<const std::vector<uint8_t>>(cpu_pack_weight(w));
-    packs_.push_back({t.data, t.nbytes, w.dtype, w.rows, w.cols, b});
-    w.packed = b->data();
-    w.keep = b;
-    return w;
-}
-
-void CpuOps::matmul(float* y, const float* x, const Weight& W, int T) { cpu_matmul(y, x, W, T, pool_); }
-
-void CpuOps::embed(float* x, const Weight& E, const int* tokens, int T) {
-    int64_t dim = E.cols;
-    uint64_t rb = dtype_row_bytes(E.dtype, (uint64_t)dim);
-    for (int t = 0; t < T; t++) {
-        BEAGLE_CHECK(tokens[t] >= 0 && tokens[t] < E.rows, "token id %d out of range [0, %lld)", tokens[t],
-                     (long long)E.rows);
-        dequantize_row(E.dtype, (const uint8_t*)E.data + (uint64_t)tokens[t] * rb, x + (int64_t)t * dim, dim);
-    }
-}
-
-void CpuOps::rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) {
-    BEAGLE_CHECK(w.dtype == DType::F32, "rmsnorm weight must be F32, got %s", dtype_name(w.dtype));
-    const float* g = (const float*)w.data;
-    pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
-        for (int64_t t = b; t < e; t++) {
-            const float* xr = x + t * dim;
-            float* yr = y + t * dim;
-            float ss = sumsq_f32(xr, dim) / dim + eps;
-            float inv = 1.0f / sqrtf(ss);
-            for (int i = 0; i < dim; i++) yr[i] = g[i] * (inv * xr[i]);
-        }
-    }, 3 * dim);
-}
 
 // o = sum_i (w[i] * inv) v_{keys[i]} for head_dim = 8 ND, kept in registers: the same FMA per element
 // in the same key order as axpy_f32 (the general path), so the bits do not depend on the path taken.
@@ -107,7 +37,7 @@ static inline void weighted_sum(float* o, const float* w, float inv, const float
 }
 
 void CpuOps::attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
-               int n_kv_heads, int head_dim, const AttnMask& mask) {
+                       int n_kv_heads, int head_dim, const AttnMask& mask) {
     int kv_dim = n_kv_heads * head_dim, q_dim = n_heads * head_dim, group = n_heads / n_kv_heads;
     int n_keys_max = mask.n_past + T;
     if (mask.kv_start)
@@ -192,50 +122,5 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
         }
     }, (int64_t)4 * n_keys_max * head_dim);
 }
-
-// out = g sigmoid(g) up, 8 lanes at a time (the tail through masked loads, so every element gets the
-// same arithmetic wherever it sits): sigmoid(g) = 1 / (1 + e) for g >= 0, e / (1 + e) below, with
-// e = e^-|g| (exp8_neg: no overflow).
-void CpuOps::swiglu(float* out, const float* gate, const float* up, size_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-    for (size_t i = 0; i < n; i += 8) {
-        const __m256i lanes = tail_mask8((int)std::min<size_t>(8, n - i));
-        const __m256 g = _mm256_maskload_ps(gate + i, lanes), u = _mm256_maskload_ps(up + i, lanes);
-        const __m256 e = exp8_neg(_mm256_or_ps(g, sign));  // e^-|g|
-        const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
-        const __m256 sg = _mm256_blendv_ps(_mm256_mul_ps(e, r), r, _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GE_OQ));
-        _mm256_maskstore_ps(out + i, lanes, _mm256_mul_ps(_mm256_mul_ps(g, sg), u));
-    }
-}
-
-void CpuOps::add(float* y, const float* x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
-}
-
-void CpuOps::move_rows(float* buf, const int* src, const int* dst, int n, int width) {
-    for (int i = 0; i < n; i++)
-        if (src[i] != dst[i]) memmove(buf + (int64_t)dst[i] * width, buf + (int64_t)src[i] * width, width * sizeof(float));
-}
-
-// RoPE inverse frequencies, with Llama-3 scaling when configured.
-void CpuOps::rope_freqs(const RopeParams& rp, float* freq) {
-    int hd = rp.head_dim;
-    for (int i = 0; i < hd / 2; i++) {
-        float f = 1.0f / powf(rp.theta, (2 * i) / (float)hd);
-        if (rp.llama3_scaling) {
-            float wavelen = 2.0f * (float)M_PI / f;
-            float low_wavelen = rp.orig_max_pos / rp.low_freq_factor;
-            float high_wavelen = rp.orig_max_pos / rp.high_freq_factor;
-            if (wavelen > low_wavelen) f = f / rp.factor;
-            else if (wavelen >= high_wavelen) {
-                float smooth = (rp.orig_max_pos / wavelen - rp.low_freq_factor) / (rp.high_freq_factor - rp.low_freq_factor);
-                f = (1.0f - smooth) * f / rp.factor + smooth * f;
-            }
-        }
-        freq[i] = f;
-    }
-}
-
-std::unique_ptr<Ops> make_cpu_ops(int n_threads) { return std::unique_ptr<Ops>(new CpuOps(n_threads)); }
 
 }  // namespace beagle

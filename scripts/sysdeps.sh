@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sysdeps.sh: Debian packages the C++ build needs beyond g++, all header-only: libstb-dev
 # (stb_image_write.h, stb_easy_font.h: the PNG charts) and nlohmann-json3-dev (the one JSON writer
-# of every report, src/io/json_out.h). Called by the Makefile when a header is missing; installs only
+# of every report, src/io/json_write.h). Called by the Makefile when a header is missing; installs only
 # what is absent, does nothing otherwise.
 set -euo pipefail
 need=()

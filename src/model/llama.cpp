@@ -114,11 +114,11 @@ void Llama::run(const int* tokens, const int* pos, int T, const AttnMask& mask, 
         ops_.matmul(q_, xb_, w.wq, T);
         ops_.matmul(k, xb_, w.wk, T);
         ops_.matmul(v, xb_, w.wv, T);
-        ops_.rope(q_, pos, T, c.n_heads, rope_);
-        ops_.rope(k, pos, T, c.n_kv_heads, rope_);
+        ops_.rope(q_, pos, T, c.n_heads, rope_, false);
+        ops_.rope(k, pos, T, c.n_kv_heads, rope_, false);
         if (kv_rows) {
-            ops_.copy_rows(kcache_[l], kv_rows, k, T, kv_dim);
-            ops_.copy_rows(vcache_[l], kv_rows, v, T, kv_dim);
+            ops_.scatter_rows(kcache_[l], k, kv_rows, T, kv_dim, false);
+            ops_.scatter_rows(vcache_[l], v, kv_rows, T, kv_dim, false);
         }
         ops_.attention(att_, q_, kcache_[l], vcache_[l], T, c.n_heads, c.n_kv_heads, c.head_dim, mask);
         ops_.matmul(xb2_, att_, w.wo, T);
@@ -175,8 +175,8 @@ void Llama::compact(const int* src, int n, int dst_start) {
     bool moved = false;  // an accepted chain, or the root alone, is already in place
     for (int i = 0; i < n; i++) moved = moved || src[i] != dst[i];
     for (int l = 0; l < cfg_.n_layers && moved; l++) {
-        ops_.gather_rows(kcache_[l], src, dst.data(), n, kv_dim);
-        ops_.gather_rows(vcache_[l], src, dst.data(), n, kv_dim);
+        ops_.move_rows(kcache_[l], src, dst.data(), n, kv_dim);
+        ops_.move_rows(vcache_[l], src, dst.data(), n, kv_dim);
     }
     seq_len_[0] = dst_start + n;
 }

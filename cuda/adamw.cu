@@ -1,7 +1,7 @@
 // adamw.cu: the optimizer step of draft training: the global gradient norm for clipping (sum of
-// squares in double) and the AdamW update (PyTorch semantics, ops.h AdamWParams). Launched by the
+// squares in double) and the AdamW update (PyTorch semantics, ops.h AdamWParams). Launched (launch_* at the end) by the
 // CUDA backend (src/backend/gpu/: sumsq, adamw), called by src/train/adamw.cpp; tested by
-// test/cuda_emu_kernels_loss.cpp.
+// test/kernels/cuda_emu_kernels_loss.cpp.
 //
 // sumsq_kernel: block b sums x_i^2 in double over its fixed chunk [b * 16384, (b + 1) * 16384) (thread
 //   strides, then block_sum_d); the host adds the per-chunk partials in chunk order. The chunking
@@ -33,4 +33,15 @@ __global__ void adamw_kernel(AdamWArgs a) {
         w -= a.lr * (m / a.bc1) / (sqrtf(v / a.bc2) + a.eps);
         a.w[i] = w;
     }
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+int sumsq_blocks(long long n) { return (int)((n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK); }
+
+void launch_sumsq(const float* x, long long n, double* partial, KernelRunner& kr) {
+    if (n > 0) KRUN(kr, sumsq_blocks(n), 256, 0, sumsq_kernel, x, n, partial);
+}
+
+void launch_adamw(const AdamWArgs& a, KernelRunner& kr) {
+    if (a.n > 0) KRUN(kr, elementwise_grid(a.n), 256, 0, adamw_kernel, a);
 }

@@ -1,5 +1,5 @@
 // add.cu: the residual connection y += x (element-wise, grid-stride). Its backward is the identity
-// (the gradient flows to both branches unchanged), so there is no backward kernel. Launched by the
+// (the gradient flows to both branches unchanged), so there is no backward kernel. Launched (launch_* at the end) by the
 // CUDA backend (src/backend/gpu/: add); tested by test/kernels/cuda_emu_kernels_rows.cpp (exact: one add).
 // No PTX paths.
 #include "kernels.cuh"
@@ -7,4 +7,9 @@
 __global__ void add_kernel(float* y, const float* x, long long n) {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         y[i] += x[i];
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+void launch_add(float* y, const float* x, long long n, KernelRunner& kr) {
+    if (n > 0) KRUN(kr, elementwise_grid(n), 256, 0, add_kernel, y, x, n);
 }

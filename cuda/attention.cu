@@ -3,8 +3,9 @@
 // cache (query t sees cache rows [0, n_past + t]), tree verify (rows [0, n_past) plus the new rows
 // whose bit is set in the query's ancestor bitmask), or independent sequences (query t sees exactly
 // rows [kv_start[t], kv_start[t] + kv_len[t])). No T x T matrix anywhere. GQA: the query heads of one
-// kv head share its K/V tiles. Launched by the CUDA backend (src/backend/gpu/ops_cuda.cu: attention);
-// tested by test/cuda_emu_kernels_attention.cpp.
+// kv head share its K/V tiles. Launched (launch_* at the end) by the CUDA backend
+// (src/backend/gpu/ops_cuda.cu: attention);
+// tested by test/kernels/cuda_emu_kernels_attention.cpp.
 //
 // attn_fwd_kernel: grid (T, n_kv_heads), one warp per query head of the group (warps loop over the
 //   group's heads in rounds when the group is larger). K/V tiles of 32 rows go through shared memory;
@@ -72,4 +73,18 @@ __global__ void attn_fwd_kernel(AttnArgs a) {
             __syncwarp();  // qs is rewritten in the next round
         }
     }
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+void launch_attention(const AttnArgs& a, KernelRunner& kr) {
+    if (a.T <= 0) return;
+    kcheck(kr, a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0, "attention: n_heads %d not a multiple of n_kv_heads %d",
+           a.n_heads, a.n_kv_heads);
+    kcheck(kr, a.head_dim > 0 && a.head_dim <= ATTN_MAX_HD, "attention: head_dim %d outside 1..%d (CUDA backend)",
+           a.head_dim, ATTN_MAX_HD);
+    kcheck(kr, !a.tree || a.mask_words * 64 >= a.T, "attention: tree mask of %d words cannot cover %d tokens",
+           a.mask_words, a.T);
+    const int group = a.n_heads / a.n_kv_heads, warps = group < 4 ? group : 4;
+    const size_t smem = (size_t)attn_smem_floats(a.head_dim, warps) * sizeof(float);
+    KRUN(kr, dim3(a.T, a.n_kv_heads), 32 * warps, smem, attn_fwd_kernel, a);
 }

@@ -1,7 +1,7 @@
 // cross_entropy.cu: softmax cross-entropy over vocabulary chunks (never a whole n x vocab softmax in
 // memory), with soft labels (the target's distribution, the Beagle loss) or token labels; forward and
-// backward in one pass per chunk. Launched by the CUDA backend (src/backend/gpu/: lse_update,
-// ce_soft_chunk, ce_hard_chunk); tested by test/cuda_emu_kernels_loss.cpp.
+// backward in one pass per chunk. Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/: lse_update,
+// ce_soft_chunk, ce_hard_chunk); tested by test/kernels/cuda_emu_kernels_loss.cpp.
 //
 // lse_update_kernel: one block per row r of the chunk z (n x C): mx = max(m[r], max_c z) (block_max),
 //   s[r] = s[r] exp(m[r] - mx) + sum_c exp(z - mx) (block_sum), m[r] = mx: the online logsumexp.
@@ -59,4 +59,20 @@ __global__ void ce_hard_kernel(float* dz, float* loss, const float* zd, const fl
     }
     const int c = label - v0;
     if (threadIdx.x == 0 && c >= 0 && c < C) loss[r] += scale * (ld - zd[r * C + c]);
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+// One block of 256 threads per row: a fixed block size, one reduction order per row.
+void launch_lse_update(float* m, float* s, const float* z, int n, int C, KernelRunner& kr) {
+    if (n > 0) KRUN(kr, n, 256, 0, lse_update_kernel, m, s, z, C);
+}
+
+void launch_ce_soft(float* dz, float* loss, const float* zt, const float* zd, const float* m_t, const float* s_t,
+                    const float* m_d, const float* s_d, int n, int C, float scale, KernelRunner& kr) {
+    if (n > 0) KRUN(kr, n, 256, 0, ce_soft_kernel, dz, loss, zt, zd, m_t, s_t, m_d, s_d, C, scale);
+}
+
+void launch_ce_hard(float* dz, float* loss, const float* zd, const float* m_d, const float* s_d, const int* labels, int v0,
+                    int n, int C, float scale, KernelRunner& kr) {
+    if (n > 0) KRUN(kr, n, 256, 0, ce_hard_kernel, dz, loss, zd, m_d, s_d, labels, v0, C, scale);
 }

@@ -1,7 +1,7 @@
 // gemm.cu: dense matrix products C (+)= A B with strided operands (kernels.cuh GemmArgs), i.e. the
 // forward y = x W^T and both backward products dx = dy W, dW += dy^T x of every linear layer.
-// Launched by the CUDA backend (src/backend/gpu/ops_cuda.cu: matmul with F32/F16/BF16 weights,
-// mm_fwd / mm_bwd_x / mm_bwd_w); tested by test/cuda_emu_kernels_gemm.cpp.
+// Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/ops_cuda.cu: matmul with F32/F16/BF16 weights,
+// matmul_f32 / matmul_f32_bwd_x / matmul_f32_bwd_w); tested by test/kernels/cuda_emu_kernels_gemm.cpp.
 //
 // gemm_f32_kernel: shared-memory tiled fp32 GEMM. A 64 x 64 tile of C per block of 256 threads, each
 //   thread 4 x 4 outputs (rows ty + 16 i, columns tx + 16 j: coalesced stores, broadcast reads).
@@ -157,3 +157,62 @@ __device__ void gemm_wmma_body(const GemmArgs& g, const TB* B) {
 
 __global__ void gemm_wmma_bf16_kernel(GemmArgs g, const __nv_bfloat16* B) { gemm_wmma_body(g, B); }
 __global__ void gemm_wmma_f16_kernel(GemmArgs g, const __half* B) { gemm_wmma_body(g, B); }
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+void launch_gemm_f32(const GemmArgs& g, const float* B, KernelRunner& kr) {
+    if (g.M <= 0 || g.N <= 0) return;
+    if (g.M <= GEMV_MAX_M) {  // same bits as the tiled kernel: batch invariant either way
+        KRUN(kr, cdiv(g.N, 128), 128, 0, gemv_f32_kernel, g, B);
+        return;
+    }
+    dim3 grid(cdiv(g.N, GEMM_BN), cdiv(g.M, GEMM_BM));
+    KRUN(kr, grid, GEMM_THREADS, 0, gemm_f32_kernel, g, B);
+}
+
+// y (T x n_out) = x (T x n_in) W^T, W: n_out x n_in: A = x, B[k, n] = W[n, k].
+static GemmArgs linear_args(float* y, const float* x, int T, int n_in, int n_out) {
+    GemmArgs g;
+    g.M = T; g.N = n_out; g.K = n_in;
+    g.A = x; g.a_m = n_in; g.a_k = 1;
+    g.b_k = 1; g.b_n = n_in;
+    g.C = y; g.c_m = n_out;
+    g.accumulate = 0;
+    return g;
+}
+
+void launch_matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out, KernelRunner& kr) {
+    launch_gemm_f32(linear_args(y, x, T, n_in, n_out), W, kr);
+}
+
+void launch_matmul_f32_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate,
+                             KernelRunner& kr) {
+    GemmArgs g;
+    g.M = T; g.N = n_in; g.K = n_out;
+    g.A = dy; g.a_m = n_out; g.a_k = 1;  // dy: T x n_out
+    g.b_k = n_in; g.b_n = 1;             // B[k, n] = W[k, n]
+    g.C = dx; g.c_m = n_in;
+    g.accumulate = accumulate ? 1 : 0;
+    launch_gemm_f32(g, W, kr);
+}
+
+void launch_matmul_f32_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out, KernelRunner& kr) {
+    GemmArgs g;
+    g.M = n_out; g.N = n_in; g.K = T;
+    g.A = dy; g.a_m = 1; g.a_k = n_out;  // A[o, t] = dy[t, o]
+    g.b_k = n_in; g.b_n = 1;             // B[t, i] = x[t, i]
+    g.C = dW; g.c_m = n_in;
+    g.accumulate = 1;
+    launch_gemm_f32(g, x, kr);
+}
+
+void launch_matmul_wmma(float* y, const float* x, const void* W, int dtype, int T, int n_in, int n_out,
+                        KernelRunner& kr) {
+    kcheck(kr, dtype == KD_BF16 || dtype == KD_F16, "tensor-core matmul: weight dtype %d is neither BF16 nor F16", dtype);
+    if (T <= 0) return;
+    const GemmArgs g = linear_args(y, x, T, n_in, n_out);
+    dim3 grid(cdiv(n_out, WMMA_BN), cdiv(T, WMMA_BM));
+    if (dtype == KD_BF16)
+        KRUN(kr, grid, WMMA_THREADS, 0, gemm_wmma_bf16_kernel, g, (const __nv_bfloat16*)W);
+    else
+        KRUN(kr, grid, WMMA_THREADS, 0, gemm_wmma_f16_kernel, g, (const __half*)W);
+}

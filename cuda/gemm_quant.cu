@@ -1,6 +1,6 @@
 // gemm_quant.cu: y = x W^T for weights stored as GGUF blocks (Q8_0, Q4_0, Q4_1): the target's
-// quantized linear layers (forward only: the target is frozen). Launched by the CUDA backend's
-// matmul (src/backend/gpu/ops_cuda.cu); tested by test/cuda_emu_kernels_gemm_quant.cpp.
+// quantized linear layers (forward only: the target is frozen). Launched (launch_* at the end) by the CUDA backend's
+// matmul (src/backend/gpu/ops_cuda.cu); tested by test/kernels/cuda_emu_kernels_gemm_quant.cpp.
 //
 // quantize_q8_kernel: each 32-value block of an activation row becomes int8 q, d = max|x| / 127 and
 //   s = d * sum q (one thread per block: the max is exact and the sum an integer, so any order gives
@@ -113,3 +113,39 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
 __global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0>(a); }
 __global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0>(a); }
 __global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1>(a); }
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+// Scratch layout: int8 activations T x cols (padded to 16 bytes), then T x cols/32 scales d, then sums s.
+static size_t matmul_q_act_bytes(int T, int cols) { return ((size_t)T * cols + 15) / 16 * 16; }
+
+size_t matmul_q_scratch_bytes(int T, int cols) {
+    return matmul_q_act_bytes(T, cols) + 2 * (size_t)T * (cols / 32) * sizeof(float);
+}
+
+void launch_matmul_q(float* y, const float* x, const uint8_t* W, int dtype, long long row_bytes, int rows, int cols,
+                     int T, void* scratch, KernelRunner& kr) {
+    kcheck(kr, dtype == KD_Q8_0 || dtype == KD_Q4_0 || dtype == KD_Q4_1,
+           "quantized matmul: weight dtype %d is not Q8_0, Q4_0 or Q4_1", dtype);
+    kcheck(kr, cols % 32 == 0, "quantized matmul: %d columns, not a multiple of 32", cols);
+    if (T <= 0) return;
+    const int nb = cols / 32;
+    uint8_t* base = (uint8_t*)scratch;
+    int8_t* xq = (int8_t*)base;
+    float* xd = (float*)(base + matmul_q_act_bytes(T, cols));
+    float* xs = xd + (size_t)T * nb;
+    KRUN(kr, cdiv(T * nb, 256), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);
+    QGemmArgs a;
+    a.w = W;
+    a.row_bytes = row_bytes;
+    a.rows = rows;
+    a.cols = cols;
+    a.xq = xq;
+    a.xd = xd;
+    a.xs = xs;
+    a.y = y;
+    a.T = T;
+    dim3 grid(cdiv(rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS));
+    if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel, a);
+    if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel, a);
+    if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel, a);
+}

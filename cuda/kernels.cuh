@@ -1,10 +1,50 @@
-// kernels.cuh: the declarations of every kernel in cuda/*.cu and their argument structs: the one
-// interface between the kernel files and their callers (the CUDA backend's host code in
-// src/backend/gpu/, and the kernel tests test/cuda_emu_kernels_*.cpp, which include the .cu files).
+// kernels.cuh: the declarations of every kernel in cuda/*.cu, their argument structs and their host
+// launchers: the one interface between the kernel files and their callers (the CUDA backend's host
+// code in src/backend/gpu/ calls the launchers; the kernel tests test/kernels/cuda_emu_kernels_*.cpp and the
+// cuda/dev/ progressions include the .cu files and launch kernels directly).
 // Kernels are plain (non-template) __global__ functions so a launch from another translation unit
 // needs only this declaration, under nvcc (no -rdc) and under the emulator alike.
+//
+// A launcher (launch_<op>, at the end of its kernel's .cu file) checks its arguments, picks grid,
+// block and shared memory, and launches on the caller's stream through KRUN. It never allocates:
+// device memory and staged host arrays are the caller's (pointers here are device pointers). The
+// caller passes a KernelRunner, which checks, counts or times each launch and turns a failed
+// argument check into the caller's error.
 #pragma once
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <string>
+
 #include "common.cuh"
+
+struct KernelRunner {
+    cudaStream_t stream = 0;
+    virtual ~KernelRunner() = default;
+    virtual void before(const char* kernel) {}                   // just before each launch
+    virtual void after(const char* kernel) = 0;                  // just after: check cudaGetLastError()
+    [[noreturn]] virtual void fail(const std::string& msg) = 0;  // an argument the kernels cannot take
+};
+// KRUN(kr, grid, block, smem, kernel, args...): launch kernel on kr.stream between kr's hooks.
+#define KRUN(kr, grid, block, smem, kernel, ...)                            \
+    do {                                                                    \
+        (kr).before(#kernel);                                               \
+        KLAUNCH((grid), (block), (smem), (kr).stream, kernel)(__VA_ARGS__); \
+        (kr).after(#kernel);                                                \
+    } while (0)
+// kr.fail(printf-style message) unless cond.
+inline void kcheck(KernelRunner& kr, bool cond, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+inline void kcheck(KernelRunner& kr, bool cond, const char* fmt, ...) {
+    if (cond) return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    kr.fail(buf);
+}
+// Blocks of 256 threads for a grid-stride element-wise kernel over n elements (at most 4096 blocks).
+inline int elementwise_grid(long long n) { return (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096); }
 
 // ---- gemm.cu: C[m, n] = (accumulate ? C[m, n] : 0) + sum_k A[m, k] * B[k, n] -----------------
 // Strided operands, so one kernel does all three products of a linear layer y = x W^T:
@@ -30,6 +70,17 @@ __global__ void gemv_f32_kernel(GemmArgs g, const float* B);
 constexpr int WMMA_BM = 64, WMMA_BN = 64, WMMA_BK = 32, WMMA_THREADS = 128;  // 4 warps, 32 x 32 each
 __global__ void gemm_wmma_bf16_kernel(GemmArgs g, const __nv_bfloat16* B);
 __global__ void gemm_wmma_f16_kernel(GemmArgs g, const __half* B);
+// C (+)= A B: gemv_f32_kernel for M <= GEMV_MAX_M, else gemm_f32_kernel.
+void launch_gemm_f32(const GemmArgs& g, const float* B, KernelRunner& kr);
+// The three products of a linear layer with a dense f32 W (n_out x n_in): y = x W^T, dx (+)= dy W,
+// dW += dy^T x (ops.h matmul_f32, matmul_f32_bwd_x, matmul_f32_bwd_w).
+void launch_matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out, KernelRunner& kr);
+void launch_matmul_f32_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate,
+                             KernelRunner& kr);
+void launch_matmul_f32_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out, KernelRunner& kr);
+// y = x W^T with W stored BF16 or F16 (dtype KD_BF16 / KD_F16): tensor cores.
+void launch_matmul_wmma(float* y, const float* x, const void* W, int dtype, int T, int n_in, int n_out,
+                        KernelRunner& kr);
 
 // ---- gemm_quant.cu: y[t, o] = sum_i W[o, i] x[t, i] with W stored as Q8_0 / Q4_0 / Q4_1 blocks ----
 // x is first quantized to int8 blocks of 32 (q, d = max|x| / 127, s = d * sum q: quantize_q8_kernel),
@@ -49,6 +100,11 @@ __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float*
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_kernel(QGemmArgs a);
+// y = x W^T with W (rows x cols, row_bytes per row) stored as KD_Q8_0 / KD_Q4_0 / KD_Q4_1; scratch: device
+// memory of matmul_q_scratch_bytes(T, cols) for the quantized activations.
+size_t matmul_q_scratch_bytes(int T, int cols);
+void launch_matmul_q(float* y, const float* x, const uint8_t* W, int dtype, long long row_bytes, int rows, int cols,
+                     int T, void* scratch, KernelRunner& kr);
 
 // ---- rmsnorm.cu -------------------------------------------------------------------------------
 // y[t] = x[t] * rstd[t] * w, rstd = 1/sqrt(mean(x^2) + eps); one block per row (rstd may be null).
@@ -58,22 +114,35 @@ __global__ void rmsnorm_bwd_dx_kernel(float* dx, const float* dy, const float* x
                                       int dim);
 // dw[i] += sum_t dy[t, i] x[t, i] rstd[t]; one thread per column, t in order.
 __global__ void rmsnorm_bwd_dw_kernel(float* dw, const float* dy, const float* x, const float* rstd, int T, int dim);
+// ops.h rmsnorm / rmsnorm_f32 (rstd null: not saved) and rmsnorm_f32_bwd (dx or dw null: skipped).
+void launch_rmsnorm(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps, KernelRunner& kr);
+void launch_rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
+                        int dim, KernelRunner& kr);
 
 // ---- rope.cu: rotate the adjacent pairs (2i, 2i+1) of every head by pos[t] * freq[i] (inverse: by
 // minus that angle, which is RoPE's backward). One thread per (row, head, pair).
 __global__ void rope_kernel(float* x, const int* pos, const float* freq, int T, int n_heads, int head_dim, int inverse);
+// pos: T positions, freq: head_dim / 2 inverse frequencies (device).
+void launch_rope(float* x, const int* pos, const float* freq, int T, int n_heads, int head_dim, bool inverse,
+                 KernelRunner& kr);
 
 // ---- swiglu.cu ----------------------------------------------------------------------------------
 __global__ void swiglu_fwd_kernel(float* out, const float* gate, const float* up, long long n);
 __global__ void swiglu_bwd_kernel(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                                   long long n);
+void launch_swiglu(float* out, const float* gate, const float* up, long long n, KernelRunner& kr);
+void launch_swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long long n,
+                       KernelRunner& kr);
 
 // ---- add.cu: residual y += x (its backward is the identity: no kernel) ------------------------
 __global__ void add_kernel(float* y, const float* x, long long n);
+void launch_add(float* y, const float* x, long long n, KernelRunner& kr);
 
 // ---- embed.cu: x[t, :] = dequantized row tokens[t] of the stored table E (grid: T rows) ---------
 // Its backward, the scatter-add of rows into dE, is rows_scatter_kernel (rows.cu) with accumulate.
 __global__ void embed_kernel(float* x, const uint8_t* E, int dtype, long long row_bytes, const int* tokens, int dim);
+void launch_embed(float* x, const uint8_t* E, int dtype, long long row_bytes, const int* tokens, int T, int dim,
+                  KernelRunner& kr);
 
 // ---- rows.cu: row gather / scatter(-add) / in-place move (KV-cache compaction) ------------------
 __global__ void rows_gather_kernel(float* dst, const float* src, const int* idx, int n, int width);
@@ -81,6 +150,11 @@ __global__ void rows_gather_kernel(float* dst, const float* src, const int* idx,
 __global__ void rows_scatter_kernel(float* dst, const float* src, const int* idx, int n, int width, int accumulate);
 // buf[dst[i]] = buf[src[i]] for i = 0..n-1 in order (src[i] >= dst[i]): one thread per column.
 __global__ void move_rows_kernel(float* buf, const int* src, const int* dst, int n, int width);
+// ops.h gather_rows, scatter_rows, move_rows (index arrays on the device).
+void launch_gather_rows(float* dst, const float* src, const int* idx, int n, int width, KernelRunner& kr);
+void launch_scatter_rows(float* dst, const float* src, const int* idx, int n, int width, bool accumulate,
+                         KernelRunner& kr);
+void launch_move_rows(float* buf, const int* src, const int* dst, int n, int width, KernelRunner& kr);
 
 // ---- attention.cu: the target's causal / tree / per-sequence self-attention over a KV cache -----
 struct AttnArgs {
@@ -104,6 +178,7 @@ __global__ void attn_fwd_kernel(AttnArgs a);
 __host__ __device__ inline int attn_smem_floats(int head_dim, int warps) {
     return 2 * ATTN_BK * (head_dim + 1) + warps * (2 * head_dim + ATTN_BK);
 }
+void launch_attention(const AttnArgs& a, KernelRunner& kr);
 
 // ---- xattn.cu: the draft's cross-attention over two key sets with the parametric mask ------------
 struct XAttnArgs {
@@ -136,6 +211,9 @@ __global__ void xattn_bwd_dkdv_kernel(XAttnArgs a); // grid (tiles0 + set-1 tile
 __host__ __device__ inline int xattn_dkdv_smem_floats(int head_dim, int group) {
     return 2 * XATTN_BKEYS * (head_dim + 1) + 2 * group * head_dim + 2 * group;
 }
+// ops.h xattn (a.out, a.lse) and xattn_bwd (a.dq, a.dk*, a.dv*; a.D: caller's scratch of n_q x n_heads floats).
+void launch_xattn(const XAttnArgs& a, KernelRunner& kr);
+void launch_xattn_bwd(const XAttnArgs& a, KernelRunner& kr);
 
 // ---- cross_entropy.cu: vocabulary-chunked softmax cross-entropy, one block per row -------------
 __global__ void lse_update_kernel(float* m, float* s, const float* z, int C);
@@ -143,10 +221,17 @@ __global__ void ce_soft_kernel(float* dz, float* loss, const float* zt, const fl
                                const float* s_t, const float* m_d, const float* s_d, int C, float scale);
 __global__ void ce_hard_kernel(float* dz, float* loss, const float* zd, const float* m_d, const float* s_d,
                                const int* labels, int v0, int C, float scale);
+void launch_lse_update(float* m, float* s, const float* z, int n, int C, KernelRunner& kr);
+void launch_ce_soft(float* dz, float* loss, const float* zt, const float* zd, const float* m_t, const float* s_t,
+                    const float* m_d, const float* s_d, int n, int C, float scale, KernelRunner& kr);
+void launch_ce_hard(float* dz, float* loss, const float* zd, const float* m_d, const float* s_d, const int* labels, int v0,
+                    int n, int C, float scale, KernelRunner& kr);
 
 // ---- smoothl1.cu: loss[r] += scale * mean_d l(x - target); dx += scale * l'(d) / dim; block per row
 __global__ void smoothl1_kernel(float* dx, float* loss, const float* x, const float* target, int dim, float beta,
                                 float scale);
+void launch_smoothl1(float* dx, float* loss, const float* x, const float* target, int n, int dim, float beta,
+                     float scale, KernelRunner& kr);
 
 // ---- adamw.cu: sum of squares (global grad norm, double, fixed chunks) and the AdamW update ------
 constexpr int SUMSQ_CHUNK = 16384;  // elements per block: partial[b] = sum over chunk b, fixed order
@@ -157,6 +242,12 @@ struct AdamWArgs {
     float beta1, beta2, lr, eps, decay, grad_scale, bc1, bc2;  // decay = 1 - lr * wd; bc = 1 - beta^step
 };
 __global__ void adamw_kernel(AdamWArgs a);
+// partial: sumsq_blocks(n) doubles (device), one per chunk; the caller adds them in chunk order.
+int sumsq_blocks(long long n);
+void launch_sumsq(const float* x, long long n, double* partial, KernelRunner& kr);
+void launch_adamw(const AdamWArgs& a, KernelRunner& kr);
 
 // ---- topk.cu: the k largest entries of each row (descending; ties: lower index first); k = 1 is argmax
 __global__ void topk_kernel(const float* x, int n_cols, int k, int* idx, float* val);
+// idx, val: rows x k (device)
+void launch_topk(const float* x, int rows, int n_cols, int k, int* idx, float* val, KernelRunner& kr);

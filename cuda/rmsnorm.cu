@@ -1,5 +1,5 @@
-// rmsnorm.cu: RMSNorm forward and backward. Launched by the CUDA backend (src/backend/gpu/:
-// rmsnorm, rmsnorm_fwd, rmsnorm_bwd); tested by test/cuda_emu_kernels_rows.cpp.
+// rmsnorm.cu: RMSNorm forward and backward. Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/:
+// rmsnorm, rmsnorm_f32, rmsnorm_f32_bwd); tested by test/kernels/cuda_emu_kernels_rows.cpp.
 //
 // rmsnorm_fwd_kernel: one block per row. Each thread sums x_i^2 over i = tid, tid + blockDim, ...;
 //   common.cuh block_sum (warp butterflies, then warp 0) gives the row total; rstd = 1 / sqrt(ss / dim
@@ -48,4 +48,20 @@ __global__ void rmsnorm_bwd_dw_kernel(float* dw, const float* dy, const float* x
     float acc = dw[i];
     for (int t = 0; t < T; t++) acc = fmaf(dy[(long long)t * dim + i] * x[(long long)t * dim + i], rstd[t], acc);
     dw[i] = acc;
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+// Threads per row: a function of the row length only (never of the number of rows), so a row's
+// reduction order is the same in every batch.
+static int rmsnorm_block(int dim) { return dim <= 256 ? 32 : dim <= 1024 ? 128 : 256; }
+
+void launch_rmsnorm(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps, KernelRunner& kr) {
+    if (T > 0) KRUN(kr, T, rmsnorm_block(dim), 0, rmsnorm_fwd_kernel, y, rstd, x, w, dim, eps);
+}
+
+void launch_rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
+                        int dim, KernelRunner& kr) {
+    if (T <= 0) return;
+    if (dx) KRUN(kr, T, rmsnorm_block(dim), 0, rmsnorm_bwd_dx_kernel, dx, dy, x, w, rstd, dim);
+    if (dw) KRUN(kr, cdiv(dim, 256), 256, 0, rmsnorm_bwd_dw_kernel, dw, dy, x, rstd, T, dim);
 }

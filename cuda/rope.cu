@@ -1,7 +1,7 @@
 // rope.cu: rotary position embedding, forward and backward (adjacent-pair convention: the pairs
-// (x[2i], x[2i+1]) of each head, SPEC / src/io/llama_config.h). Launched by the CUDA backend
-// (src/backend/gpu/: rope for the target, rope_rotate for the draft); tested by
-// test/cuda_emu_kernels_rows.cpp.
+// (x[2i], x[2i+1]) of each head, SPEC / src/io/llama_config.h). Launched (launch_* at the end) by the CUDA backend
+// (src/backend/gpu/: the op rope, forward and inverse); tested by
+// test/kernels/cuda_emu_kernels_rows.cpp.
 //
 // rope_kernel: one thread per (row t, head h, pair i): angle = pos[t] * freq[i] (float, as the CPU
 //   backend), (v0, v1) <- (v0 c - v1 s, v0 s + v1 c). freq[] (head_dim / 2 inverse frequencies, with
@@ -26,4 +26,13 @@ __global__ void rope_kernel(float* x, const int* pos, const float* freq, int T, 
     const float v0 = v[0], v1 = v[1];
     v[0] = v0 * c - v1 * s;
     v[1] = v0 * s + v1 * c;
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+void launch_rope(float* x, const int* pos, const float* freq, int T, int n_heads, int head_dim, bool inverse,
+                 KernelRunner& kr) {
+    kcheck(kr, head_dim > 0 && head_dim % 2 == 0, "rope: head_dim %d must be even and positive", head_dim);
+    if (T <= 0 || n_heads <= 0) return;
+    const long long n = (long long)T * n_heads * (head_dim / 2);
+    KRUN(kr, (int)((n + 255) / 256), 256, 0, rope_kernel, x, pos, freq, T, n_heads, head_dim, inverse ? 1 : 0);
 }

@@ -1,7 +1,7 @@
 // rows.cu: moving whole rows: gather (dst[i] = src[idx[i]]), its backward the ordered scatter-add
 // (dst[idx[i]] += src[i], also the embedding's backward), and the in-place row move of KV-cache
-// compaction after a verify step. Launched by the CUDA backend (src/backend/gpu/: rows_gather,
-// rows_scatter, copy_rows, gather_rows); tested by test/cuda_emu_kernels_rows.cpp.
+// compaction after a verify step. Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/: gather_rows,
+// scatter_rows, move_rows); tested by test/kernels/cuda_emu_kernels_rows.cpp.
 //
 // rows_gather_kernel: grid (n rows, column tiles); independent copies.
 // rows_scatter_kernel: one thread per column walks i = 0..n-1 IN ORDER, so duplicate indices sum in
@@ -35,4 +35,19 @@ __global__ void move_rows_kernel(float* buf, const int* src, const int* dst, int
     if (c >= width) return;
     for (int i = 0; i < n; i++)
         if (src[i] != dst[i]) buf[(long long)dst[i] * width + c] = buf[(long long)src[i] * width + c];
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+void launch_gather_rows(float* dst, const float* src, const int* idx, int n, int width, KernelRunner& kr) {
+    if (n > 0 && width > 0) KRUN(kr, dim3(n, cdiv(width, 256)), 256, 0, rows_gather_kernel, dst, src, idx, n, width);
+}
+
+void launch_scatter_rows(float* dst, const float* src, const int* idx, int n, int width, bool accumulate,
+                         KernelRunner& kr) {
+    if (n > 0 && width > 0)
+        KRUN(kr, cdiv(width, 256), 256, 0, rows_scatter_kernel, dst, src, idx, n, width, accumulate ? 1 : 0);
+}
+
+void launch_move_rows(float* buf, const int* src, const int* dst, int n, int width, KernelRunner& kr) {
+    if (n > 0 && width > 0) KRUN(kr, cdiv(width, 256), 256, 0, move_rows_kernel, buf, src, dst, n, width);
 }

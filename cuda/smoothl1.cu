@@ -1,7 +1,8 @@
 // smoothl1.cu: the SmoothL1 (PyTorch, beta) feature loss of the draft's predicted states against the
 // true states, forward and backward fused: loss[r] += scale * mean_d l(x - target) and
 // dx += scale * l'(d) / dim, with l(d) = 0.5 d^2 / beta if |d| < beta else |d| - 0.5 beta.
-// Launched by the CUDA backend (src/backend/gpu/: smoothl1); tested by test/cuda_emu_kernels_loss.cpp.
+// Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/: smoothl1); tested by
+// test/kernels/cuda_emu_kernels_loss.cpp.
 //
 // smoothl1_kernel: one block per row, threads over the dims; the row's loss through block_sum (block
 // size fixed by the backend: one order). Run-tested under the emulator (both branches, |d| == beta,
@@ -27,4 +28,10 @@ __global__ void smoothl1_kernel(float* dx, float* loss, const float* x, const fl
     }
     acc = block_sum(acc, red);
     if (threadIdx.x == 0) loss[r] += scale * acc / (float)dim;
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+void launch_smoothl1(float* dx, float* loss, const float* x, const float* target, int n, int dim, float beta,
+                     float scale, KernelRunner& kr) {
+    if (n > 0) KRUN(kr, n, 256, 0, smoothl1_kernel, dx, loss, x, target, dim, beta, scale);  // fixed block: one order
 }

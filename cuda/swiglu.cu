@@ -1,5 +1,5 @@
-// swiglu.cu: the SwiGLU activation out = silu(gate) * up, forward and backward. Launched by the CUDA
-// backend (src/backend/gpu/: swiglu, swiglu_bwd); tested by test/cuda_emu_kernels_rows.cpp.
+// swiglu.cu: the SwiGLU activation out = silu(gate) * up, forward and backward. Launched (launch_* at the end) by the CUDA
+// backend (src/backend/gpu/: swiglu, swiglu_bwd); tested by test/kernels/cuda_emu_kernels_rows.cpp.
 //
 // swiglu_fwd_kernel: element-wise, grid-stride: out = g * (1 / (1 + exp(-g))) * u (the CPU formula).
 // swiglu_bwd_kernel: element-wise: with sig = 1 / (1 + exp(-g)),
@@ -22,4 +22,14 @@ __global__ void swiglu_bwd_kernel(float* dgate, float* dup, const float* dout, c
         dup[i] = d * g * sig;
         dgate[i] = d * u * sig * (1.0f + g * (1.0f - sig));
     }
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+void launch_swiglu(float* out, const float* gate, const float* up, long long n, KernelRunner& kr) {
+    if (n > 0) KRUN(kr, elementwise_grid(n), 256, 0, swiglu_fwd_kernel, out, gate, up, n);
+}
+
+void launch_swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long long n,
+                       KernelRunner& kr) {
+    if (n > 0) KRUN(kr, elementwise_grid(n), 256, 0, swiglu_bwd_kernel, dgate, dup, dout, gate, up, n);
 }

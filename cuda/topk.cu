@@ -1,7 +1,7 @@
 // topk.cu: the k largest entries of each row of logits, for drafting (expand the top-k children of a
 // tree node; k = 1 is the greedy argmax), so only k (index, value) pairs per row leave the GPU.
-// Launched by the CUDA backend (src/backend/gpu/ops_cuda.cu: CudaOps::topk); tested by
-// test/cuda_emu_kernels_loss.cpp.
+// Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/ops_cuda.cu: CudaOps::topk); tested by
+// test/kernels/cuda_emu_kernels_loss.cpp.
 //
 // topk_kernel: one block per row, k rounds. The order is total - larger value first, equal values by
 //   lower index - so round r needs no list of earlier picks: each thread scans its strided columns for
@@ -79,4 +79,9 @@ __global__ void topk_kernel(const float* x, int n_cols, int k, int* idx, float* 
             break;
         }
     }
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+void launch_topk(const float* x, int rows, int n_cols, int k, int* idx, float* val, KernelRunner& kr) {
+    if (rows > 0 && k > 0) KRUN(kr, rows, 256, 0, topk_kernel, x, n_cols, k, idx, val);
 }

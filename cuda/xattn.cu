@@ -1,12 +1,12 @@
 // xattn.cu: the Beagle draft's cross-attention (SPEC 3) over two key sets - set 0 the true states,
 // set 1 the predicted states - with the mask given by parameters (kernels.cuh XAttnArgs = ops.h
-// XAttnMask; the rule is xattn_sees() in src/train/masks.h): PREFIX (inference: every set-0 row, plus
+// XAttnMask; the rule is xattn_sees() in src/backend/xattn_mask.h): PREFIX (inference: every set-0 row, plus
 // the set-1 rows whose bit is set per query; "diagonal masked" because the keys are strictly earlier
 // states), BLOCK (training: the query at sequence row q in window [b, b + w) sees set-0 rows j < b -
 // the stage-1 inverse-block windows (w, offset) - and set-1 rows b <= r < min(q, b + n_pred) - the
 // stage-2 simulation step's in-place predicted states). Visible keys in order: set 0 ascending, then
-// set 1 ascending. Forward and backward. Launched by the CUDA backend (src/backend/gpu/: xattn_fwd,
-// xattn_bwd); tested by test/cuda_emu_kernels_attention.cpp.
+// set 1 ascending. Forward and backward. Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/: xattn,
+// xattn_bwd); tested by test/kernels/cuda_emu_kernels_attention.cpp.
 //
 // xattn_fwd_kernel: as attn_fwd_kernel (attention.cu): grid (n_q, n_kv_heads), a warp per query head,
 //   K/V tiles in shared memory, online softmax key by key (attn_common.cuh), over the two segments.
@@ -210,4 +210,50 @@ __global__ void xattn_bwd_dkdv_kernel(XAttnArgs a) {
             dK[(long long)j * kv_dim + d] = dks[tid * ld + d];
             dV[(long long)j * kv_dim + d] = dvs[tid * ld + d];
         }
+}
+
+// ---- launchers (kernels.cuh) ------------------------------------------------------------------
+static void xattn_check(const XAttnArgs& a, KernelRunner& kr) {
+    kcheck(kr, a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0, "xattn: n_heads %d not a multiple of n_kv_heads %d",
+           a.n_heads, a.n_kv_heads);
+    kcheck(kr, a.head_dim > 0 && a.head_dim <= ATTN_MAX_HD, "xattn: head_dim %d outside 1..%d (CUDA backend)", a.head_dim,
+           ATTN_MAX_HD);
+    kcheck(kr, a.n_heads / a.n_kv_heads <= 64, "xattn: GQA group of %d heads is larger than 64", a.n_heads / a.n_kv_heads);
+    if (a.kind == 1) {
+        kcheck(kr, a.qrow != nullptr, "xattn: a BLOCK mask needs the query rows (qrow)");
+        kcheck(kr, a.w >= 1 && a.offset >= 0, "xattn: BLOCK mask needs w >= 1 and offset >= 0 (w %d, offset %d)", a.w,
+               a.offset);
+    }
+}
+
+static size_t xattn_query_smem(const XAttnArgs& a, int* warps) {
+    const int group = a.n_heads / a.n_kv_heads;
+    *warps = group < 4 ? group : 4;
+    return (size_t)attn_smem_floats(a.head_dim, *warps) * sizeof(float);
+}
+
+void launch_xattn(const XAttnArgs& a, KernelRunner& kr) {
+    if (a.n_q <= 0) return;
+    xattn_check(a, kr);
+    int warps;
+    const size_t smem = xattn_query_smem(a, &warps);
+    KRUN(kr, dim3(a.n_q, a.n_kv_heads), 32 * warps, smem, xattn_fwd_kernel, a);
+}
+
+void launch_xattn_bwd(const XAttnArgs& args, KernelRunner& kr) {
+    if (args.n_q <= 0) return;
+    xattn_check(args, kr);
+    XAttnArgs a = args;
+    int warps;
+    const size_t smem = xattn_query_smem(a, &warps);
+    KRUN(kr, dim3(a.n_q, a.n_kv_heads), 32 * warps, smem, xattn_bwd_dq_kernel, a);
+    const bool set0 = a.dk0 && a.dv0 && a.n0 > 0;
+    const bool set1 = a.dk1 && a.dv1 && a.n1 > 0;
+    a.tiles0 = set0 ? cdiv(a.n0, XATTN_BKEYS) : 0;
+    const int tiles = a.tiles0 + (set1 ? cdiv(a.n1, XATTN_BKEYS) : 0);
+    const int group = a.n_heads / a.n_kv_heads;
+    const size_t smem2 = (size_t)xattn_dkdv_smem_floats(a.head_dim, group) * sizeof(float);
+    kcheck(kr, smem2 <= 48 * 1024, "xattn_bwd: head_dim %d with a GQA group of %d needs %zu bytes of shared memory",
+           a.head_dim, group, smem2);
+    if (tiles > 0) KRUN(kr, dim3(tiles, a.n_kv_heads), XATTN_BKEYS, smem2, xattn_bwd_dkdv_kernel, a);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sysdeps.sh: Debian packages the C++ build needs beyond g++: header-only libstb-dev (stb_image_write.h,
 # stb_easy_font.h: the PNG charts) and nlohmann-json3-dev (the one JSON writer of every report,
-# src/io/json_out.h); libcpp-httplib-dev (`beagle serve`'s HTTP server: Debian ships httplib.h plus
+# src/io/json_write.h); libcpp-httplib-dev (`beagle serve`'s HTTP server: Debian ships httplib.h plus
 # libcpp-httplib.so, which the binary links). Called by the Makefile when a header is missing; installs
 # only what is absent, does nothing otherwise.
 set -euo pipefail

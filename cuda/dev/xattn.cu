@@ -330,7 +330,7 @@ static void xattn_fwd_run(int version, const XAttnArgs& a) {
     switch (version) {
         case 1: KLAUNCH(cdiv(rows, 128), 128, 0, 0, xattn_fwd_v1_kernel)(a); break;
         case 2: KLAUNCH(cdiv(rows, 4), 128, 0, 0, xattn_fwd_v2_kernel)(a); break;
-        case 3: {  // the shipped launch: src/backend/gpu/ops_cuda_train.cu CudaOps::xattn_fwd
+        case 3: {  // the shipped launch: src/backend/gpu/ops_cuda.cu CudaOps::xattn_fwd
             const DevAttnLaunch L = dev_attn_launch(a.n_heads, a.n_kv_heads, a.head_dim);
             KLAUNCH(dim3(a.n_q, a.n_kv_heads), L.threads, L.smem, 0, xattn_fwd_kernel)(a);
             break;
@@ -348,7 +348,7 @@ static void xattn_bwd_run(int version, XAttnArgs a) {
             dev_launched("xattn_bwd dq");
             KLAUNCH(dim3(cdiv(a.n0 + a.n1, 64), a.n_kv_heads), 64, 0, 0, xattn_bwd_dkdv_v2_kernel)(a);
             break;
-        case 3: {  // the shipped launches: src/backend/gpu/ops_cuda_train.cu CudaOps::xattn_bwd
+        case 3: {  // the shipped launches: src/backend/gpu/ops_cuda.cu CudaOps::xattn_bwd
             const DevAttnLaunch L = dev_attn_launch(a.n_heads, a.n_kv_heads, a.head_dim);
             KLAUNCH(dim3(a.n_q, a.n_kv_heads), L.threads, L.smem, 0, xattn_bwd_dq_kernel)(a);
             dev_launched("xattn_bwd dq");

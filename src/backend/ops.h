@@ -3,6 +3,18 @@
 // All float* arguments are backend-resident buffers (host memory for the CPU backend, device
 // memory for CUDA); int and mask arrays are host arrays (a device backend uploads them).
 //
+// Op names say what differs (no synonyms):
+//  - an op is named by its math (matmul, rmsnorm, rope, attention, xattn, swiglu, ...); its backward
+//    is the same name + _bwd, + _x / _w when the backward is split by input;
+//  - an op on a model Weight (stored dtype, possibly quantized; inference) has the plain name
+//    (matmul, rmsnorm, embed); the same math on plain f32 buffers, with a backward, adds _f32
+//    (matmul_f32, rmsnorm_f32 which also saves rstd). CpuOps64 (cpu/ops_f64.h) mirrors these names
+//    on double buffers, so the draft's layer code is one template over both op sets;
+//  - row ops say their direction: gather_rows (dst[i] = src[idx[i]]), scatter_rows (dst[idx[i]] = or
+//    += src[i]), move_rows (rows moved inside one buffer: KV-cache compaction);
+//  - a variant that is bit-identical to another op is a flag of that op, not a second name
+//    (rope's inverse; scatter_rows without accumulate is the KV-cache append).
+//
 // Batch invariance (SPEC "Exactness is a kernel property"): every op computes each row with a
 // fixed reduction order that does not depend on how many rows are computed together, so a
 // position's logits are bit-identical alone, in a prefill chunk, or among verify tokens.
@@ -49,11 +61,11 @@ struct RopeParams {
     int orig_max_pos = 8192;
 };
 
-// ---- training-op types (the Beagle draft; see the "training ops" section of class Ops) ----------
+// ---- types of the draft's ops (cross-attention, AdamW) ---------------------------------------
 // Which keys each query of the draft's cross-attention sees, given by parameters (never a dense
 // T x T tensor). Keys come in two sets: set 0 = true states (training: row j = sequence position j),
 // set 1 = predicted states (training: row r = the draft's own f^_r; inference: appended in order).
-// The exact rule is xattn_sees() in src/train/masks.h (CPU and CUDA kernels implement it):
+// The exact rule is xattn_sees() in xattn_mask.h (CPU and CUDA kernels implement it):
 //  - PREFIX (inference): a query sees every set-0 row; it sees set-1 row r iff bit r of
 //    set1_bits[t * set1_words + r / 64] is set (set1_bits == nullptr: no set-1 row, no-concat mode).
 //  - BLOCK (training): the query at sequence row q = qrow[t] lies in window [b, b + w) with b = 0 if
@@ -101,69 +113,69 @@ public:
     virtual void upload(float* dst, const float* src, size_t n) = 0;    // host -> backend
     virtual void download(float* dst, const float* src, size_t n) = 0;  // backend -> host
     virtual void copy(float* dst, const float* src, size_t n) = 0;      // backend -> backend
+    virtual void zero(float* p, size_t n) = 0;
     virtual Weight weight(const Tensor& t) = 0;   // make t resident (CPU: a view, no copy)
     // A weight used only as the W of matmul: the backend may keep it in a faster layout (CPU with
     // AVX-512: quantized matrices packed in row groups, see cpu_pack_weight; kept once per tensor).
     virtual Weight matmul_weight(const Tensor& t) { return weight(t); }
 
-    // ---- forward ops used by the target
+    // ---- ops. Gradient convention (llm.c): parameter gradients accumulate (+=); activation
+    // gradients are assigned unless the comment says "accumulates". Each output element has one
+    // fixed reduction order whatever the number of rows or threads (batch invariance: the draft's
+    // inference and training forward give the same bits).
     // y[t, o] = sum_i W[o, i] * x[t, i] for t < T. x rows are W.cols long, y rows W.rows long.
     virtual void matmul(float* y, const float* x, const Weight& W, int T) = 0;
-    // x[t, :] = E[tokens[t], :] (dequantized)
-    virtual void embed(float* x, const Weight& E, const int* tokens, int T) = 0;
+    // y[t, o] = sum_i W[o, i] x[t, i];  W: n_out x n_in, dense f32
+    virtual void matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out) = 0;
+    // dx[t, i] = sum_o dy[t, o] W[o, i]  (accumulate: dx += ...)
+    virtual void matmul_f32_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out,
+                                  bool accumulate) = 0;
+    // dW[o, i] += sum_t dy[t, o] x[t, i]
+    virtual void matmul_f32_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) = 0;
+
     // y[t, :] = x[t, :] / rms(x[t, :]) * w
     virtual void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) = 0;
-    // rotate each head of x[t, :] (n_heads * head_dim, adjacent pairs) by position pos[t]
-    virtual void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp) = 0;
+    // y[t, :] = x[t, :] * rstd[t] * w, rstd[t] = 1 / sqrt(mean(x[t, :]^2) + eps) (rstd saved)
+    virtual void rmsnorm_f32(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) = 0;
+    // backward of rmsnorm_f32: dx accumulates (nullptr: skip), dw accumulates (nullptr: frozen)
+    virtual void rmsnorm_f32_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w,
+                                 const float* rstd, int T, int dim) = 0;
+
+    // in place: rotate the adjacent pairs of each of n_heads heads of row t (n_heads * head_dim) by
+    // pos[t] * freq_i (inverse: by -pos[t] * freq_i, which is RoPE's backward)
+    virtual void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) = 0;
+
+    // x[t, :] = E[tokens[t], :] (dequantized)
+    virtual void embed(float* x, const Weight& E, const int* tokens, int T) = 0;
+    // dst[i, :] = src[idx[i], :] for i < n (rows of `width`; idx host)
+    virtual void gather_rows(float* dst, const float* src, const int* idx, int n, int width) = 0;
+    // dst[idx[i], :] = src[i, :] (accumulate: +=), i = 0..n-1 in order
+    virtual void scatter_rows(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) = 0;
+    // in place (KV-cache compaction): for i < n in order, row dst[i] of buf <- row src[i] (src[i] >= dst[i])
+    virtual void move_rows(float* buf, const int* src, const int* dst, int n, int width) = 0;
+
     // out[t, h*hd..] = softmax(q_t,h . K^T * scale | mask) V over cache rows; GQA: head h uses kv head h / (n_heads / n_kv_heads)
     virtual void attention(float* out, const float* q, const float* kcache, const float* vcache, int T,
                            int n_heads, int n_kv_heads, int head_dim, const AttnMask& mask) = 0;
-    // out[i] = silu(gate[i]) * up[i]
-    virtual void swiglu(float* out, const float* gate, const float* up, size_t n) = 0;
-    // y[i] += x[i]
-    virtual void add(float* y, const float* x, size_t n) = 0;
-    // move cache rows: for i < n, row dst[i] <- row src[i] (rows of `width` floats), in order (src[i] >= dst[i])
-    virtual void gather_rows(float* buf, const int* src, const int* dst, int n, int width) = 0;
-    // scatter: row dst_rows[i] of dst <- row i of src, for i < n (rows of `width` floats)
-    virtual void copy_rows(float* dst, const int* dst_rows, const float* src, int n, int width) = 0;
-
-    // ---- training ops (the Beagle draft model: src/train/, src/model/draft.*) -------------------
-    // Dense f32 row-major buffers. Gradient convention (llm.c): parameter gradients accumulate
-    // (+=); activation gradients are assigned unless the comment says "accumulates". Each output
-    // element has one fixed reduction order whatever the number of rows or threads (batch
-    // invariance: the draft's inference and training forward give the same bits).
-    virtual void zero(float* p, size_t n) = 0;
-    // dst[i, :] = src[idx[i], :] for i < n (rows of `width`; idx host)
-    virtual void rows_gather(float* dst, const float* src, const int* idx, int n, int width) = 0;
-    // dst[idx[i], :] = src[i, :] (accumulate: +=), i = 0..n-1 in order
-    virtual void rows_scatter(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) = 0;
-    // y[t, o] = sum_i W[o, i] x[t, i];  W: n_out x n_in
-    virtual void mm_fwd(float* y, const float* x, const float* W, int T, int n_in, int n_out) = 0;
-    // dx[t, i] = sum_o dy[t, o] W[o, i]  (accumulate: dx += ...)
-    virtual void mm_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) = 0;
-    // dW[o, i] += sum_t dy[t, o] x[t, i]
-    virtual void mm_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) = 0;
-    // y[t, :] = x[t, :] * rstd[t] * w, rstd[t] = 1 / sqrt(mean(x[t, :]^2) + eps) (rstd saved)
-    virtual void rmsnorm_fwd(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) = 0;
-    // backward of rmsnorm_fwd: dx accumulates (nullptr: skip), dw accumulates (nullptr: frozen)
-    virtual void rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd,
-                             int T, int dim) = 0;
-    // in place: rotate the adjacent pairs of each of n_heads heads of row t by pos[t] * freq_i
-    // (inverse: by -pos[t] * freq_i, which is RoPE's backward)
-    virtual void rope_rotate(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) = 0;
     // Cross-attention of n_q queries over the visible keys of both sets (XAttnMask); qrow[t] is
     // query t's sequence row (BLOCK masks; may be null for PREFIX). Visible keys in order: set 0
     // ascending, then set 1 ascending. out: n_q x n_heads*head_dim; lse: n_q x n_heads logsumexp
     // of the scaled scores (-inf and out = 0 for a query that sees no key). GQA: head h uses kv
     // head h / (n_heads / n_kv_heads). Scale 1/sqrt(head_dim).
-    virtual void xattn_fwd(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys,
-                           int n_heads, int n_kv_heads, int head_dim, const XAttnMask& mask) = 0;
+    virtual void xattn(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys,
+                       int n_heads, int n_kv_heads, int head_dim, const XAttnMask& mask) = 0;
     // Flash-style backward from the saved lse: dq assigned; dk/dv of both sets accumulate.
     virtual void xattn_bwd(float* dq, const XAttnGrads& dkeys, const float* dout, const float* out, const float* lse,
                            const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads,
                            int n_kv_heads, int head_dim, const XAttnMask& mask) = 0;
+
+    // out[i] = silu(gate[i]) * up[i]
+    virtual void swiglu(float* out, const float* gate, const float* up, size_t n) = 0;
     // backward of swiglu: dgate, dup assigned
     virtual void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) = 0;
+    // y[i] += x[i] (the residual; its backward is the identity)
+    virtual void add(float* y, const float* x, size_t n) = 0;
+
     // Online logsumexp over vocabulary chunks: per row r < n of z (n x C), m[r] = running max,
     // s[r] = running sum of exp(z - m). Start with m = -inf, s = 0; lse = m + log(s).
     virtual void lse_update(float* m, float* s, const float* z, int n, int C) = 0;

@@ -120,7 +120,7 @@ static void draft_mm(DraftModelT<O>& m, int t, RealOf<O>* y, const RealOf<O>* x,
             m.ops.matmul(y, x, m.fast_w[t], n);
             return;
         }
-    m.ops.mm_fwd(y, x, m.w[t], n, n_in, n_out);
+    m.ops.matmul_f32(y, x, m.w[t], n, n_in, n_out);
 }
 
 // ---- key side ---------------------------------------------------------------------------------------
@@ -130,9 +130,9 @@ void key_forward(DraftModelT<O>& m, const RealOf<O>* s, RealOf<O>* ns, RealOf<O>
     if (n == 0) return;
     const DraftConfig& c = m.cfg;
     O& ops = m.ops;
-    ops.rmsnorm_fwd(ns, rstd, s, m.w[DT_NORM_KV], n, c.dim, c.norm_eps);
+    ops.rmsnorm_f32(ns, rstd, s, m.w[DT_NORM_KV], n, c.dim, c.norm_eps);
     draft_mm(m, DT_WK, K, ns, n, c.dim, c.kv_dim());
-    ops.rope_rotate(K, pos, n, c.n_kv_heads, c.rope(), false);
+    ops.rope(K, pos, n, c.n_kv_heads, c.rope(), false);
     draft_mm(m, DT_WV, V, ns, n, c.dim, c.kv_dim());
 }
 
@@ -143,13 +143,13 @@ void key_backward(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* s, const 
     if (n == 0) return;
     const DraftConfig& c = m.cfg;
     O& ops = m.ops;
-    ops.rope_rotate(dK, pos, n, c.n_kv_heads, c.rope(), true);
-    ops.mm_bwd_w(m.g[DT_WK], dK, ns, n, c.dim, c.kv_dim());
-    ops.mm_bwd_w(m.g[DT_WV], dV, ns, n, c.dim, c.kv_dim());
+    ops.rope(dK, pos, n, c.n_kv_heads, c.rope(), true);
+    ops.matmul_f32_bwd_w(m.g[DT_WK], dK, ns, n, c.dim, c.kv_dim());
+    ops.matmul_f32_bwd_w(m.g[DT_WV], dV, ns, n, c.dim, c.kv_dim());
     R* dns = al.alloc((size_t)n * c.dim);
-    ops.mm_bwd_x(dns, dK, m.w[DT_WK], n, c.dim, c.kv_dim(), false);
-    ops.mm_bwd_x(dns, dV, m.w[DT_WV], n, c.dim, c.kv_dim(), true);
-    ops.rmsnorm_bwd(ds, m.g[DT_NORM_KV], dns, s, m.w[DT_NORM_KV], rstd, n, c.dim);
+    ops.matmul_f32_bwd_x(dns, dK, m.w[DT_WK], n, c.dim, c.kv_dim(), false);
+    ops.matmul_f32_bwd_x(dns, dV, m.w[DT_WV], n, c.dim, c.kv_dim(), true);
+    ops.rmsnorm_f32_bwd(ds, m.g[DT_NORM_KV], dns, s, m.w[DT_NORM_KV], rstd, n, c.dim);
     al.release(dns);
 }
 
@@ -204,15 +204,15 @@ void query_forward(DraftModelT<O>& m, QueryActs<RealOf<O>>& A, int n, const int*
         }
     if (!done) {
         BEAGLE_CHECK(m.embd, "draft: no embedding table (frozen tables not loaded, no target weights given)");
-        ops.rows_gather(A.u, m.embd, tokens, n, c.dim);
+        ops.gather_rows(A.u, m.embd, tokens, n, c.dim);
     }
-    ops.rmsnorm_fwd(A.nq, A.rstd_q, A.u, m.w[DT_NORM_Q], n, c.dim, c.norm_eps);   // RMSNorm_q(u)
+    ops.rmsnorm_f32(A.nq, A.rstd_q, A.u, m.w[DT_NORM_Q], n, c.dim, c.norm_eps);   // RMSNorm_q(u)
     draft_mm(m, DT_WQ, A.q, A.nq, n, c.dim, c.q_dim());                         // Wq .
-    ops.rope_rotate(A.q, pos, n, c.n_heads, c.rope(), false);                     // RoPE_i
-    ops.xattn_fwd(A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
+    ops.rope(A.q, pos, n, c.n_heads, c.rope(), false);                     // RoPE_i
+    ops.xattn(A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
     draft_mm(m, DT_WO, A.a, A.att, n, c.q_dim(), c.dim);                         // Wo Attn
     ops.add(A.a, A.u, nd);                                                        // a = u + Wo Attn
-    ops.rmsnorm_fwd(A.nm, A.rstd_m, A.a, m.w[DT_NORM_M], n, c.dim, c.norm_eps);   // RMSNorm_m(a)
+    ops.rmsnorm_f32(A.nm, A.rstd_m, A.a, m.w[DT_NORM_M], n, c.dim, c.norm_eps);   // RMSNorm_m(a)
     draft_mm(m, DT_W_GATE, A.gate, A.nm, n, c.dim, c.ffn_dim);
     draft_mm(m, DT_W_UP, A.up, A.nm, n, c.dim, c.ffn_dim);
     ops.swiglu(A.h, A.gate, A.up, (size_t)n * c.ffn_dim);
@@ -243,23 +243,23 @@ void query_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A,
     R* dnq = al.alloc(N * c.dim);
     R* da = dfh;  // f^ = a + mlp: da starts as dfh (the residual), dmlp = dfh
     // MLP
-    ops.mm_bwd_w(m.g[DT_W_DOWN], dfh, A.h, n, c.ffn_dim, c.dim);
-    ops.mm_bwd_x(dh, dfh, m.w[DT_W_DOWN], n, c.ffn_dim, c.dim, false);
+    ops.matmul_f32_bwd_w(m.g[DT_W_DOWN], dfh, A.h, n, c.ffn_dim, c.dim);
+    ops.matmul_f32_bwd_x(dh, dfh, m.w[DT_W_DOWN], n, c.ffn_dim, c.dim, false);
     ops.swiglu_bwd(dgate, dup, dh, A.gate, A.up, N * c.ffn_dim);
-    ops.mm_bwd_w(m.g[DT_W_GATE], dgate, A.nm, n, c.dim, c.ffn_dim);
-    ops.mm_bwd_w(m.g[DT_W_UP], dup, A.nm, n, c.dim, c.ffn_dim);
-    ops.mm_bwd_x(dnm, dgate, m.w[DT_W_GATE], n, c.dim, c.ffn_dim, false);
-    ops.mm_bwd_x(dnm, dup, m.w[DT_W_UP], n, c.dim, c.ffn_dim, true);
-    ops.rmsnorm_bwd(da, m.g[DT_NORM_M], dnm, A.a, m.w[DT_NORM_M], A.rstd_m, n, c.dim);
+    ops.matmul_f32_bwd_w(m.g[DT_W_GATE], dgate, A.nm, n, c.dim, c.ffn_dim);
+    ops.matmul_f32_bwd_w(m.g[DT_W_UP], dup, A.nm, n, c.dim, c.ffn_dim);
+    ops.matmul_f32_bwd_x(dnm, dgate, m.w[DT_W_GATE], n, c.dim, c.ffn_dim, false);
+    ops.matmul_f32_bwd_x(dnm, dup, m.w[DT_W_UP], n, c.dim, c.ffn_dim, true);
+    ops.rmsnorm_f32_bwd(da, m.g[DT_NORM_M], dnm, A.a, m.w[DT_NORM_M], A.rstd_m, n, c.dim);
     // a = u + Wo att (u = E(t) is frozen: its gradient is dropped)
-    ops.mm_bwd_w(m.g[DT_WO], da, A.att, n, c.q_dim(), c.dim);
-    ops.mm_bwd_x(datt, da, m.w[DT_WO], n, c.q_dim(), c.dim, false);
+    ops.matmul_f32_bwd_w(m.g[DT_WO], da, A.att, n, c.q_dim(), c.dim);
+    ops.matmul_f32_bwd_x(datt, da, m.w[DT_WO], n, c.q_dim(), c.dim, false);
     ops.xattn_bwd(dq, dkeys, datt, A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
     // q = RoPE(Wq RMSNorm_q(u))
-    ops.rope_rotate(dq, pos, n, c.n_heads, c.rope(), true);
-    ops.mm_bwd_w(m.g[DT_WQ], dq, A.nq, n, c.dim, c.q_dim());
-    ops.mm_bwd_x(dnq, dq, m.w[DT_WQ], n, c.dim, c.q_dim(), false);
-    ops.rmsnorm_bwd(nullptr, m.g[DT_NORM_Q], dnq, A.u, m.w[DT_NORM_Q], A.rstd_q, n, c.dim);
+    ops.rope(dq, pos, n, c.n_heads, c.rope(), true);
+    ops.matmul_f32_bwd_w(m.g[DT_WQ], dq, A.nq, n, c.dim, c.q_dim());
+    ops.matmul_f32_bwd_x(dnq, dq, m.w[DT_WQ], n, c.dim, c.q_dim(), false);
+    ops.rmsnorm_f32_bwd(nullptr, m.g[DT_NORM_Q], dnq, A.u, m.w[DT_NORM_Q], A.rstd_q, n, c.dim);
     for (R** p : {&dh, &dgate, &dup, &dnm, &datt, &dq, &dnq}) al.release(*p);
 }
 
@@ -267,14 +267,14 @@ template <class O>
 void head_logits(DraftModelT<O>& m, const RealOf<O>* fh, int n, RealOf<O>* xn, RealOf<O>* rstd, RealOf<O>* logits) {
     if (n == 0) return;
     const DraftConfig& c = m.cfg;
-    m.ops.rmsnorm_fwd(xn, rstd, fh, m.out_norm, n, c.dim, c.final_eps);
+    m.ops.rmsnorm_f32(xn, rstd, fh, m.out_norm, n, c.dim, c.final_eps);
     if constexpr (std::is_same<O, Ops>::value)
         if (m.head_w.data) {
             m.ops.matmul(logits, xn, m.head_w, n);
             return;
         }
     BEAGLE_CHECK(m.lm_head, "draft: no LM head (frozen tables not loaded, no target weights given)");
-    m.ops.mm_fwd(logits, xn, m.lm_head, n, c.dim, c.head_rows());
+    m.ops.matmul_f32(logits, xn, m.lm_head, n, c.dim, c.head_rows());
 }
 
 // ---- instantiations -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
 #include "../backend/ops.h"
 #include "../model/draft.h"
 #include "../backend/buf_alloc.h"
-#include "../train/ops_f64.h"
+#include "../backend/cpu/ops_f64.h"
 
 namespace beagle {
 

@@ -141,11 +141,11 @@ void Llama::run(const int* tokens, const int* pos, int T, const std::vector<Attn
         ops_.matmul(q_, xb_, w.wq, T);
         ops_.matmul(k, xb_, w.wk, T);
         ops_.matmul(v, xb_, w.wv, T);
-        ops_.rope(q_, pos, T, c.n_heads, rope_);
-        ops_.rope(k, pos, T, c.n_kv_heads, rope_);
+        ops_.rope(q_, pos, T, c.n_heads, rope_, false);
+        ops_.rope(k, pos, T, c.n_kv_heads, rope_, false);
         if (kv_rows) {
-            ops_.copy_rows(kcache_[l], kv_rows, k, T, kv_dim);
-            ops_.copy_rows(vcache_[l], kv_rows, v, T, kv_dim);
+            ops_.scatter_rows(kcache_[l], k, kv_rows, T, kv_dim, false);
+            ops_.scatter_rows(vcache_[l], v, kv_rows, T, kv_dim, false);
         }
         for (const AttnPart& a : parts)
             ops_.attention(att_ + (size_t)a.row * q_dim, q_ + (size_t)a.row * q_dim, kcache_[l] + a.row0 * kv_dim,
@@ -210,8 +210,8 @@ void Llama::compact(const int* src, int n, int dst_start) {
     for (int i = 0; i < n; i++) moved = moved || src[i] != dst[i];
     const size_t row0 = (size_t)cur_ * ctx_ * kv_dim;
     for (int l = 0; l < cfg_.n_layers && moved; l++) {
-        ops_.gather_rows(kcache_[l] + row0, src, dst.data(), n, kv_dim);
-        ops_.gather_rows(vcache_[l] + row0, src, dst.data(), n, kv_dim);
+        ops_.move_rows(kcache_[l] + row0, src, dst.data(), n, kv_dim);
+        ops_.move_rows(vcache_[l] + row0, src, dst.data(), n, kv_dim);
     }
     seq_len_[cur_] = dst_start + n;
 }

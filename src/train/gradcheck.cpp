@@ -1,5 +1,5 @@
 // gradcheck.cpp: see gradcheck.h. Called by `beagle gradcheck` (src/cli/gradcheck.cpp) and
-// test/test_gradcheck.sh. The model code under test is the same DraftTrainerT / draft_layers /
+// test/cli/test_gradcheck.sh. The model code under test is the same DraftTrainerT / draft_layers /
 // losses / op-kernel templates the float path uses, instantiated for double.
 #include "gradcheck.h"
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "../core/common.h"
-#include "ops_f64.h"
+#include "../backend/cpu/ops_f64.h"
 #include "../core/rng.h"
 #include "trainer.h"
 

@@ -53,17 +53,17 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
     std::vector<R> neg_inf(N, -INFINITY);
     ops.upload(md, neg_inf.data(), N);
     if (soft) ops.upload(mt, neg_inf.data(), N);
-    ops.rmsnorm_fwd(xd, rd, fh, m.out_norm, n, dim, c.final_eps);
-    if (soft) ops.rmsnorm_fwd(xt, rt, f, m.out_norm, n, dim, c.final_eps);
+    ops.rmsnorm_f32(xd, rd, fh, m.out_norm, n, dim, c.final_eps);
+    if (soft) ops.rmsnorm_f32(xt, rt, f, m.out_norm, n, dim, c.final_eps);
 
     // pass A: logsumexp of both distributions
     for (int v0 = 0; v0 < V; v0 += C) {
         int Cc = std::min(C, V - v0);
         const R* W = m.lm_head + (size_t)v0 * dim;
-        ops.mm_fwd(zd, xd, W, n, dim, Cc);
+        ops.matmul_f32(zd, xd, W, n, dim, Cc);
         ops.lse_update(md, sd, zd, n, Cc);
         if (soft) {
-            ops.mm_fwd(zt, xt, W, n, dim, Cc);
+            ops.matmul_f32(zt, xt, W, n, dim, Cc);
             ops.lse_update(mt, st, zt, n, Cc);
         }
     }
@@ -73,14 +73,14 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
     for (int v0 = 0; v0 < V; v0 += C) {
         int Cc = std::min(C, V - v0);
         const R* W = m.lm_head + (size_t)v0 * dim;
-        ops.mm_fwd(zd, xd, W, n, dim, Cc);
+        ops.matmul_f32(zd, xd, W, n, dim, Cc);
         if (soft) {
-            ops.mm_fwd(zt, xt, W, n, dim, Cc);
+            ops.matmul_f32(zt, xt, W, n, dim, Cc);
             ops.ce_soft_chunk(dz, ce, zt, zd, mt, st, md, sd, n, Cc, scale);
         } else {
             ops.ce_hard_chunk(dz, ce, zd, md, sd, labels, v0, n, Cc, scale);
         }
-        ops.mm_bwd_x(dxd, dz, W, n, dim, Cc, v0 > 0);
+        ops.matmul_f32_bwd_x(dxd, dz, W, n, dim, Cc, v0 > 0);
         if (logits_capture) {
             host_chunk.resize(N * Cc);
             ops.download(host_chunk.data(), zd, N * Cc);
@@ -89,7 +89,7 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
         }
     }
     ops.zero(dfh, N * dim);
-    ops.rmsnorm_bwd(dfh, nullptr, dxd, fh, m.out_norm, rd, n, dim);  // final_norm is frozen
+    ops.rmsnorm_f32_bwd(dfh, nullptr, dxd, fh, m.out_norm, rd, n, dim);  // final_norm is frozen
     ops.smoothl1(dfh, vl, fh, f, n, dim, lo.sl1_beta, scale * lo.w_v);
     for (R** p : {&xd, &rd, &md, &sd, &zd, &dz, &dxd, &xt, &rt, &mt, &st, &zt}) al.release(*p);
 }

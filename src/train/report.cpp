@@ -5,15 +5,12 @@
 #include <cmath>
 #include <cstdlib>
 
-#include <nlohmann/json.hpp>
-
 #include "../core/common.h"
+#include "../io/json_write.h"
 #include "../io/plot.h"
 #include "train_loop.h"
 
 namespace beagle {
-
-using ordered_json = nlohmann::ordered_json;
 
 double tail_mean(const std::vector<StepRecord>& h, int stage, int k, float StepRecord::*field) {
     double s = 0;
@@ -80,37 +77,25 @@ std::string write_accept_chart(const std::string& draft_path, const TrainLoopOpt
     return png;
 }
 
-// x rounded to `digits` decimals (the value printf's %.Nf shows); non-finite -> null.
-static ordered_json fixed(double x, int digits) {
-    if (!std::isfinite(x)) return nullptr;
-    return std::strtod(strfmt("%.*f", digits, x).c_str(), nullptr);
-}
-
-static ordered_json fixed(const std::vector<double>& v, int digits) {
-    ordered_json a = ordered_json::array();
-    for (double x : v) a.push_back(fixed(x, digits));
-    return a;
-}
-
-static ordered_json eval_json(const AcceptEval& e) {
-    return {{"tau", fixed(e.tau, 4)},
+static Json eval_json(const AcceptEval& e) {
+    return {{"tau", rounded(e.tau, 4)},
             {"rounds", e.rounds},
             {"tokens", e.tokens},
             {"prompts", e.prompts},
-            {"accept_by_depth", fixed(e.accept_by_depth, 4)},
+            {"accept_by_depth", rounded(e.accept_by_depth, 4)},
             {"reached_by_depth", e.reached_by_depth},
-            {"seconds", fixed(e.seconds, 2)}};
+            {"seconds", rounded(e.seconds, 2)}};
 }
 
 std::string write_train_json(const std::string& draft_path, const TrainLoopOptions& o, const TrainTotals& t,
                              const std::vector<StepRecord>& history, const TrainEval* e) {
-    ordered_json config = ordered_json::object();
+    Json config = Json::object();
     for (auto& kv : *t.config) {  // numbers as numbers (the tokenizer hash stays a hex string)
-        ordered_json v = ordered_json::parse(kv.second, nullptr, false);
+        Json v = Json::parse(kv.second, nullptr, false);
         bool num = !v.is_discarded() && v.is_number() && kv.first != "tokenizer_hash";
-        config[kv.first] = num ? v : ordered_json(kv.second);
+        config[kv.first] = num ? v : Json(kv.second);
     }
-    ordered_json j;
+    Json j;
     j["draft"] = o.out;
     j["target"] = o.model;
     j["data"] = o.data;
@@ -122,14 +107,14 @@ std::string write_train_json(const std::string& draft_path, const TrainLoopOptio
     j["steps"] = t.steps;
     j["steps_per_epoch"] = t.steps_per_epoch;
     j["tokens_trained"] = t.tokens_trained;
-    j["train_seconds"] = fixed(t.train_seconds, 1);
-    j["eval_seconds"] = fixed(e ? e->seconds : 0.0, 1);
+    j["train_seconds"] = rounded(t.train_seconds, 1);
+    j["eval_seconds"] = rounded(e ? e->seconds : 0.0, 1);
     j["threads"] = t.threads;
-    j["final_loss"] = {{"stage1", fixed(tail_mean(history, 1, 20, &StepRecord::loss), 5)},
-                       {"stage1_ce", fixed(tail_mean(history, 1, 20, &StepRecord::ce), 5)},
-                       {"stage2", fixed(tail_mean(history, 2, 20, &StepRecord::loss), 5)},
-                       {"stage2_ce", fixed(tail_mean(history, 2, 20, &StepRecord::ce), 5)},
-                       {"last", fixed(tail_mean(history, 0, 20, &StepRecord::loss), 5)}};
+    j["final_loss"] = {{"stage1", rounded(tail_mean(history, 1, 20, &StepRecord::loss), 5)},
+                       {"stage1_ce", rounded(tail_mean(history, 1, 20, &StepRecord::ce), 5)},
+                       {"stage2", rounded(tail_mean(history, 2, 20, &StepRecord::loss), 5)},
+                       {"stage2_ce", rounded(tail_mean(history, 2, 20, &StepRecord::ce), 5)},
+                       {"last", rounded(tail_mean(history, 0, 20, &StepRecord::loss), 5)}};
     if (e) {
         j["eval"] = {{"prompts_file", o.eval_prompts},
                      {"prompts", e->tree.prompts},
@@ -139,12 +124,12 @@ std::string write_train_json(const std::string& draft_path, const TrainLoopOptio
                      {"chat", e->chat},
                      {"chain", {{"gamma", o.gamma}, {"stats", eval_json(e->chain)}}},
                      {"tree", {{"depth", o.depth}, {"topk", o.topk}, {"total_tokens", o.total_tokens}, {"stats", eval_json(e->tree)}}}};
-        j["tau_chain"] = fixed(e->chain.tau, 4);
-        j["tau_tree"] = fixed(e->tree.tau, 4);
-        j["accept_by_depth"] = {{"chain", fixed(e->chain.accept_by_depth, 4)}, {"tree", fixed(e->tree.accept_by_depth, 4)}};
+        j["tau_chain"] = rounded(e->chain.tau, 4);
+        j["tau_tree"] = rounded(e->tree.tau, 4);
+        j["accept_by_depth"] = {{"chain", rounded(e->chain.accept_by_depth, 4)}, {"tree", rounded(e->tree.accept_by_depth, 4)}};
     }
-    j["wall_seconds"] = fixed(t.wall_seconds, 1);
-    std::string path = draft_path + ".json", text = j.dump(2) + "\n";
+    j["wall_seconds"] = rounded(t.wall_seconds, 1);
+    std::string path = draft_path + ".json", text = json_text(j, 2) + "\n";
     write_file_atomic(path, text.data(), text.size());
     return path;
 }

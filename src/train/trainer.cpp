@@ -80,12 +80,12 @@ void DraftTrainerT<O>::step_forward(Step& st, const TrainBatch& b, const std::ve
         R* dfhL = al_.alloc(NL * dim);
         R* ce = al_.alloc(NL);
         R* vl = al_.alloc(NL);
-        ops.rows_gather(fhL, st.A.fh, Lidx.data(), nL, dim);
-        ops.rows_gather(fL, f, lrows.data(), nL, dim);
+        ops.gather_rows(fhL, st.A.fh, Lidx.data(), nL, dim);
+        ops.gather_rows(fL, f, lrows.data(), nL, dim);
         float sc = scale / (float)nL;
         draft_loss(m_, al_, fhL, fL, labels.empty() ? nullptr : labels.data(), nL, opt_.loss, sc, dfhL, ce, vl,
                    capture ? &logits : nullptr);
-        ops.rows_scatter(st.dfh, dfhL, Lidx.data(), nL, dim, false);
+        ops.scatter_rows(st.dfh, dfhL, Lidx.data(), nL, dim, false);
         std::vector<R> hce(NL), hvl(NL);
         ops.download(hce.data(), ce, NL);
         ops.download(hvl.data(), vl, NL);
@@ -236,10 +236,10 @@ IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_
                         memcpy(&rows[(size_t)i * dim], frozen_pred->data() + (size_t)st.Q[i] * dim, dim * sizeof(R));
                     R* tmp = al_.alloc(rows.size());
                     ops.upload(tmp, rows.data(), rows.size());
-                    ops.rows_scatter(sp, tmp, st.Q.data(), n, dim, false);
+                    ops.scatter_rows(sp, tmp, st.Q.data(), n, dim, false);
                     al_.release(tmp);
                 } else {
-                    ops.rows_scatter(sp, st.A.fh, st.Q.data(), n, dim, false);
+                    ops.scatter_rows(sp, st.A.fh, st.Q.data(), n, dim, false);
                 }
                 if (record_pred) {
                     std::vector<R> rows((size_t)n * dim);
@@ -267,11 +267,11 @@ IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_
                     R* dKg = al_.alloc(N * kvd);
                     R* dVg = al_.alloc(N * kvd);
                     R* ds = al_.alloc(N * dim);
-                    ops.rows_gather(sg, sp, st.Q.data(), n, dim);
-                    ops.rows_gather(nsg, nsp, st.Q.data(), n, dim);
-                    ops.rows_gather(rg, rstdp, st.Q.data(), n, 1);
-                    ops.rows_gather(dKg, dKp, st.Q.data(), n, kvd);
-                    ops.rows_gather(dVg, dVp, st.Q.data(), n, kvd);
+                    ops.gather_rows(sg, sp, st.Q.data(), n, dim);
+                    ops.gather_rows(nsg, nsp, st.Q.data(), n, dim);
+                    ops.gather_rows(rg, rstdp, st.Q.data(), n, 1);
+                    ops.gather_rows(dKg, dKp, st.Q.data(), n, kvd);
+                    ops.gather_rows(dVg, dVp, st.Q.data(), n, kvd);
                     key_backward(m_, al_, sg, nsg, rg, dKg, dVg, n, st.qpos.data(), ds);
                     ops.add(st.dfh, ds, N * dim);
                     for (R** p : {&sg, &nsg, &rg, &dKg, &dVg, &ds}) al_.release(*p);

@@ -1,7 +1,7 @@
 // cuda_backend_ops.cpp -> build/test/test_cuda_backend_ops: every method of the op interface
 // (src/backend/ops.h) on the CUDA backend (src/backend/gpu/, kernels in the CPU emulator) against the
 // CPU backend on the same inputs: memory, matmul for every stored weight type, embed, rmsnorm, rope,
-// attention with each AttnMask kind, swiglu, add, gather_rows/copy_rows, and every training op
+// attention with each AttnMask kind, swiglu, add, move_rows/scatter_rows, and every training op
 // (dense products and transposes, rmsnorm fwd/bwd, rope inverse, xattn fwd/bwd with PREFIX and BLOCK
 // masks, swiglu bwd, chunked cross-entropy, SmoothL1, sumsq, AdamW), plus the drafting top-k. This
 // checks the host code (argument mapping, host-array staging, masks) that the kernel tests do not.
@@ -226,12 +226,12 @@ static void test_inference_ops() {
         rp.factor = 8;
         std::vector<int> pos = {0, 5, 1000, 4099};
         Buf x = mk(rvec(4 * 3 * 64));
-        g_cpu->rope(x.c, pos.data(), 4, 3, rp);
-        g_gpu->rope(x.g, pos.data(), 4, 3, rp);
+        g_cpu->rope(x.c, pos.data(), 4, 3, rp, false);
+        g_gpu->rope(x.g, pos.data(), 4, 3, rp, false);
         cmp(l3 ? "rope (llama3 scaling)" : "rope", x, 1e-6, 1e-5);
-        g_cpu->rope_rotate(x.c, pos.data(), 4, 3, rp, true);
-        g_gpu->rope_rotate(x.g, pos.data(), 4, 3, rp, true);
-        cmp("rope_rotate inverse", x, 1e-6, 1e-5);
+        g_cpu->rope(x.c, pos.data(), 4, 3, rp, true);
+        g_gpu->rope(x.g, pos.data(), 4, 3, rp, true);
+        cmp("rope inverse", x, 1e-6, 1e-5);
         rel(x);
     }
     // attention: causal, tree, per-query ranges
@@ -258,7 +258,7 @@ static void test_inference_ops() {
         cmp("attention per-sequence ranges", o, 1e-5, 1e-4);
         rel(q); rel(k); rel(v); rel(o);
     }
-    // swiglu, add, gather_rows (in-place compaction), copy_rows
+    // swiglu, add, move_rows (in-place compaction), scatter_rows (KV append)
     {
         Buf g = mk(rvec(1001, -8, 8)), u = mk(rvec(1001)), out = mk(1001);
         g_cpu->swiglu(out.c, g.c, u.c, 1001);
@@ -270,14 +270,14 @@ static void test_inference_ops() {
         rel(g); rel(u); rel(out);
         Buf cache = mk(rvec(20 * 12));
         std::vector<int> src = {5, 7, 8, 12}, dst = {5, 6, 7, 8};
-        g_cpu->gather_rows(cache.c, src.data(), dst.data(), 4, 12);
-        g_gpu->gather_rows(cache.g, src.data(), dst.data(), 4, 12);
-        cmp("gather_rows (KV compaction)", cache, 0, 0);
+        g_cpu->move_rows(cache.c, src.data(), dst.data(), 4, 12);
+        g_gpu->move_rows(cache.g, src.data(), dst.data(), 4, 12);
+        cmp("move_rows (KV compaction)", cache, 0, 0);
         Buf rows = mk(rvec(3 * 12));
         std::vector<int> at = {19, 0, 4};
-        g_cpu->copy_rows(cache.c, at.data(), rows.c, 3, 12);
-        g_gpu->copy_rows(cache.g, at.data(), rows.g, 3, 12);
-        cmp("copy_rows", cache, 0, 0);
+        g_cpu->scatter_rows(cache.c, rows.c, at.data(), 3, 12, false);
+        g_gpu->scatter_rows(cache.g, rows.g, at.data(), 3, 12, false);
+        cmp("scatter_rows (KV append)", cache, 0, 0);
         rel(cache); rel(rows);
     }
 }
@@ -287,34 +287,34 @@ static void test_training_ops() {
     {
         Buf x = mk(rvec(T * n_in)), W = mk(rvec(n_out * n_in)), y = mk(T * n_out), dy = mk(rvec(T * n_out));
         Buf dx = mk(rvec(T * n_in)), dW = mk(rvec(n_out * n_in));
-        g_cpu->mm_fwd(y.c, x.c, W.c, T, n_in, n_out);
-        g_gpu->mm_fwd(y.g, x.g, W.g, T, n_in, n_out);
-        cmp("mm_fwd", y, 1e-5, 1e-5);
+        g_cpu->matmul_f32(y.c, x.c, W.c, T, n_in, n_out);
+        g_gpu->matmul_f32(y.g, x.g, W.g, T, n_in, n_out);
+        cmp("matmul_f32", y, 1e-5, 1e-5);
         for (bool acc : {true, false}) {
-            g_cpu->mm_bwd_x(dx.c, dy.c, W.c, T, n_in, n_out, acc);
-            g_gpu->mm_bwd_x(dx.g, dy.g, W.g, T, n_in, n_out, acc);
-            cmp(acc ? "mm_bwd_x (accumulate)" : "mm_bwd_x", dx, 1e-5, 1e-5);
+            g_cpu->matmul_f32_bwd_x(dx.c, dy.c, W.c, T, n_in, n_out, acc);
+            g_gpu->matmul_f32_bwd_x(dx.g, dy.g, W.g, T, n_in, n_out, acc);
+            cmp(acc ? "matmul_f32_bwd_x (accumulate)" : "matmul_f32_bwd_x", dx, 1e-5, 1e-5);
         }
-        g_cpu->mm_bwd_w(dW.c, dy.c, x.c, T, n_in, n_out);
-        g_gpu->mm_bwd_w(dW.g, dy.g, x.g, T, n_in, n_out);
-        cmp("mm_bwd_w (accumulates)", dW, 1e-5, 1e-5);
+        g_cpu->matmul_f32_bwd_w(dW.c, dy.c, x.c, T, n_in, n_out);
+        g_gpu->matmul_f32_bwd_w(dW.g, dy.g, x.g, T, n_in, n_out);
+        cmp("matmul_f32_bwd_w (accumulates)", dW, 1e-5, 1e-5);
         rel(x); rel(W); rel(y); rel(dy); rel(dx); rel(dW);
     }
     {
         const int dim = 77;
         Buf x = mk(rvec(T * dim, -2, 2)), w = mk(rvec(dim, 0.5f, 1.5f)), y = mk(T * dim), r = mk(T);
         Buf dy = mk(rvec(T * dim)), dx = mk(rvec(T * dim)), dw = mk(rvec(dim));
-        g_cpu->rmsnorm_fwd(y.c, r.c, x.c, w.c, T, dim, 1e-6f);
-        g_gpu->rmsnorm_fwd(y.g, r.g, x.g, w.g, T, dim, 1e-6f);
-        cmp("rmsnorm_fwd y", y, 1e-6, 1e-5);
-        cmp("rmsnorm_fwd rstd", r, 1e-6, 1e-5);
-        g_cpu->rmsnorm_bwd(dx.c, dw.c, dy.c, x.c, w.c, r.c, T, dim);
-        g_gpu->rmsnorm_bwd(dx.g, dw.g, dy.g, x.g, w.g, r.g, T, dim);
-        cmp("rmsnorm_bwd dx (accumulates)", dx, 1e-5, 1e-5);
-        cmp("rmsnorm_bwd dw (accumulates)", dw, 1e-5, 1e-5);
-        g_cpu->rmsnorm_bwd(nullptr, dw.c, dy.c, x.c, w.c, r.c, T, dim);
-        g_gpu->rmsnorm_bwd(nullptr, dw.g, dy.g, x.g, w.g, r.g, T, dim);
-        cmp("rmsnorm_bwd dw only", dw, 1e-5, 1e-5);
+        g_cpu->rmsnorm_f32(y.c, r.c, x.c, w.c, T, dim, 1e-6f);
+        g_gpu->rmsnorm_f32(y.g, r.g, x.g, w.g, T, dim, 1e-6f);
+        cmp("rmsnorm_f32 y", y, 1e-6, 1e-5);
+        cmp("rmsnorm_f32 rstd", r, 1e-6, 1e-5);
+        g_cpu->rmsnorm_f32_bwd(dx.c, dw.c, dy.c, x.c, w.c, r.c, T, dim);
+        g_gpu->rmsnorm_f32_bwd(dx.g, dw.g, dy.g, x.g, w.g, r.g, T, dim);
+        cmp("rmsnorm_f32_bwd dx (accumulates)", dx, 1e-5, 1e-5);
+        cmp("rmsnorm_f32_bwd dw (accumulates)", dw, 1e-5, 1e-5);
+        g_cpu->rmsnorm_f32_bwd(nullptr, dw.c, dy.c, x.c, w.c, r.c, T, dim);
+        g_gpu->rmsnorm_f32_bwd(nullptr, dw.g, dy.g, x.g, w.g, r.g, T, dim);
+        cmp("rmsnorm_f32_bwd dw only", dw, 1e-5, 1e-5);
         rel(x); rel(w); rel(y); rel(r); rel(dy); rel(dx); rel(dw);
     }
     {
@@ -329,13 +329,13 @@ static void test_training_ops() {
     {
         Buf src = mk(rvec(10 * 9)), dst = mk(rvec(6 * 9));
         std::vector<int> idx = {3, 3, 9, 0, 1, 3};
-        g_cpu->rows_gather(dst.c, src.c, idx.data(), 6, 9);
-        g_gpu->rows_gather(dst.g, src.g, idx.data(), 6, 9);
-        cmp("rows_gather", dst, 0, 0);
+        g_cpu->gather_rows(dst.c, src.c, idx.data(), 6, 9);
+        g_gpu->gather_rows(dst.g, src.g, idx.data(), 6, 9);
+        cmp("gather_rows", dst, 0, 0);
         for (bool acc : {true, false}) {
-            g_cpu->rows_scatter(src.c, dst.c, idx.data(), 6, 9, acc);
-            g_gpu->rows_scatter(src.g, dst.g, idx.data(), 6, 9, acc);
-            cmp(acc ? "rows_scatter (accumulate, duplicates)" : "rows_scatter", src, 0, 0);
+            g_cpu->scatter_rows(src.c, dst.c, idx.data(), 6, 9, acc);
+            g_gpu->scatter_rows(src.g, dst.g, idx.data(), 6, 9, acc);
+            cmp(acc ? "scatter_rows (accumulate, duplicates)" : "scatter_rows", src, 0, 0);
         }
         rel(src); rel(dst);
     }
@@ -434,11 +434,11 @@ static void test_xattn() {
         XAttnKeys kc{k0.c, v0.c, T, n1 ? k1.c : nullptr, n1 ? v1.c : nullptr, n1};
         XAttnKeys kg{k0.g, v0.g, T, n1 ? k1.g : nullptr, n1 ? v1.g : nullptr, n1};
         const int* qr = qrow.empty() ? nullptr : qrow.data();
-        g_cpu->xattn_fwd(out.c, lse.c, q.c, qr, n_q, kc, nh, nkv, hd, m);
-        g_gpu->xattn_fwd(out.g, lse.g, q.g, qr, n_q, kg, nh, nkv, hd, m);
+        g_cpu->xattn(out.c, lse.c, q.c, qr, n_q, kc, nh, nkv, hd, m);
+        g_gpu->xattn(out.g, lse.g, q.g, qr, n_q, kg, nh, nkv, hd, m);
         const char* names[] = {"PREFIX", "PREFIX+bits", "BLOCK"};
-        cmp(strfmt("xattn_fwd %s out", names[kind]).c_str(), out, 1e-5, 1e-4);
-        cmp(strfmt("xattn_fwd %s lse", names[kind]).c_str(), lse, 1e-5, 1e-4);
+        cmp(strfmt("xattn %s out", names[kind]).c_str(), out, 1e-5, 1e-4);
+        cmp(strfmt("xattn %s lse", names[kind]).c_str(), lse, 1e-5, 1e-4);
         XAttnGrads gc{dk0.c, dv0.c, n1 ? dk1.c : nullptr, n1 ? dv1.c : nullptr};
         XAttnGrads gg{dk0.g, dv0.g, n1 ? dk1.g : nullptr, n1 ? dv1.g : nullptr};
         g_cpu->xattn_bwd(dq.c, gc, dout.c, out.c, lse.c, q.c, qr, n_q, kc, nh, nkv, hd, m);

@@ -4,7 +4,7 @@
 // key ranges incl. empty ones, GQA groups 1..8, head_dim 8..128, 1..8 warps) and the draft's
 // cross-attention xattn_fwd_kernel / xattn_bwd_dq_kernel / xattn_bwd_dkdv_kernel (cuda/xattn.cu;
 // PREFIX masks with/without set-1 bits, BLOCK masks of stage 1 and stage-2 steps, the visibility rule
-// taken from src/train/masks.h xattn_sees). Plus: the backward against central finite differences of
+// taken from src/backend/xattn_mask.h xattn_sees). Plus: the backward against central finite differences of
 // the forward kernel, batch invariance (a query alone == in a batch; a tree node == the same keys
 // decoded causally at other cache rows, bit for bit), poisoned shared memory and shuffled orders.
 // Tolerances: forward atol 1e-5 rtol 1e-5 (fp32 dot products of <= 128 terms, exp, running sums);
@@ -12,7 +12,7 @@
 #include "cuda_kernel_test.h"
 #include "attention.cu"
 #include "xattn.cu"
-#include "train/masks.h"
+#include "backend/xattn_mask.h"
 
 // ---- target attention ------------------------------------------------------------------------------
 struct AttnCase {

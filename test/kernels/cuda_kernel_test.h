@@ -1,4 +1,4 @@
-// cuda_kernel_test.h: the harness of the kernel tests test/cuda_emu_kernels_*.cpp (each includes the
+// cuda_kernel_test.h: the harness of the kernel tests test/kernels/cuda_emu_kernels_*.cpp (each includes the
 // cuda/*.cu files it tests and runs them in the CPU emulator). TLAUNCH launches a kernel and records
 // its name and launch status; kt_compare checks a result against a reference with
 // |got - ref| <= atol + rtol |ref| and records the kernel's worst error; kt_finish writes the

@@ -1,4 +1,4 @@
-# tokenizer_strings.py: the test strings shared by test/test_tokenizer_*.py (not a test itself):
+# tokenizer_strings.py: the test strings shared by test/oracles/test_tokenizer_*.py (not a test itself):
 # hand-written cases per category plus seeded random mixtures, and helpers to run
 # `beagle tokenize --jsonl` on a batch and to find the model files (failing loudly if missing).
 import json

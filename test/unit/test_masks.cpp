@@ -1,5 +1,5 @@
 // test_masks.cpp: the draft's attention masks. For several (T, w, offset, S), the visible
-// (query, key) pairs are enumerated three ways — the mask helper (src/train/masks.h), the CPU
+// (query, key) pairs are enumerated three ways — the mask rule (src/backend/xattn_mask.h), the CPU
 // attention FORWARD op (q = 0 so scores are uniform, V one-hot per key: out[key] > 0 iff visible),
 // and the attention BACKWARD op (dV rows that receive gradient from one query) — and compared with
 // a direct implementation of SPEC 3's text written here (windows as explicit intervals). Also the
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/xattn_mask.h"
 #include "core/common.h"
 #include "testlib.h"
 #include "train/masks.h"
@@ -63,7 +64,7 @@ static void op_visible(CpuOps& ops, int T, const XAttnMask& m, const std::vector
     keys.v1 = v1.data();
     keys.n1 = T;
     std::vector<float> out((size_t)nq * hd), lse(nq);
-    ops.xattn_fwd(out.data(), lse.data(), q.data(), qrows.data(), nq, keys, 1, 1, hd, m);
+    ops.xattn(out.data(), lse.data(), q.data(), qrows.data(), nq, keys, 1, 1, hd, m);
     fwd->assign(nq, {});
     bwd->assign(nq, {});
     for (int t = 0; t < nq; t++)

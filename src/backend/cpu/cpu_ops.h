@@ -1,5 +1,7 @@
-// cpu_ops.h: the CPU backend's class implementing the op interface (src/backend/ops.h).
-// Inference ops are in ops_cpu.cpp, matmul in matmul.cpp; training ops in their own files.
+// cpu_ops.h: the CPU backend's class implementing the op interface (src/backend/ops.h). One file per
+// op holds its forward and backward (and CpuOps64's double versions, ops_f64.h): matmul.cpp (model
+// Weights), matmul_f32.cpp, norm.cpp, rope.cpp, rows.cpp, attention.cpp, xattn.cpp, swiglu.cpp,
+// loss.cpp, adamw.cpp; memory and the class glue in cpu_ops.cpp.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -27,27 +29,24 @@ public:
     void matmul(float* y, const float* x, const Weight& W, int T) override;
     void embed(float* x, const Weight& E, const int* tokens, int T) override;
     void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) override;
-    void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp) override;
     void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
                    int n_kv_heads, int head_dim, const AttnMask& mask) override;
     void swiglu(float* out, const float* gate, const float* up, size_t n) override;
     void add(float* y, const float* x, size_t n) override;
-    void gather_rows(float* buf, const int* src, const int* dst, int n, int width) override;
-    void copy_rows(float* dst, const int* dst_rows, const float* src, int n, int width) override;
+    void move_rows(float* buf, const int* src, const int* dst, int n, int width) override;
 
-    // training ops (ops_cpu_train.cpp: templates shared with the float64 op set of src/train/ops_f64.h)
     void zero(float* p, size_t n) override;
-    void rows_gather(float* dst, const float* src, const int* idx, int n, int width) override;
-    void rows_scatter(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) override;
-    void mm_fwd(float* y, const float* x, const float* W, int T, int n_in, int n_out) override;
-    void mm_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) override;
-    void mm_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) override;
-    void rmsnorm_fwd(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) override;
-    void rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
-                     int dim) override;
-    void rope_rotate(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) override;
-    void xattn_fwd(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads,
-                   int n_kv_heads, int head_dim, const XAttnMask& mask) override;
+    void gather_rows(float* dst, const float* src, const int* idx, int n, int width) override;
+    void scatter_rows(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) override;
+    void matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out) override;
+    void matmul_f32_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) override;
+    void matmul_f32_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) override;
+    void rmsnorm_f32(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) override;
+    void rmsnorm_f32_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
+                         int dim) override;
+    void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) override;
+    void xattn(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads,
+               int n_kv_heads, int head_dim, const XAttnMask& mask) override;
     void xattn_bwd(float* dq, const XAttnGrads& dkeys, const float* dout, const float* out, const float* lse,
                    const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads, int n_kv_heads,
                    int head_dim, const XAttnMask& mask) override;

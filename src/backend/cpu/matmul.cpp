@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../../core/common.h"
+#include "cpu_ops.h"
 #include "simd.h"
 
 namespace beagle {
@@ -557,5 +558,27 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
             matmul_rows_avx2(job, r0, r1, s);
     }, (int64_t)RT * W.cols * T);  // cost hint: tiny matrices run on the caller alone
 }
+
+// ---- the op interface: matmul of a model Weight, and its weights packed in row groups (AVX-512)
+Weight CpuOps::matmul_weight(const Tensor& t) {
+    Weight w = weight(t);
+    if (strcmp(cpu_matmul_isa(), "avx512") != 0 || !cpu_can_pack(w.dtype) || w.cols % QK != 0 || w.rows < 1) return w;
+    packs_.erase(std::remove_if(packs_.begin(), packs_.end(), [](const Pack& p) { return p.bytes.expired(); }),
+                 packs_.end());
+    for (const Pack& p : packs_)  // tied weights (lm_head = tok_embd) are packed once
+        if (p.data == t.data && p.nbytes == t.nbytes && p.dtype == w.dtype && p.rows == w.rows && p.cols == w.cols)
+            if (std::shared_ptr<const std::vector<uint8_t>> b = p.bytes.lock()) {
+                w.packed = b->data();
+                w.keep = b;
+                return w;
+            }
+    auto b = std::make_shared<const std::vector<uint8_t>>(cpu_pack_weight(w));
+    packs_.push_back({t.data, t.nbytes, w.dtype, w.rows, w.cols, b});
+    w.packed = b->data();
+    w.keep = b;
+    return w;
+}
+
+void CpuOps::matmul(float* y, const float* x, const Weight& W, int T) { cpu_matmul(y, x, W, T, pool_); }
 
 }  // namespace beagle

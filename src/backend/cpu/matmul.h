@@ -1,5 +1,5 @@
 // matmul.h: the CPU backend's matrix multiply y = x W^T (the hot loop of inference), called by
-// CpuOps::matmul (ops_cpu.cpp), the tests (test/test_matmul*.cpp) and the bench (test/tools/bench_matmul.cpp).
+// CpuOps::matmul (matmul.cpp), the tests (test/unit/test_matmul*.cpp) and the bench (test/tools/bench_matmul.cpp).
 // Kernels: matmul.cpp (dispatch, threading, AVX2+FMA) and matmul_avx512.cpp (AVX-512 VNNI).
 #pragma once
 #include <cstdint>

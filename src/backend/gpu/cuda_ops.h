@@ -1,8 +1,9 @@
 // cuda_ops.h: the CUDA backend of the op interface (src/backend/ops.h): device buffers from
-// cudaMalloc, weights uploaded once in their stored dtype, every op a launch of the hand-written
-// kernels in cuda/*.cu (declared in cuda/kernels.cuh) followed by an error check. Plain C++ header
-// (no CUDA types) so tests and the CLI can include it; the implementation is ops_cuda.cu (compiled by
-// nvcc for build/beagle-cuda, or by g++ against the CPU emulator cuda/emu/ for build/beagle-cuda-emu).
+// cudaMalloc, weights uploaded once in their stored dtype, host arrays staged into device scratch,
+// every op a call of the host launchers in cuda/<op>.cu (declared in cuda/kernels.cuh), each launch
+// checked for errors. Plain C++ header (no CUDA types) so tests and the CLI can include it; the
+// implementation is ops_cuda.cu (compiled by nvcc for build/beagle-cuda, or by g++ against the CPU
+// emulator cuda/emu/ for build/beagle-cuda-emu).
 #pragma once
 #include <map>
 #include <memory>
@@ -12,7 +13,11 @@
 
 #include "../ops.h"
 
+struct XAttnArgs;  // cuda/kernels.cuh
+
 namespace beagle {
+
+struct CudaRunner;  // ops_cuda.cu: the KernelRunner of the launchers (error checks, counts, profile)
 
 class CudaOps : public Ops {
 public:
@@ -30,25 +35,23 @@ public:
     void matmul(float* y, const float* x, const Weight& W, int T) override;
     void embed(float* x, const Weight& E, const int* tokens, int T) override;
     void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) override;
-    void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp) override;
     void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
                    int n_kv_heads, int head_dim, const AttnMask& mask) override;
     void swiglu(float* out, const float* gate, const float* up, size_t n) override;
     void add(float* y, const float* x, size_t n) override;
-    void gather_rows(float* buf, const int* src, const int* dst, int n, int width) override;
-    void copy_rows(float* dst, const int* dst_rows, const float* src, int n, int width) override;
+    void move_rows(float* buf, const int* src, const int* dst, int n, int width) override;
 
     void zero(float* p, size_t n) override;
-    void rows_gather(float* dst, const float* src, const int* idx, int n, int width) override;
-    void rows_scatter(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) override;
-    void mm_fwd(float* y, const float* x, const float* W, int T, int n_in, int n_out) override;
-    void mm_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) override;
-    void mm_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) override;
-    void rmsnorm_fwd(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) override;
-    void rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
+    void gather_rows(float* dst, const float* src, const int* idx, int n, int width) override;
+    void scatter_rows(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) override;
+    void matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out) override;
+    void matmul_f32_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) override;
+    void matmul_f32_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) override;
+    void rmsnorm_f32(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) override;
+    void rmsnorm_f32_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
                      int dim) override;
-    void rope_rotate(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) override;
-    void xattn_fwd(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads,
+    void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) override;
+    void xattn(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads,
                    int n_kv_heads, int head_dim, const XAttnMask& mask) override;
     void xattn_bwd(float* dq, const XAttnGrads& dkeys, const float* dout, const float* out, const float* lse,
                    const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads, int n_kv_heads,
@@ -70,23 +73,20 @@ public:
     void topk(const float* x, int rows, int n_cols, int k, int* idx, float* val);
 
     // Kernel launches so far, by kernel name (tests check which kernels an op ran).
-    const std::map<std::string, long>& launch_counts() const { return launches_; }
+    const std::map<std::string, long>& launch_counts() const;
 
 private:
     // device scratch slots (host arrays staged for kernels, temporaries)
     enum Slot : int { S_TOKENS, S_POS, S_MASK, S_START, S_LEN, S_IDX, S_IDX2, S_QROW, S_BITS, S_QACT, S_D, S_PART,
                       S_FREQ, S_LABELS, S_TMP, S_TOPK_I, S_TOPK_V, S_COUNT };
-    void check_launch(const char* kernel, double t0);
-    // threads per row of the row-reduction kernels: a function of the row length only (never of the
-    // number of rows), so a row's reduction order is the same in every batch
-    static int norm_block(int dim) { return dim <= 256 ? 32 : dim <= 1024 ? 128 : 256; }
     // Device copy of a host array in scratch slot `slot` (grown on demand, reused by the next call).
     void* stage(int slot, const void* host, size_t bytes);
     void* scratch(int slot, size_t bytes);  // device scratch without upload
     const float* rope_freq(const RopeParams& rp);
-    void gemm(const void* args, const float* B);
+    ::XAttnArgs xattn_args(const float* q, const int* qrow, int n_q, const XAttnKeys& K, int n_heads, int n_kv_heads,
+                           int head_dim, const XAttnMask& mask);
 
-    std::map<std::string, long> launches_;
+    std::unique_ptr<CudaRunner> run_;
     struct DevWeight {
         void* d;
         uint64_t nbytes, fingerprint;  // a reused host address with other contents is uploaded again
@@ -96,9 +96,6 @@ private:
     std::vector<size_t> slot_bytes_;
     RopeParams rope_rp_;
     bool rope_valid_ = false;
-    bool sync_each_ = false;  // BEAGLE_CUDA_SYNC=1: synchronize after every launch (errors at their kernel)
-    bool profile_ = false;    // BEAGLE_CUDA_PROFILE=1: synchronized launches, seconds per kernel at exit
-    std::map<std::string, double> seconds_;
 };
 
 // The CUDA backend, or Error "no CUDA device found (...)" when cudaGetDeviceCount fails or finds none.

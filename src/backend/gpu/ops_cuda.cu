@@ -1,12 +1,11 @@
-// ops_cuda.cu: the CUDA backend (cuda_ops.h): device memory, weight upload, the target's inference
-// ops and make_cuda_ops(). Each op checks its arguments, stages the host arrays the op interface
-// passes (tokens, positions, masks) into device scratch, and launches kernels of cuda/*.cu through
-// LAUNCH = KLAUNCH + an error check. Training ops are in ops_cuda_train.cu.
+// ops_cuda.cu: the CUDA backend (cuda_ops.h): device memory, weight upload, the staging of the host
+// arrays the op interface passes (tokens, positions, masks, indices) into device scratch, and each op
+// of src/backend/ops.h mapped onto the host launchers of cuda/<op>.cu (declared in cuda/kernels.cuh),
+// which check the arguments, pick grid and block, and launch. No kernel is launched here.
 // Compiled by nvcc (build/beagle-cuda) or by g++ with cuda/compat.cuh forced in (build/beagle-cuda-emu,
 // kernels run in the CPU emulator). Not part of libbeagle.a (the main Makefile compiles only *.cpp).
 #include "cuda_ops.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,43 +17,51 @@
 
 namespace beagle {
 
-// LAUNCH(grid, block, smem, kernel, args...): launch on the default stream, then check for errors.
-#define LAUNCH(grid, block, smem, kernel, ...)                      \
-    do {                                                            \
-        const double t0_ = profile_ ? now_seconds() : 0.0;          \
-        KLAUNCH((grid), (block), (smem), 0, kernel)(__VA_ARGS__);  \
-        check_launch(#kernel, t0_);                                 \
-    } while (0)
-
 static void cuda_check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) fail("CUDA %s failed: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-CudaOps::CudaOps() : slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0) {
+// What the launchers report to: every launch checked for errors and counted by kernel name;
+// BEAGLE_CUDA_SYNC=1 synchronizes after every launch (errors at their kernel), BEAGLE_CUDA_PROFILE=1
+// too and adds up the seconds per kernel (printed at exit). A failed argument check is an Error.
+struct CudaRunner : KernelRunner {
+    std::map<std::string, long> launches;
+    std::map<std::string, double> seconds;
+    bool sync_each = false, profile = false;
+    double t0 = 0;
+    void before(const char*) override {
+        if (profile) t0 = now_seconds();
+    }
+    void after(const char* kernel) override {
+        launches[kernel]++;
+        cudaError_t e = cudaGetLastError();
+        if (e == cudaSuccess && (sync_each || profile)) e = cudaDeviceSynchronize();
+        if (profile) seconds[kernel] += now_seconds() - t0;
+        if (e != cudaSuccess)
+            fail(strfmt("CUDA kernel %s failed: %s (%s)", kernel, cudaGetErrorName(e), cudaGetErrorString(e)));
+    }
+    [[noreturn]] void fail(const std::string& msg) override { throw Error(msg); }
+};
+
+CudaOps::CudaOps() : run_(new CudaRunner), slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0) {
     const char* s = getenv("BEAGLE_CUDA_SYNC");
-    sync_each_ = s && atoi(s) > 0;
+    run_->sync_each = s && atoi(s) > 0;
     const char* p = getenv("BEAGLE_CUDA_PROFILE");
-    profile_ = p && atoi(p) > 0;
+    run_->profile = p && atoi(p) > 0;
 }
 
 CudaOps::~CudaOps() {
-    if (profile_) {
+    if (run_->profile) {
         fprintf(stderr, "CUDA backend profile (synchronized launches):\n");
-        for (auto& kv : launches_)
-            fprintf(stderr, "  %-26s %8ld launches %10.3f s\n", kv.first.c_str(), kv.second, seconds_[kv.first]);
+        for (auto& kv : run_->launches)
+            fprintf(stderr, "  %-26s %8ld launches %10.3f s\n", kv.first.c_str(), kv.second, run_->seconds[kv.first]);
     }
     for (void* p : slot_ptr_)
         if (p) cudaFree(p);
     for (auto& kv : weights_) cudaFree(kv.second.d);
 }
 
-void CudaOps::check_launch(const char* kernel, double t0) {
-    launches_[kernel]++;
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess && (sync_each_ || profile_)) e = cudaDeviceSynchronize();
-    if (profile_) seconds_[kernel] += now_seconds() - t0;
-    if (e != cudaSuccess) fail("CUDA kernel %s failed: %s (%s)", kernel, cudaGetErrorName(e), cudaGetErrorString(e));
-}
+const std::map<std::string, long>& CudaOps::launch_counts() const { return run_->launches; }
 
 void* CudaOps::scratch(int slot, size_t bytes) {
     if (bytes == 0) bytes = 1;
@@ -104,6 +111,11 @@ void CudaOps::copy(float* dst, const float* src, size_t n) {
     }
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy (copy)");
 }
+void CudaOps::zero(float* p, size_t n) {
+    if (!n) return;
+    cudaError_t e = cudaMemset(p, 0, n * sizeof(float));
+    if (e != cudaSuccess) fail("CUDA cudaMemset failed: %s", cudaGetErrorString(e));
+}
 
 // FNV-1a over the size and 256 bytes sampled across the tensor: tells a tied table (same bytes at the
 // same address) from a new tensor that happens to reuse a freed host address.
@@ -144,80 +156,26 @@ Weight CudaOps::weight(const Tensor& t) {
     return w;
 }
 
-// ---- dense products --------------------------------------------------------------------------
-void CudaOps::gemm(const void* args, const float* B) {
-    const GemmArgs& g = *(const GemmArgs*)args;
-    if (g.M <= 0 || g.N <= 0) return;
-    if (g.M <= GEMV_MAX_M) {  // same bits as the tiled kernel (gemm.cu): batch invariant either way
-        LAUNCH(cdiv(g.N, 128), 128, 0, gemv_f32_kernel, g, B);
-        return;
-    }
-    dim3 grid(cdiv(g.N, GEMM_BN), cdiv(g.M, GEMM_BM));
-    LAUNCH(grid, GEMM_THREADS, 0, gemm_f32_kernel, g, B);
-}
-
-static GemmArgs linear_fwd_args(float* y, const float* x, int T, int n_in, int n_out) {
-    GemmArgs g;  // y (T x n_out) = x (T x n_in) W^T, W: n_out x n_in
-    g.M = T;
-    g.N = n_out;
-    g.K = n_in;
-    g.A = x;
-    g.a_m = n_in;
-    g.a_k = 1;
-    g.b_k = 1;
-    g.b_n = n_in;
-    g.C = y;
-    g.c_m = n_out;
-    g.accumulate = 0;
-    return g;
-}
-
+// ---- matmul (gemm.cu, gemm_quant.cu) -----------------------------------------------------------------
 void CudaOps::matmul(float* y, const float* x, const Weight& W, int T) {
     if (T <= 0) return;
     const int rows = (int)W.rows, cols = (int)W.cols;
     switch (W.dtype) {
-        case DType::F32: {
-            GemmArgs g = linear_fwd_args(y, x, T, cols, rows);
-            gemm(&g, (const float*)W.data);
+        case DType::F32:
+            launch_matmul_f32(y, x, (const float*)W.data, T, cols, rows, *run_);
             return;
-        }
         case DType::F16:
-        case DType::BF16: {
-            GemmArgs g = linear_fwd_args(y, x, T, cols, rows);
-            dim3 grid(cdiv(rows, WMMA_BN), cdiv(T, WMMA_BM));
-            if (W.dtype == DType::BF16)
-                LAUNCH(grid, WMMA_THREADS, 0, gemm_wmma_bf16_kernel, g, (const __nv_bfloat16*)W.data);
-            else
-                LAUNCH(grid, WMMA_THREADS, 0, gemm_wmma_f16_kernel, g, (const __half*)W.data);
+        case DType::BF16:
+            launch_matmul_wmma(y, x, W.data, (int)W.dtype, T, cols, rows, *run_);
             return;
-        }
         case DType::Q8_0:
         case DType::Q4_0:
         case DType::Q4_1: {
             BEAGLE_CHECK(cols % 32 == 0, "matmul: quantized weight '%s' has %d columns, not a multiple of 32",
                          W.host ? W.host->name.c_str() : "?", cols);
-            const int nb = cols / 32;
-            // int8 activations: T x cols bytes, then T x nb scales d and T x nb sums s (4-byte aligned)
-            size_t qbytes = ((size_t)T * cols + 15) / 16 * 16;
-            uint8_t* base = (uint8_t*)scratch(S_QACT, qbytes + 2 * (size_t)T * nb * sizeof(float));
-            int8_t* xq = (int8_t*)base;
-            float* xd = (float*)(base + qbytes);
-            float* xs = xd + (size_t)T * nb;
-            LAUNCH(cdiv(T * nb, 256), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);
-            QGemmArgs a;
-            a.w = (const uint8_t*)W.data;
-            a.row_bytes = (long long)dtype_row_bytes(W.dtype, (uint64_t)cols);
-            a.rows = rows;
-            a.cols = cols;
-            a.xq = xq;
-            a.xd = xd;
-            a.xs = xs;
-            a.y = y;
-            a.T = T;
-            dim3 grid(cdiv(rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS));
-            if (W.dtype == DType::Q8_0) LAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel, a);
-            if (W.dtype == DType::Q4_0) LAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel, a);
-            if (W.dtype == DType::Q4_1) LAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel, a);
+            void* acts = scratch(S_QACT, matmul_q_scratch_bytes(T, cols));
+            launch_matmul_q(y, x, (const uint8_t*)W.data, (int)W.dtype,
+                            (long long)dtype_row_bytes(W.dtype, (uint64_t)cols), rows, cols, T, acts, *run_);
             return;
         }
         default:
@@ -226,24 +184,34 @@ void CudaOps::matmul(float* y, const float* x, const Weight& W, int T) {
     }
 }
 
-// ---- row ops -----------------------------------------------------------------------------------
-void CudaOps::embed(float* x, const Weight& E, const int* tokens, int T) {
-    if (T <= 0) return;
-    for (int t = 0; t < T; t++)
-        BEAGLE_CHECK(tokens[t] >= 0 && tokens[t] < E.rows, "token id %d out of range [0, %lld)", tokens[t],
-                     (long long)E.rows);
-    BEAGLE_CHECK(E.dtype != DType::I32, "embedding table '%s' has dtype I32", E.host ? E.host->name.c_str() : "?");
-    const int* d_tok = (const int*)stage(S_TOKENS, tokens, (size_t)T * sizeof(int));
-    long long rb = (long long)dtype_row_bytes(E.dtype, (uint64_t)E.cols);
-    LAUNCH(T, 256, 0, embed_kernel, x, (const uint8_t*)E.data, (int)E.dtype, rb, d_tok, (int)E.cols);
+void CudaOps::matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out) {
+    launch_matmul_f32(y, x, W, T, n_in, n_out, *run_);
 }
 
+void CudaOps::matmul_f32_bwd_x(float* dx, const float* dy, const float* W, int T, int n_in, int n_out, bool accumulate) {
+    launch_matmul_f32_bwd_x(dx, dy, W, T, n_in, n_out, accumulate, *run_);
+}
+
+void CudaOps::matmul_f32_bwd_w(float* dW, const float* dy, const float* x, int T, int n_in, int n_out) {
+    launch_matmul_f32_bwd_w(dW, dy, x, T, n_in, n_out, *run_);
+}
+
+// ---- rmsnorm (rmsnorm.cu) ---------------------------------------------------------------------------
 void CudaOps::rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) {
     BEAGLE_CHECK(w.dtype == DType::F32, "rmsnorm weight must be F32, got %s", dtype_name(w.dtype));
-    if (T <= 0) return;
-    LAUNCH(T, norm_block(dim), 0, rmsnorm_fwd_kernel, y, (float*)nullptr, x, (const float*)w.data, dim, eps);
+    launch_rmsnorm(y, nullptr, x, (const float*)w.data, T, dim, eps, *run_);
 }
 
+void CudaOps::rmsnorm_f32(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) {
+    launch_rmsnorm(y, rstd, x, w, T, dim, eps, *run_);
+}
+
+void CudaOps::rmsnorm_f32_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd,
+                              int T, int dim) {
+    launch_rmsnorm_bwd(dx, dw, dy, x, w, rstd, T, dim, *run_);
+}
+
+// ---- rope (rope.cu) --------------------------------------------------------------------------------
 // The inverse frequencies of the CPU backend (same float values), on the device; cached per RopeParams.
 const float* CudaOps::rope_freq(const RopeParams& rp) {
     BEAGLE_CHECK(rp.head_dim > 0 && rp.head_dim % 2 == 0, "rope: head_dim %d must be even and positive", rp.head_dim);
@@ -262,47 +230,48 @@ const float* CudaOps::rope_freq(const RopeParams& rp) {
     return (const float*)slot_ptr_[S_FREQ];
 }
 
-void CudaOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp) {
-    rope_rotate(x, pos, T, n_heads, rp, false);
-}
-
-void CudaOps::rope_rotate(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) {
+void CudaOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) {
     if (T <= 0 || n_heads <= 0) return;
     const float* freq = rope_freq(rp);
     const int* d_pos = (const int*)stage(S_POS, pos, (size_t)T * sizeof(int));
-    long long n = (long long)T * n_heads * (rp.head_dim / 2);
-    LAUNCH((int)((n + 255) / 256), 256, 0, rope_kernel, x, d_pos, freq, T, n_heads, rp.head_dim, inverse ? 1 : 0);
+    launch_rope(x, d_pos, freq, T, n_heads, rp.head_dim, inverse, *run_);
 }
 
-static int elementwise_grid(size_t n) { return (int)std::min<size_t>((n + 255) / 256, 4096); }
-
-void CudaOps::swiglu(float* out, const float* gate, const float* up, size_t n) {
-    if (n) LAUNCH(elementwise_grid(n), 256, 0, swiglu_fwd_kernel, out, gate, up, (long long)n);
+// ---- rows (embed.cu, rows.cu) ------------------------------------------------------------------------
+void CudaOps::embed(float* x, const Weight& E, const int* tokens, int T) {
+    if (T <= 0) return;
+    for (int t = 0; t < T; t++)
+        BEAGLE_CHECK(tokens[t] >= 0 && tokens[t] < E.rows, "token id %d out of range [0, %lld)", tokens[t],
+                     (long long)E.rows);
+    BEAGLE_CHECK(E.dtype != DType::I32, "embedding table '%s' has dtype I32", E.host ? E.host->name.c_str() : "?");
+    const int* d_tok = (const int*)stage(S_TOKENS, tokens, (size_t)T * sizeof(int));
+    long long rb = (long long)dtype_row_bytes(E.dtype, (uint64_t)E.cols);
+    launch_embed(x, (const uint8_t*)E.data, (int)E.dtype, rb, d_tok, T, (int)E.cols, *run_);
 }
 
-void CudaOps::add(float* y, const float* x, size_t n) {
-    if (n) LAUNCH(elementwise_grid(n), 256, 0, add_kernel, y, x, (long long)n);
+void CudaOps::gather_rows(float* dst, const float* src, const int* idx, int n, int width) {
+    if (n <= 0 || width <= 0) return;
+    const int* d_idx = (const int*)stage(S_IDX, idx, (size_t)n * sizeof(int));
+    launch_gather_rows(dst, src, d_idx, n, width, *run_);
 }
 
-void CudaOps::gather_rows(float* buf, const int* src, const int* dst, int n, int width) {
+void CudaOps::scatter_rows(float* dst, const float* src, const int* idx, int n, int width, bool accumulate) {
+    if (n <= 0 || width <= 0) return;
+    const int* d_idx = (const int*)stage(S_IDX, idx, (size_t)n * sizeof(int));
+    launch_scatter_rows(dst, src, d_idx, n, width, accumulate, *run_);
+}
+
+void CudaOps::move_rows(float* buf, const int* src, const int* dst, int n, int width) {
     if (n <= 0 || width <= 0) return;
     const int* d_src = (const int*)stage(S_IDX, src, (size_t)n * sizeof(int));
     const int* d_dst = (const int*)stage(S_IDX2, dst, (size_t)n * sizeof(int));
-    LAUNCH(cdiv(width, 256), 256, 0, move_rows_kernel, buf, d_src, d_dst, n, width);
+    launch_move_rows(buf, d_src, d_dst, n, width, *run_);
 }
 
-void CudaOps::copy_rows(float* dst, const int* dst_rows, const float* src, int n, int width) {
-    rows_scatter(dst, src, dst_rows, n, width, false);
-}
-
-// ---- attention -----------------------------------------------------------------------------------
+// ---- attention (attention.cu) ------------------------------------------------------------------------
 void CudaOps::attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
                         int n_kv_heads, int head_dim, const AttnMask& mask) {
     if (T <= 0) return;
-    BEAGLE_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "attention: n_heads %d not a multiple of n_kv_heads %d",
-                 n_heads, n_kv_heads);
-    BEAGLE_CHECK(head_dim > 0 && head_dim <= ATTN_MAX_HD, "attention: head_dim %d outside 1..%d (CUDA backend)", head_dim,
-                 ATTN_MAX_HD);
     AttnArgs a;
     a.out = out;
     a.q = q;
@@ -322,21 +291,135 @@ void CudaOps::attention(float* out, const float* q, const float* kcache, const f
         a.kv_start = (const int*)stage(S_START, mask.kv_start, (size_t)T * sizeof(int));
         a.kv_len = (const int*)stage(S_LEN, mask.kv_len, (size_t)T * sizeof(int));
     } else if (mask.tree_mask) {
-        BEAGLE_CHECK(mask.mask_words * 64 >= T, "attention: tree mask of %d words cannot cover %d tokens",
-                     mask.mask_words, T);
         a.tree = (const uint64_t*)stage(S_MASK, mask.tree_mask, (size_t)T * mask.mask_words * sizeof(uint64_t));
     }
-    const int group = n_heads / n_kv_heads, warps = std::min(group, 4);
-    const size_t smem = (size_t)attn_smem_floats(head_dim, warps) * sizeof(float);
-    LAUNCH(dim3(T, n_kv_heads), 32 * warps, smem, attn_fwd_kernel, a);
+    launch_attention(a, *run_);
 }
 
-// ---- drafting helper ----------------------------------------------------------------------------
+// ---- cross-attention (xattn.cu) ----------------------------------------------------------------------
+// The kernels' arguments for the op's keys and mask, the mask's host arrays staged on the device.
+XAttnArgs CudaOps::xattn_args(const float* q, const int* qrow, int n_q, const XAttnKeys& K, int n_heads, int n_kv_heads,
+                              int head_dim, const XAttnMask& mask) {
+    XAttnArgs a;
+    memset(&a, 0, sizeof a);
+    a.q = q;
+    a.qrow = qrow ? (const int*)stage(S_QROW, qrow, (size_t)n_q * sizeof(int)) : nullptr;
+    a.n_q = n_q;
+    a.k0 = K.k0;
+    a.v0 = K.v0;
+    a.n0 = K.n0;
+    a.k1 = K.k1;
+    a.v1 = K.v1;
+    a.n1 = K.k1 ? K.n1 : 0;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv_heads;
+    a.head_dim = head_dim;
+    a.scale = 1.0f / sqrtf((float)head_dim);
+    a.kind = mask.kind == XAttnMask::BLOCK ? 1 : 0;
+    if (mask.kind == XAttnMask::PREFIX && mask.set1_bits && K.n1 > 0)
+        a.set1_bits = (const uint64_t*)stage(S_BITS, mask.set1_bits, (size_t)n_q * mask.set1_words * sizeof(uint64_t));
+    a.set1_words = mask.set1_words;
+    a.w = mask.w;
+    a.offset = mask.offset;
+    a.n_pred = mask.n_pred;
+    return a;
+}
+
+void CudaOps::xattn(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads,
+                    int n_kv_heads, int head_dim, const XAttnMask& mask) {
+    if (n_q <= 0) return;
+    XAttnArgs a = xattn_args(q, qrow, n_q, keys, n_heads, n_kv_heads, head_dim, mask);
+    a.out = out;
+    a.lse = lse;
+    launch_xattn(a, *run_);
+}
+
+void CudaOps::xattn_bwd(float* dq, const XAttnGrads& G, const float* dout, const float* out, const float* lse,
+                        const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads, int n_kv_heads,
+                        int head_dim, const XAttnMask& mask) {
+    if (n_q <= 0) return;
+    XAttnArgs a = xattn_args(q, qrow, n_q, keys, n_heads, n_kv_heads, head_dim, mask);
+    a.lse = (float*)lse;
+    a.dout = dout;
+    a.o = out;
+    a.dq = dq;
+    a.D = (float*)scratch(S_D, (size_t)n_q * n_heads * sizeof(float));
+    a.dk0 = G.dk0;
+    a.dv0 = G.dv0;
+    a.dk1 = G.dk1;
+    a.dv1 = G.dv1;
+    launch_xattn_bwd(a, *run_);
+}
+
+// ---- element-wise (swiglu.cu, add.cu) ----------------------------------------------------------------
+void CudaOps::swiglu(float* out, const float* gate, const float* up, size_t n) {
+    launch_swiglu(out, gate, up, (long long)n, *run_);
+}
+
+void CudaOps::swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) {
+    launch_swiglu_bwd(dgate, dup, dout, gate, up, (long long)n, *run_);
+}
+
+void CudaOps::add(float* y, const float* x, size_t n) { launch_add(y, x, (long long)n, *run_); }
+
+// ---- losses (cross_entropy.cu, smoothl1.cu) ----------------------------------------------------------
+void CudaOps::lse_update(float* m, float* s, const float* z, int n, int C) { launch_lse_update(m, s, z, n, C, *run_); }
+
+void CudaOps::ce_soft_chunk(float* dz, float* loss, const float* zt, const float* zd, const float* m_t,
+                            const float* s_t, const float* m_d, const float* s_d, int n, int C, float scale) {
+    launch_ce_soft(dz, loss, zt, zd, m_t, s_t, m_d, s_d, n, C, scale, *run_);
+}
+
+void CudaOps::ce_hard_chunk(float* dz, float* loss, const float* zd, const float* m_d, const float* s_d,
+                            const int* labels, int v0, int n, int C, float scale) {
+    if (n <= 0) return;
+    const int* d_labels = (const int*)stage(S_LABELS, labels, (size_t)n * sizeof(int));
+    launch_ce_hard(dz, loss, zd, m_d, s_d, d_labels, v0, n, C, scale, *run_);
+}
+
+void CudaOps::smoothl1(float* dx, float* loss, const float* x, const float* target, int n, int dim, float beta,
+                       float scale) {
+    launch_smoothl1(dx, loss, x, target, n, dim, beta, scale, *run_);
+}
+
+// ---- optimizer (adamw.cu) ----------------------------------------------------------------------------
+double CudaOps::sumsq(const float* x, size_t n) {
+    if (!n) return 0.0;
+    const size_t nb = (size_t)sumsq_blocks((long long)n);
+    double* part = (double*)scratch(S_PART, nb * sizeof(double));
+    launch_sumsq(x, (long long)n, part, *run_);
+    std::vector<double> h(nb);
+    cudaError_t e = cudaMemcpy(h.data(), part, nb * sizeof(double), cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) fail("CUDA cudaMemcpy (sumsq) failed: %s", cudaGetErrorString(e));
+    double s = 0;
+    for (double p : h) s += p;  // chunk order: fixed
+    return s;
+}
+
+void CudaOps::adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) {
+    AdamWArgs a;
+    a.w = w;
+    a.m = m;
+    a.v = v;
+    a.g = g;
+    a.n = (long long)n;
+    a.beta1 = p.beta1;
+    a.beta2 = p.beta2;
+    a.lr = p.lr;
+    a.eps = p.eps;
+    a.decay = 1.0f - p.lr * p.weight_decay;
+    a.grad_scale = p.grad_scale;
+    a.bc1 = 1.0f - (float)std::pow((double)p.beta1, p.step);  // as the CPU backend
+    a.bc2 = 1.0f - (float)std::pow((double)p.beta2, p.step);
+    launch_adamw(a, *run_);
+}
+
+// ---- drafting helper (topk.cu) -----------------------------------------------------------------------
 void CudaOps::topk(const float* x, int rows, int n_cols, int k, int* idx, float* val) {
     if (rows <= 0 || k <= 0) return;
     int* d_idx = (int*)scratch(S_TOPK_I, (size_t)rows * k * sizeof(int));
     float* d_val = (float*)scratch(S_TOPK_V, (size_t)rows * k * sizeof(float));
-    LAUNCH(rows, 256, 0, topk_kernel, x, n_cols, k, d_idx, d_val);
+    launch_topk(x, rows, n_cols, k, d_idx, d_val, *run_);
     cuda_check(cudaMemcpy(idx, d_idx, (size_t)rows * k * sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy (topk)");
     cuda_check(cudaMemcpy(val, d_val, (size_t)rows * k * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (topk)");
 }

@@ -1,13 +1,12 @@
-// ops_f64.h: a float64 CPU op set with the same method names as the training part of Ops (and the
-// few inference ops the draft uses), for the gradient check (src/train/gradcheck.cpp). Its methods
-// and CpuOps' float training ops are instantiations of the SAME kernel templates
-// (src/backend/cpu/ops_cpu_train.cpp); the draft's layer code is a template over the op set, so
-// gradcheck verifies the code that trains and runs the draft.
+// ops_f64.h: a float64 CPU op set with the same method names as the ops of Ops the draft uses (ops.h),
+// for the gradient check (src/train/gradcheck.cpp). Its methods and CpuOps' float ops are
+// instantiations of the SAME kernel templates (one file per op in src/backend/cpu/); the draft's layer
+// code is a template over the op set, so gradcheck verifies the code that trains and runs the draft.
 #pragma once
 #include <cstddef>
 
-#include "../backend/ops.h"
-#include "../core/threadpool.h"
+#include "../../core/threadpool.h"
+#include "../ops.h"
 
 namespace beagle {
 
@@ -25,17 +24,17 @@ public:
     void swiglu(double* out, const double* gate, const double* up, size_t n);
 
     void zero(double* p, size_t n);
-    void rows_gather(double* dst, const double* src, const int* idx, int n, int width);
-    void rows_scatter(double* dst, const double* src, const int* idx, int n, int width, bool accumulate);
-    void mm_fwd(double* y, const double* x, const double* W, int T, int n_in, int n_out);
-    void mm_bwd_x(double* dx, const double* dy, const double* W, int T, int n_in, int n_out, bool accumulate);
-    void mm_bwd_w(double* dW, const double* dy, const double* x, int T, int n_in, int n_out);
-    void rmsnorm_fwd(double* y, double* rstd, const double* x, const double* w, int T, int dim, float eps);
-    void rmsnorm_bwd(double* dx, double* dw, const double* dy, const double* x, const double* w, const double* rstd,
-                     int T, int dim);
-    void rope_rotate(double* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse);
-    void xattn_fwd(double* out, double* lse, const double* q, const int* qrow, int n_q, const XAttnKeysT<double>& keys,
-                   int n_heads, int n_kv_heads, int head_dim, const XAttnMask& mask);
+    void gather_rows(double* dst, const double* src, const int* idx, int n, int width);
+    void scatter_rows(double* dst, const double* src, const int* idx, int n, int width, bool accumulate);
+    void matmul_f32(double* y, const double* x, const double* W, int T, int n_in, int n_out);
+    void matmul_f32_bwd_x(double* dx, const double* dy, const double* W, int T, int n_in, int n_out, bool accumulate);
+    void matmul_f32_bwd_w(double* dW, const double* dy, const double* x, int T, int n_in, int n_out);
+    void rmsnorm_f32(double* y, double* rstd, const double* x, const double* w, int T, int dim, float eps);
+    void rmsnorm_f32_bwd(double* dx, double* dw, const double* dy, const double* x, const double* w, const double* rstd,
+                         int T, int dim);
+    void rope(double* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse);
+    void xattn(double* out, double* lse, const double* q, const int* qrow, int n_q, const XAttnKeysT<double>& keys,
+               int n_heads, int n_kv_heads, int head_dim, const XAttnMask& mask);
     void xattn_bwd(double* dq, const XAttnGradsT<double>& dkeys, const double* dout, const double* out,
                    const double* lse, const double* q, const int* qrow, int n_q, const XAttnKeysT<double>& keys,
                    int n_heads, int n_kv_heads, int head_dim, const XAttnMask& mask);

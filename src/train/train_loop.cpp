@@ -90,7 +90,8 @@ static long kv_long(const Checkpoint& c, const std::string& path, const char* ke
     std::string v = c.get(key);
     char* end = nullptr;
     long x = strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end || x < 0) fail("%s: checkpoint key '%s' missing or not a count ('%s')", path.c_str(), key, v.c_str());
+    if (v.empty() || *end || x < 0 || x > INT32_MAX)  // dims are cast to int: 2^32 + 8 must not read as 8
+        fail("%s: checkpoint key '%s': expected a count in 0..2^31-1, found '%s'", path.c_str(), key, v.c_str());
     return x;
 }
 

@@ -58,15 +58,20 @@ static void gguf_seeds() {
         lt::GGUFWriter w = lt::tiny_llama(o);
         w.u32("tokenizer.ggml.unknown_token_id", 0);
         put("gguf", std::string("tiny_spm_") + t.name + ".gguf", fuzz::bytes(w.build()));
+        load_model(seed_path("gguf", std::string("tiny_spm_") + t.name + ".gguf"));
     }
     // byte-level BPE: a tiny llama whose vocabulary is SmolLM2's first 300 tokens
+    if (!file_exists(lt::smollm2())) {
+        fprintf(stderr, "make_seeds: no model at %s (make model): no byte-level BPE GGUF seed\n", lt::smollm2().c_str());
+        return;
+    }
     lt::TinyLlama o;
     o.dim = 32, o.heads = 2, o.kv_heads = 1, o.ffn = 32, o.layers = 1, o.vocab = 300, o.mat_type = lt::GT_Q4_1, o.tied = true;
     o.spm_tokenizer = false;
     lt::GGUFWriter w = lt::tiny_llama(o);
     smollm2_tokenizer_meta(w, o.vocab);
     put("gguf", "tiny_bpe_q4_1.gguf", fuzz::bytes(w.build()));
-    for (const char* n : {"tiny_spm_q4_0.gguf", "tiny_bpe_q4_1.gguf"}) load_model(seed_path("gguf", n));
+    load_model(seed_path("gguf", "tiny_bpe_q4_1.gguf"));
 }
 
 // llama2.c: 7 int32 (dim, hidden, layers, heads, kv heads, vocab (< 0: unshared classifier), seq_len),
@@ -163,6 +168,10 @@ static void shard_seeds() {
 }
 
 static void chat_seeds() {
+    if (!file_exists(lt::smollm2())) {
+        fprintf(stderr, "make_seeds: no model at %s (make model): no chat seeds\n", lt::smollm2().c_str());
+        return;
+    }
     TokenizerSpec s = load_model(lt::smollm2())->tokenizer;
     std::string z(1, '\0');
     put("chat_template", "smollm2", s.chat_template + z + "Write a haiku about the sea." + z);

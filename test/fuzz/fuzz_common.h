@@ -19,6 +19,7 @@
 #include "core/common.h"
 #include "model/draft.h"  // crc32_update
 #include "test_loaders_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace fuzz {
 
@@ -103,36 +104,6 @@ inline std::vector<std::string> split_nul(const uint8_t* data, size_t n, size_t 
     return out;
 }
 
-}  // namespace fuzz
-
-#ifdef FUZZ_REPLAY
-#define FUZZ_TARGET(fn)                                                                     \
-    int main(int argc, char** argv) {                                                       \
-        for (int i = 1; i < argc; i++) {                                                    \
-            std::string b = beagle::read_file(argv[i]);                                     \
-            try {                                                                           \
-                fn((const uint8_t*)b.data(), b.size());                                     \
-                printf("%s: accepted\n", argv[i]);                                          \
-            } catch (const beagle::Error& e) {                                              \
-                printf("%s: error: %s\n", argv[i], e.what());                               \
-            }                                                                               \
-        }                                                                                   \
-        return 0;                                                                           \
-    }
-#else
-#define FUZZ_TARGET(fn)                                                                     \
-    extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t n) {                  \
-        try {                                                                               \
-            fn(data, n);                                                                    \
-        } catch (const beagle::Error&) {                                                    \
-        }                                                                                   \
-        return 0;                                                                           \
-    }
-#endif
-
-#include "tokenizer/tokenizer.h"
-
-namespace fuzz {
 
 // A tokenizer built from a parsed spec must encode and decode without crashing: a few fixed texts
 // (spaces, digits, accents, CJK, an emoji that needs byte fallback, special-token spellings), with
@@ -163,3 +134,28 @@ inline void exercise_tokenizer(const beagle::TokenizerSpec& spec) {
 }
 
 }  // namespace fuzz
+
+#ifdef FUZZ_REPLAY
+#define FUZZ_TARGET(fn)                                                                     \
+    int main(int argc, char** argv) {                                                       \
+        for (int i = 1; i < argc; i++) {                                                    \
+            std::string b = beagle::read_file(argv[i]);                                     \
+            try {                                                                           \
+                fn((const uint8_t*)b.data(), b.size());                                     \
+                printf("%s: accepted\n", argv[i]);                                          \
+            } catch (const beagle::Error& e) {                                              \
+                printf("%s: error: %s\n", argv[i], e.what());                               \
+            }                                                                               \
+        }                                                                                   \
+        return 0;                                                                           \
+    }
+#else
+#define FUZZ_TARGET(fn)                                                                     \
+    extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t n) {                  \
+        try {                                                                               \
+            fn(data, n);                                                                    \
+        } catch (const beagle::Error&) {                                                    \
+        }                                                                                   \
+        return 0;                                                                           \
+    }
+#endif

@@ -13,7 +13,10 @@ SECONDS_EACH=${1:?usage: run_fuzz.sh SECONDS [NAME_REGEX]}
 ONLY=${2:-.}
 cd "$(dirname "$0")/../.."
 FB=${FUZZ_BUILD:-build-fuzz}
-bash test/fuzz/make_seeds.sh "$FB/seeds" || { echo "run_fuzz.sh: seed corpora could not be made" >&2; exit 1; }
+# FUZZ_KEEP_SEEDS=1: use $FB/seeds as it is (several run_fuzz.sh at once must not rebuild it under each other)
+if [ "${FUZZ_KEEP_SEEDS:-0}" != 1 ] || [ ! -d "$FB/seeds" ]; then
+  bash test/fuzz/make_seeds.sh "$FB/seeds" || { echo "run_fuzz.sh: seed corpora could not be made" >&2; exit 1; }
+fi
 mkdir -p "$FB/logs"
 bad=0
 n_run=0

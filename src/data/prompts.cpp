@@ -11,7 +11,7 @@ static std::string id_of(const JsonValue& v) {
         const JsonValue* x = v.find(k);
         if (!x) continue;
         if (x->is_string()) return x->str;
-        if (x->is_number()) return strfmt("%lld", (long long)x->number);
+        if (x->is_number()) return x->is_integer ? strfmt("%lld", (long long)x->integer) : strfmt("%g", x->number);
     }
     return "";
 }

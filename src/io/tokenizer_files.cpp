@@ -384,6 +384,11 @@ TokenizerSpec load_hf_tokenizer_json(const std::string& path, const std::string&
         max_id = std::max(max_id, e.first);
     }
     if (max_id < 0) fail("%s: empty vocabulary", src);
+    // Ids may leave holes ([UNUSED_i] below), but not so many that a few bytes of JSON allocate gigabytes.
+    const int64_t kMaxHoles = 1 << 16;
+    if (max_id >= (int64_t)entries.size() + kMaxHoles)
+        fail("%s: token id %lld but only %zu tokens are defined: expected ids below %lld (at most %lld unused ids)", src,
+             (long long)max_id, entries.size(), (long long)entries.size() + kMaxHoles, (long long)kMaxHoles);
     TokenizerSpec spec;
     spec.source = path;
     size_t n = (size_t)max_id + 1;

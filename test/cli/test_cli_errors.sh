@@ -6,6 +6,7 @@ M=$BEAGLE_SHARED/data/models
 B=$BEAGLE_BIN
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
+skips=0
 expect_error() {  # description, expected stderr substring, command...
   local what=$1 needle=$2; shift 2
   timeout 60 "$@" > "$tmp/out" 2> "$tmp/err" < /dev/null
@@ -55,6 +56,8 @@ expect_error "truncated draft" "truncated" "$B" generate "${S[@]}" -d "$tmp/trun
 if [ -f "$BEAGLE_MODEL" ]; then
   expect_error "draft for another target" "draft was trained for a target with dim 64, this target has dim 576" \
     "$B" generate -m "$BEAGLE_MODEL" -d "$D" -p hi
+else
+  echo "SKIP: draft-for-another-target check: no model at '${BEAGLE_MODEL:-}' (make model)"; skips=$((skips+1))
 fi
 # beagle info on a draft file: its config; a truncated one: a clear error
 if timeout 20 "$B" info "$D" > "$tmp/info" 2>&1 && grep -q "format:  Beagle draft" "$tmp/info" && grep -q "ffn_dim           172" "$tmp/info"; then
@@ -68,5 +71,6 @@ for spec in tree chain lookup; do
     echo "ok   --spec $spec, tree > context left: same text as plain, stopped at context full"
   else echo "FAIL --spec $spec with a tree larger than the context left"; cat "$tmp/err"; fails=$((fails+1)); fi
 done
-echo "$fails failures"
-[ $fails -eq 0 ]
+echo "$fails failures, $skips parts skipped"
+[ $fails -eq 0 ] || exit 1
+[ $skips -eq 0 ] || exit 77

@@ -3,14 +3,14 @@
 # CUDA runtime); its default backend is cuda. On a machine without a usable GPU,
 # `beagle-cuda generate` must say "no CUDA device found" and exit 1 - no crash, no hang; with a GPU it
 # must reproduce the stories260K run.c golden text. --backend cpu in that binary works either way, and
-# the CPU-only build/beagle refuses --backend cuda with a clear message. Skipped (exit 0, says so) only
-# when nvcc is absent.
+# the CPU-only build/beagle refuses --backend cuda with a clear message. Skipped (exit 77, says so)
+# only when nvcc is absent.
 set -u
 cd "$(dirname "$0")/../.."
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -x "${NVCC:-$CUDA_HOME/bin/nvcc}" ]; then
   echo "SKIP: no nvcc at ${NVCC:-$CUDA_HOME/bin/nvcc}"
-  exit 0
+  exit 77
 fi
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 B=$(realpath --relative-to=. "$B")  # the same BUILD spelling as `make test`, so make's .d files match

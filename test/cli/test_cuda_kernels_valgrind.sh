@@ -4,11 +4,12 @@
 # for the kernels in cuda/*.cu: any read or write past a buffer (a wrong index, a missing bounds check
 # in a ragged tile) fails here with the kernel's source line. Runs the cheaper kernel tests and the
 # CUDA backend's op test by default (~30 s); BEAGLE_VALGRIND_ALL=1 runs every kernel test (~3 min).
-# Skipped (exit 0, says so) without valgrind.
+# Skipped (exit 77, says so) without valgrind (make test installs it:
+# scripts/testdeps.sh).
 set -u
 cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
-command -v valgrind >/dev/null || { echo "SKIP: valgrind not installed"; exit 0; }
+command -v valgrind >/dev/null || { echo "SKIP: valgrind not installed"; exit 77; }
 tests="test_emu_kernels_rows test_emu_kernels_gemm_quant test_cuda_backend_ops"
 [ "${BEAGLE_VALGRIND_ALL:-0}" = 1 ] && tests="$tests test_emu_kernels_attention test_emu_kernels_loss test_emu_kernels_gemm"
 export BEAGLE_KERNEL_LOG_DIR=$(mktemp -d)

@@ -2,11 +2,12 @@
 # test_emu_valgrind.sh: the CUDA emulator under valgrind memcheck. Its fiber stacks are registered
 # with valgrind, so (1) the emulator's own tests run with zero memcheck errors, and (2) a kernel that
 # writes past the end of a cudaMalloc buffer is reported at the kernel's source line, which makes
-# memcheck a bounds checker for emulated kernels. Skipped (exit 0, says so) without valgrind.
+# memcheck a bounds checker for emulated kernels. Skipped (exit 77, says so) without valgrind
+# (make test installs it: scripts/testdeps.sh).
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=$(dirname "${BEAGLE_BIN:-$PWD/build/beagle}")
-command -v valgrind >/dev/null || { echo "SKIP: valgrind not installed"; exit 0; }
+command -v valgrind >/dev/null || { echo "SKIP: valgrind not installed"; exit 77; }
 fail=0
 for t in test_emu_runtime test_emu_warp; do
     log=$(valgrind --error-exitcode=99 "$BUILD/test/$t" 2>&1)

@@ -335,7 +335,7 @@ int main() {
         printf("SmolLM2 draft: dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, tokenizer %016llx\n", dc.dim,
                dc.n_heads, dc.n_kv_heads, dc.head_dim, dc.ffn_dim, dc.vocab_size, (unsigned long long)dc.tokenizer_hash);
     } else {
-        printf("BEAGLE_MODEL not found: skipping the real-target part\n");
+        SKIP_PART("BEAGLE_MODEL (%s) not found (make model): the real-target part did not run", model ? model : "unset");
     }
     if (system(("rm -rf " + dir).c_str()) != 0) return 1;
     return test_summary("test_draft_file");

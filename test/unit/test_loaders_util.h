@@ -202,11 +202,13 @@ inline std::vector<uint8_t> random_data(uint32_t type, uint64_t n, uint32_t seed
 }
 
 // A small valid llama GGUF: dim 64, 2 layers, 4 heads / 2 KV heads (head_dim 16), ffn 96, vocab 40,
-// SPM tokenizer. `mat_type` is used for the matrices; norms are F32.
+// SPM tokenizer (none with spm_tokenizer false: add your own). `mat_type` is used for the
+// matrices; norms are F32.
 struct TinyLlama {
     int dim = 64, layers = 2, heads = 4, kv_heads = 2, ffn = 96, vocab = 40;
     uint32_t mat_type = GT_F32;
     bool tied = false;
+    bool spm_tokenizer = true;
 };
 
 inline GGUFWriter tiny_llama(const TinyLlama& o = TinyLlama()) {
@@ -222,20 +224,22 @@ inline GGUFWriter tiny_llama(const TinyLlama& o = TinyLlama()) {
     w.u32("llama.rope.dimension_count", o.dim / o.heads);
     w.f32("llama.rope.freq_base", 10000.0f);
     w.f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    w.str("tokenizer.ggml.model", "llama");
-    std::vector<std::string> toks;
-    std::vector<float> scores;
-    std::vector<int32_t> types;
-    for (int i = 0; i < o.vocab; i++) {
-        toks.push_back(i == 0 ? "<unk>" : i == 1 ? "<s>" : i == 2 ? "</s>" : "tok" + std::to_string(i));
-        scores.push_back(-(float)i);
-        types.push_back(i == 0 ? 2 : i < 3 ? 3 : 1);
+    if (o.spm_tokenizer) {
+        w.str("tokenizer.ggml.model", "llama");
+        std::vector<std::string> toks;
+        std::vector<float> scores;
+        std::vector<int32_t> types;
+        for (int i = 0; i < o.vocab; i++) {
+            toks.push_back(i == 0 ? "<unk>" : i == 1 ? "<s>" : i == 2 ? "</s>" : "tok" + std::to_string(i));
+            scores.push_back(-(float)i);
+            types.push_back(i == 0 ? 2 : i < 3 ? 3 : 1);
+        }
+        w.str_array("tokenizer.ggml.tokens", toks);
+        w.f32_array("tokenizer.ggml.scores", scores);
+        w.i32_array("tokenizer.ggml.token_type", types);
+        w.u32("tokenizer.ggml.bos_token_id", 1);
+        w.u32("tokenizer.ggml.eos_token_id", 2);
     }
-    w.str_array("tokenizer.ggml.tokens", toks);
-    w.f32_array("tokenizer.ggml.scores", scores);
-    w.i32_array("tokenizer.ggml.token_type", types);
-    w.u32("tokenizer.ggml.bos_token_id", 1);
-    w.u32("tokenizer.ggml.eos_token_id", 2);
     uint64_t hd = o.dim / o.heads, q = o.heads * hd, kv = o.kv_heads * hd;
     uint32_t seed = 1;
     auto mat = [&](const std::string& n, uint64_t rows, uint64_t cols) {
@@ -258,6 +262,75 @@ inline GGUFWriter tiny_llama(const TinyLlama& o = TinyLlama()) {
         mat(b + "ffn_down.weight", o.dim, o.ffn);
     }
     return w;
+}
+
+// ---- safetensors writer ----
+struct StT {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+    std::string offsets_override;  // raw JSON for data_offsets, if set
+    std::vector<uint8_t> data;
+};
+
+// A .safetensors file of the tensors (data packed in order); header_override replaces the JSON header.
+inline std::vector<uint8_t> st_build(const std::vector<StT>& ts, const std::string& header_override = "") {
+    std::string h = "{\"__metadata__\":{\"format\":\"pt\"}";
+    std::vector<uint8_t> data;
+    for (const StT& t : ts) {
+        std::string shape;
+        for (size_t i = 0; i < t.shape.size(); i++) shape += (i ? "," : "") + std::to_string(t.shape[i]);
+        std::string offs = t.offsets_override.empty()
+                               ? "[" + std::to_string(data.size()) + "," + std::to_string(data.size() + t.data.size()) + "]"
+                               : t.offsets_override;
+        h += ",\"" + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[" + shape + "],\"data_offsets\":" + offs + "}";
+        data.insert(data.end(), t.data.begin(), t.data.end());
+    }
+    h += "}";
+    if (!header_override.empty()) h = header_override;
+    while (h.size() % 8) h += ' ';
+    uint64_t n = h.size();
+    std::vector<uint8_t> out(8 + n + data.size());
+    memcpy(out.data(), &n, 8);
+    memcpy(out.data() + 8, h.data(), n);
+    if (!data.empty()) memcpy(out.data() + 8 + n, data.data(), data.size());
+    return out;
+}
+
+// The HF tensors of a tiny llama with tied embeddings (F32, rotate-half order does not matter for
+// loading), and its config.json. Defaults: dim 64, 2 layers, 4 heads / 2 KV heads, ffn 96, vocab 40.
+inline std::vector<StT> tiny_hf_tensors(const TinyLlama& o = TinyLlama()) {
+    std::vector<StT> ts;
+    uint32_t seed = 100;
+    auto add = [&](const std::string& n, std::vector<int64_t> shape) {
+        int64_t numel = 1;
+        for (int64_t d : shape) numel *= d;
+        ts.push_back({n, "F32", shape, "", random_data(GT_F32, numel, seed++)});
+    };
+    int64_t hd = o.dim / o.heads, q = o.heads * hd, kv = o.kv_heads * hd;
+    add("model.embed_tokens.weight", {o.vocab, o.dim});
+    add("model.norm.weight", {o.dim});
+    for (int l = 0; l < o.layers; l++) {
+        std::string p = "model.layers." + std::to_string(l) + ".";
+        add(p + "input_layernorm.weight", {o.dim});
+        add(p + "self_attn.q_proj.weight", {q, o.dim});
+        add(p + "self_attn.k_proj.weight", {kv, o.dim});
+        add(p + "self_attn.v_proj.weight", {kv, o.dim});
+        add(p + "self_attn.o_proj.weight", {o.dim, q});
+        add(p + "post_attention_layernorm.weight", {o.dim});
+        add(p + "mlp.gate_proj.weight", {o.ffn, o.dim});
+        add(p + "mlp.up_proj.weight", {o.ffn, o.dim});
+        add(p + "mlp.down_proj.weight", {o.dim, o.ffn});
+    }
+    return ts;
+}
+
+inline std::string tiny_hf_config(const TinyLlama& o = TinyLlama()) {
+    auto i = [](int v) { return std::to_string(v); };
+    return "{\n  \"model_type\": \"llama\",\n  \"hidden_size\": " + i(o.dim) + ",\n  \"num_hidden_layers\": " +
+           i(o.layers) + ",\n  \"num_attention_heads\": " + i(o.heads) + ",\n  \"num_key_value_heads\": " +
+           i(o.kv_heads) + ",\n  \"intermediate_size\": " + i(o.ffn) + ",\n  \"vocab_size\": " + i(o.vocab) +
+           ",\n  \"max_position_embeddings\": 128,\n  \"rms_norm_eps\": 1e-05,\n"
+           "  \"rope_theta\": 10000.0,\n  \"tie_word_embeddings\": true\n}\n";
 }
 
 }  // namespace lt

@@ -76,7 +76,7 @@ int main() {
             dcases.push_back({"trained tree, cost-aware", "tree", &trained, aware});
             dcases.push_back({"trained hybrid, cost-aware", "hybrid", &trained, hybrid});
         } else {
-            printf("note: %s not present yet, trained-draft cases not run\n", shipped.c_str());
+            SKIP_PART("%s not present: the trained-draft cases did not run", shipped.c_str());
         }
         std::vector<std::unique_ptr<Drafter>> drafters;
         for (auto& c : dcases) drafters.push_back(make_drafter(s, c.mode, c.p, c.w, c.name));

@@ -33,8 +33,10 @@ inline Json rounded(const std::vector<double>& v, int decimals) {
 
 // j as text: one line (indent < 0) or indented by `indent` spaces per level. Strings that are not
 // valid UTF-8 get U+FFFD for each bad byte instead of an exception.
-inline std::string json_text(const Json& j, int indent = -1) {
-    return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+// Any nlohmann value: Json (ordered keys) or nlohmann::json (sorted keys, the server's objects).
+template <class J>
+std::string json_text(const J& j, int indent = -1) {
+    return j.dump(indent, ' ', false, J::error_handler_t::replace);
 }
 
 }  // namespace beagle

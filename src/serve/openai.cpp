@@ -25,13 +25,11 @@ void api_fail(int status, const std::string& param, const std::string& code, con
     throw e;
 }
 
-std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 std::string error_body(const ApiError& e) {
     json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
     if (!e.param.empty()) err["param"] = e.param;
     if (!e.code.empty()) err["code"] = e.code;
-    return dump_json(json{{"error", err}});
+    return json_text(json{{"error", err}});
 }
 
 static const char* type_name(const json& v) { return v.type_name(); }
@@ -202,7 +200,7 @@ json chunk_json(bool chat, const std::string& id, const std::string& model, int6
     return j;
 }
 
-std::string sse_event(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
+std::string sse_event(const json& j) { return "data: " + json_text(j) + "\n\n"; }
 
 // Bytes at the end of s that start a UTF-8 character not yet complete (0 if none).
 static size_t unfinished_utf8(const std::string& s) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../decode/sampling.h"
+#include "../io/json_write.h"
 #include "../tokenizer/tokenizer.h"
 
 namespace beagle {
@@ -48,7 +49,6 @@ nlohmann::json chunk_json(bool chat, const std::string& id, const std::string& m
                           const std::string& text, bool first, const std::string& finish_reason);
 // "data: {json}\n\n" with invalid UTF-8 replaced (U+FFFD) rather than thrown.
 std::string sse_event(const nlohmann::json& j);
-std::string dump_json(const nlohmann::json& j);
 
 // The text of one response as tokens arrive: holds back what may still become a stop string and an
 // unfinished UTF-8 character; a stop string ends the text before it.

@@ -45,7 +45,7 @@ static void answer(Engine& engine, const std::shared_ptr<Job>& job, const std::s
             return send_error(res, e);
         }
         Usage u{prompt_tokens, job->completion_tokens};
-        res.set_content(dump_json(response_json(chat, id, model, created, text, job->finish_reason, u)), kJson);
+        res.set_content(json_text(response_json(chat, id, model, created, text, job->finish_reason, u)), kJson);
         return;
     }
     res.set_header("Cache-Control", "no-cache");
@@ -169,7 +169,7 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
     auto remote = [&](const char* endpoint, std::function<json(const json&)> fn) {
         return [&, endpoint, fn](const httplib::Request& req, httplib::Response& res) {
             try {
-                res.set_content(dump_json(fn(body_of(req))), kJson);
+                res.set_content(json_text(fn(body_of(req))), kJson);
             } catch (const ApiError& e) {
                 send_error(res, e);
             }
@@ -236,7 +236,7 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
     }));
     svr.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
         json m = {{"id", o.model_id}, {"object", "model"}, {"created", (int64_t)time(nullptr)}, {"owned_by", "beagle"}};
-        res.set_content(dump_json(json{{"object", "list"}, {"data", json::array({m})}}), kJson);
+        res.set_content(json_text(json{{"object", "list"}, {"data", json::array({m})}}), kJson);
         engine.count_request("/v1/models", 200);
     });
     svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {

@@ -109,6 +109,6 @@ int main() {
     CHECK(!c1["choices"][0]["delta"].contains("role") && c1["choices"][0]["delta"]["content"] == "hi", "text chunk");
     CHECK(c2["choices"][0]["finish_reason"] == "stop" && c2["choices"][0]["delta"].empty(), "last chunk");
     CHECK(sse_event(c1).rfind("data: {", 0) == 0 && sse_event(c1).substr(sse_event(c1).size() - 2) == "\n\n", "SSE framing");
-    CHECK(dump_json(nlohmann::json("a\xff")) == "\"a\xef\xbf\xbd\"", "invalid UTF-8 replaced, not thrown");
+    CHECK(json_text(nlohmann::json("a\xff")) == "\"a\xef\xbf\xbd\"", "invalid UTF-8 replaced, not thrown");
     return test_summary("test_serve_api");
 }

@@ -78,33 +78,42 @@ std::string Session::generate_plain(const std::vector<int>& prompt, int n, const
     llama->prefill(prompt.data(), (int)prompt.size(), logits.data());
     double t1 = now_seconds();
     st->prefill_s = t1 - t0;
-    std::string text;
-    int prev = prompt.back();
-    for (int i = 0; i < n; i++) {
-        int next = sampler.sample(logits.data());
-        if (is_stop(next)) {
-            st->stopped_eog = true;
-            break;
-        }
-        std::string piece = tok->decode_token(prev, next);
-        text += piece;
-        if (stream) {
-            fwrite(piece.data(), 1, piece.size(), stream);
-            fflush(stream);
-        }
-        if (out_ids) out_ids->push_back(next);
-        st->gen_tokens++;
-        prev = next;
-        if (i + 1 == n) break;
-        if (llama->n_past() >= llama->ctx()) {
-            st->stopped_ctx = true;
-            break;
-        }
+    int next = sampler.sample(logits.data());
+    std::string text = run_commits(*this, prompt.back(), next, n, [&](std::vector<int>* out) {
+        if (llama->n_past() >= llama->ctx()) return false;  // context full
         int pos = llama->n_past();
         llama->forward(&next, &pos, 1, nullptr, 0, logits.data(), 1, nullptr, 0);
         st->target_passes++;
-    }
+        next = sampler.sample(logits.data());
+        out->push_back(next);
+        return true;
+    }, stream, st, out_ids);
     st->decode_s = now_seconds() - t1;
+    return text;
+}
+
+std::string run_commits(Session& s, int prev, int first, int n, const std::function<bool(std::vector<int>*)>& step,
+                        FILE* stream, GenStats* st, std::vector<int>* out_ids) {
+    std::string text;
+    auto emit = [&](int tok) {  // returns false when generation must stop before `tok`
+        if (s.is_stop(tok)) { st->stopped_eog = true; return false; }
+        std::string piece = s.tok->decode_token(prev, tok);
+        text += piece;
+        if (stream) { fwrite(piece.data(), 1, piece.size(), stream); fflush(stream); }
+        if (out_ids) out_ids->push_back(tok);
+        st->gen_tokens++;
+        prev = tok;
+        return st->gen_tokens < n;
+    };
+    if (n <= 0) return text;
+    bool done = !emit(first);
+    std::vector<int> committed;
+    while (!done) {
+        committed.clear();
+        if (!step(&committed)) { st->stopped_ctx = true; break; }
+        for (int tok : committed)
+            if (!emit(tok)) { done = true; break; }
+    }
     return text;
 }
 

@@ -3,6 +3,7 @@
 // speculative decoding engines build on the same session.
 #pragma once
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,5 +53,12 @@ public:
 private:
     std::vector<int> encode_text(const std::string& text, bool special) const;  // BOS as the tokenizer wants
 };
+
+// The commit loop of every generation (plain, speculative, remote): emits `first`, then the tokens
+// of each step() in order, until a stop token, n tokens, or step() returns false (context full:
+// st->stopped_ctx). Text is decoded after `prev` and streamed to `stream` if not null; ids go to
+// *out_ids if given; st->gen_tokens counts what was emitted.
+std::string run_commits(Session& s, int prev, int first, int n, const std::function<bool(std::vector<int>*)>& step,
+                        FILE* stream, GenStats* st, std::vector<int>* out_ids);
 
 }  // namespace beagle

@@ -103,31 +103,6 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
     out->push_back(bonus);
 }
 
-std::string run_commits(Session& s, int prev, int first, int n, const std::function<bool(std::vector<int>*)>& step,
-                        FILE* stream, GenStats* st, std::vector<int>* out_ids) {
-    std::string text;
-    auto emit = [&](int tok) {  // returns false when generation must stop before `tok`
-        if (s.is_stop(tok)) { st->stopped_eog = true; return false; }
-        std::string piece = s.tok->decode_token(prev, tok);
-        text += piece;
-        if (stream) { fwrite(piece.data(), 1, piece.size(), stream); fflush(stream); }
-        if (out_ids) out_ids->push_back(tok);
-        st->gen_tokens++;
-        prev = tok;
-        return st->gen_tokens < n;
-    };
-    if (n <= 0) return text;
-    bool done = !emit(first);
-    std::vector<int> committed;
-    while (!done) {
-        committed.clear();
-        if (!step(&committed)) { st->stopped_ctx = true; break; }
-        for (int tok : committed)
-            if (!emit(tok)) { done = true; break; }
-    }
-    return text;
-}
-
 std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
                                  const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids) {
     SpecDecoder dec(s, d, sp, spp, st);

@@ -7,7 +7,6 @@
 // Drafters (drafter.h) come from make_drafter (drafters.h).
 #pragma once
 #include <cstdio>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,12 +70,6 @@ private:
     std::vector<int> pos_;
     std::vector<float> vlogits_, vstates_, path_states_;
 };
-
-// The commit loop of a generation: emits `first`, then the tokens of each step() in order, until a
-// stop token, n tokens, or step() returns false (context full: st->stopped_ctx). Text is decoded
-// after `prev` and streamed to `stream` if not null; ids go to *out_ids if given.
-std::string run_commits(Session& s, int prev, int first, int n, const std::function<bool(std::vector<int>*)>& step,
-                        FILE* stream, GenStats* st, std::vector<int>* out_ids);
 
 // Speculative generation from a fresh cache (see Session::generate_plain for the contract).
 std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,

@@ -48,7 +48,8 @@ $(BUILD)/obj/%.o: %.cpp
 # header-only), libcpp-httplib-dev for `beagle serve` (see HTTPLIB_LIBS). scripts/sysdeps.sh installs
 # whichever header is missing (apt-get), so `make`, `make tests` and `make test` work on a fresh machine.
 SYS_HDRS := /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp /usr/include/httplib.h
-$(SYS_HDRS):
+# One grouped target (&:), so a parallel make runs the installer once, not once per header racing for apt's lock.
+$(SYS_HDRS) &:
 	bash scripts/sysdeps.sh
 $(OBJ) $(CLI_OBJ): | $(SYS_HDRS)
 

@@ -59,9 +59,10 @@ $(LIB): $(OBJ)
 
 # cpp-httplib (`beagle serve`: src/serve/server.cpp; the remote-drafting client src/serve/remote.cpp): Debian builds it as a shared library
 # (libcpp-httplib.so, with OpenSSL, zlib and brotli support), so its header wants these macros and the
-# binary links it; upstream it is one header (see README "Serving").
+# binary links it; upstream it is one header (see README "Serving"). zlib (zlib1g-dev, a dependency of
+# libcpp-httplib-dev) compresses the prompt's states of remote drafting (remote.cpp encode_states).
 HTTPLIB_FLAGS := -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT
-HTTPLIB_LIBS  := -lcpp-httplib
+HTTPLIB_LIBS  := -lcpp-httplib -lz
 $(BUILD)/obj/src/serve/server.o $(BUILD)/obj/src/serve/remote.o: CXXFLAGS += $(HTTPLIB_FLAGS)
 
 $(BUILD)/beagle: $(CLI_OBJ) $(LIB)

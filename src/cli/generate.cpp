@@ -2,6 +2,7 @@
 // prompt, generate, streaming text to stdout; statistics go to stderr (--json: one JSON object on
 // stderr's last line). Steps: parse -> set up (session, drafter) -> run -> report.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -37,6 +38,10 @@ struct GenerateOptions {
     long max_tree = 64;
     DraftOptions d;
     std::string server;  // client-server speculative decoding: the target runs there
+    std::string server_states = "q8", net_delay;
+    bool server_no_zlib = false;
+    double net_rate = 0;
+    RemoteOptions remote;  // the above, checked
 };
 
 // Parses and checks argv into *o (the prompt file read into o->prompt). Returns false after --help.
@@ -67,7 +72,13 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     a.flag("--no-concat", &o->d.no_concat, "draft attends to true states only (not its own predictions)");
     a.integer("--max-tree", &o->max_tree, "most tokens per verify pass (root included)");
     a.str("--server", &o->server, "verify on a `beagle serve` at this URL (http://HOST:PORT): the draft (-d) runs here, the\n"
-          "target there (client-server speculative decoding; greedy)");
+          "target there (client-server speculative decoding; greedy). Without -d: remote plain decoding, one call\n"
+          "per token. If the server goes away, the draft finishes alone (its predicted states for the true ones)");
+    a.str("--server-states", &o->server_states, "f32 | q8: how the server sends the target states (default q8: 8 bits, a scale per row)");
+    a.flag("--server-no-zlib", &o->server_no_zlib, "do not zlib-compress the prompt's states (the first answer)");
+    a.str("--net-delay", &o->net_delay, "simulated network for --server: MS[,SD] waits N(MS, SD) ms (at least 0) per server\n"
+          "call, drawn with --seed; 5g = 10,10; 4g = 21,19 with --net-rate 20 (seed 003's profiles)");
+    a.number("--net-rate", &o->net_rate, "simulated bandwidth for --server in Mbit/s (0 = unlimited): each call also waits its bytes");
     a.flag("--compare", &o->compare, "also run plain decoding on the same prompt and report the speedup");
     a.str("--backend", &o->backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return false;
@@ -94,8 +105,29 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     if (o->d.topk < 1 || o->d.topk > 64) fail("beagle generate: --topk must be in 1..64, got %ld", o->d.topk);
     if (o->d.ngram < 1) fail("beagle generate: --ngram must be >= 1, got %ld", o->d.ngram);
     if (o->max_tree < 1 || o->max_tree > 1024) fail("beagle generate: --max-tree must be in 1..1024, got %ld", o->max_tree);
-    if (!o->server.empty() && (!uses_draft || o->temp != 0 || o->compare))
-        fail("beagle generate: --server needs a draft (-d, --spec tree, chain or hybrid) and --temp 0, without --compare");
+    if (!o->server.empty() && (spec == "lookup" || o->temp != 0 || o->compare))
+        fail("beagle generate: --server needs --temp 0, without --compare, and --spec none (remote plain decoding), tree, chain or hybrid");
+    if (o->server.empty() && (!o->net_delay.empty() || o->net_rate != 0))
+        fail("beagle generate: --net-delay and --net-rate simulate the network to a --server; give --server URL");
+    if (o->server_states != "f32" && o->server_states != "q8")
+        fail("beagle generate: --server-states must be f32 or q8, got '%s'", o->server_states.c_str());
+    if (o->net_rate < 0) fail("beagle generate: --net-rate must be >= 0, got %g", o->net_rate);
+    RemoteOptions& r = o->remote;
+    r.url = o->server;
+    r.states = o->server_states;
+    r.zlib = !o->server_no_zlib;
+    r.rate_mbit = o->net_rate;
+    if (o->net_delay == "5g") {
+        r.delay_ms = r.delay_sd_ms = 10;
+    } else if (o->net_delay == "4g") {
+        r.delay_ms = 21, r.delay_sd_ms = 19;
+        if (r.rate_mbit == 0) r.rate_mbit = 20;
+    } else if (!o->net_delay.empty()) {
+        char extra = 0;
+        int got = sscanf(o->net_delay.c_str(), "%lf,%lf%c", &r.delay_ms, &r.delay_sd_ms, &extra);
+        if (got < 1 || got > 2 || !std::isfinite(r.delay_ms) || !std::isfinite(r.delay_sd_ms) || r.delay_ms < 0 || r.delay_sd_ms < 0)
+            fail("beagle generate: --net-delay expects MS[,SD] (non-negative milliseconds), 5g or 4g; got '%s'", o->net_delay.c_str());
+    }
     if (!o->server.empty() && o->total_tokens == "auto") o->total_tokens = "60";  // the verify cost is the server's
     if (uses_draft) o->tree_nodes = auto_or_integer(o->total_tokens, 2, 1024, "beagle generate: --total-tokens");
     return true;
@@ -165,7 +197,8 @@ void report_plain(const GenStats& st, int threads, bool json) {
 }
 
 // The speculative run's statistics; with plain (--compare) the plain run's speed and the speedup.
-void report_spec(const std::string& mode, const SpecStats& st, int threads, bool json, const GenStats* plain) {
+void report_spec(const std::string& mode, const SpecStats& st, int threads, bool json, const GenStats* plain,
+                 const RemoteStats* rs = nullptr) {
     const double tok_s = tokens_per_s(st);
     fprintf(stderr, "%s: %d tokens in %.3f s (%.1f tok/s), %d target passes, tau %.3f, draft %.1f ms, verify %.1f ms%s%s\n",
             mode.c_str(), st.gen_tokens, st.decode_s, tok_s, st.target_passes, st.tau(), st.draft_s * 1e3,
@@ -175,6 +208,15 @@ void report_spec(const std::string& mode, const SpecStats& st, int threads, bool
     if (plain)
         fprintf(stderr, "plain: %d tokens in %.3f s (%.1f tok/s); speedup %.3fx\n", plain->gen_tokens, plain->decode_s,
                 plain_tok_s, speedup);
+    const double per_token = rs && st.gen_tokens ? (double)rs->calls / st.gen_tokens : 0;
+    const double per_round = rs && rs->verify_calls ? (double)rs->verify_bytes_received / rs->verify_calls : 0;
+    if (rs) {
+        fprintf(stderr, "server: %d calls (%.3f per token), sent %ld bytes, received %ld (prompt states %ld, %.0f per verify), "
+                "simulated network %.1f ms\n", rs->calls, per_token, rs->bytes_sent, rs->bytes_received, rs->start_bytes,
+                per_round, rs->net_delay_s * 1e3);
+        if (rs->lost_at >= 0)
+            fprintf(stderr, "server lost at token %d; %d tokens drafted alone\n", rs->lost_at, rs->alone_tokens);
+    }
     if (!json) return;
     Json js, accept = Json::array();
     for (size_t k = 0; k < st.accept_by_depth.size(); k++)
@@ -198,6 +240,17 @@ void report_spec(const std::string& mode, const SpecStats& st, int threads, bool
         js["plain_tok_s"] = rounded(plain_tok_s, 3);
         js["speedup"] = rounded(speedup, 4);
     }
+    if (rs) {
+        js["server_calls"] = rs->calls;
+        js["calls_per_token"] = rounded(per_token, 4);
+        js["bytes_sent"] = rs->bytes_sent;
+        js["bytes_received"] = rs->bytes_received;
+        js["prompt_states_bytes"] = rs->start_bytes;
+        js["bytes_per_verify"] = rounded(per_round, 1);
+        js["net_delay_ms"] = rounded(rs->net_delay_s * 1e3, 3);
+        js["server_lost_at"] = rs->lost_at >= 0 ? Json(rs->lost_at) : Json();
+        js["alone_tokens"] = rs->alone_tokens;
+    }
     fprintf(stderr, "%s\n", json_text(js).c_str());
 }
 
@@ -213,6 +266,15 @@ int cmd_generate(int argc, char** argv) {
     const std::vector<int> tokens = s.encode_prompt(o.prompt, o.chat, o.system);
     FILE* stream = o.no_stream ? nullptr : stdout;
     const int n = (int)o.n_predict;
+    RemoteOptions ro = o.remote;
+    ro.seed = sp.seed;
+    if (o.spec == "none" && !o.server.empty()) {  // remote plain decoding: one server call per token
+        SpecStats st;
+        RemoteStats rs;
+        finish_text(generate_remote(s, nullptr, ro, tokens, n, stream, &st, &rs), stream != nullptr);
+        report_spec("none", st, (int)o.threads, o.json, nullptr, &rs);
+        return 0;
+    }
     if (o.spec == "none") {
         GenStats st;
         finish_text(s.generate_plain(tokens, n, sp, stream, &st), stream != nullptr);
@@ -224,12 +286,14 @@ int cmd_generate(int argc, char** argv) {
     std::unique_ptr<Drafter> drafter = set_up_drafter(s, o, &spp.max_tree);
 
     SpecStats st;
+    RemoteStats rs;
+    ro.max_tree = spp.max_tree;
     finish_text(o.server.empty() ? generate_speculative(s, *drafter, tokens, n, sp, spp, stream, &st)
-                                 : generate_remote(s, *drafter, o.server, tokens, n, spp.max_tree, stream, &st),
+                                 : generate_remote(s, drafter.get(), ro, tokens, n, stream, &st, &rs),
                 stream != nullptr);
     GenStats plain;
     if (o.compare) s.generate_plain(tokens, n, sp, nullptr, &plain);
-    report_spec(o.spec, st, (int)o.threads, o.json, o.compare ? &plain : nullptr);
+    report_spec(o.spec, st, (int)o.threads, o.json, o.compare ? &plain : nullptr, o.server.empty() ? nullptr : &rs);
     return 0;
 }
 

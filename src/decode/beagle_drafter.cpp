@@ -62,6 +62,16 @@ public:
 
     void observe_verify(int T, double seconds) override { cost_.observe(T, seconds); }
 
+    int draft_alone(int root) override {
+        draft_->clear_pred();
+        const int pos = draft_->n_true();
+        alone_state_.resize(draft_->config().dim);
+        logits_.resize(V_);
+        draft_->forward(&root, &pos, 1, nullptr, words_, alone_state_.data(), logits_.data());
+        draft_->add_true_states(alone_state_.data(), 1);
+        return tok_of(argmax(logits_.data(), V_));
+    }
+
 private:
     BeagleDraftParams p_;
     int V_, Vt_, words_;          // draft logits per row; the target's vocabulary
@@ -77,7 +87,7 @@ private:
     LookupRates rates_;                    // hybrid: acceptance of lookup candidates per (n-gram length, depth)
     std::vector<int> lk_sent_;             // hybrid: tree indices of the lookup chain sent last round, by depth
     int lk_m_ = 0, shadow_lk_tok_ = -1, shadow_lk_m_ = 0;  // its n-gram length; a match that sent nothing
-    std::vector<float> logits_;
+    std::vector<float> logits_, alone_state_;
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
 
     void propose_chain(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {

@@ -24,6 +24,11 @@ public:
     // The engine's target forward of this round took `seconds` for T tokens (cost-aware drafters learn
     // their verify cost from it, see VerifyCost in verify_cost.h).
     virtual void observe_verify(int T, double seconds) {}
+    // Without a target (remote drafting whose server went away): run `root`, the last committed token,
+    // through the draft alone; its predicted state stands in for the target's true state at root's
+    // position (kept as a key for the next call). Returns the draft's greedy next token, or -1 if this
+    // drafter cannot continue alone (lookup).
+    virtual int draft_alone(int root) { return -1; }
 };
 
 }  // namespace beagle

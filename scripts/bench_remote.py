@@ -4,10 +4,12 @@
 # profiles: none (loopback), 5g (10 +- 10 ms per call), 4g (21 +- 19 ms per call, 20 Mbit/s). The kernel
 # here has no netem (tc reports the qdisc kind unknown), so the delay is drawn in the client
 # (`beagle generate --net-delay`, seeded, one draw per call as netem on one side of the link).
-# Modes: plain (no draft), tree with q8 states + zlib first message (the default wire), tree with f32
-# states. Per profile and mode: tokens/s (all tokens / all decode time), server calls per token, tau,
-# bytes per verify answer, bytes of the prompt's states; every text compared with the plain run's
-# (greedy: must be equal). JSON to -o.
+# Modes per profile: plain (no draft), tree (the shipped draft, --total-tokens auto: the tree pays for
+# its verify cost plus the measured round trip; q8 states, zlib first message: the default wire). Per
+# profile and mode: tokens/s (all tokens / all decode time), server calls per token, tau, bytes per
+# verify answer, bytes of the prompt's states. The wire, without delay and with a fixed tree of 16 (so
+# that every encoding sees the same rounds): q8 + zlib, q8, f32: tau and bytes. Every text compared
+# with remote plain decoding's (greedy: must be equal). JSON to -o.
 import argparse, json, re, subprocess, sys, threading
 
 ap = argparse.ArgumentParser()
@@ -22,8 +24,9 @@ ap.add_argument("-t", "--threads", type=int, default=1, help="threads of the ser
 ap.add_argument("-o", "--out", default="build/bench-remote.json")
 a = ap.parse_args()
 prompts = [json.loads(l)["turns"][0] for l in open(a.prompts) if l.strip()][: a.n_prompts]
-MODES = [("plain", ["--spec", "none"]), ("tree-q8", ["-d", a.draft, "--spec", "tree"]),
-         ("tree-f32", ["-d", a.draft, "--spec", "tree", "--server-states", "f32"])]
+MODES = [("plain", ["--spec", "none"]), ("tree", ["-d", a.draft, "--spec", "tree"])]
+TREE16 = ["-d", a.draft, "--spec", "tree", "--total-tokens", "16"]
+WIRES = [("q8+zlib", TREE16), ("q8", TREE16 + ["--server-no-zlib"]), ("f32", TREE16 + ["--server-states", "f32", "--server-no-zlib"])]
 
 
 def start_server():
@@ -47,40 +50,52 @@ def client(port, prompt, mode_args, profile, seed):
     return r.stdout, json.loads(r.stderr.strip().splitlines()[-1])
 
 
+def measure(port, args, profile, texts):
+    """Runs every prompt; sums -> one row. Counts texts differing from texts[i] (filled by the first run)."""
+    global bad
+    tok = dec = calls = after = vbytes = vcalls = sbytes = sent = 0
+    for i, p in enumerate(prompts):
+        text, st = client(port, p, args, profile, 1000 + i)
+        texts.setdefault(i, text)
+        bad += text != texts[i]
+        verifies = st["server_calls"] - 2  # start and end
+        tok += st["tokens"]
+        dec += st["decode_ms"] / 1e3
+        calls += st["server_calls"]
+        vbytes += st["bytes_per_verify"] * verifies
+        vcalls += verifies
+        after += st["tau"] * verifies
+        sbytes += st["prompt_states_bytes"]
+        sent += st["bytes_sent"]
+    return {"tokens": tok, "tok_s": round(tok / dec, 2), "calls_per_token": round(calls / tok, 4),
+            "tau": round(after / max(vcalls, 1), 3), "bytes_per_verify": round(vbytes / max(vcalls, 1), 1),
+            "prompt_states_bytes": round(sbytes / len(prompts), 1), "sent_bytes_per_call": round(sent / calls, 1)}
+
+
+def show(name, r):
+    print(f"{name:16s} {r['tok_s']:7.1f} tok/s, {r['calls_per_token']:.3f} calls/token, tau {r['tau']:.2f}, "
+          f"{r['bytes_per_verify']:.0f} B per verify, prompt states {r['prompt_states_bytes']:.0f} B", flush=True)
+
+
+bad = 0
+texts = {}
 proc, port = start_server()
 out = {"model": a.model, "draft": a.draft, "max_tokens": a.max_tokens, "prompts": len(prompts), "threads": a.threads,
        "delay": "client-side (no netem in this kernel): one N(mean, sd) draw per server call, at least 0", "profiles": {}}
-bad = 0
 try:
     client(port, prompts[0], MODES[0][1], "none", 1)  # warm-up
     for profile in a.profiles.split(","):
         rows = {}
-        texts = {}
         for mode, args in MODES:
-            tok = dec = calls = rounds = after = lost = 0
-            vbytes = vcalls = sbytes = sent = 0
-            for i, p in enumerate(prompts):
-                text, st = client(port, p, args, profile, 1000 + i)
-                texts.setdefault(i, text)
-                bad += text != texts[i]
-                tok += st["tokens"]
-                dec += st["decode_ms"] / 1e3
-                calls += st["server_calls"]
-                vbytes += st["bytes_per_verify"] * (st["server_calls"] - 2)
-                vcalls += st["server_calls"] - 2
-                sbytes += st["prompt_states_bytes"]
-                sent += st["bytes_sent"]
-                rounds += st["server_calls"] - 2
-                after += st["tau"] * (st["server_calls"] - 2)
-            rows[mode] = {"tokens": tok, "tok_s": round(tok / dec, 2), "calls_per_token": round(calls / tok, 4),
-                          "tau": round(after / max(rounds, 1), 3), "bytes_per_verify": round(vbytes / max(vcalls, 1), 1),
-                          "prompt_states_bytes": round(sbytes / len(prompts), 1),
-                          "sent_bytes_per_call": round(sent / calls, 1)}
-            print(f"{profile:5s} {mode:9s} {rows[mode]['tok_s']:7.1f} tok/s, {rows[mode]['calls_per_token']:.3f} calls/token, "
-                  f"tau {rows[mode]['tau']:.2f}, {rows[mode]['bytes_per_verify']:.0f} B per verify, prompt states "
-                  f"{rows[mode]['prompt_states_bytes']:.0f} B", flush=True)
-        rows["tree_vs_plain"] = round(rows["tree-q8"]["tok_s"] / rows["plain"]["tok_s"], 3)
+            rows[mode] = measure(port, args, profile, texts)
+            show(f"{profile} {mode}", rows[mode])
+        rows["tree_vs_plain_tok_s"] = round(rows["tree"]["tok_s"] / rows["plain"]["tok_s"], 3)
+        rows["plain_vs_tree_calls"] = round(rows["plain"]["calls_per_token"] / rows["tree"]["calls_per_token"], 3)
         out["profiles"][profile] = rows
+    out["wire_tree16"] = {}
+    for wire, args in WIRES:
+        out["wire_tree16"][wire] = measure(port, args, "none", texts)
+        show(f"tree16 {wire}", out["wire_tree16"][wire])
 finally:
     proc.terminate()
     proc.wait(30)

@@ -68,7 +68,8 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     a.str("--spec", &o->spec, "none | lookup | chain | tree | hybrid (default: tree with a draft, else none);\n"
                               "hybrid = tree with the prompt-lookup continuation (--ngram) merged into the candidates");
     o->d.declare(a);
-    a.str("--total-tokens", &o->total_tokens, "tree: nodes per verify pass, or 'auto' (per round, as many as pay for their verify cost measured here)");
+    a.str("--total-tokens", &o->total_tokens, "tree: nodes per verify pass, or 'auto' (per round, as many as pay for their verify cost measured here;\n"
+          "with --server, plus the round trip to it)");
     a.flag("--no-concat", &o->d.no_concat, "draft attends to true states only (not its own predictions)");
     a.integer("--max-tree", &o->max_tree, "most tokens per verify pass (root included)");
     a.str("--server", &o->server, "verify on a `beagle serve` at this URL (http://HOST:PORT): the draft (-d) runs here, the\n"
@@ -128,7 +129,6 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
         if (got < 1 || got > 2 || !std::isfinite(r.delay_ms) || !std::isfinite(r.delay_sd_ms) || r.delay_ms < 0 || r.delay_sd_ms < 0)
             fail("beagle generate: --net-delay expects MS[,SD] (non-negative milliseconds), 5g or 4g; got '%s'", o->net_delay.c_str());
     }
-    if (!o->server.empty() && o->total_tokens == "auto") o->total_tokens = "60";  // the verify cost is the server's
     if (uses_draft) o->tree_nodes = auto_or_integer(o->total_tokens, 2, 1024, "beagle generate: --total-tokens");
     return true;
 }
@@ -152,7 +152,11 @@ std::unique_ptr<Drafter> set_up_drafter(Session& s, const GenerateOptions& o, in
     BeagleDraftParams p = o.d.params();
     if (o.tree_nodes > 0) p.total_tokens = (int)o.tree_nodes;
     if (o.total_tokens == "auto" && (lookup || tree)) {
-        p.verify_cost = measure_verify_cost(s, (int)o.max_tree, (int)(lookup ? o.d.gamma : o.d.depth) + 1);
+        // remote: a round also costs the trip to the server; the server's forward is timed here, on the
+        // same target (a stand-in for the server's machine)
+        const double trip = o.server.empty() ? 0.0 : remote_round_trip_s(o.remote);
+        if (!o.server.empty()) fprintf(stderr, "%s: round trip to the server %.2f ms (measured + simulated)\n", o.spec.c_str(), trip * 1e3);
+        p.verify_cost = measure_verify_cost(s, (int)o.max_tree, (int)(lookup ? o.d.gamma : o.d.depth) + 1, trip);
         const std::vector<double>& c = p.verify_cost;
         if (lookup)
             fprintf(stderr, "lookup: --total-tokens auto: each round sends the part of the match worth its verify cost "

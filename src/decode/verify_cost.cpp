@@ -44,7 +44,7 @@ double time_verify(Llama& m, const int* tokens, int T, int reps) {
     return best;
 }
 
-std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commit) {
+std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commit, double latency_s) {
     Llama& m = *s.llama;
     int cap = std::max(2, std::min({max_nodes, m.max_batch(), m.ctx() - 40}));
     // a context of typical length (attention grows with it), as much as fits
@@ -65,14 +65,14 @@ std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commi
     const int sweeps = 5;
     std::vector<std::vector<double>> t;
     for (size_t g = 0; g < grid.size(); g++) {
-        t.push_back({time_verify(m, tree_toks, grid[g], 1)});
+        t.push_back({latency_s + time_verify(m, tree_toks, grid[g], 1)});
         if (g > 0 && t[g][0] >= max_commit * t[0][0]) {
             grid.resize(g + 1);
             break;
         }
     }
     for (int r = 1; r < sweeps; r++)
-        for (size_t g = 0; g < grid.size(); g++) t[g].push_back(time_verify(m, tree_toks, grid[g], 1));
+        for (size_t g = 0; g < grid.size(); g++) t[g].push_back(latency_s + time_verify(m, tree_toks, grid[g], 1));
     std::vector<double> med(grid.size());
     for (size_t g = 0; g < grid.size(); g++) {
         std::sort(t[g].begin(), t[g].end());

@@ -39,7 +39,9 @@ double time_verify(Llama& m, const int* tokens, int T, int reps);
 // machine (T on a grid up to max_nodes; 5 interleaved sweeps, the median per T; interpolated linearly,
 // made non-decreasing) and returns cost[T] = time(T) / time(1) for T = 0..cap (cost[0] unused). The
 // grid stops at the first T costing max_commit decode steps or more (a round commits at most
-// max_commit tokens: depth + 1, gamma + 1). Leaves the cache empty.
-std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commit);
+// max_commit tokens: depth + 1, gamma + 1). Leaves the cache empty. latency_s: what every round costs
+// beyond the forward (remote drafting: the network round trip), cost[T] = (latency + time(T)) /
+// (latency + time(1)): the longer the trip, the more a large tree pays.
+std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commit, double latency_s = 0);
 
 }  // namespace beagle

@@ -3,6 +3,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -190,6 +191,24 @@ std::vector<float> states_of(const json& j, size_t rows, int dim, const std::str
 }
 
 }  // namespace
+
+double remote_round_trip_s(const RemoteOptions& o) {
+    httplib::Client cli(o.url);
+    BEAGLE_CHECK(cli.is_valid(), "--server '%s': expected http://HOST:PORT", o.url.c_str());
+    std::vector<double> t;
+    for (int i = 0; i < 5; i++) {
+        const double t0 = now_seconds();
+        auto r = cli.Get("/health");
+        if (!r || r->status != 200)
+            fail("server %s: GET /health: %s", o.url.c_str(), r ? strfmt("HTTP %d", r->status).c_str() : httplib::to_string(r.error()).c_str());
+        t.push_back(now_seconds() - t0);
+    }
+    std::sort(t.begin(), t.end());
+    const double mu = o.delay_ms, sd = o.delay_sd_ms;  // E max(0, X), X ~ N(mu, sd)
+    const double delay_ms = sd > 0 ? mu * 0.5 * std::erfc(-mu / sd / std::sqrt(2.0)) + sd * std::exp(-0.5 * mu * mu / (sd * sd)) / std::sqrt(2 * M_PI)
+                                   : std::max(0.0, mu);
+    return t[2] + delay_ms * 1e-3;
+}
 
 std::string generate_remote(Session& s, Drafter* d, const RemoteOptions& o, const std::vector<int>& prompt, int n,
                             FILE* stream, SpecStats* st, RemoteStats* rs, std::vector<int>* out_ids) {

@@ -74,6 +74,10 @@ struct RemoteStats {
     int alone_tokens = 0;                  // tokens the draft generated alone after that
 };
 
+// The round trip a verify call adds to the server's forward: the median of 5 GET /health calls plus the
+// simulated delay's mean, E max(0, N(delay_ms, delay_sd_ms)). Fails if the server does not answer.
+double remote_round_trip_s(const RemoteOptions& o);
+
 // Client side: `beagle generate --server URL [-d DRAFT]`: greedy generation of up to n tokens with the
 // local drafter `d` (null: remote plain decoding, the root alone each call) and the target at o.url.
 // Contract as generate_speculative; *rs gets the traffic and, if the server went away, the fallback.

@@ -32,10 +32,13 @@ with tempfile.TemporaryDirectory() as tmp:
         D = STORIES + ["-d", STORIES_DRAFT]
         for prompt, n, spec in [("Once upon a time", 120, "tree"), ("The little dog", 80, "chain")]:
             want, want_n = generate(STORIES, prompt, n)
-            got, st, err = remote(srv, D, prompt, n, ["--spec", spec])
+            got, st, err = remote(srv, D, prompt, n, ["--spec", spec])  # tree: cost-aware (the round trip measured)
             check(got == want, f"remote {spec} {prompt!r}: {got!r} vs {want!r} {err}")
             check(st is not None and st["tokens"] == want_n and st["tau"] > 1.0, f"remote {spec} stats: {st}")
-            got32, st32, err = remote(srv, D, prompt, n, ["--spec", spec, "--server-states", "f32"])
+            # q8 vs f32 states with a fixed tree size (auto sizes follow timings): same rounds but for the rounding
+            got, st, err = remote(srv, D, prompt, n, ["--spec", spec, "--total-tokens", "16"])
+            check(got == want, f"remote {spec} q8 states {prompt!r}: {got!r} vs {want!r} {err}")
+            got32, st32, err = remote(srv, D, prompt, n, ["--spec", spec, "--total-tokens", "16", "--server-states", "f32"])
             check(got32 == want, f"remote {spec} f32 states {prompt!r}: {got32!r} vs {want!r} {err}")
             if st and st32:
                 check(abs(st["tau"] - st32["tau"]) <= 0.1 * st32["tau"], f"tau q8 {st['tau']} vs f32 {st32['tau']}")

@@ -19,7 +19,7 @@ namespace beagle {
 int cmd_serve(int argc, char** argv) {
     std::string model, tok_path, draft, spec, host = "127.0.0.1", alias, total_tokens = "auto", backend;
     long port = 8080, ctx = 2048, parallel = 1, threads = default_threads(), queue = 64, timeout = 30, max_body_kb = 1024;
-    long http_threads = 0;
+    long http_threads = 0, batch = 64;
     DraftOptions d;
     Args a("serve", "-m MODEL [-d DRAFT] [--host 127.0.0.1] [--port 8080] [options]",
            "OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions (stream or not),\n"
@@ -32,6 +32,8 @@ int cmd_serve(int argc, char** argv) {
     a.integer("--port", &port, "port (0: any free port, printed on stderr)");
     a.integer("-c,--ctx-size", &ctx, "context length of each slot (prompt + generated tokens)");
     a.integer("-np,--parallel", &parallel, "requests generated at once (slots); more wait in the queue");
+    a.integer("-b,--batch-size", &batch, "prompt tokens a request prefills per round: a longer prompt is prefilled in\n"
+              "pieces between the other requests' rounds, which keep decoding");
     a.integer("--queue", &queue, "requests waiting for a slot before new ones get 503 (Retry-After)");
     a.integer("-t,--threads", &threads, "CPU threads of the model");
     a.integer("--threads-http", &http_threads, "connections served at once (0: 2 x (parallel + queue), at most 256)");
@@ -52,6 +54,7 @@ int cmd_serve(int argc, char** argv) {
     if (port < 0 || port > 65535) fail("beagle serve: --port must be in 0..65535, got %ld", port);
     if (ctx < 16 || ctx > 1 << 20) fail("beagle serve: -c must be in 16..1048576, got %ld", ctx);
     if (parallel < 1 || parallel > 64) fail("beagle serve: --parallel must be in 1..64, got %ld", parallel);
+    if (batch < 1 || batch > 4096) fail("beagle serve: -b must be in 1..4096, got %ld", batch);
     if (queue < 0 || queue > 100000) fail("beagle serve: --queue must be in 0..100000, got %ld", queue);
     if (threads < 1 || threads > 256) fail("beagle serve: -t must be in 1..256, got %ld", threads);
     if (http_threads < 0 || http_threads > 1024) fail("beagle serve: --threads-http must be in 0..1024, got %ld", http_threads);
@@ -81,7 +84,7 @@ int cmd_serve(int argc, char** argv) {
         else if (spec != "chain") p.verify_cost = measure_verify_cost(s, spp.max_tree, (int)(spec == "lookup" ? d.gamma : d.depth) + 1);
         make_slot_drafter = [&s, spec, p, w, draft] { return make_drafter(s, spec, p, w.get(), draft); };
     }
-    Engine engine(s, (int)parallel, (int)queue, make_slot_drafter, spp);
+    Engine engine(s, (int)parallel, (int)queue, make_slot_drafter, spp, (int)batch);
     ServeOptions o;
     o.host = host;
     o.port = (int)port;

@@ -16,17 +16,21 @@ SpecDecoder::SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const
 int SpecDecoder::begin(const std::vector<int>& prompt) {
     Llama& m = *s_.llama;
     const int V = m.config().vocab_size, D = m.config().dim;
-    *st_ = SpecStats();
-    st_->prompt_tokens = (int)prompt.size();
     m.truncate(0);
     std::vector<float> logits(V), pstates((size_t)prompt.size() * D);
     double t0 = now_seconds();
     m.prefill(prompt.data(), (int)prompt.size(), logits.data(), pstates.data());
-    st_->prefill_s = now_seconds() - t0;
+    return begin_prefilled(prompt, logits.data(), pstates.data(), now_seconds() - t0);
+}
+
+int SpecDecoder::begin_prefilled(const std::vector<int>& prompt, const float* logits, const float* pstates, double prefill_s) {
+    *st_ = SpecStats();
+    st_->prompt_tokens = (int)prompt.size();
+    st_->prefill_s = prefill_s;
     t1_ = now_seconds();
-    d_.begin(prompt, pstates.data());
+    d_.begin(prompt, pstates);
     history_ = prompt;
-    root_ = sampler_.sample(logits.data());
+    root_ = sampler_.sample(logits);
     return root_;
 }
 

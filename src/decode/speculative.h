@@ -43,6 +43,9 @@ class SpecDecoder {
 public:
     SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const SpecParams& spp, SpecStats* st);
     int begin(const std::vector<int>& prompt);  // fresh cache; returns the first token; st->prefill_s
+    // begin() for a caller that prefilled `prompt` itself on this sequence (the server, in pieces between
+    // other requests' rounds): the last row's logits, every row's states, the seconds it took.
+    int begin_prefilled(const std::vector<int>& prompt, const float* last_logits, const float* states, double prefill_s);
     bool step(std::vector<int>* out);           // false: the context is full (nothing appended)
     double decode_start() const { return t1_; } // clock after the prefill
     // step() in parts, for a caller that verifies several requests' trees in one target forward

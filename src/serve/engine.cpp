@@ -45,16 +45,20 @@ struct Engine::Slot {
     std::unique_ptr<Sampler> sampler;  // plain decoding
     std::unique_ptr<StopText> cut;
     int prev = 0, next = -1, n_gen = 0, limit = 0;
+    int prefilled = -1;              // prompt tokens prefilled so far (-1: not prefilling)
+    std::vector<float> plogits, pstates;  // the prompt's last logits; its states (speculative and remote)
+    double prefill_s = 0;
 };
 
 Engine::Engine(Session& s, int parallel, int max_queue, std::function<std::unique_ptr<Drafter>()> make_drafter,
-               const SpecParams& spp, double remote_idle_s)
-    : s_(s), max_queue_(max_queue), spec_((bool)make_drafter), remote_idle_s_(remote_idle_s), spp_(spp),
+               const SpecParams& spp, int prefill_chunk, double remote_idle_s)
+    : s_(s), max_queue_(max_queue), spec_((bool)make_drafter), prefill_chunk_(prefill_chunk), remote_idle_s_(remote_idle_s), spp_(spp),
       free_slots_(parallel), stats_(new EngineStats) {
     BEAGLE_CHECK(parallel >= 1 && parallel <= s.llama->n_seq(), "engine: %d slots but the cache holds %d sequences",
                  parallel, s.llama->n_seq());
     BEAGLE_CHECK(parallel <= s.llama->max_batch(), "engine: %d slots but a forward takes at most %d rows", parallel,
                  s.llama->max_batch());
+    BEAGLE_CHECK(prefill_chunk >= 1, "engine: prefill chunk of %d tokens", prefill_chunk);
     for (int i = 0; i < parallel; i++) {
         slots_.emplace_back(new Slot);
         slots_.back()->seq = i;
@@ -97,7 +101,8 @@ void Engine::loop() {
             std::unique_lock<std::mutex> lk(mu_);
             auto busy = [&] {  // a remote session waiting for its client's next tree is idle
                 for (auto& sl : slots_)
-                    if (sl->job && (!sl->job->remote || sl->job->tree_pending || sl->job->cancelled)) return true;
+                    if (sl->job && (sl->prefilled >= 0 || !sl->job->remote || sl->job->tree_pending || sl->job->cancelled))
+                        return true;
                 return false;
             };
             cv_.wait_for(lk, std::chrono::milliseconds(500), [&] { return stop_ || !queue_.empty() || busy(); });
@@ -121,12 +126,22 @@ void Engine::loop() {
                 finish(*a.first, "", e.what());
             }
         }
+        for (auto& sl : slots_)  // one piece of each prompt being prefilled, then the others' round
+            if (sl->job && sl->prefilled >= 0 && !sl->job->cancelled) {
+                try {
+                    prefill_step(*sl);
+                } catch (const std::exception& e) {
+                    finish(*sl, "", e.what());
+                }
+            }
         std::vector<Slot*> active;
         const double now = now_seconds();
         for (auto& sl : slots_) {
             if (!sl->job) continue;
             Job& j = *sl->job;
-            if (j.cancelled || (j.remote && !j.tree_pending && now - j.last_seen > remote_idle_s_)) finish(*sl, "cancelled");
+            if (j.cancelled) finish(*sl, "cancelled");
+            else if (sl->prefilled >= 0) continue;  // still prefilling
+            else if (j.remote && !j.tree_pending && now - j.last_seen > remote_idle_s_) finish(*sl, "cancelled");
             else if (!j.remote || j.tree_pending) active.push_back(sl.get());
         }
         if (!active.empty()) {
@@ -162,29 +177,50 @@ void Engine::start(Slot& sl, const std::shared_ptr<Job>& job) {
     sl.prev = job->prompt.back();
     sl.n_gen = 0;
     sl.limit = r.max_tokens < 0 ? INT_MAX : r.max_tokens;
-    int first;
     if (job->remote) {
         SamplingParams greedy;
         greedy.temperature = 0;
         sl.dec.reset(new SpecDecoder(s_, sl.client, greedy, spp_, &sl.st));
-        first = sl.dec->begin(job->prompt);
     } else if (spec_) {
         sl.dec.reset(new SpecDecoder(s_, *sl.drafter, r.sp, spp_, &sl.st));
-        first = sl.dec->begin(job->prompt);
     } else {
-        std::vector<float> logits(m.config().vocab_size);
-        m.truncate(0);
-        m.prefill(job->prompt.data(), (int)job->prompt.size(), logits.data());
         sl.sampler.reset(new Sampler(r.sp, m.config().vocab_size));
-        first = sl.sampler->sample(logits.data());
     }
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        stats_->prompt_tokens += (long)job->prompt.size();
-        if (job->remote) remote_[job->session] = job;
+    m.truncate(0);
+    sl.prefilled = 0;
+    sl.prefill_s = 0;
+    sl.plogits.resize(m.config().vocab_size);
+    sl.pstates.resize(sl.dec ? job->prompt.size() * (size_t)m.config().dim : 0);
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_->prompt_tokens += (long)job->prompt.size();
+}
+
+void Engine::prefill_step(Slot& sl) {
+    Llama& m = *s_.llama;
+    m.use_seq(sl.seq);
+    std::shared_ptr<Job> job = sl.job;
+    const std::vector<int>& p = job->prompt;
+    const int n = std::min(prefill_chunk_, (int)p.size() - sl.prefilled);
+    const bool last = sl.prefilled + n == (int)p.size();
+    const double t0 = now_seconds();
+    m.prefill(p.data() + sl.prefilled, n, last ? sl.plogits.data() : nullptr,
+              sl.dec ? &sl.pstates[(size_t)sl.prefilled * m.config().dim] : nullptr);
+    sl.prefill_s += now_seconds() - t0;
+    sl.prefilled += n;
+    if (!last) return;
+    sl.prefilled = -1;
+    const int first = sl.dec ? sl.dec->begin_prefilled(p, sl.plogits.data(), sl.pstates.data(), sl.prefill_s)
+                             : sl.sampler->sample(sl.plogits.data());
+    std::vector<float>().swap(sl.pstates);
+    if (job->remote) {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            remote_[job->session] = job;
+        }
+        answer(sl, {first});
+    } else if (emit(sl, first)) {
+        sl.next = first;
     }
-    if (job->remote) answer(sl, {first});
-    else if (emit(sl, first)) sl.next = first;
 }
 
 void Engine::answer(Slot& sl, std::vector<int> committed) {
@@ -266,6 +302,7 @@ void Engine::finish(Slot& sl, const std::string& reason, const std::string& erro
     std::shared_ptr<Job> j = sl.job;
     sl.job.reset();
     sl.next = -1;
+    sl.prefilled = -1;
     {
         // the slot counts as free before the client hears the end (its next request must find room)
         std::lock_guard<std::mutex> lk(mu_);

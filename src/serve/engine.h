@@ -1,8 +1,9 @@
 // engine.h: the server's generation loop. One model, `parallel` slots (each a sequence of the target's
 // KV cache, Llama::use_seq), a bounded queue, one worker thread. Each round the worker admits queued
-// jobs (prefill), then advances every active slot in ONE target forward (Llama::forward_segments): a
-// plain slot adds its next token, a speculative slot its draft tree (SpecDecoder::draft), each with its
-// own mask over its own sequence; then each slot samples or accepts (SpecDecoder::commit). Kernels are
+// jobs, prefills the next piece (at most prefill_chunk tokens) of each prompt not yet prefilled, then
+// advances every other active slot in ONE target forward (Llama::forward_segments): a plain slot adds
+// its next token, a speculative slot its draft tree (SpecDecoder::draft), each with its own mask over
+// its own sequence; then each slot samples or accepts (SpecDecoder::commit). Kernels are
 // batch-invariant, so every greedy response equals the request decoded alone.
 // HTTP threads submit Jobs and read their text as it comes (Job::wait); they never touch the model.
 #pragma once
@@ -64,9 +65,11 @@ class Engine {
 public:
     // make_drafter: one drafter per slot (null: plain decoding). The session's Llama must hold
     // `parallel` sequences.
-    // remote_idle_s: a remote session without a tree for this long is dropped.
+    // prefill_chunk: prompt tokens a slot prefills per round (a long prompt no longer stalls the other
+    // slots' decoding for its whole prefill). remote_idle_s: a remote session without a tree for this
+    // long is dropped.
     Engine(Session& s, int parallel, int max_queue, std::function<std::unique_ptr<Drafter>()> make_drafter,
-           const SpecParams& spp, double remote_idle_s = 60);
+           const SpecParams& spp, int prefill_chunk = 64, double remote_idle_s = 60);
     ~Engine();  // stops the worker; unfinished jobs end with an error
     // False when every slot is taken and the queue is full (the caller answers 503).
     bool submit(const std::shared_ptr<Job>& job);
@@ -82,6 +85,7 @@ private:
     Session& s_;
     const int max_queue_;
     const bool spec_;
+    const int prefill_chunk_;
     const double remote_idle_s_;
     std::map<std::string, std::shared_ptr<Job>> remote_;  // session -> job (under mu_)
     SpecParams spp_;
@@ -95,7 +99,8 @@ private:
     std::thread worker_;
 
     void loop();
-    void start(Slot& sl, const std::shared_ptr<Job>& job);
+    void start(Slot& sl, const std::shared_ptr<Job>& job);  // set up; the prompt is prefilled by prefill_step
+    void prefill_step(Slot& sl);  // the next piece of the prompt; after the last, the first token
     bool emit(Slot& sl, int tok);  // false: the job is finished
     void finish(Slot& sl, const std::string& reason, const std::string& error = "");
     void answer(Slot& sl, std::vector<int> committed);  // remote: the answer to a start or a tree

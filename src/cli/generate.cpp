@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -124,9 +125,16 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
         r.delay_ms = 21, r.delay_sd_ms = 19;
         if (r.rate_mbit == 0) r.rate_mbit = 20;
     } else if (!o->net_delay.empty()) {
-        char extra = 0;
-        int got = sscanf(o->net_delay.c_str(), "%lf,%lf%c", &r.delay_ms, &r.delay_sd_ms, &extra);
-        if (got < 1 || got > 2 || !std::isfinite(r.delay_ms) || !std::isfinite(r.delay_sd_ms) || r.delay_ms < 0 || r.delay_sd_ms < 0)
+        const char* c = o->net_delay.c_str();
+        char* end = nullptr;
+        r.delay_ms = strtod(c, &end);
+        bool ok = end != c;
+        if (ok && *end == ',') {
+            c = end + 1;
+            r.delay_sd_ms = strtod(c, &end);
+            ok = end != c;
+        }
+        if (!ok || *end || !std::isfinite(r.delay_ms) || !std::isfinite(r.delay_sd_ms) || r.delay_ms < 0 || r.delay_sd_ms < 0)
             fail("beagle generate: --net-delay expects MS[,SD] (non-negative milliseconds), 5g or 4g; got '%s'", o->net_delay.c_str());
     }
     if (uses_draft) o->tree_nodes = auto_or_integer(o->total_tokens, 2, 1024, "beagle generate: --total-tokens");

@@ -34,6 +34,13 @@ expect_error "prompt longer than context" "context holds 512" "$B" generate -m "
 expect_error "bad threads" "-t must be in 1..256" "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -t 0
 expect_error "prompt file missing" "cannot open" "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -f "$tmp/none.txt"
 expect_error "directory as model" "" "$B" generate -m "$tmp" -p hi
+S=(generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p hi)
+expect_error "net delay without server" "give --server URL" "$B" "${S[@]}" --net-delay 5g
+expect_error "bad net delay" "--net-delay expects MS[,SD]" "$B" "${S[@]}" --temp 0 --server http://127.0.0.1:1 --net-delay 10,abc
+expect_error "negative net delay" "--net-delay expects MS[,SD]" "$B" "${S[@]}" --temp 0 --server http://127.0.0.1:1 --net-delay -3
+expect_error "bad server states" "--server-states must be f32 or q8, got 'f16'" "$B" "${S[@]}" --temp 0 --server http://127.0.0.1:1 --server-states f16
+expect_error "server sampling" "--server needs --temp 0" "$B" "${S[@]}" --server http://127.0.0.1:1 --temp 0.7
+expect_error "server unreachable" "no answer to start" "$B" "${S[@]}" --server http://127.0.0.1:1 --temp 0
 # --help works for every subcommand and exits 0
 for c in generate info tokenize bench; do
   if timeout 20 "$B" $c --help > "$tmp/help" 2>&1 && grep -q "usage: beagle $c" "$tmp/help"; then echo "ok   $c --help"; else echo "FAIL $c --help"; fails=$((fails+1)); fi

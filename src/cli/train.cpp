@@ -104,6 +104,7 @@ int cmd_train(int argc, char** argv) {
     if (o.warmup < -1) fail("beagle train: --warmup must be >= 0 (or -1 for the default), got %ld", o.warmup);
     o.quiet = quiet;
     TrainResult r = run_train(o);
+    if (r.rank != 0) return 0;  // under mpirun rank 0 reports
     printf("draft: %s (%d steps)\n", r.draft_path.c_str(), r.steps);
     printf("loss curve: %s\n", r.loss_png.c_str());
     if (r.evaluated) {

@@ -509,19 +509,26 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
         }
     }
     checkpoint();
-    const long run_steps = st.step - step0;
-    if (!o.quiet && n_ranks > 1 && run_steps > 0)
-        fprintf(stderr, "train: %d ranks: %.4f s per step, %.1f%% of it communicating, %.3g MB sent per step by rank 0\n",
-                n_ranks, (now_seconds() - t_loop) / run_steps, 100.0 * tree.seconds_communicating() / (now_seconds() - t_loop),
-                tree.bytes_sent() / 1e6 / run_steps);
-    if (prog)
-        prog->finish(strfmt("loss %.4f, %lld tokens, %.1f s", tail_mean(st.history, 0, 20, &StepRecord::loss),
-                            (long long)st.tokens_seen, st.train_seconds));
-
     TrainResult res;
     res.history = st.history;
     res.steps = (int)st.step;
     res.draft_path = o.out;
+    res.rank = rank;
+    res.ranks = n_ranks;
+    if (const long run_steps = st.step - step0) {
+        const double loop_s = now_seconds() - t_loop;
+        res.sec_per_step = loop_s / run_steps;
+        res.comm_share = tree.seconds_communicating() / loop_s;
+        res.bytes_per_step = (double)tree.bytes_sent() / run_steps;
+        if (!o.quiet && n_ranks > 1)
+            fprintf(stderr, "train: %d ranks: %.4f s per step, %.1f%% of it in exchanges (waits for the other ranks included), "
+                    "%.3f MB of gradients sent per step by rank 0\n", n_ranks, res.sec_per_step, 100 * res.comm_share,
+                    res.bytes_per_step / 1e6);
+    }
+    if (prog)
+        prog->finish(strfmt("loss %.4f, %lld tokens, %.1f s", tail_mean(st.history, 0, 20, &StepRecord::loss),
+                            (long long)st.tokens_seen, st.train_seconds));
+
     if (rank != 0) return res;
 
     // save: the draft file

@@ -6,6 +6,8 @@
 # items than ranks, and when a run is resumed with another number of ranks. The checker is shown
 # catching a planted rank-count-dependent reduction (BEAGLE_DEBUG_FLAT_GRADS). datagen over 2 ranks
 # writes the one-process shards byte for byte, and a rank's missing shards are regenerated on resume.
+# The CUDA backend (build/beagle-cuda-emu: kernels in the CPU emulator, gradients over the project's
+# NCCL stand-in cuda/emu/nccl.cpp): 2 and 4 ranks = 1 process bit for bit, and the planted bug caught.
 set -u
 M=$BEAGLE_SHARED/data/models
 B=$BEAGLE_BIN
@@ -64,6 +66,23 @@ same_run "$tmp/s.bin" "$tmp/q.bin" && ok "1 process to step 2, resumed by 2 rank
 BEAGLE_DEBUG_FLAT_GRADS=1 "$B" train "${T[@]}" "${C[@]}" --batch 8 -o "$tmp/f1.bin" > /dev/null 2>&1 || bad "planted, 1 process"
 BEAGLE_DEBUG_FLAT_GRADS=1 mpi 2 -x BEAGLE_DEBUG_FLAT_GRADS "$B" train "${T[@]}" "${C[@]}" --batch 8 -o "$tmp/f2.bin" > /dev/null 2>&1 || bad "planted, 2 ranks"
 same_run "$tmp/f1.bin" "$tmp/f2.bin" && bad "planted rank-dependent reduction not caught" || ok "planted rank-dependent reduction caught (2 ranks differ from 1 process)"
+
+# ---- the CUDA backend in the emulator: gradients exchanged with ncclSend/ncclRecv (the stand-in)
+E=$(dirname "$B")/beagle-cuda-emu
+if [ -x "$E" ]; then
+  CE=(--data "$tmp/d1" --seq-len 32 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1 --max-steps 4 --batch 4 -t 1)
+  "$E" train "${T[@]}" "${CE[@]}" -q -o "$tmp/es.bin" > /dev/null 2> "$tmp/es.log" || { bad "emulator train, 1 process"; cat "$tmp/es.log"; }
+  for np in 2 4; do
+    mpi $np "$E" train "${T[@]}" "${CE[@]}" -o "$tmp/e$np.bin" > /dev/null 2> "$tmp/e$np.log" || { bad "emulator train, $np ranks"; cat "$tmp/e$np.log"; }
+    grep -q "gradients over nccl" "$tmp/e$np.log" && same_run "$tmp/es.bin" "$tmp/e$np.bin" &&
+      ok "CUDA backend (emulator), $np ranks over the NCCL stand-in: identical to 1 process" || bad "CUDA backend (emulator), $np ranks differ"
+  done
+  BEAGLE_DEBUG_FLAT_GRADS=1 "$E" train "${T[@]}" "${CE[@]}" -q -o "$tmp/ef1.bin" > /dev/null 2>&1 || bad "emulator planted, 1 process"
+  BEAGLE_DEBUG_FLAT_GRADS=1 mpi 2 -x BEAGLE_DEBUG_FLAT_GRADS "$E" train "${T[@]}" "${CE[@]}" -q -o "$tmp/ef2.bin" > /dev/null 2>&1 || bad "emulator planted, 2 ranks"
+  same_run "$tmp/ef1.bin" "$tmp/ef2.bin" && bad "emulator: planted bug not caught" || ok "emulator: planted rank-dependent reduction caught"
+else
+  bad "$E missing (make cuda-emu; make tests builds it)"
+fi
 
 # ---- a power-of-two number of ranks only; a failing rank stops every rank (no hang)
 mpi 3 "$B" train "${T[@]}" "${C[@]}" --batch 8 -o "$tmp/x.bin" > /dev/null 2> "$tmp/x.log"

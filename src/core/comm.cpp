@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <exception>
@@ -30,7 +31,7 @@ public:
     const char* name() const override { return "single"; }
     int rank() const override { return 0; }
     int size() const override { return 1; }
-    void exchange(const void*, void*, size_t, int peer) override { fail("exchange with rank %d in a single-process run", peer); }
+    void exchange(const void*, size_t, void*, size_t, int peer) override { fail("exchange with rank %d in a single-process run", peer); }
     void broadcast(void*, size_t, int) override {}
     void barrier() override {}
 };
@@ -106,12 +107,13 @@ public:
     const char* name() const override { return "mpi"; }
     int rank() const override { return rank_; }
     int size() const override { return size_; }
-    void exchange(const void* send, void* recv, size_t bytes, int peer) override {
+    void exchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, int peer) override {
         BEAGLE_CHECK(peer >= 0 && peer < size_ && peer != rank_, "MPI exchange: bad peer %d (rank %d of %d)", peer, rank_, size_);
-        for (size_t off = 0; off < bytes; off += kMaxPiece) {
-            int n = (int)std::min(kMaxPiece, bytes - off);
-            check(mpi_.Sendrecv((const char*)send + off, n, mpi_.byte, peer, 0, (char*)recv + off, n, mpi_.byte, peer, 0,
-                                mpi_.world, nullptr),
+        for (size_t off = 0; off < std::max(send_bytes, recv_bytes); off += kMaxPiece) {
+            int ns = (int)std::min(kMaxPiece, send_bytes - std::min(off, send_bytes));
+            int nr = (int)std::min(kMaxPiece, recv_bytes - std::min(off, recv_bytes));
+            check(mpi_.Sendrecv((const char*)send + std::min(off, send_bytes), ns, mpi_.byte, peer, 0,
+                                (char*)recv + std::min(off, recv_bytes), nr, mpi_.byte, peer, 0, mpi_.world, nullptr),
                   "MPI_Sendrecv");
         }
     }

@@ -14,10 +14,10 @@ public:
     virtual const char* name() const = 0;  // "single", "mpi", "nccl"
     virtual int rank() const = 0;
     virtual int size() const = 0;
-    // Sends `bytes` from `send` to rank `peer` and receives as many bytes from it into `recv`, both at
-    // once (no deadlock when both sides call it). The buffers are host memory, or device memory for a
-    // device communicator (device_buffers()).
-    virtual void exchange(const void* send, void* recv, size_t bytes, int peer) = 0;
+    // Sends send_bytes from `send` to rank `peer` and receives recv_bytes from it into `recv` (the peer's
+    // send_bytes), both at once (no deadlock when both sides call it). The buffers are host memory, or
+    // device memory for a device communicator (device_buffers()).
+    virtual void exchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, int peer) = 0;
     virtual void broadcast(void* buf, size_t bytes, int root) = 0;  // host memory
     virtual void barrier() = 0;
     virtual bool device_buffers() const { return false; }

@@ -11,6 +11,7 @@
 
 #include "../core/comm.h"
 #include "../model/draft_layers.h"
+#include "trainer.h"
 
 namespace beagle {
 
@@ -22,6 +23,20 @@ struct ItemRange {
 // The node of [0, n) at depth log2(size) that rank `rank` owns (empty when n < size and the tree runs out).
 ItemRange tree_share(int n, int rank, int size);
 bool is_power_of_two(int x);
+
+// Memory per rank of data-parallel training (`beagle train --plan --ranks N`), from the one-process
+// buffer list (train_memory): the gradient tree's partial sums and receive buffer (GradTree::grad_slots
+// for ceil(batch / ranks) items per rank) on top, and the AdamW moments sharded 1/ranks (ZeRO-1, what
+// the trainer does; adamw.h) or, for comparison, replicated on every rank. exchange_bytes: bytes each
+// rank sends per optimizer step: log2(ranks) butterfly levels of one gradient set, plus the weight
+// slices of the all-gather after the sharded update ((ranks - 1) / ranks of the weights).
+struct RankMemory {
+    double extra_grads = 0;               // partial sums + receive buffer beyond the model's own gradients
+    double replicated = 0, sharded = 0;   // total per rank: persistent + extra + iteration peak
+    double moments_replicated = 0, moments_sharded = 0;
+    double exchange_bytes = 0;
+};
+RankMemory rank_memory(const TrainMemory& one, int ranks, int batch);
 
 // Sums per-item gradients over the tree. leaf(k) computes item k's gradient into model.g (zeroed
 // before the call); after run(), model.g holds the batch's sum on every rank. Gradient buffers: the
@@ -40,6 +55,11 @@ public:
     // Element-wise sum over ranks of per-item records (host doubles, `width` per item, n items): each
     // rank fills the rows of its own items and leaves the others 0; afterwards every rank has all rows.
     void gather_rows(std::vector<double>& rows);
+    // ZeRO-1 (adamw.h): each rank updated its slice of every weight tensor; afterwards all ranks hold all of them.
+    void share_weights();
+    // A tensor of n elements of which this rank holds slice r (backend memory; AdamW moments) as a whole,
+    // on every rank (host memory; for checkpoints).
+    std::vector<float> gather_host(const float* slice, size_t n);
     double seconds_communicating() const { return comm_seconds_; }
     size_t bytes_sent() const { return bytes_sent_; }
     static int grad_slots(int n_local, int size);
@@ -49,6 +69,7 @@ private:
     void subtree(int lo, int hi, int s, const std::function<void(int k)>& leaf);
     void add_slot(int dst, int src);
     void exchange_slot(int s_send, int s_recv, int peer);
+    void exchange(const float* send, size_t n_send, float* recv, size_t n_recv, int peer);
     DraftModelT<Ops>& m_;
     Comm& host_;
     Comm& grads_;

@@ -219,20 +219,19 @@ void shuffle(TrainState& st) {
 
 // ---- checkpoints: the run <-> checkpoint.h ---------------------------------------------------------
 
+// Every rank calls it (the AdamW moments are sharded: gathering them is collective); rank 0 writes.
 void write_checkpoint(const std::string& path, const KV& config, TrainState& st, DraftModelT<Ops>& model,
-                      AdamW& adam, Ops& ops) {
+                      AdamW& adam, GradTree& tree, bool write) {
     st.adam_steps = adam.steps();
     Checkpoint ck = checkpoint_of(config, st);
     DraftWeights cur;
     model.get_weights(&cur);
     for (int i = 0; i < DT_COUNT; i++) {
         ck.w[i] = cur.t[i];
-        ck.m[i].resize(ck.w[i].size());
-        ck.v[i].resize(ck.w[i].size());
-        ops.download(ck.m[i].data(), adam.m(i), ck.m[i].size());
-        ops.download(ck.v[i].data(), adam.v(i), ck.v[i].size());
+        ck.m[i] = tree.gather_host(adam.m(i), ck.w[i].size());
+        ck.v[i] = tree.gather_host(adam.v(i), ck.w[i].size());
     }
-    save_checkpoint(path, ck, model.cfg);
+    if (write) save_checkpoint(path, ck, model.cfg);
 }
 
 TrainState resume(const std::string& path, const KV& config, const Schedule& sc, DraftWeights& dw,
@@ -245,8 +244,8 @@ TrainState resume(const std::string& path, const KV& config, const Schedule& sc,
              path.c_str(), st.epoch, sc.epochs, st.pos, n_items, st.history.size(), st.step);
     for (int i = 0; i < DT_COUNT; i++) {
         dw.t[i] = ck.w[i];
-        ops.upload(adam.m(i), ck.m[i].data(), ck.m[i].size());
-        ops.upload(adam.v(i), ck.v[i].data(), ck.v[i].size());
+        ops.upload(adam.m(i), ck.m[i].data() + adam.lo(i), adam.len(i));  // this rank's slice (ZeRO-1)
+        ops.upload(adam.v(i), ck.v[i].data() + adam.lo(i), adam.len(i));
     }
     model.set_weights(dw);
     adam.set_steps(st.adam_steps);
@@ -435,7 +434,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     DraftWeights dw = initial_weights(o, cfg, d2t, iw);
     DraftModelT<Ops> model(*ops, dw, fz);
     model.enable_grads();
-    AdamW adam(model, adamw_options(o, sc));
+    AdamW adam(model, adamw_options(o, sc), rank, n_ranks);  // ZeRO-1: this rank's slice of the moments
     TrainState st;
     if (!o.resume.empty()) {
         st = resume(o.resume, config, sc, dw, model, adam, *ops);
@@ -466,7 +465,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
         st.tokens_seen += seg_tokens;
         t_seg = now;
         seg_tokens = 0;
-        if (rank == 0) write_checkpoint(ckpt_path, config, st, model, adam, *ops);
+        write_checkpoint(ckpt_path, config, st, model, adam, tree, rank == 0);
         last_good = strfmt("%s (step %ld)", ckpt_path.c_str(), st.step);
     };
     while (st.step < sc.stop_at) {
@@ -491,6 +490,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
                  last_good.empty() ? "none written yet (raise the checkpoint rate with --ckpt-every)" : last);
         try {
             adam.step();
+            if (n_ranks > 1) tree.share_weights();  // every rank updated its slice; now all hold the new weights
         } catch (const Error& e) {
             fail("training stopped at step %ld (epoch %d, stage %d): %s. Last good checkpoint: %s", st.step + 1,
                  st.epoch + 1, stage, e.what(), last);

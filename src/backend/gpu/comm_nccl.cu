@@ -67,10 +67,10 @@ public:
     int rank() const override { return host_.rank(); }
     int size() const override { return host_.size(); }
     bool device_buffers() const override { return true; }
-    void exchange(const void* send, void* recv, size_t bytes, int peer) override {
+    void exchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, int peer) override {
         check(nccl_.GroupStart(), "ncclGroupStart");
-        check(nccl_.Send(send, bytes, ncclInt8, peer, comm_, 0), "ncclSend");
-        check(nccl_.Recv(recv, bytes, ncclInt8, peer, comm_, 0), "ncclRecv");
+        if (send_bytes) check(nccl_.Send(send, send_bytes, ncclInt8, peer, comm_, 0), "ncclSend");
+        if (recv_bytes) check(nccl_.Recv(recv, recv_bytes, ncclInt8, peer, comm_, 0), "ncclRecv");
         check(nccl_.GroupEnd(), "ncclGroupEnd");
         cudaError_t e = cudaStreamSynchronize(0);
         if (e != cudaSuccess) fail("NCCL exchange with rank %d: %s", peer, cudaGetErrorString(e));

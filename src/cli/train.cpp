@@ -26,7 +26,10 @@ int cmd_train(int argc, char** argv) {
            "simulation (--sim-steps). AdamW (betas 0.9/0.95), linear warm-up then constant lr, global grad-norm clip.\n"
            "Writes DRAFT, DRAFT.ckpt (every --ckpt-every steps and at the end; --resume continues bit-exactly),\n"
            "DRAFT.loss.png, DRAFT.loss.tsv and, with --eval-prompts, DRAFT.accept.png; a summary in DRAFT.json.\n"
-           "Tests only: BEAGLE_DEBUG_NAN_STEP=N poisons an input state of step N with NaN (the run must stop).");
+           "Under mpirun -np N (N a power of two): data-parallel over N ranks, the same bits as one process with the\n"
+           "same --batch (the global batch); rank 0 writes the files (docs/distributed.md).\n"
+           "Tests only: BEAGLE_DEBUG_NAN_STEP=N poisons an input state of step N with NaN (the run must stop);\n"
+           "BEAGLE_DEBUG_FLAT_GRADS=1 sums each rank's items in place (a planted rank-count-dependent order).");
     a.str("-m,--model", &o.model, "target model (frozen)");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--data", &o.data, "training data directory (beagle datagen)");

@@ -520,9 +520,9 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
         res.sec_per_step = loop_s / run_steps;
         res.comm_share = tree.seconds_communicating() / loop_s;
         res.bytes_per_step = (double)tree.bytes_sent() / run_steps;
-        if (!o.quiet && n_ranks > 1)
+        if (!o.quiet && launched_by_mpirun())
             fprintf(stderr, "train: %d ranks: %.4f s per step, %.1f%% of it in exchanges (waits for the other ranks included), "
-                    "%.3f MB of gradients sent per step by rank 0\n", n_ranks, res.sec_per_step, 100 * res.comm_share,
+                    "%.3f MB sent per step by rank 0 (gradients + weight slices)\n", n_ranks, res.sec_per_step, 100 * res.comm_share,
                     res.bytes_per_step / 1e6);
     }
     if (prog)

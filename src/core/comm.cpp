@@ -6,14 +6,13 @@
 // in an exchange.
 #include "comm.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <exception>
 
 #include "common.h"
+#include "dynlib.h"
 
 namespace beagle {
 
@@ -39,7 +38,6 @@ public:
 // The few MPI calls used, with OpenMPI's types (handles are pointers to library objects).
 typedef void* MPI_Handle;
 struct MpiApi {
-    void* lib = nullptr;
     int (*Init)(int*, char***) = nullptr;
     int (*Initialized)(int*) = nullptr;
     int (*Finalize)() = nullptr;
@@ -52,33 +50,22 @@ struct MpiApi {
     MPI_Handle world = nullptr, byte = nullptr;
 };
 
-template <class F>
-void sym(MpiApi& a, F*& f, const char* name) {
-    f = (F*)dlsym(a.lib, name);
-    if (!f) fail("MPI: %s not found in libmpi.so.40 (%s); this build expects OpenMPI 4 or 5", name, dlerror());
-}
-
 MpiApi load_mpi() {
+    // RTLD_GLOBAL (DynLib): OpenMPI's own plug-ins (mca_*.so) resolve their symbols against libmpi.
+    static const DynLib lib("libmpi.so.40", "a run launched by mpirun (OpenMPI 4 or 5)",
+                            "install it with apt-get install openmpi-bin (scripts/sysdeps.sh test)");
     MpiApi a;
-    // RTLD_GLOBAL: OpenMPI's own plug-ins (mca_*.so) resolve their symbols against libmpi.
-    a.lib = dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL);
-    if (!a.lib)
-        fail("launched by mpirun but OpenMPI's libmpi.so.40 cannot be loaded (%s); install it with apt-get install "
-             "openmpi-bin (scripts/sysdeps.sh test)", dlerror());
-    sym(a, a.Init, "MPI_Init");
-    sym(a, a.Initialized, "MPI_Initialized");
-    sym(a, a.Finalize, "MPI_Finalize");
-    sym(a, a.Abort, "MPI_Abort");
-    sym(a, a.Comm_rank, "MPI_Comm_rank");
-    sym(a, a.Comm_size, "MPI_Comm_size");
-    sym(a, a.Sendrecv, "MPI_Sendrecv");
-    sym(a, a.Bcast, "MPI_Bcast");
-    sym(a, a.Barrier, "MPI_Barrier");
-    void* p = nullptr;
-    sym(a, p, "ompi_mpi_comm_world");
-    a.world = p;
-    sym(a, p, "ompi_mpi_byte");
-    a.byte = p;
+    lib.get(a.Init, "MPI_Init");
+    lib.get(a.Initialized, "MPI_Initialized");
+    lib.get(a.Finalize, "MPI_Finalize");
+    lib.get(a.Abort, "MPI_Abort");
+    lib.get(a.Comm_rank, "MPI_Comm_rank");
+    lib.get(a.Comm_size, "MPI_Comm_size");
+    lib.get(a.Sendrecv, "MPI_Sendrecv");
+    lib.get(a.Bcast, "MPI_Bcast");
+    lib.get(a.Barrier, "MPI_Barrier");
+    a.world = lib.symbol("ompi_mpi_comm_world");  // MPI_COMM_WORLD, MPI_BYTE: addresses of library objects
+    a.byte = lib.symbol("ompi_mpi_byte");
     return a;
 }
 
@@ -91,6 +78,9 @@ class MpiComm : public Comm {
 public:
     MpiComm() : mpi_(load_mpi()) {
         g_live = &mpi_;
+        // Ranks waiting in an exchange yield the core instead of spinning (they often share cores,
+        // as under --oversubscribe); the user's own setting wins.
+        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
         int inited = 0;
         mpi_.Initialized(&inited);
         if (!inited) check(mpi_.Init(nullptr, nullptr), "MPI_Init");

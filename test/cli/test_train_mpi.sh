@@ -6,6 +6,7 @@
 # items than ranks, and when a run is resumed with another number of ranks. The checker is shown
 # catching a planted rank-count-dependent reduction (BEAGLE_DEBUG_FLAT_GRADS). datagen over 2 ranks
 # writes the one-process shards byte for byte, and a rank's missing shards are regenerated on resume.
+# Without mpirun the binary loads no MPI library.
 # The CUDA backend (build/beagle-cuda-emu: kernels in the CPU emulator, gradients over the project's
 # NCCL stand-in cuda/emu/nccl.cpp): 2 and 4 ranks = 1 process bit for bit, and the planted bug caught.
 set -u
@@ -83,6 +84,12 @@ if [ -x "$E" ]; then
 else
   bad "$E missing (make cuda-emu; make tests builds it)"
 fi
+
+# ---- without mpirun no MPI library is loaded (the binary needs none); under mpirun libmpi is initialized
+n=$(LD_DEBUG=libs "$B" train "${T[@]}" "${C[@]}" --batch 8 --max-steps 1 -o "$tmp/l.bin" 2>&1 | grep -c "libmpi")
+[ "$n" = 0 ] && ok "1 process without mpirun: libmpi never loaded" || bad "libmpi loaded without mpirun ($n lines)"
+n=$(LD_DEBUG=libs mpi 1 "$B" train "${T[@]}" "${C[@]}" --batch 8 --max-steps 1 -o "$tmp/l.bin" 2>&1 | grep -c "calling init: .*libmpi.so")
+[ "$n" -ge 1 ] && ok "under mpirun: libmpi loaded at run time" || bad "libmpi not loaded under mpirun"
 
 # ---- a power-of-two number of ranks only; a failing rank stops every rank (no hang)
 mpi 3 "$B" train "${T[@]}" "${C[@]}" --batch 8 -o "$tmp/x.bin" > /dev/null 2> "$tmp/x.log"

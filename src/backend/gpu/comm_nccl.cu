@@ -3,11 +3,11 @@
 // broadcast and barrier of host memory go over the host communicator (MPI), which also carries NCCL's
 // unique id from rank 0. NCCL is loaded with dlopen (libnccl.so.2) only by a run of several ranks,
 // so one process needs no NCCL; the emulator build links the project's stand-in (cuda/emu/nccl.cpp).
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include "../../core/comm.h"
 #include "../../core/common.h"
+#include "../../core/dynlib.h"
 
 namespace beagle {
 
@@ -29,25 +29,18 @@ NcclApi load_nccl() {
     return {ncclGetUniqueId, ncclCommInitRank, ncclCommDestroy, ncclSend, ncclRecv, ncclGroupStart, ncclGroupEnd, ncclGetErrorString};
 }
 #else
-template <class F>
-void sym(void* lib, F& f, const char* name) {
-    f = (F)dlsym(lib, name);
-    if (!f) fail("NCCL: %s not found in libnccl.so.2 (%s)", name, dlerror());
-}
 NcclApi load_nccl() {
-    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
-    if (!lib)
-        fail("several ranks on the CUDA backend need NCCL, but libnccl.so.2 cannot be loaded (%s); it comes with the "
-             "CUDA toolkit (or apt-get install libnccl2)", dlerror());
+    static const DynLib lib("libnccl.so.2", "training on several ranks on the CUDA backend",
+                            "it comes with the CUDA toolkit (or apt-get install libnccl2)");
     NcclApi a;
-    sym(lib, a.GetUniqueId, "ncclGetUniqueId");
-    sym(lib, a.CommInitRank, "ncclCommInitRank");
-    sym(lib, a.CommDestroy, "ncclCommDestroy");
-    sym(lib, a.Send, "ncclSend");
-    sym(lib, a.Recv, "ncclRecv");
-    sym(lib, a.GroupStart, "ncclGroupStart");
-    sym(lib, a.GroupEnd, "ncclGroupEnd");
-    sym(lib, a.GetErrorString, "ncclGetErrorString");
+    lib.get(a.GetUniqueId, "ncclGetUniqueId");
+    lib.get(a.CommInitRank, "ncclCommInitRank");
+    lib.get(a.CommDestroy, "ncclCommDestroy");
+    lib.get(a.Send, "ncclSend");
+    lib.get(a.Recv, "ncclRecv");
+    lib.get(a.GroupStart, "ncclGroupStart");
+    lib.get(a.GroupEnd, "ncclGroupEnd");
+    lib.get(a.GetErrorString, "ncclGetErrorString");
     return a;
 }
 #endif

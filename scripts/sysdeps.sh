@@ -4,7 +4,9 @@
 #                    stb_easy_font.h: the PNG charts) and nlohmann-json3-dev (the one JSON writer of
 #                    every report, src/io/json_write.h) and libcpp-httplib-dev
 #                    (`beagle serve`: httplib.h plus libcpp-httplib.so, which the binary links). Called by the Makefile when a header is missing.
-#   test             tools the test suite runs: valgrind (memcheck of the CUDA emulator). `make test`.
+#   test             tools the test suite runs: valgrind (memcheck of the CUDA emulator) and OpenMPI
+#                    (openmpi-bin: mpirun and libmpi.so.40, which `beagle train/datagen` load at run
+#                    time under mpirun; libopenmpi-dev: its headers and mpicc). `make test`.
 #   fuzz             clang and libclang-rt-dev (libFuzzer, sanitizer runtimes); checks that a
 #                    -fsanitize=fuzzer,address,undefined program links. `make fuzz`.
 # Usage: scripts/sysdeps.sh [build|test|fuzz]...
@@ -25,7 +27,9 @@ for group in "${@:-build}"; do
             [ -f /usr/include/stb/stb_image_write.h ] || need+=(libstb-dev)
             [ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
             [ -f /usr/include/httplib.h ] || need+=(libcpp-httplib-dev) ;;
-        test) command -v valgrind >/dev/null || need+=(valgrind) ;;
+        test) command -v valgrind >/dev/null || need+=(valgrind)
+              command -v mpirun >/dev/null || need+=(openmpi-bin)
+              [ -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] || need+=(libopenmpi-dev) ;;
         fuzz) command -v clang++ >/dev/null || need+=(clang)
               fuzzer_links || need+=(libclang-rt-dev) ;;
         *) echo "sysdeps.sh: unknown group '$group' (expected build, test or fuzz)" >&2; exit 2 ;;
@@ -47,7 +51,8 @@ for group in "${@:-build}"; do
             [ -f /usr/include/stb/stb_image_write.h ] || { echo "sysdeps.sh: libstb-dev installed but stb_image_write.h is missing" >&2; exit 1; }
             [ -f /usr/include/nlohmann/json.hpp ] || { echo "sysdeps.sh: nlohmann-json3-dev installed but nlohmann/json.hpp is missing" >&2; exit 1; }
             [ -f /usr/include/httplib.h ] || { echo "sysdeps.sh: libcpp-httplib-dev installed but httplib.h is missing" >&2; exit 1; } ;;
-        test) command -v valgrind >/dev/null || { echo "sysdeps.sh: valgrind is still missing" >&2; exit 1; } ;;
+        test) command -v valgrind >/dev/null || { echo "sysdeps.sh: valgrind is still missing" >&2; exit 1; }
+              command -v mpirun >/dev/null || { echo "sysdeps.sh: openmpi-bin installed but mpirun is missing" >&2; exit 1; } ;;
         fuzz) fuzzer_links || { echo "sysdeps.sh: clang++ -fsanitize=fuzzer,address,undefined still does not link" >&2; exit 1; } ;;
     esac
 done

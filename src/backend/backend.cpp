@@ -3,11 +3,14 @@
 // cuda-emu) link its definition; the plain CPU build leaves it null and reports so.
 #include "backend.h"
 
+#include <cstring>
+
 #include "../core/common.h"
 
 namespace beagle {
 
 std::unique_ptr<Ops> make_cuda_ops() __attribute__((weak));
+std::unique_ptr<Comm> make_nccl_comm(Comm& host) __attribute__((weak));
 
 static std::string g_selected;
 
@@ -29,6 +32,12 @@ std::unique_ptr<Ops> make_ops(const std::string& backend, int n_threads) {
         return make_cuda_ops();
     }
     fail("unknown backend '%s' (expected cpu or cuda)", b.c_str());
+}
+
+std::unique_ptr<Comm> make_device_comm(Ops& ops, Comm& host) {
+    if (host.size() == 1 || strcmp(ops.name(), "cuda") != 0) return nullptr;
+    BEAGLE_CHECK(make_nccl_comm != nullptr, "the CUDA backend of this binary has no NCCL communicator");
+    return make_nccl_comm(host);
 }
 
 }  // namespace beagle

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "../core/comm.h"
 #include "ops.h"
 
 namespace beagle {
@@ -17,5 +18,10 @@ bool has_cuda_backend();                        // this binary links the CUDA ba
 const char* default_backend();                  // "cuda" if has_cuda_backend(), else "cpu"
 void select_backend(const std::string& name);   // what make_ops("") returns; Error unless "cpu" or "cuda"
 std::string selected_backend();                 // the selected name, or default_backend()
+
+// The communicator of backend buffers for a data-parallel run over `host`'s ranks: NCCL on the CUDA
+// backend (src/backend/gpu/comm_nccl.cu; the project's stand-in cuda/emu/nccl.cpp in the emulator
+// build), none (nullptr: host memory goes over `host` itself) on the CPU backend or in one process.
+std::unique_ptr<Comm> make_device_comm(Ops& ops, Comm& host);
 
 }  // namespace beagle

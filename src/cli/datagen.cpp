@@ -12,7 +12,8 @@ int cmd_datagen(int argc, char** argv) {
     Args a("datagen", "-m MODEL [-z TOK] (--prompts FILE | --sample N) -o DIR [options]",
            "Self-distillation: the target answers the prompts (chat template for instruct models) or samples N\n"
            "texts from BOS (base models); tokens and every position's true state (f16) go to shards in DIR,\n"
-           "written atomically. Run it again after a kill to resume.");
+           "written atomically. Run it again after a kill to resume. Under mpirun -np N rank r writes shards\n"
+           "r, r+N, ... (the same bytes as one process).");
     a.str("-m,--model", &o.model, "target model");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--prompts", &o.prompts, "prompt file: ShareGPT JSON, JSONL (turns/question/instruction/prompt/text) or text lines");

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include "../core/comm.h"
 #include "../core/common.h"
 #include "commands.h"
 
@@ -40,10 +41,12 @@ int main(int argc, char** argv) {
         } catch (const Error& e) {
             fflush(stdout);
             fprintf(stderr, "error: %s\n", e.what());
+            abort_parallel_run(1);  // under mpirun: stop the other ranks too
             return 1;
         } catch (const std::bad_alloc&) {
             fflush(stdout);
             fprintf(stderr, "error: out of memory\n");
+            abort_parallel_run(1);
             return 1;
         }
     }

@@ -11,7 +11,7 @@
 
 namespace beagle {
 
-int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through);
+int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch);
 
 int cmd_train(int argc, char** argv) {
     TrainLoopOptions o;
@@ -26,7 +26,10 @@ int cmd_train(int argc, char** argv) {
            "simulation (--sim-steps). AdamW (betas 0.9/0.95), linear warm-up then constant lr, global grad-norm clip.\n"
            "Writes DRAFT, DRAFT.ckpt (every --ckpt-every steps and at the end; --resume continues bit-exactly),\n"
            "DRAFT.loss.png, DRAFT.loss.tsv and, with --eval-prompts, DRAFT.accept.png; a summary in DRAFT.json.\n"
-           "Tests only: BEAGLE_DEBUG_NAN_STEP=N poisons an input state of step N with NaN (the run must stop).");
+           "Under mpirun -np N (N a power of two): data-parallel over N ranks, the same bits as one process with the\n"
+           "same --batch (the global batch); rank 0 writes the files (docs/distributed.md).\n"
+           "Tests only: BEAGLE_DEBUG_NAN_STEP=N poisons an input state of step N with NaN (the run must stop);\n"
+           "BEAGLE_DEBUG_FLAT_GRADS=1 sums each rank's items in place (a planted rank-count-dependent order).");
     a.str("-m,--model", &o.model, "target model (frozen)");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--data", &o.data, "training data directory (beagle datagen)");
@@ -68,8 +71,10 @@ int cmd_train(int argc, char** argv) {
     a.flag("--eval-no-chat", &o.eval_no_chat, "evaluation: prompts as plain text (default: chat template if the tokenizer has one)");
     a.integer("-t,--threads", &threads, "CPU threads (0 = all)");
     a.flag("-q,--quiet", &quiet, "no progress output");
-    a.str("--plan", &plan, "print the training memory budget for a geometry and exit: 7b | 7b-mha | 7b-llama3, plus\n"
+    a.str("--plan", &plan, "print the training memory budget for a geometry and exit: 7b | 7b-mha | 7b-llama3 | 70b, plus\n"
                            "                               overrides dim=,heads=,kv=,ffn=,vocab= (uses --seq-len, --window, --sim-steps)");
+    long ranks = 0;
+    a.integer("--ranks", &ranks, "with --plan: the memory per GPU of N data-parallel ranks (train with mpirun -np N)");
     std::string backend;
     a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return 0;
@@ -77,8 +82,12 @@ int cmd_train(int argc, char** argv) {
     if (!plan.empty()) {
         bool seq_given = false;
         for (int i = 1; i < argc; i++) seq_given |= std::string(argv[i]).rfind("--seq-len", 0) == 0;
-        return train_plan(plan, seq_given ? (int)seq_len : 2048, (int)w, (int)S, o.sim_grad_through);
+        if (ranks < 0 || ranks > 4096) fail("beagle train: --ranks must be in 1..4096, got %ld", ranks);
+        if (batch < 1 || batch > 4096) fail("beagle train: --batch must be in 1..4096, got %ld", batch);
+        return train_plan(plan, seq_given ? (int)seq_len : 2048, (int)w, (int)S, o.sim_grad_through, (int)std::max(1L, ranks),
+                          (int)batch);
     }
+    if (ranks) fail("beagle train: --ranks goes with --plan; to train on N ranks launch mpirun -np N beagle train ...");
     if (!a.positional.empty()) fail("beagle train: unexpected argument '%s'", a.positional[0].c_str());
     auto in = [](long v, long lo, long hi, const char* name) {
         if (v < lo || v > hi) fail("beagle train: %s must be in %ld..%ld, got %ld", name, lo, hi, v);
@@ -104,6 +113,7 @@ int cmd_train(int argc, char** argv) {
     if (o.warmup < -1) fail("beagle train: --warmup must be >= 0 (or -1 for the default), got %ld", o.warmup);
     o.quiet = quiet;
     TrainResult r = run_train(o);
+    if (r.rank != 0) return 0;  // under mpirun rank 0 reports
     printf("draft: %s (%d steps)\n", r.draft_path.c_str(), r.steps);
     printf("loss curve: %s\n", r.loss_png.c_str());
     if (r.evaluated) {

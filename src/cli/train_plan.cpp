@@ -1,22 +1,54 @@
 // train_plan.cpp: `beagle train --plan GEOMETRY`: the memory budget of draft training for a target
 // geometry (e.g. a 7B-class Llama) at batch 1, from the same buffer list the trainer allocates
 // (train_memory() in src/train/trainer.cpp, checked against the counting allocator by
-// test/unit/test_stage2_memory.cpp). Shows that stage 2 adds one KV set, not S of them.
+// test/unit/test_stage2_memory.cpp). Shows that stage 2 adds one KV set, not S of them. With --ranks N:
+// the budget per GPU of a data-parallel run (train/data_parallel.h rank_memory): AdamW moments sharded
+// 1/N (ZeRO-1, as the trainer runs) next to replicated ones, and the bytes each rank sends per step.
 #include <cstdio>
 #include <map>
 #include <string>
 
 #include "../core/common.h"
 #include "../model/draft.h"
+#include "../train/data_parallel.h"
 #include "../train/trainer.h"
 
 namespace beagle {
 
-int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through) {
+namespace {
+
+void print_ranks(const TrainMemory& m, int ranks, int batch) {
+    const double GiB = 1024.0 * 1024 * 1024;
+    printf("\nper GPU with %d ranks (one GPU each), global batch %d (%d items per rank, one at a time):\n", ranks, batch,
+           (batch + ranks - 1) / ranks);
+    RankMemory r = rank_memory(m, ranks, batch);
+    printf("%-58s %12s %12s\n", "buffer (GiB)", "ZeRO-1", "replicated");
+    printf("%-58s %12.3f %12.3f\n", "draft weights", m.weights / GiB, m.weights / GiB);
+    printf("%-58s %12.3f %12.3f\n", "gradients (the batch's sum)", m.weights / GiB, m.weights / GiB);
+    printf("%-58s %12.3f %12.3f\n", "gradient tree: partial sums + receive buffer", r.extra_grads / GiB, r.extra_grads / GiB);
+    printf("%-58s %12.3f %12.3f\n", "AdamW moments m, v (ZeRO-1: this rank's 1/N slice)", r.moments_sharded / GiB,
+           r.moments_replicated / GiB);
+    const double frozen = m.persistent - 4 * m.weights;
+    printf("%-58s %12.3f %12.3f\n", "frozen embedding + LM head + final norm", frozen / GiB, frozen / GiB);
+    printf("%-58s %12.3f %12.3f\n", "iteration peak", m.iteration_peak / GiB, m.iteration_peak / GiB);
+    printf("%-58s %12.3f %12.3f  %s 24 GiB\n", "TOTAL per GPU", r.sharded / GiB, r.replicated / GiB,
+           r.sharded < 24 * GiB ? "<" : ">=");
+    int levels = 0;
+    while ((1 << levels) < ranks) levels++;
+    printf("sent per rank per optimizer step: gradients %d butterfly level(s) x %.3f GiB + weight slices %.3f GiB = %.3f GiB\n",
+           levels, m.weights / GiB, (r.exchange_bytes - levels * m.weights) / GiB, r.exchange_bytes / GiB);
+}
+
+}  // namespace
+
+int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch) {
     // presets, then key=value overrides: dim, heads, kv, ffn, vocab
     std::map<std::string, long> g = {{"dim", 4096}, {"heads", 32}, {"kv", 8}, {"ffn", 11008}, {"vocab", 32000}};
     std::string rest = geometry;
-    if (rest.rfind("7b-mha", 0) == 0) { g["kv"] = 32; rest = rest.substr(6); }
+    if (rest.rfind("70b", 0) == 0) {  // Llama-3-70B-shaped: dim 8192, 64/8 heads, ffn 28672, vocab 128256
+        g = {{"dim", 8192}, {"heads", 64}, {"kv", 8}, {"ffn", 28672}, {"vocab", 128256}};
+        rest = rest.substr(3);
+    } else if (rest.rfind("7b-mha", 0) == 0) { g["kv"] = 32; rest = rest.substr(6); }
     else if (rest.rfind("7b-llama3", 0) == 0) { g["vocab"] = 128256; rest = rest.substr(9); }
     else if (rest.rfind("7b", 0) == 0) rest = rest.substr(2);
     for (size_t b = 0; b < rest.size();) {
@@ -26,7 +58,7 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
         std::string kv = rest.substr(b, e - b);
         size_t eq = kv.find('=');
         if (eq == std::string::npos || !g.count(kv.substr(0, eq)))
-            fail("beagle train --plan: expected 7b, 7b-mha, 7b-llama3 and/or key=value with keys dim, heads, kv, ffn, vocab; got '%s'", kv.c_str());
+            fail("beagle train --plan: expected 7b, 7b-mha, 7b-llama3, 70b and/or key=value with keys dim, heads, kv, ffn, vocab; got '%s'", kv.c_str());
         char* end = nullptr;
         long v = strtol(kv.c_str() + eq + 1, &end, 10);
         if (*end || v <= 0) fail("beagle train --plan: '%s' needs a positive integer", kv.c_str());
@@ -74,6 +106,7 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     printf("\nthe part that depends on S is at most %.3f GiB = %.2f KV sets (one predicted KV set, written in place)%s\n",
            worst / GiB, worst / m.kv_set,
            grad_through ? "\n(--sim-grad-through keeps the activations of all steps: memory grows with S)" : "");
+    if (ranks > 1) print_ranks(m, ranks, batch);
     return total < 24 * GiB ? 0 : 2;
 }
 

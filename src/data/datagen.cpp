@@ -10,6 +10,7 @@
 
 #include "../backend/backend.h"
 #include "../backend/ops.h"
+#include "../core/comm.h"
 #include "../core/common.h"
 #include "../core/progress.h"
 #include "../core/threadpool.h"
@@ -196,8 +197,12 @@ void run_datagen(const DatagenOptions& o) {
     uint64_t tok_hash = tokenizer_fingerprint(spec);
     std::vector<Item> items = make_items(o, spec, *tok);
 
+    // ranks (mpirun): rank r writes shards r, r + P, r + 2P, ...; each shard's bytes do not depend on
+    // who writes it (per-sequence seeds, batch-invariant target). Rank 0 creates the directory first.
+    std::unique_ptr<Comm> comm = make_comm();
+    const int rank = comm->rank(), n_ranks = comm->size();
     double temp = o.temperature >= 0 ? o.temperature : (o.sample > 0 ? 1.0 : 0.0);
-    open_data_dir(o, {
+    const std::vector<std::pair<std::string, std::string>> meta = {
         {"format", "beagle-data 1"},
         {"model", o.model},
         {"dim", std::to_string(D)},
@@ -214,7 +219,10 @@ void run_datagen(const DatagenOptions& o) {
         {"seed", std::to_string(o.seed)},
         {"shard_seqs", std::to_string(o.shard_seqs)},
         {"f32_weights", o.f32_weights ? "1" : "0"},
-    });
+    };
+    if (rank == 0) open_data_dir(o, meta);
+    comm->barrier();
+    if (rank != 0) open_data_dir(o, meta);
 
     int threads = o.threads > 0 ? (int)o.threads : default_threads();
     std::unique_ptr<Ops> ops = make_ops("", threads);
@@ -223,13 +231,16 @@ void run_datagen(const DatagenOptions& o) {
     int ctx = max_prompt_len + (int)o.max_new + 1;
     const int max_batch = std::max(64, (int)o.batch);
     Llama m(*mf, *ops, ctx, max_batch, (int)o.batch);
-    Progress prog("datagen", (int64_t)items.size(), "seq");
+    size_t n_shards = (items.size() + o.shard_seqs - 1) / o.shard_seqs;
+    int64_t my_items = 0;
+    for (size_t sh = rank; sh < n_shards; sh += n_ranks)
+        my_items += (int64_t)(std::min(items.size(), (sh + 1) * o.shard_seqs) - sh * o.shard_seqs);
+    Progress prog(n_ranks > 1 ? strfmt("datagen rank %d/%d", rank, n_ranks) : "datagen", my_items, "seq");
     Generator g{m, *tok, spec, SamplingParams(), (int)o.batch, max_batch, (int)o.max_new, V, D, prog};
     g.sp.temperature = (float)temp;
     g.sp.top_p = (float)o.top_p;
 
-    size_t n_shards = (items.size() + o.shard_seqs - 1) / o.shard_seqs;
-    for (size_t sh = 0; sh < n_shards; sh++) {
+    for (size_t sh = rank; sh < n_shards; sh += n_ranks) {
         std::string path = strfmt("%s/shard-%05zu.bin", o.out_dir.c_str(), sh);
         size_t i0 = sh * o.shard_seqs, i1 = std::min(items.size(), i0 + o.shard_seqs);
         if (file_exists(path)) {  // resume: a shard exists only if it was completely written
@@ -239,7 +250,9 @@ void run_datagen(const DatagenOptions& o) {
         }
         write_shard(path, D, V, tok_hash, generate_shard(g, items, i0, i1));
     }
-    prog.finish(strfmt("%lld tokens, %zu shards in %s", (long long)g.done_tokens, n_shards, o.out_dir.c_str()));
+    prog.finish(strfmt("%lld tokens, %zu shards in %s", (long long)g.done_tokens,
+                       n_ranks > 1 ? (n_shards + n_ranks - 1 - rank) / n_ranks : n_shards, o.out_dir.c_str()));
+    comm->barrier();  // the directory is complete when every rank returns
 }
 
 }  // namespace beagle

@@ -2,6 +2,7 @@
 // backend's adamw op, the global norm its sumsq op.
 #include "adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "../core/common.h"
@@ -9,12 +10,16 @@
 namespace beagle {
 
 template <class O>
-AdamWT<O>::AdamWT(DraftModelT<O>& m, const AdamWOptions& opt) : model_(m), opt_(opt) {
+AdamWT<O>::AdamWT(DraftModelT<O>& m, const AdamWOptions& opt, int rank, int ranks) : model_(m), opt_(opt) {
     BEAGLE_CHECK(opt.lr >= 0 && opt.beta1 >= 0 && opt.beta1 < 1 && opt.beta2 >= 0 && opt.beta2 < 1 && opt.eps > 0,
                  "AdamW: bad options (lr %g, betas %g %g, eps %g)", opt.lr, opt.beta1, opt.beta2, opt.eps);
+    BEAGLE_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "AdamW: rank %d of %d", rank, ranks);
     for (int i = 0; i < DT_COUNT; i++) {
-        m_[i] = m.ops.alloc((size_t)m.cfg.numel(i));
-        v_[i] = m.ops.alloc((size_t)m.cfg.numel(i));
+        size_t n = (size_t)m.cfg.numel(i);
+        lo_[i] = slice_begin(n, rank, ranks);
+        len_[i] = slice_begin(n, rank + 1, ranks) - lo_[i];
+        m_[i] = m.ops.alloc(std::max<size_t>(1, len_[i]));
+        v_[i] = m.ops.alloc(std::max<size_t>(1, len_[i]));
     }
 }
 
@@ -52,7 +57,7 @@ double AdamWT<O>::step(float lr) {
     for (int i = 0; i < DT_COUNT; i++) {
         bool is_norm = i == DT_NORM_Q || i == DT_NORM_KV || i == DT_NORM_M;
         p.weight_decay = is_norm ? 0.0f : opt_.weight_decay;
-        model_.ops.adamw(model_.w[i], m_[i], v_[i], model_.g[i], (size_t)model_.cfg.numel(i), p);
+        if (len_[i]) model_.ops.adamw(model_.w[i] + lo_[i], m_[i], v_[i], model_.g[i] + lo_[i], len_[i], p);
     }
     return norm;
 }

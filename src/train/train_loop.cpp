@@ -20,6 +20,7 @@
 
 #include "../backend/backend.h"
 #include "../backend/ops.h"
+#include "../core/comm.h"
 #include "../core/common.h"
 #include "../core/dtype.h"
 #include "../core/progress.h"
@@ -27,6 +28,7 @@
 #include "../data/dataset.h"
 #include "../io/model_file.h"
 #include "adamw.h"
+#include "data_parallel.h"
 #include "../core/rng.h"
 #include "report.h"
 #include "trainer.h"
@@ -217,20 +219,19 @@ void shuffle(TrainState& st) {
 
 // ---- checkpoints: the run <-> checkpoint.h ---------------------------------------------------------
 
+// Every rank calls it (the AdamW moments are sharded: gathering them is collective); rank 0 writes.
 void write_checkpoint(const std::string& path, const KV& config, TrainState& st, DraftModelT<Ops>& model,
-                      AdamW& adam, Ops& ops) {
+                      AdamW& adam, GradTree& tree, bool write) {
     st.adam_steps = adam.steps();
     Checkpoint ck = checkpoint_of(config, st);
     DraftWeights cur;
     model.get_weights(&cur);
     for (int i = 0; i < DT_COUNT; i++) {
         ck.w[i] = cur.t[i];
-        ck.m[i].resize(ck.w[i].size());
-        ck.v[i].resize(ck.w[i].size());
-        ops.download(ck.m[i].data(), adam.m(i), ck.m[i].size());
-        ops.download(ck.v[i].data(), adam.v(i), ck.v[i].size());
+        ck.m[i] = tree.gather_host(adam.m(i), ck.w[i].size());
+        ck.v[i] = tree.gather_host(adam.v(i), ck.w[i].size());
     }
-    save_checkpoint(path, ck, model.cfg);
+    if (write) save_checkpoint(path, ck, model.cfg);
 }
 
 TrainState resume(const std::string& path, const KV& config, const Schedule& sc, DraftWeights& dw,
@@ -243,8 +244,8 @@ TrainState resume(const std::string& path, const KV& config, const Schedule& sc,
              path.c_str(), st.epoch, sc.epochs, st.pos, n_items, st.history.size(), st.step);
     for (int i = 0; i < DT_COUNT; i++) {
         dw.t[i] = ck.w[i];
-        ops.upload(adam.m(i), ck.m[i].data(), ck.m[i].size());
-        ops.upload(adam.v(i), ck.v[i].data(), ck.v[i].size());
+        ops.upload(adam.m(i), ck.m[i].data() + adam.lo(i), adam.len(i));  // this rank's slice (ZeRO-1)
+        ops.upload(adam.v(i), ck.v[i].data() + adam.lo(i), adam.len(i));
     }
     model.set_weights(dw);
     adam.set_steps(st.adam_steps);
@@ -258,14 +259,23 @@ struct StepLoss {
     int64_t tokens = 0;
 };
 
-// Forward and backward of the next nb items of the order (gradients summed with weight 1/nb).
-// Debug hook (tests): nan_step poisons one input state of that step with NaN.
-StepLoss accumulate_grads(DraftTrainer& trainer, const Dataset& ds, const std::vector<Item>& items, TrainState& st,
-                          int nb, const TrainLoopOptions& o, int dim, long nan_step) {
-    StepLoss r;
+// Forward and backward of the next nb items of the order: the gradients of loss_k / nb summed over the
+// fixed item tree (data_parallel.h), each rank running its share of the items; every rank ends with
+// the batch's gradient and every item's loss. Every rank draws every item's window offset and noise
+// seed, so the random streams stay in step. Debug hook (tests): nan_step poisons one input state of that step with NaN.
+StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& ds, const std::vector<Item>& items,
+                          TrainState& st, int nb, const TrainLoopOptions& o, int dim, long nan_step) {
+    std::vector<int> offsets(nb);
+    std::vector<uint64_t> seeds(nb);
+    for (int k = 0; k < nb; k++) {
+        offsets[k] = st.offset.below(o.w);
+        seeds[k] = st.noise.next();
+    }
+    const int W = 4;  // per item: loss, ce, vloss, tokens
+    std::vector<double> rows((size_t)nb * W, 0.0);
     std::vector<float> states;
     std::vector<uint8_t> lmask;
-    for (int k = 0; k < nb; k++) {
+    tree.run(nb, [&](int k) {
         const Item& it = items[st.order[st.pos + k]];
         SeqView v = ds.seq(it.seq);
         states.resize((size_t)it.len * dim);
@@ -280,13 +290,21 @@ StepLoss accumulate_grads(DraftTrainer& trainer, const Dataset& ds, const std::v
         b.loss_mask = lmask.data();
         b.T = it.len;
         b.pos0 = it.start;
-        int offset = st.offset.below(o.w);
-        uint64_t noise_seed = st.noise.next();
-        IterStats is = trainer.run(b, offset, noise_seed, 1.0f / nb, true);
-        r.loss += is.loss / nb;
-        r.ce += is.ce / nb;
-        r.vl += is.vloss / nb;
-        r.tokens += it.len;
+        IterStats is = trainer.run(b, offsets[k], seeds[k], 1.0f / nb, true);
+        double* row = &rows[(size_t)k * W];
+        row[0] = is.loss;
+        row[1] = is.ce;
+        row[2] = is.vloss;
+        row[3] = it.len;
+    });
+    tree.gather_rows(rows);
+    StepLoss r;
+    for (int k = 0; k < nb; k++) {  // in item order on every rank
+        const double* row = &rows[(size_t)k * W];
+        r.loss += row[0] / nb;
+        r.ce += row[1] / nb;
+        r.vl += row[2] / nb;
+        r.tokens += (int64_t)row[3];
     }
     return r;
 }
@@ -377,8 +395,14 @@ void write_reports(const TrainLoopOptions& o, const DraftWeights& final_w, const
 
 // ---- run_train -------------------------------------------------------------------------------------
 
-TrainResult run_train(const TrainLoopOptions& o) {
-    check_options(o);
+TrainResult run_train(const TrainLoopOptions& o_in) {
+    check_options(o_in);
+    // ranks: every rank runs the whole loop on its share of each batch; rank 0 alone prints, writes
+    // checkpoints, the draft and the reports (data_parallel.h)
+    std::unique_ptr<Comm> comm = make_comm();
+    const int rank = comm->rank(), n_ranks = comm->size();
+    TrainLoopOptions o = o_in;
+    if (rank != 0) o.quiet = true;
     const std::string ckpt_path = o.ckpt.empty() ? o.out + ".ckpt" : o.ckpt;
     const double t_start = now_seconds();
 
@@ -406,10 +430,11 @@ TrainResult run_train(const TrainLoopOptions& o) {
     // state: weights, AdamW, the random streams and the position in the data
     const int threads = o.threads > 0 ? o.threads : default_threads();
     std::unique_ptr<Ops> ops = make_ops("", threads);
+    std::unique_ptr<Comm> dcomm = make_device_comm(*ops, *comm);  // NCCL on the CUDA backend, else none
     DraftWeights dw = initial_weights(o, cfg, d2t, iw);
     DraftModelT<Ops> model(*ops, dw, fz);
     model.enable_grads();
-    AdamW adam(model, adamw_options(o, sc));
+    AdamW adam(model, adamw_options(o, sc), rank, n_ranks);  // ZeRO-1: this rank's slice of the moments
     TrainState st;
     if (!o.resume.empty()) {
         st = resume(o.resume, config, sc, dw, model, adam, *ops);
@@ -419,6 +444,10 @@ TrainResult run_train(const TrainLoopOptions& o) {
     }
     std::string last_good = o.resume.empty() ? "" : strfmt("%s (step %ld)", o.resume.c_str(), st.step);
     if (!o.quiet) print_plan(o, ds, n_items, sc, cfg, threads);
+    GradTree tree(model, *comm, dcomm ? *dcomm : *comm);
+    if (!o.quiet && n_ranks > 1)
+        fprintf(stderr, "train: %d ranks (%s%s), global batch %d: each rank runs its share of every batch\n", n_ranks,
+                comm->name(), dcomm ? strfmt(", gradients over %s", dcomm->name()).c_str() : "", o.batch);
 
     // the loop
     const char* nan_env = getenv("BEAGLE_DEBUG_NAN_STEP");  // tests: poison an input state of step N
@@ -436,7 +465,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
         st.tokens_seen += seg_tokens;
         t_seg = now;
         seg_tokens = 0;
-        write_checkpoint(ckpt_path, config, st, model, adam, *ops);
+        write_checkpoint(ckpt_path, config, st, model, adam, tree, rank == 0);
         last_good = strfmt("%s (step %ld)", ckpt_path.c_str(), st.step);
     };
     while (st.step < sc.stop_at) {
@@ -450,7 +479,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
         if (stage != trainer_stage) trainer = make_trainer(model, o, trainer_stage = stage);
         const int nb = std::min(o.batch, n_items - st.pos);
         model.zero_grads();
-        StepLoss sl = accumulate_grads(*trainer, ds, items, st, nb, o, cfg.dim, nan_step);
+        StepLoss sl = accumulate_grads(*trainer, tree, ds, items, st, nb, o, cfg.dim, nan_step);
         seg_tokens += sl.tokens;
         run_tokens += sl.tokens;
         const char* last = last_good.empty() ? "none written yet" : last_good.c_str();
@@ -461,6 +490,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
                  last_good.empty() ? "none written yet (raise the checkpoint rate with --ckpt-every)" : last);
         try {
             adam.step();
+            if (n_ranks > 1) tree.share_weights();  // every rank updated its slice; now all hold the new weights
         } catch (const Error& e) {
             fail("training stopped at step %ld (epoch %d, stage %d): %s. Last good checkpoint: %s", st.step + 1,
                  st.epoch + 1, stage, e.what(), last);
@@ -479,19 +509,33 @@ TrainResult run_train(const TrainLoopOptions& o) {
         }
     }
     checkpoint();
+    TrainResult res;
+    res.history = st.history;
+    res.steps = (int)st.step;
+    res.draft_path = o.out;
+    res.rank = rank;
+    res.ranks = n_ranks;
+    if (const long run_steps = st.step - step0) {
+        const double loop_s = now_seconds() - t_loop;
+        res.sec_per_step = loop_s / run_steps;
+        res.comm_share = tree.seconds_communicating() / loop_s;
+        res.bytes_per_step = (double)tree.bytes_sent() / run_steps;
+        if (!o.quiet && launched_by_mpirun())
+            fprintf(stderr, "train: %d ranks: %.4f s per step, %.1f%% of it in exchanges (waits for the other ranks included), "
+                    "%.3f MB sent per step by rank 0 (gradients + weight slices)\n", n_ranks, res.sec_per_step, 100 * res.comm_share,
+                    res.bytes_per_step / 1e6);
+    }
     if (prog)
         prog->finish(strfmt("loss %.4f, %lld tokens, %.1f s", tail_mean(st.history, 0, 20, &StepRecord::loss),
                             (long long)st.tokens_seen, st.train_seconds));
+
+    if (rank != 0) return res;
 
     // save: the draft file
     DraftWeights final_w;
     model.get_weights(&final_w);
     final_w.meta = draft_meta(o, ds, sc, st.step);
     save_draft(o.out, final_w);
-    TrainResult res;
-    res.history = st.history;
-    res.steps = (int)st.step;
-    res.draft_path = o.out;
 
     // report: loss curve and TSV, acceptance on held-out prompts, JSON summary
     write_reports(o, final_w, config, ds, n_items, sc, st, threads, t_start, &res);

@@ -56,6 +56,9 @@ double default_lr(int dim);
 struct TrainResult {
     std::vector<StepRecord> history;
     int steps = 0;
+    int rank = 0, ranks = 1;  // data-parallel runs (mpirun): this process's rank; only rank 0 writes files
+    double sec_per_step = 0, comm_share = 0;  // this process's steps: wall time, fraction spent communicating
+    double bytes_per_step = 0;                // gradient bytes this rank sent per step
     bool evaluated = false;
     AcceptEval chain, tree;
     std::string draft_path, json_path, loss_png, accept_png;

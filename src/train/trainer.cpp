@@ -305,6 +305,7 @@ TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, i
     mem.lines.push_back({"AdamW moments m, v", 2 * params * B});
     mem.lines.push_back({"frozen embedding + LM head + final norm", frozen * B});
     mem.persistent = (4 * params + frozen) * B;
+    mem.weights = params * B;
 
     double true_set = 3 * Td + T + 4 * Tk;        // f, s (noisy), ns, rstd, K, V, dK, dV
     double pred_set = 2 * Td + T + 4 * Tk;        // sp, nsp, rstdp, Kp, Vp, dKp, dVp

@@ -97,6 +97,7 @@ struct TrainMemory {
     double iteration_peak = 0;       // peak bytes of run() (what BufAlloc measures)
     double kv_set = 0;               // bytes of one KV set (the second, predicted, set of stage 2)
     double persistent = 0;           // weights + grads + AdamW moments + frozen tensors
+    double weights = 0;              // one copy of the trainable weights (= one gradient set = one AdamW moment)
 };
 TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, int offset, int sizeof_real = 4);
 

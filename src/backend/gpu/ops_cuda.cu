@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../../core/comm.h"
 #include "../../core/common.h"
 #include "../cpu/cpu_ops.h"
 #include "kernels.cuh"
@@ -433,8 +434,10 @@ std::unique_ptr<Ops> make_cuda_ops() {
         fail("no CUDA device found (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
     }
     if (n <= 0) fail("no CUDA device found (cudaGetDeviceCount returned 0 devices)");
+    const int dev = env_local_rank() % n;  // under mpirun: one GPU per rank of this node (core/comm.h)
+    cuda_check(cudaSetDevice(dev), "cudaSetDevice");
     cudaDeviceProp prop;
-    cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    cuda_check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
     if (prop.major < 8)
         fail("CUDA device '%s' has compute capability %d.%d; this build needs 8.0 or newer (sm_80/86/89/90)", prop.name,
              prop.major, prop.minor);

@@ -15,11 +15,16 @@
 //   visible key in order p = exp(s - lse), ds = p (dout . v - D), dq += scale ds k. dq assigned; D saved
 //   for the next kernel.
 // xattn_bwd_dkdv_kernel: grid (tiles0 32-key tiles of set 0 - 0 skips set 0 - then those of set 1;
-//   n_kv_heads), 32 threads, thread j owns key row j: dk_j, dv_j accumulate in shared memory
-//   (starting from their global values) over the queries t = 0..n_q-1 in order and the group's heads
-//   in order (staged in shared memory one query at a time; a query that sees none of the tile is
-//   skipped after one __syncthreads_or): dv_j += p dout, dk_j += scale ds q. Fixed order, no
-//   atomics: deterministic like the CPU backend.
+//   n_kv_heads), 256 threads: key j of the tile x 8 dim slices (thread (j, s) owns dims s, s + 8, ...).
+//   A thread keeps its slice of k_j, v_j and of the accumulators dk_j, dv_j (starting from their
+//   global values) in registers: the tile's K/V rows are read once, no shared memory for them. The
+//   queries come in tiles of bq (as many as fit 16 KiB: bq x group heads of q, dout, lse, D staged in
+//   shared memory, read as broadcasts, 2 barriers per tile; a tile none of whose queries sees any key
+//   of the block is skipped after one __syncthreads_or). Per visible (query, head) in order: the
+//   slices' parts of q . k_j and dout . v_j meet in a fixed xor butterfly over the key's 8 lanes (all
+//   8 get the same bits), then p = exp(s - lse), ds = p (dout . v - D), and every slice adds its dims:
+//   dv_j += p dout, dk_j += scale ds q. Fixed order (queries ascending, heads ascending), no atomics:
+//   deterministic like the CPU backend.
 // Run-tested under the emulator against a double reference (forward, lse, dq, dk, dv of both sets) for
 // PREFIX masks with and without set-1 bits, BLOCK masks of stage 1 (n_pred 0) and stage 2 (n_pred 1, 2),
 // several (w, offset), GQA groups, queries that see nothing, poisoned shared memory and shuffled thread
@@ -85,9 +90,7 @@ __global__ void xattn_fwd_kernel(XAttnArgs a) {
             __syncwarp();
         }
         OnlineSoftmax st;
-        st.m = -INFINITY;
-        st.l = 0.0f;
-        for (int i = 0; i < ATTN_MAX_HD / 32; i++) st.o[i] = 0.0f;
+        softmax_reset(st);
         attn_fwd_segment(sm.tile, a.k0 + kvh * hd, a.v0 + kvh * hd, kv_dim, 0, seg.hi0, AllVisible{}, sm.qs, sm.sc,
                          hd, a.scale, active, st);
         if (seg.hi1 > seg.lo1)
@@ -148,68 +151,100 @@ __global__ void xattn_bwd_dq_kernel(XAttnArgs a) {
     }
 }
 
-__global__ void xattn_bwd_dkdv_kernel(XAttnArgs a) {
+__global__ void xattn_bwd_dkdv_kernel(XAttnArgs a, int bq) {
     DYN_SMEM(float, smem);
-    const int kvh = blockIdx.y, tid = threadIdx.x;
-    const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, ld = hd + 1;
+    constexpr int S = XATTN_SLICES, ND = ATTN_MAX_HD / XATTN_SLICES;
+    const int kvh = blockIdx.y, tid = threadIdx.x, lane = tid % 32;
+    const int kl = tid / S, sl = tid % S;  // key kl of the tile, dims sl, sl + S, sl + 2 S, ...
+    const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
     const long long q_dim = (long long)a.n_heads * hd, kv_dim = (long long)a.n_kv_heads * hd;
+    const unsigned gmask = 0xFFu << (lane & ~(S - 1));  // the S lanes of this key
     // which set and rows this block owns
     const int tiles0 = a.tiles0;
     const int set = (int)blockIdx.x < tiles0 ? 0 : 1;
     const int j0 = (set == 0 ? (int)blockIdx.x : (int)blockIdx.x - tiles0) * XATTN_BKEYS;
     const int n_set = set == 0 ? a.n0 : a.n1;
-    const float* Kb = (set == 0 ? a.k0 : a.k1) + kvh * hd;
-    const float* Vb = (set == 0 ? a.v0 : a.v1) + kvh * hd;
-    float* dK = (set == 0 ? a.dk0 : a.dk1) + kvh * hd;
-    float* dV = (set == 0 ? a.dv0 : a.dv1) + kvh * hd;
-    float* dks = smem;                            // [XATTN_BKEYS][ld]
-    float* dvs = dks + XATTN_BKEYS * ld;          // [XATTN_BKEYS][ld]
-    float* qst = dvs + XATTN_BKEYS * ld;          // [group][hd]: the staged query's heads
-    float* dost = qst + group * hd;               // [group][hd]
-    float* Lst = dost + group * hd;               // [group]
-    float* Dst = Lst + group;                     // [group]
-    const int j = j0 + tid;
-    const bool mine = tid < XATTN_BKEYS && j < n_set;
-    if (mine)
-        for (int d = 0; d < hd; d++) {
-            dks[tid * ld + d] = dK[(long long)j * kv_dim + d];
-            dvs[tid * ld + d] = dV[(long long)j * kv_dim + d];
+    const int j = j0 + kl;
+    const bool mine = j < n_set;
+    const long long row_j = (long long)j * kv_dim + kvh * hd;
+    // the key's k, v and its dk, dv accumulators (from their global values): registers, dims of this slice
+    float kr[ND], vr[ND], dk[ND], dv[ND];
+    {
+        const float* Kb = set == 0 ? a.k0 : a.k1;
+        const float* Vb = set == 0 ? a.v0 : a.v1;
+        const float* dK = set == 0 ? a.dk0 : a.dk1;
+        const float* dV = set == 0 ? a.dv0 : a.dv1;
+        for (int i = 0; i < ND; i++) {
+            const int d = sl + S * i;
+            const bool in = mine && d < hd;
+            kr[i] = in ? Kb[row_j + d] : 0.0f;
+            vr[i] = in ? Vb[row_j + d] : 0.0f;
+            dk[i] = in ? dK[row_j + d] : 0.0f;
+            dv[i] = in ? dV[row_j + d] : 0.0f;
         }
-    const float* kr = Kb + (long long)j * kv_dim;
-    const float* vr = Vb + (long long)j * kv_dim;
-    for (int t = 0; t < a.n_q; t++) {
-        const bool vis = mine && xattn_sees_dev(a, t, set, j);
-        if (!__syncthreads_or(vis)) continue;  // also: the previous query's staging has been consumed
-        const long long row = t * q_dim + (long long)kvh * group * hd;
-        for (int idx = tid; idx < group * hd; idx += blockDim.x) {
-            qst[idx] = a.q[row + idx];
-            dost[idx] = a.dout[row + idx];
+    }
+    float* qst = smem;                       // [bq][group][hd]: the staged queries' heads
+    float* dost = qst + bq * group * hd;     // [bq][group][hd]
+    float* Lst = dost + bq * group * hd;     // [bq][group]
+    float* Dst = Lst + bq * group;           // [bq][group]
+    for (int t0 = 0; t0 < a.n_q; t0 += bq) {
+        const int nt = min(bq, a.n_q - t0);
+        unsigned vis = 0;  // the tile's queries that see key j (the same in the key's S threads)
+        for (int i = 0; i < nt; i++)
+            if (mine && xattn_sees_dev(a, t0 + i, set, j)) vis |= 1u << i;
+        if (!__syncthreads_or(vis != 0)) continue;  // also: the previous tile's staging has been consumed
+        for (int idx = tid; idx < nt * group * hd; idx += blockDim.x) {
+            const int i = idx / (group * hd), r = idx % (group * hd);
+            const long long row = (t0 + i) * q_dim + (long long)kvh * group * hd + r;
+            qst[idx] = a.q[row];
+            dost[idx] = a.dout[row];
         }
-        for (int g = tid; g < group; g += blockDim.x) {
-            Lst[g] = a.lse[(long long)t * a.n_heads + kvh * group + g];
-            Dst[g] = a.D[(long long)t * a.n_heads + kvh * group + g];
+        for (int idx = tid; idx < nt * group; idx += blockDim.x) {
+            const long long th = (long long)(t0 + idx / group) * a.n_heads + kvh * group + idx % group;
+            Lst[idx] = a.lse[th];
+            Dst[idx] = a.D[th];
         }
         __syncthreads();
-        if (!vis) continue;
-        for (int g = 0; g < group; g++) {
-            const float* qg = qst + g * hd;
-            const float* dg = dost + g * hd;
-            float s = 0.0f, pv = 0.0f;
-            for (int d = 0; d < hd; d++) s = fmaf(qg[d], kr[d], s);
-            for (int d = 0; d < hd; d++) pv = fmaf(dg[d], vr[d], pv);
-            const float p = expf(s * a.scale - Lst[g]);
-            const float ds = p * (pv - Dst[g]) * a.scale;
-            for (int d = 0; d < hd; d++) {
-                dvs[tid * ld + d] = fmaf(p, dg[d], dvs[tid * ld + d]);
-                dks[tid * ld + d] = fmaf(ds, qg[d], dks[tid * ld + d]);
+        for (int i = 0; i < nt; i++) {
+            if (!((vis >> i) & 1u)) continue;  // uniform over the key's S lanes
+            for (int g = 0; g < group; g++) {
+                const float* qg = qst + (i * group + g) * hd;
+                const float* dg = dost + (i * group + g) * hd;
+                float s = 0.0f, pv = 0.0f;  // this slice's part of q . k and dout . v
+                for (int ii = 0; ii < ND; ii++) {
+                    const int d = sl + S * ii;
+                    if (d < hd) {
+                        s = fmaf(qg[d], kr[ii], s);
+                        pv = fmaf(dg[d], vr[ii], pv);
+                    }
+                }
+                for (int o = S / 2; o > 0; o >>= 1) {  // xor butterfly over the S slices: every lane the same bits
+                    s += __shfl_xor_sync(gmask, s, o, S);
+                    pv += __shfl_xor_sync(gmask, pv, o, S);
+                }
+                const float p = expf(s * a.scale - Lst[i * group + g]);
+                const float ds = p * (pv - Dst[i * group + g]) * a.scale;
+                for (int ii = 0; ii < ND; ii++) {
+                    const int d = sl + S * ii;
+                    if (d < hd) {
+                        dv[ii] = fmaf(p, dg[d], dv[ii]);
+                        dk[ii] = fmaf(ds, qg[d], dk[ii]);
+                    }
+                }
             }
         }
     }
-    if (mine)
-        for (int d = 0; d < hd; d++) {
-            dK[(long long)j * kv_dim + d] = dks[tid * ld + d];
-            dV[(long long)j * kv_dim + d] = dvs[tid * ld + d];
+    if (mine) {
+        float* dK = set == 0 ? a.dk0 : a.dk1;
+        float* dV = set == 0 ? a.dv0 : a.dv1;
+        for (int i = 0; i < ND; i++) {
+            const int d = sl + S * i;
+            if (d < hd) {
+                dK[row_j + d] = dk[i];
+                dV[row_j + d] = dv[i];
+            }
         }
+    }
 }
 
 // ---- launchers (kernels.cuh) ------------------------------------------------------------------
@@ -251,9 +286,8 @@ void launch_xattn_bwd(const XAttnArgs& args, KernelRunner& kr) {
     const bool set1 = a.dk1 && a.dv1 && a.n1 > 0;
     a.tiles0 = set0 ? cdiv(a.n0, XATTN_BKEYS) : 0;
     const int tiles = a.tiles0 + (set1 ? cdiv(a.n1, XATTN_BKEYS) : 0);
-    const int group = a.n_heads / a.n_kv_heads;
-    const size_t smem2 = (size_t)xattn_dkdv_smem_floats(a.head_dim, group) * sizeof(float);
-    kcheck(kr, smem2 <= 48 * 1024, "xattn_bwd: head_dim %d with a GQA group of %d needs %zu bytes of shared memory",
-           a.head_dim, group, smem2);
-    if (tiles > 0) KRUN(kr, dim3(tiles, a.n_kv_heads), XATTN_BKEYS, smem2, xattn_bwd_dkdv_kernel, a);
+    const XAttnDkdvLaunch L = xattn_dkdv_launch(a.head_dim, a.n_heads / a.n_kv_heads);
+    kcheck(kr, L.smem <= 48 * 1024, "xattn_bwd: head_dim %d with a GQA group of %d needs %zu bytes of shared memory",
+           a.head_dim, a.n_heads / a.n_kv_heads, L.smem);
+    if (tiles > 0) KRUN(kr, dim3(tiles, a.n_kv_heads), L.threads, L.smem, xattn_bwd_dkdv_kernel, a, L.bq);
 }

@@ -225,6 +225,7 @@ static void test_divergent() {
 }
 
 int main() {
+    beagle_emu::set_check_pointers(false);  // these kernels run on host vectors (legal in the emulator only)
     test_gemms();
     test_half_accumulator();
     test_smem_staging();

@@ -8,7 +8,7 @@
 // set 1 ascending. Forward and backward. Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/: xattn,
 // xattn_bwd); tested by test/kernels/cuda_emu_kernels_attention.cpp.
 //
-// xattn_fwd_kernel: as attn_fwd_kernel (attention.cu): grid (n_q, n_kv_heads), a warp per query head,
+// xattn_fwd_kernel: as cuda/dev/attention.cu v4: grid (n_q, n_kv_heads), a warp per query head,
 //   K/V tiles in shared memory, online softmax key by key (attn_common.cuh), over the two segments.
 //   Also writes lse = m + log(l) per (query, head) for the backward (-inf, and out = 0, if no key).
 // xattn_bwd_dq_kernel: same grid. Per (query, head): D = dout . out (warp butterfly), then for every

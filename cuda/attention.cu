@@ -118,30 +118,16 @@ __global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw) {
         const float* qrow = a.q + (t0 + k / group) * q_dim + (long long)(kvh * group + k % group) * hd;
         for (int d = lane; d < hd; d += 32) qs[k * hd + d] = qrow[d];
     }
-    const float* K = a.k + kvh * hd;
-    const float* V = a.v + kvh * hd;
-    for (int k0 = blo; k0 < bhi; k0 += ATTN_BK) {
-        const int nk = min(ATTN_BK, bhi - k0);
-        attn_load_tile(tl, K, V, kv_dim, k0, nk, hd);  // its first barrier also publishes qs
-        for (int r = 0; r < tpw; r++) {
-            const int k = warp + nw * r;
-            if (k >= ntasks) break;  // warp-uniform
-            const bool seen = lane < nk && tq[r].sees(k0 + lane);
-            if (seen) sc[lane] = attn_score(tl, qs + k * hd, lane, hd, a.scale);
-            const unsigned vmask = __ballot_sync(0xffffffffu, seen);
-            __syncwarp();
-            for (int j = 0; j < nk; j++) {
-                if (!((vmask >> j) & 1u)) continue;
-                if (nvis[r] > 0 && nvis[r] % ATTN_SPLIT == 0) {  // a slice is complete: merge, restart
-                    softmax_merge(acc[r], cur[r].m, cur[r].l, cur[r].o, hd);
-                    softmax_reset(cur[r]);
-                }
-                softmax_step(cur[r], sc[j], tl.Vs + j * tl.ld, hd);
-                nvis[r]++;
-            }
-            __syncwarp();  // sc is rewritten by the next task
-        }
-    }
+    attn_tiled_walk(tl, a.k + kvh * hd, a.v + kvh * hd, kv_dim, blo, bhi, tpw, ntasks, qs, sc, hd, a.scale,
+                    [&](int r, int j) { return tq[r].sees(j); },
+                    [&](int r, float s, const float* vrow) {
+                        if (nvis[r] > 0 && nvis[r] % ATTN_SPLIT == 0) {  // a slice is complete: merge, restart
+                            softmax_merge(acc[r], cur[r].m, cur[r].l, cur[r].o, hd);
+                            softmax_reset(cur[r]);
+                        }
+                        softmax_step(cur[r], s, vrow, hd);
+                        nvis[r]++;
+                    });
     for (int r = 0; r < tpw; r++) {
         const int k = warp + nw * r;
         if (k >= ntasks) break;
@@ -225,18 +211,6 @@ __global__ void attn_combine_kernel(AttnArgs a, int n_slices) {
 }
 
 // ---- launchers (kernels.cuh) ------------------------------------------------------------------
-AttnTiling attn_tiling(int T, int n_heads, int n_kv_heads, int head_dim) {
-    const int group = n_heads / n_kv_heads, max_tasks = ATTN_QT_WARPS * ATTN_QT_TPW;
-    AttnTiling L;
-    L.nq = max(1, min(T, max_tasks / group));
-    for (;; L.nq--) {
-        L.warps = min(ATTN_QT_WARPS, L.nq * group);
-        L.tpw = cdiv(L.nq * group, L.warps);
-        L.smem = (size_t)(2 * ATTN_BK * (head_dim + 1) + L.nq * group * head_dim + L.warps * ATTN_BK) * sizeof(float);
-        if (L.smem <= 48 * 1024 || L.nq == 1) return L;
-    }
-}
-
 size_t attn_split_scratch_bytes(int T, int n_heads, int head_dim, int n_past) {
     return (size_t)T * n_heads * attn_slices(n_past, T) * (head_dim + 3) * sizeof(float);
 }

@@ -139,6 +139,33 @@ __device__ void attn_bwd_dq_segment(const AttnTile& tl, const float* K, const fl
     }
 }
 
+// Query-tiled pass of one block over keys [lo, hi) of K/V (row stride kv_stride, offset to the kv
+// head): 32-key tiles staged once in shared memory for all the block's (query, head) tasks; task k
+// = warp + nw r (r < tpw, k < ntasks) has its query row at qs + k hd. For each tile and task: lane j
+// scores key j if vis(r, row) says the task sees it, a ballot gives the visible keys, and
+// step(r, s, v_row) takes them in increasing row order. Every thread of the block calls it.
+template <class Vis, class Step>
+__device__ void attn_tiled_walk(const AttnTile& tl, const float* K, const float* V, long long kv_stride, int lo, int hi,
+                                int tpw, int ntasks, const float* qs, float* sc, int hd, float scale, Vis vis,
+                                Step step) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    for (int k0 = lo; k0 < hi; k0 += ATTN_BK) {
+        const int nk = min(ATTN_BK, hi - k0);
+        attn_load_tile(tl, K, V, kv_stride, k0, nk, hd);  // its first barrier also publishes qs
+        for (int r = 0; r < tpw; r++) {
+            const int k = warp + nw * r;
+            if (k >= ntasks) break;  // warp-uniform
+            const bool seen = lane < nk && vis(r, k0 + lane);
+            if (seen) sc[lane] = attn_score(tl, qs + k * hd, lane, hd, scale);
+            const unsigned vmask = __ballot_sync(0xffffffffu, seen);
+            __syncwarp();
+            for (int j = 0; j < nk; j++)
+                if ((vmask >> j) & 1u) step(r, sc[j], tl.Vs + j * tl.ld);
+            __syncwarp();  // sc is rewritten by the next task
+        }
+    }
+}
+
 // Dynamic shared memory carve-up for `warps` warps.
 struct AttnSmem {
     AttnTile tile;

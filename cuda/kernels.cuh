@@ -202,7 +202,26 @@ struct AttnTiling {
     int nq, warps, tpw;  // queries per block, warps per block, tasks per warp
     size_t smem;         // dynamic shared memory bytes (<= 48 KiB)
 };
-AttnTiling attn_tiling(int T, int n_heads, int n_kv_heads, int head_dim);
+// The query tiling for nq queries per block of a GQA group: warps, tasks per warp, shared memory
+// (K/V tile, the tasks' query rows, a score row per warp).
+inline AttnTiling attn_tiling_nq(int nq, int group, int head_dim) {
+    AttnTiling L;
+    L.nq = nq;
+    L.warps = nq * group < ATTN_QT_WARPS ? nq * group : ATTN_QT_WARPS;
+    L.tpw = cdiv(nq * group, L.warps);
+    L.smem = (size_t)(2 * ATTN_BK * (head_dim + 1) + nq * group * head_dim + L.warps * ATTN_BK) * sizeof(float);
+    return L;
+}
+// The shipped tiling (attention.cu, xattn.cu): the largest query tile (<= 32 tasks, <= T queries)
+// whose shared memory fits 48 KiB.
+inline AttnTiling attn_tiling(int T, int n_heads, int n_kv_heads, int head_dim) {
+    const int group = n_heads / n_kv_heads, max_tasks = ATTN_QT_WARPS * ATTN_QT_TPW;
+    int nq = max_tasks / group < T ? max_tasks / group : T;
+    for (nq = nq < 1 ? 1 : nq;; nq--) {
+        const AttnTiling L = attn_tiling_nq(nq, group, head_dim);
+        if (L.smem <= 48 * 1024 || nq == 1) return L;
+    }
+}
 // Slices of the longest visible key list of a causal / tree pass (n_past + T keys).
 inline int attn_slices(int n_past, int T) { return (n_past + T + ATTN_SPLIT - 1) / ATTN_SPLIT; }
 size_t attn_split_scratch_bytes(int T, int n_heads, int head_dim, int n_past);
@@ -240,8 +259,8 @@ struct XAttnArgs {
     }
 };
 constexpr int XATTN_BKEYS = 32, XATTN_SLICES = 8;  // dk/dv kernel: 32 keys per block x 8 dim slices per key
-__global__ void xattn_fwd_kernel(XAttnArgs a);      // grid (n_q, n_kv_heads), as attn_fwd_kernel
-__global__ void xattn_bwd_dq_kernel(XAttnArgs a);   // grid (n_q, n_kv_heads), as attn_fwd_kernel
+__global__ void xattn_fwd_kernel(XAttnArgs a, int nq, int tpw);  // grid (cdiv(n_q, nq), n_kv_heads), attn_tiling
+__global__ void xattn_bwd_dq_kernel(XAttnArgs a);   // grid (n_q, n_kv_heads), a warp per query head
 // grid (tiles0 + set-1 tiles, n_kv_heads), xattn_dkdv_launch() threads and shared memory; bq queries per tile
 __global__ void xattn_bwd_dkdv_kernel(XAttnArgs a, int bq);
 struct XAttnDkdvLaunch {

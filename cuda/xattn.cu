@@ -8,10 +8,14 @@
 // set 1 ascending. Forward and backward. Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/: xattn,
 // xattn_bwd); tested by test/kernels/cuda_emu_kernels_attention.cpp.
 //
-// xattn_fwd_kernel: as cuda/dev/attention.cu v4: grid (n_q, n_kv_heads), a warp per query head,
-//   K/V tiles in shared memory, online softmax key by key (attn_common.cuh), over the two segments.
-//   Also writes lse = m + log(l) per (query, head) for the backward (-inf, and out = 0, if no key).
-// xattn_bwd_dq_kernel: same grid. Per (query, head): D = dout . out (warp butterfly), then for every
+// xattn_fwd_kernel: query-tiled as attention.cu attn_fwd_tiled_kernel (attn_common.cuh attn_tiled_walk):
+//   grid (cdiv(n_q, nq), n_kv_heads), nq queries x the group's heads per block (up to 32 tasks on 8
+//   warps), each 32-key tile of set 0, then of set 1, staged once in shared memory for all of them;
+//   per task the online softmax key by key, set 0 ascending then set 1 ascending (no slices: the
+//   draft's key sets are short), so a query's bits do not depend on its batch or its tile. Also
+//   writes lse = m + log(l) per (query, head) for the backward (-inf, and out = 0, if no key).
+// xattn_bwd_dq_kernel: grid (n_q, n_kv_heads), a warp per query head, K/V tiles in shared memory
+//   (attn_common.cuh attn_bwd_dq_segment). Per (query, head): D = dout . out (warp butterfly), then for every
 //   visible key in order p = exp(s - lse), ds = p (dout . v - D), dq += scale ds k. dq assigned; D saved
 //   for the next kernel.
 // xattn_bwd_dkdv_kernel: grid (tiles0 32-key tiles of set 0 - 0 skips set 0 - then those of set 1;
@@ -73,38 +77,59 @@ struct BitVisible {
     __device__ bool operator()(int j) const { return !bits || ((bits[j / 64] >> (j % 64)) & 1u); }
 };
 
-__global__ void xattn_fwd_kernel(XAttnArgs a) {
+__global__ void xattn_fwd_kernel(XAttnArgs a, int nq, int tpw) {
     DYN_SMEM(float, smem);
-    const int t = blockIdx.x, kvh = blockIdx.y;
+    const int kvh = blockIdx.y, t0 = blockIdx.x * nq;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
     const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
     const long long q_dim = (long long)a.n_heads * hd, kv_dim = (long long)a.n_kv_heads * hd;
-    const AttnSmem sm = attn_smem(smem, hd);
-    const XSegs seg = xattn_segments(a, t);
-    for (int r = 0; r < group; r += nw) {
-        const int hg = r + warp;
-        const bool active = hg < group;
-        const int h = kvh * group + hg;
-        if (active) {
-            for (int d = lane; d < hd; d += 32) sm.qs[d] = a.q[t * q_dim + (long long)h * hd + d];
-            __syncwarp();
+    const int nt = min(nq, a.n_q - t0), ntasks = nt * group;
+    AttnTile tl;
+    tl.ld = hd + 1;
+    tl.Ks = smem;
+    tl.Vs = smem + ATTN_BK * tl.ld;
+    float* qs = tl.Vs + ATTN_BK * tl.ld;  // [task][hd]
+    float* sc = qs + nq * group * hd + warp * ATTN_BK;
+    // the block's key ranges: set 0 [0, hi0), set 1 [lo1, hi1), unions over its queries
+    int hi0 = 0, lo1 = 0x7fffffff, hi1 = 0;
+    for (int i = 0; i < nt; i++) {
+        const XSegs g = xattn_segments(a, t0 + i);
+        hi0 = max(hi0, g.hi0);
+        if (g.hi1 > g.lo1) {
+            lo1 = min(lo1, g.lo1);
+            hi1 = max(hi1, g.hi1);
         }
-        OnlineSoftmax st;
-        softmax_reset(st);
-        attn_fwd_segment(sm.tile, a.k0 + kvh * hd, a.v0 + kvh * hd, kv_dim, 0, seg.hi0, AllVisible{}, sm.qs, sm.sc,
-                         hd, a.scale, active, st);
-        if (seg.hi1 > seg.lo1)
-            attn_fwd_segment(sm.tile, a.k1 + kvh * hd, a.v1 + kvh * hd, kv_dim, seg.lo1, seg.hi1, BitVisible{seg.bits},
-                             sm.qs, sm.sc, hd, a.scale, active, st);
-        if (active) {
-            const float inv = st.l > 0.0f ? 1.0f / st.l : 0.0f;
-            for (int i = 0; i < ATTN_MAX_HD / 32; i++) {
-                const int d = lane + 32 * i;
-                if (d < hd) a.out[t * q_dim + (long long)h * hd + d] = st.o[i] * inv;
-            }
-            if (lane == 0) a.lse[(long long)t * a.n_heads + h] = st.l > 0.0f ? st.m + logf(st.l) : -INFINITY;
-            __syncwarp();
+    }
+    // this warp's tasks: k = warp + nw r -> query t0 + k / group, head kvh * group + k % group
+    XSegs seg[ATTN_QT_TPW];
+    OnlineSoftmax st[ATTN_QT_TPW];
+    for (int r = 0; r < ATTN_QT_TPW; r++) {
+        const int k = warp + nw * r;
+        softmax_reset(st[r]);
+        if (r >= tpw || k >= ntasks) continue;
+        seg[r] = xattn_segments(a, t0 + k / group);
+        const float* qrow = a.q + (t0 + k / group) * q_dim + (long long)(kvh * group + k % group) * hd;
+        for (int d = lane; d < hd; d += 32) qs[k * hd + d] = qrow[d];
+    }
+    auto step = [&](int r, float s, const float* vrow) { softmax_step(st[r], s, vrow, hd); };
+    attn_tiled_walk(tl, a.k0 + kvh * hd, a.v0 + kvh * hd, kv_dim, 0, hi0, tpw, ntasks, qs, sc, hd, a.scale,
+                    [&](int r, int j) { return j < seg[r].hi0; }, step);
+    attn_tiled_walk(tl, a.k1 + kvh * hd, a.v1 + kvh * hd, kv_dim, lo1, hi1, tpw, ntasks, qs, sc, hd, a.scale,
+                    [&](int r, int j) {
+                        return j >= seg[r].lo1 && j < seg[r].hi1 &&
+                               (!seg[r].bits || ((seg[r].bits[j / 64] >> (j % 64)) & 1u));
+                    },
+                    step);
+    for (int r = 0; r < tpw; r++) {
+        const int k = warp + nw * r;
+        if (k >= ntasks) break;
+        const int t = t0 + k / group, h = kvh * group + k % group;
+        const float inv = st[r].l > 0.0f ? 1.0f / st[r].l : 0.0f;
+        for (int i = 0; i < ATTN_MAX_HD / 32; i++) {
+            const int d = lane + 32 * i;
+            if (d < hd) a.out[t * q_dim + (long long)h * hd + d] = st[r].o[i] * inv;
         }
+        if (lane == 0) a.lse[(long long)t * a.n_heads + h] = st[r].l > 0.0f ? st[r].m + logf(st[r].l) : -INFINITY;
     }
 }
 
@@ -253,7 +278,8 @@ static void xattn_check(const XAttnArgs& a, KernelRunner& kr) {
            a.n_heads, a.n_kv_heads);
     kcheck(kr, a.head_dim > 0 && a.head_dim <= ATTN_MAX_HD, "xattn: head_dim %d outside 1..%d (CUDA backend)", a.head_dim,
            ATTN_MAX_HD);
-    kcheck(kr, a.n_heads / a.n_kv_heads <= 64, "xattn: GQA group of %d heads is larger than 64", a.n_heads / a.n_kv_heads);
+    kcheck(kr, a.n_heads / a.n_kv_heads <= ATTN_QT_WARPS * ATTN_QT_TPW, "xattn: GQA group of %d heads is larger than %d",
+           a.n_heads / a.n_kv_heads, ATTN_QT_WARPS * ATTN_QT_TPW);
     if (a.kind == 1) {
         kcheck(kr, a.qrow != nullptr, "xattn: a BLOCK mask needs the query rows (qrow)");
         kcheck(kr, a.w >= 1 && a.offset >= 0, "xattn: BLOCK mask needs w >= 1 and offset >= 0 (w %d, offset %d)", a.w,
@@ -270,9 +296,8 @@ static size_t xattn_query_smem(const XAttnArgs& a, int* warps) {
 void launch_xattn(const XAttnArgs& a, KernelRunner& kr) {
     if (a.n_q <= 0) return;
     xattn_check(a, kr);
-    int warps;
-    const size_t smem = xattn_query_smem(a, &warps);
-    KRUN(kr, dim3(a.n_q, a.n_kv_heads), 32 * warps, smem, xattn_fwd_kernel, a);
+    const AttnTiling L = attn_tiling(a.n_q, a.n_heads, a.n_kv_heads, a.head_dim);
+    KRUN(kr, dim3(cdiv(a.n_q, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, xattn_fwd_kernel, a, L.nq, L.tpw);
 }
 
 void launch_xattn_bwd(const XAttnArgs& args, KernelRunner& kr) {

@@ -26,10 +26,11 @@
 //   online, key by key in key order (the order the shipped kernel keeps for batch invariance). Each
 //   key now costs 5 shuffle steps, and each query head still reads K/V from global memory.
 // version 3 (shipped, cuda/xattn.cu xattn_fwd_kernel, on attn_common.cuh like the target's attention):
-//   block per (query, kv head), a warp per query head of the group; 32-key K/V tiles staged once in
-//   shared memory for the group's 3 heads (3x less K/V traffic), lane j scores key j of the tile
-//   from shared memory (no shuffles per key; a ballot gives the visible keys), then the key-by-key
-//   online update. Same bits as v2's order of updates, not its score sums.
+//   query tiles: a block per (10 queries, kv head), a warp per (query, head) task (30 tasks on 8
+//   warps); 32-key K/V tiles staged once in shared memory for all 30 (30x less K/V traffic than a
+//   block per (query, head), 10x less than a block per query), lane j scores key j of the tile from
+//   shared memory (no shuffles per key; a ballot gives the visible keys), then the key-by-key online
+//   update. Same bits as v2's order of updates, not its score sums.
 // backward
 // version 1: one thread per (query, head): D, then per visible key p, ds, its dq term, and atomicAdd of
 //   p dout into dv_j and scale ds q into dk_j. Every (query, head) that sees key j adds to the same 64
@@ -334,9 +335,9 @@ static void xattn_fwd_run(int version, const XAttnArgs& a) {
     switch (version) {
         case 1: KLAUNCH(cdiv(rows, 128), 128, 0, 0, xattn_fwd_v1_kernel)(a); break;
         case 2: KLAUNCH(cdiv(rows, 4), 128, 0, 0, xattn_fwd_v2_kernel)(a); break;
-        case 3: {  // the shipped launch: src/backend/gpu/ops_cuda.cu CudaOps::xattn_fwd
-            const DevAttnLaunch L = dev_attn_launch(a.n_heads, a.n_kv_heads, a.head_dim);
-            KLAUNCH(dim3(a.n_q, a.n_kv_heads), L.threads, L.smem, 0, xattn_fwd_kernel)(a);
+        case 3: {  // the shipped launch: cuda/xattn.cu launch_xattn
+            const AttnTiling L = attn_tiling(a.n_q, a.n_heads, a.n_kv_heads, a.head_dim);
+            KLAUNCH(dim3(cdiv(a.n_q, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, 0, xattn_fwd_kernel)(a, L.nq, L.tpw);
             break;
         }
     }

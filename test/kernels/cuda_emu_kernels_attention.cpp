@@ -87,13 +87,7 @@ static std::vector<float> run_attn(const AttnCase& c, int nq) {
         TLAUNCH(dim3(c.T, c.n_heads), 32, 0, attn_combine_kernel)(a, n_slices);
         return out;
     }
-    AttnTiling L = attn_tiling(c.T, c.n_heads, c.n_kv, c.hd);
-    if (nq > 0) {
-        L.nq = nq;
-        L.warps = std::min(ATTN_QT_WARPS, nq * group);
-        L.tpw = (nq * group + L.warps - 1) / L.warps;
-        L.smem = (2 * ATTN_BK * (c.hd + 1) + nq * group * c.hd + L.warps * ATTN_BK) * 4;
-    }
+    const AttnTiling L = nq > 0 ? attn_tiling_nq(nq, group, c.hd) : attn_tiling(c.T, c.n_heads, c.n_kv, c.hd);
     TLAUNCH(dim3((c.T + L.nq - 1) / L.nq, c.n_kv), 32 * L.warps, L.smem, attn_fwd_tiled_kernel)(a, L.nq, L.tpw);
     return out;
 }
@@ -335,8 +329,12 @@ static XOut run_x(XCase& c, int warps, bool backward, bool grads1 = true) {
     XAttnArgs a = xargs(c);
     a.out = r.out.data();
     a.lse = r.lse.data();
-    size_t smem = attn_smem_floats(c.hd, warps) * sizeof(float);
-    TLAUNCH(dim3(c.n_q, c.n_kv), 32 * warps, smem, xattn_fwd_kernel)(a);
+    // forward: `warps` also picks the query tile (nq = warps queries, at most 32 tasks per block)
+    const int group = c.n_heads / c.n_kv;
+    int nq = std::max(1, std::min(warps, 32 / group));
+    while (nq > 1 && attn_tiling_nq(nq, group, c.hd).smem > 48 * 1024) nq--;
+    const AttnTiling L = attn_tiling_nq(nq, group, c.hd);
+    TLAUNCH(dim3((c.n_q + L.nq - 1) / L.nq, c.n_kv), 32 * L.warps, L.smem, xattn_fwd_kernel)(a, L.nq, L.tpw);
     if (!backward) return r;
     r.dq.assign(r.out.size(), -5);
     r.dk0 = c.dk0;
@@ -352,12 +350,11 @@ static XOut run_x(XCase& c, int warps, bool backward, bool grads1 = true) {
     a.dv0 = r.dv0.data();
     a.dk1 = grads1 ? r.dk1.data() : nullptr;
     a.dv1 = grads1 ? r.dv1.data() : nullptr;
-    TLAUNCH(dim3(c.n_q, c.n_kv), 32 * warps, smem, xattn_bwd_dq_kernel)(a);
-    int group = c.n_heads / c.n_kv;
-    const XAttnDkdvLaunch L = xattn_dkdv_launch(c.hd, group);
+    TLAUNCH(dim3(c.n_q, c.n_kv), 32 * warps, attn_smem_floats(c.hd, warps) * sizeof(float), xattn_bwd_dq_kernel)(a);
+    const XAttnDkdvLaunch K = xattn_dkdv_launch(c.hd, group);
     a.tiles0 = cdiv(c.n0, XATTN_BKEYS);
     int tiles = a.tiles0 + (grads1 ? cdiv(c.n1, XATTN_BKEYS) : 0);
-    if (tiles > 0) TLAUNCH(dim3(tiles, c.n_kv), L.threads, L.smem, xattn_bwd_dkdv_kernel)(a, L.bq);
+    if (tiles > 0) TLAUNCH(dim3(tiles, c.n_kv), K.threads, K.smem, xattn_bwd_dkdv_kernel)(a, K.bq);
     return r;
 }
 

@@ -25,6 +25,41 @@ struct OnlineSoftmax {
     float o[ATTN_MAX_HD / 32];
 };
 
+__device__ __forceinline__ void softmax_reset(OnlineSoftmax& st) {
+    st.m = -INFINITY;
+    st.l = 0.0f;
+    for (int i = 0; i < ATTN_MAX_HD / 32; i++) st.o[i] = 0.0f;
+}
+
+// One key's update of the warp's state: score s, value row vr (lane owns dims lane + 32 i).
+__device__ __forceinline__ void softmax_step(OnlineSoftmax& st, float s, const float* vr, int hd) {
+    const int lane = threadIdx.x % 32;
+    const float m_new = fmaxf(st.m, s);
+    const float alpha = expf(st.m - m_new);  // 0 for the first key (m = -inf)
+    const float p = expf(s - m_new);
+    st.l = fmaf(st.l, alpha, p);
+    for (int i = 0; i < ATTN_MAX_HD / 32; i++) {
+        const int d = lane + 32 * i;
+        if (d < hd) st.o[i] = fmaf(st.o[i], alpha, p * vr[d]);
+    }
+    st.m = m_new;
+}
+
+// acc <- acc merged with the state (mp, lp, op) of a later, non-empty slice of keys (flash-decoding's
+// combine). ONE formula for every kernel that merges slices (attention.cu: the query-tiled kernel in
+// registers, the split-KV combine kernel from global memory), so both give the same bits. op[i] is
+// the slice's unnormalised output at dim lane + 32 i. From the empty state (m = -inf, l = 0, o = 0)
+// the merge returns the slice exactly (alpha = 0, beta = 1).
+__device__ __forceinline__ void softmax_merge(OnlineSoftmax& acc, float mp, float lp, const float* op, int hd) {
+    const int lane = threadIdx.x % 32;
+    const float m_new = fmaxf(acc.m, mp);
+    const float alpha = expf(acc.m - m_new), beta = expf(mp - m_new);
+    acc.l = fmaf(acc.l, alpha, lp * beta);
+    for (int i = 0; i < ATTN_MAX_HD / 32; i++)
+        if (lane + 32 * i < hd) acc.o[i] = fmaf(acc.o[i], alpha, op[i] * beta);
+    acc.m = m_new;
+}
+
 // Stage rows [k0, k0 + nk) of K and V (row stride kv_stride, already offset to the kv head) into the
 // tile. Every thread of the block calls it (it has barriers).
 __device__ __forceinline__ void attn_load_tile(const AttnTile& tl, const float* K, const float* V, long long kv_stride,
@@ -62,20 +97,8 @@ __device__ void attn_fwd_segment(const AttnTile& tl, const float* K, const float
         if (seen) sc[lane] = attn_score(tl, qs, lane, hd, scale);
         const unsigned vmask = __ballot_sync(0xffffffffu, seen);
         __syncwarp();
-        for (int j = 0; j < nk; j++) {
-            if (!((vmask >> j) & 1u)) continue;
-            const float s = sc[j];
-            const float m_new = fmaxf(st.m, s);
-            const float alpha = expf(st.m - m_new);  // 0 for the first key (m = -inf)
-            const float p = expf(s - m_new);
-            st.l = fmaf(st.l, alpha, p);
-            const float* vr = tl.Vs + j * tl.ld;
-            for (int i = 0; i < ATTN_MAX_HD / 32; i++) {
-                const int d = lane + 32 * i;
-                if (d < hd) st.o[i] = fmaf(st.o[i], alpha, p * vr[d]);
-            }
-            st.m = m_new;
-        }
+        for (int j = 0; j < nk; j++)
+            if ((vmask >> j) & 1u) softmax_step(st, sc[j], tl.Vs + j * tl.ld, hd);
         __syncwarp();  // sc is rewritten by the next tile
     }
 }
@@ -113,6 +136,33 @@ __device__ void attn_bwd_dq_segment(const AttnTile& tl, const float* K, const fl
             }
         }
         __syncwarp();
+    }
+}
+
+// Query-tiled pass of one block over keys [lo, hi) of K/V (row stride kv_stride, offset to the kv
+// head): 32-key tiles staged once in shared memory for all the block's (query, head) tasks; task k
+// = warp + nw r (r < tpw, k < ntasks) has its query row at qs + k hd. For each tile and task: lane j
+// scores key j if vis(r, row) says the task sees it, a ballot gives the visible keys, and
+// step(r, s, v_row) takes them in increasing row order. Every thread of the block calls it.
+template <class Vis, class Step>
+__device__ void attn_tiled_walk(const AttnTile& tl, const float* K, const float* V, long long kv_stride, int lo, int hi,
+                                int tpw, int ntasks, const float* qs, float* sc, int hd, float scale, Vis vis,
+                                Step step) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    for (int k0 = lo; k0 < hi; k0 += ATTN_BK) {
+        const int nk = min(ATTN_BK, hi - k0);
+        attn_load_tile(tl, K, V, kv_stride, k0, nk, hd);  // its first barrier also publishes qs
+        for (int r = 0; r < tpw; r++) {
+            const int k = warp + nw * r;
+            if (k >= ntasks) break;  // warp-uniform
+            const bool seen = lane < nk && vis(r, k0 + lane);
+            if (seen) sc[lane] = attn_score(tl, qs + k * hd, lane, hd, scale);
+            const unsigned vmask = __ballot_sync(0xffffffffu, seen);
+            __syncwarp();
+            for (int j = 0; j < nk; j++)
+                if ((vmask >> j) & 1u) step(r, sc[j], tl.Vs + j * tl.ld);
+            __syncwarp();  // sc is rewritten by the next task
+        }
     }
 }
 

@@ -1,8 +1,8 @@
 // compat.cuh: the ONE place that knows whether a kernel file is compiled by nvcc for a GPU or by g++
 // for the CPU emulator (cuda/emu/). Every cuda/*.cu includes it and uses only what it provides on
 // both sides: DYN_SMEM(T, name) for dynamic shared memory, KLAUNCH(grid, block, smem, stream,
-// kernel)(args...) to launch, BEAGLE_CUDA_EMULATOR (0 or 1), plus the CUDA headers (runtime, fp16,
-// bf16, wmma). Hardware-only instructions go behind `#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800`
+// kernel)(args...) to launch, VLOAD / VSTORE for vector (float4, int4, ...) memory accesses,
+// BEAGLE_CUDA_EMULATOR (0 or 1), plus the CUDA headers (runtime, fp16, bf16, wmma). Hardware-only instructions go behind `#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800`
 // with a portable fallback: the emulator never defines __CUDA_ARCH__, so it runs the fallback.
 #pragma once
 
@@ -22,6 +22,11 @@
 
 // KLAUNCH(grid, block, smem, stream, kernel<T>)(args...) == kernel<T><<<grid, block, smem, stream>>>(args...)
 #define KLAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
+
+// Vector loads / stores (float4, int4, ...: one wide instruction; the address must be aligned to the
+// vector size). The emulator checks the alignment and fails the launch where the hardware would fault.
+#define VLOAD(V, p) (*reinterpret_cast<const V*>(p))
+#define VSTORE(V, p, v) (*reinterpret_cast<V*>(p) = (v))
 
 #else
 

@@ -6,18 +6,31 @@
 //   s = d * sum q (one thread per block: the max is exact and the sum an integer, so any order gives
 //   the same bits), rounding as the CPU backend's 8-bit mode (src/backend/cpu/quantize.h):
 //   q = round-half-even(x * (1 / d)), a NaN makes d NaN.
-// gemm_q{8_0,4_0,4_1}_kernel: a block of 4 warps covers 4 weight rows (one per warp) x 4 tokens. A
-//   warp walks its row 8 blocks at a time, 4 lanes per 32-block, each lane 8 values: two dp4a
-//   (int8 x int8 -> int32, exact) give the lane's integer dot I, and the lane accumulates
-//   d_w * d_x * I for each of its 4 tokens (the weight bytes are loaded once for all 4). Q4_0 adds
-//   -8 d_w s_x and Q4_1 adds m_w s_x per block (lane part 0). The 32 lane partials of a token go
-//   through shared memory and one lane adds them in lane order (one warp barrier).
-//   Batch invariance: the lane -> block mapping and the final lane-order sum do not depend on T or on
-//   the token's slot in its group of 4, and tokens never mix, so y[t, o] has the same bits for any T.
-//   Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves.
+// The product, ONE order for every kernel below (batch invariance): per 32-block b the integer dot
+//   I_b = sum_j w_j q_j is exact (w_j = q for Q8_0, q - 8 for Q4_0, the nibble q for Q4_1), and
+//   y[t, o] is the fma chain, b = 0, 1, ..., nb - 1 in order from 0:
+//     acc = fmaf(d_w d_x, (float) I_b, acc)        (+ acc = fmaf(m_w, s_x, acc) for Q4_1: x = d q + m).
+//   Nothing in it depends on T, the token's slot or the kernel, so a token's row has the same bits in
+//   decode (T = 1), a prefill chunk or a verify pass of any size, whichever kernel ran it.
+// gemm_q{8_0,4_0,4_1}_kernel (T <= QGEMM_TOKENS: decode, short verify): a block of 4 warps covers 4
+//   weight rows (one per warp) x 4 tokens. Lane j takes whole 32-blocks b = 32 c + j (a warp reads 32
+//   consecutive blocks: 1088 contiguous bytes for Q8_0) and computes I_b for the 4 tokens with dp4a
+//   (the weight bytes loaded once for all of them); the (d_w d_x, I_b) pairs go through shared memory
+//   and lane i runs token i's chain over the 32 blocks in order (two warp barriers per 32 blocks).
+// gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_TOKENS: prefill and verify): tensor cores. A block of 4
+//   warps covers 64 weight rows x 64 tokens, so a verify of up to 64 tokens reads every weight byte
+//   ONCE (the 4-token kernel would read it cdiv(T, 4) times). Per 32-block: the weights (unpacked to
+//   int8: Q4 nibbles, Q4_0 minus 8) and the int8 activations are staged in shared memory, warp w
+//   computes the 16 x 16 integer tiles I[t, o] of its 16 rows for every 16-token group with
+//   wmma m16n16k16 s8 x s8 -> s32 (exact, two k-halves), and each thread applies the scales of its 32
+//   outputs in block order: the same chain as above. Only ceil(T / 16) token groups are multiplied.
+//   Activation rows are 16-byte aligned (cols % 32 == 0) and read as int4.
+// Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves.
 // dp4a: the hardware instruction under nvcc (sm_61+, common.cuh dot4_i8, compile-tested only); the
-// portable byte loop is what the emulator runs and the tests check (against a double reference of the
-// dequantized weights times the dequantized int8 activations, and against the plain f32 product).
+// portable byte loop is what the emulator runs and the tests check. wmma s8: the emulator's
+// (cuda/emu/emu_wmma.h, exact integer products) runs here; nvcc compiles the same code for sm_80+.
+// Tested against a double reference of the dequantized weights times the dequantized int8 activations,
+// against the plain f32 product, and for bit-identity of both kernels for every token at every T.
 #include "kernels.cuh"
 
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols) {
@@ -51,68 +64,167 @@ __device__ __forceinline__ int load_i32_a2(const uint8_t* p) {
     return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
 }
 
-// DT: KD_Q8_0, KD_Q4_0 or KD_Q4_1.
+template <int DT>
+struct QBlock {
+    static constexpr int bytes = DT == KD_Q8_0 ? 34 : DT == KD_Q4_0 ? 18 : 20;
+    static constexpr int qoff = DT == KD_Q4_1 ? 4 : 2;  // offset of the quants in the block
+};
+
+// The 32 weights of one block as 8 words of int8 values, word p = elements 4p .. 4p + 3 (Q8_0: q;
+// Q4_0 and Q4_1: the nibble q, 0..15; Q4_0's -8 is applied to the dot product).
+template <int DT>
+__device__ __forceinline__ void load_block_words(const uint8_t* blk, int* w) {
+    if (DT == KD_Q8_0) {
+        for (int p = 0; p < 8; p++) w[p] = load_i32_a2(blk + 2 + 4 * p);
+    } else {  // byte j holds element j (low nibble) and element 16 + j (high nibble)
+        for (int p = 0; p < 4; p++) {
+            const int v = load_i32_a2(blk + QBlock<DT>::qoff + 4 * p);
+            w[p] = v & 0x0F0F0F0F;
+            w[4 + p] = (v >> 4) & 0x0F0F0F0F;
+        }
+    }
+}
+
+// ---- few tokens: dp4a, a warp per weight row ------------------------------------------------------
 template <int DT>
 __device__ void gemm_q_body(const QGemmArgs& a) {
-    constexpr int BS = DT == KD_Q8_0 ? 34 : DT == KD_Q4_0 ? 18 : 20;  // block bytes
-    constexpr int QOFF = DT == KD_Q4_1 ? 4 : 2;                          // offset of qs in the block
+    constexpr int BS = QBlock<DT>::bytes;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int o = blockIdx.x * QGEMM_WARPS + warp;
     const int t0 = blockIdx.y * QGEMM_TOKENS;
     if (o >= a.rows) return;  // whole warps
     const int nt = min(QGEMM_TOKENS, a.T - t0);
     const int nb = a.cols / 32;
-    const int sub = lane / 4, part = lane % 4;  // block sub of each group of 8, quarter `part` of it
+    __shared__ float sc[QGEMM_WARPS][QGEMM_TOKENS][32];  // d_w d_x of (token, block)
+    __shared__ int dot[QGEMM_WARPS][QGEMM_TOKENS][32];   // I_b of (token, block)
+    __shared__ float mw[QGEMM_WARPS][32];                // Q4_1: m_w of the block
     const uint8_t* wrow = a.w + (long long)o * a.row_bytes;
-    float acc[QGEMM_TOKENS];
-    for (int i = 0; i < QGEMM_TOKENS; i++) acc[i] = 0.0f;
-    for (int b = sub; b < nb; b += 8) {
-        const uint8_t* blk = wrow + (long long)b * BS;
-        const float dw = f16_bits_to_float(load_u16(blk));
-        int w0, w1;  // 8 int8 weights of this lane, as the activation ints x0, x1 below pair with them
-        int xoff0, xoff1;
-        if (DT == KD_Q8_0) {
-            w0 = load_i32_a2(blk + QOFF + 8 * part);
-            w1 = load_i32_a2(blk + QOFF + 8 * part + 4);
-            xoff0 = 8 * part;
-            xoff1 = 8 * part + 4;
-        } else {  // bytes 4 part .. 4 part + 3 hold elements 4 part.. (low nibbles) and 16 + 4 part.. (high)
-            const int v = load_i32_a2(blk + QOFF + 4 * part);
-            w0 = v & 0x0F0F0F0F;
-            w1 = (v >> 4) & 0x0F0F0F0F;
-            xoff0 = 4 * part;
-            xoff1 = 16 + 4 * part;
+    float acc = 0.0f;  // lane i < nt: token t0 + i
+    for (int c0 = 0; c0 < nb; c0 += 32) {
+        const int b = c0 + lane;
+        if (b < nb) {
+            const uint8_t* blk = wrow + (long long)b * BS;
+            const float dw = f16_bits_to_float(load_u16(blk));
+            int w[8];
+            load_block_words<DT>(blk, w);
+            if (DT == KD_Q4_1) mw[warp][lane] = f16_bits_to_float(load_u16(blk + 2));
+            for (int i = 0; i < nt; i++) {
+                const long long t = t0 + i;
+                const int* x = reinterpret_cast<const int*>(a.xq + t * a.cols + (long long)b * 32);
+                int I = 0;
+                for (int p = 0; p < 8; p++) I = dot4_i8(w[p], x[p], I);
+                if (DT == KD_Q4_0) {  // sum (q - 8) x = sum q x - 8 sum x, exact
+                    int sx = 0;
+                    for (int p = 0; p < 8; p++) sx = dot4_i8(0x01010101, x[p], sx);
+                    I -= 8 * sx;
+                }
+                dot[warp][i][lane] = I;
+                sc[warp][i][lane] = dw * a.xd[t * nb + b];
+            }
         }
-        float mw = 0.0f;  // per-block offset term coefficient: x = d (q - 8) or d q + m
-        if (DT == KD_Q4_0) mw = -8.0f * dw;
-        if (DT == KD_Q4_1) mw = f16_bits_to_float(load_u16(blk + 2));
-        for (int i = 0; i < QGEMM_TOKENS; i++) {
-            if (i >= nt) break;
-            const long long t = t0 + i;
-            const int8_t* xq = a.xq + t * a.cols + b * 32;
-            const int x0 = *reinterpret_cast<const int*>(xq + xoff0);
-            const int x1 = *reinterpret_cast<const int*>(xq + xoff1);
-            const int I = dot4_i8(w1, x1, dot4_i8(w0, x0, 0));
-            acc[i] = fmaf(dw * a.xd[t * nb + b], (float)I, acc[i]);
-            if (DT != KD_Q8_0 && part == 0) acc[i] = fmaf(mw, a.xs[t * nb + b], acc[i]);
+        __syncwarp();
+        if (lane < nt) {
+            const long long t = t0 + lane;
+            for (int j = 0; j < 32 && c0 + j < nb; j++) {
+                acc = fmaf(sc[warp][lane][j], (float)dot[warp][lane][j], acc);
+                if (DT == KD_Q4_1) acc = fmaf(mw[warp][j], a.xs[t * nb + c0 + j], acc);
+            }
         }
+        __syncwarp();  // the next 32 blocks overwrite sc, dot, mw
     }
-    // Lane partials -> one sum per token: through shared memory, then lane i adds the 32 partials of
-    // token i in lane order (one warp barrier instead of shuffle trees; the same order for every token
-    // slot, so a token's bits do not depend on its place in the group).
-    __shared__ float red[QGEMM_WARPS][QGEMM_TOKENS][33];
-    for (int i = 0; i < QGEMM_TOKENS; i++) red[warp][i][lane] = acc[i];
-    __syncwarp();
-    if (lane < nt) {
-        float s = 0.0f;
-        for (int j = 0; j < 32; j++) s += red[warp][lane][j];
-        a.y[(long long)(t0 + lane) * a.rows + o] = s;
-    }
+    if (lane < nt) a.y[(long long)(t0 + lane) * a.rows + o] = acc;
 }
 
 __global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0>(a); }
 __global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0>(a); }
 __global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1>(a); }
+
+// ---- many tokens: int8 tensor cores, 64 rows x 64 tokens per block --------------------------------
+template <int DT>
+__device__ void gemm_q_mma_body(const QGemmArgs& a) {
+    using namespace nvcuda;
+    constexpr int BS = QBlock<DT>::bytes;
+    constexpr int LDX = 48;               // bytes per staged row: 32 + 16 pad (wmma: a multiple of 16)
+    constexpr int LDI = QMMA_ROWS + 4;    // ints per row of the integer tile
+    constexpr int PER = QMMA_ROWS * QMMA_TOKENS / (32 * QMMA_WARPS);  // outputs per thread
+    __shared__ __align__(32) signed char Xs[QMMA_TOKENS * LDX];  // Xs[t][k]: the tokens' int8 block
+    __shared__ __align__(32) signed char Ws[QMMA_ROWS * LDX];    // Ws[o][k]: the rows' int8 block
+    __shared__ __align__(32) int Is[QMMA_TOKENS * LDI];           // Is[t][o] = I_b
+    __shared__ float dws[QMMA_ROWS], mws[QMMA_ROWS], dxs[QMMA_TOKENS], sxs[QMMA_TOKENS];
+    const int tid = threadIdx.x, warp = tid / 32;
+    const int o0 = blockIdx.x * QMMA_ROWS, t0 = blockIdx.y * QMMA_TOKENS;
+    const int nt = min(QMMA_TOKENS, a.T - t0), groups = cdiv(nt, 16);
+    const int nb = a.cols / 32;
+    float acc[PER];
+    for (int i = 0; i < PER; i++) acc[i] = 0.0f;
+    for (int b = 0; b < nb; b++) {
+        // stage: two threads per row (16 elements each), rows and tokens past the end as zeros
+        {
+            const int r = tid / 2, half = tid % 2;
+            signed char* wd = Ws + r * LDX + 16 * half;
+            const int o = o0 + r;
+            if (o < a.rows) {
+                const uint8_t* blk = a.w + (long long)o * a.row_bytes + (long long)b * BS;
+                int w[8];
+                load_block_words<DT>(blk, w);
+                for (int p = 0; p < 4; p++) {
+                    int v = w[4 * half + p];
+                    // Q4_0: nibble q -> int8 q - 8 in every byte: q + 120 stays below 256 (no carry
+                    // between bytes), and flipping bit 7 subtracts 128 modulo 256
+                    if (DT == KD_Q4_0) v = (int)(((unsigned)v + 0x78787878u) ^ 0x80808080u);
+                    memcpy(wd + 4 * p, &v, 4);
+                }
+                if (half == 0) {
+                    dws[r] = f16_bits_to_float(load_u16(blk));
+                    mws[r] = DT == KD_Q4_1 ? f16_bits_to_float(load_u16(blk + 2)) : 0.0f;
+                }
+            } else {
+                for (int j = 0; j < 16; j++) wd[j] = 0;
+                if (half == 0) dws[r] = mws[r] = 0.0f;
+            }
+            const int t = t0 + r;
+            int4 xv = make_int4(0, 0, 0, 0);
+            if (r < nt) {
+                xv = VLOAD(int4, a.xq + (long long)t * a.cols + (long long)b * 32 + 16 * half);
+                if (half == 0) {
+                    dxs[r] = a.xd[(long long)t * nb + b];
+                    sxs[r] = a.xs[(long long)t * nb + b];
+                }
+            }
+            VSTORE(int4, Xs + r * LDX + 16 * half, xv);
+        }
+        __syncthreads();
+        // warp w: rows 16 w .. 16 w + 15 x every 16-token group, exact integer tiles
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> wf[2];
+        for (int kh = 0; kh < 2; kh++) wmma::load_matrix_sync(wf[kh], Ws + 16 * warp * LDX + 16 * kh, LDX);
+        for (int g = 0; g < groups; g++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, int> it;
+            wmma::fill_fragment(it, 0);
+            for (int kh = 0; kh < 2; kh++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> xf;
+                wmma::load_matrix_sync(xf, Xs + 16 * g * LDX + 16 * kh, LDX);
+                wmma::mma_sync(it, xf, wf[kh], it);
+            }
+            wmma::store_matrix_sync(Is + 16 * g * LDI + 16 * warp, it, LDI, wmma::mem_row_major);
+        }
+        __syncthreads();
+        for (int i = 0; i < PER; i++) {  // output (t, o) = (idx / 64, idx % 64), idx = tid + 128 i
+            const int idx = tid + 32 * QMMA_WARPS * i, t = idx / QMMA_ROWS, o = idx % QMMA_ROWS;
+            if (t >= nt) break;  // t grows with i
+            acc[i] = fmaf(dws[o] * dxs[t], (float)Is[t * LDI + o], acc[i]);
+            if (DT == KD_Q4_1) acc[i] = fmaf(mws[o], sxs[t], acc[i]);
+        }
+        __syncthreads();  // the next block overwrites the staging
+    }
+    for (int i = 0; i < PER; i++) {
+        const int idx = tid + 32 * QMMA_WARPS * i, t = idx / QMMA_ROWS, o = idx % QMMA_ROWS;
+        if (t < nt && o0 + o < a.rows) a.y[(long long)(t0 + t) * a.rows + o0 + o] = acc[i];
+    }
+}
+
+__global__ void gemm_q8_0_mma_kernel(QGemmArgs a) { gemm_q_mma_body<KD_Q8_0>(a); }
+__global__ void gemm_q4_0_mma_kernel(QGemmArgs a) { gemm_q_mma_body<KD_Q4_0>(a); }
+__global__ void gemm_q4_1_mma_kernel(QGemmArgs a) { gemm_q_mma_body<KD_Q4_1>(a); }
 
 // ---- launchers (kernels.cuh) ------------------------------------------------------------------
 // Scratch layout: int8 activations T x cols (padded to 16 bytes), then T x cols/32 scales d, then sums s.
@@ -144,8 +256,15 @@ void launch_matmul_q(float* y, const float* x, const uint8_t* W, int dtype, long
     a.xs = xs;
     a.y = y;
     a.T = T;
-    dim3 grid(cdiv(rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS));
-    if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel, a);
-    if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel, a);
-    if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel, a);
+    if (T <= QGEMM_TOKENS) {  // same bits as the tensor-core kernel: batch invariant either way
+        dim3 grid(cdiv(rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS));
+        if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel, a);
+        if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel, a);
+        if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel, a);
+        return;
+    }
+    dim3 grid(cdiv(rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS));
+    if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel, a);
+    if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_kernel, a);
+    if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_kernel, a);
 }

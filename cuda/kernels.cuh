@@ -9,7 +9,8 @@
 // block and shared memory, and launches on the caller's stream through KRUN. It never allocates:
 // device memory and staged host arrays are the caller's (pointers here are device pointers). The
 // caller passes a KernelRunner, which checks, counts or times each launch and turns a failed
-// argument check into the caller's error.
+// argument check into the caller's error. Argument structs list their pointer members in
+// pointers(f) (host-only): the emulator rejects a launch whose pointer arguments are not device memory.
 #pragma once
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,6 +60,7 @@ struct GemmArgs {
     float* C;
     long long c_m;       // C[m, n] = C[m * c_m + n]
     int accumulate;
+    template <class F> void pointers(F f) const { f(A); f(C); }  // the launch checks them (emulator)
 };
 constexpr int GEMM_BM = 64, GEMM_BN = 64, GEMM_BK = 16, GEMM_THREADS = 256;  // 4 x 4 outputs per thread
 __global__ void gemm_f32_kernel(GemmArgs g, const float* B);
@@ -94,12 +96,19 @@ struct QGemmArgs {
     const float* xs;            // T x cols/32: d * sum(q) of each block
     float* y;                   // T x rows
     int T;
+    template <class F> void pointers(F f) const { f(w); f(xq); f(xd); f(xs); f(y); }
 };
 constexpr int QGEMM_WARPS = 4, QGEMM_TOKENS = 4;  // a block: 4 weight rows (one per warp) x 4 tokens
+constexpr int QMMA_WARPS = 4, QMMA_ROWS = 64, QMMA_TOKENS = 64;  // tensor cores: 64 rows x 64 tokens per block
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);  // thread per 32-block
+// T <= QGEMM_TOKENS: grid (cdiv(rows, 4), cdiv(T, 4)), 128 threads (dp4a)
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_kernel(QGemmArgs a);
+// T > QGEMM_TOKENS: grid (cdiv(rows, 64), cdiv(T, 64)), 128 threads (int8 wmma); the same bits per token
+__global__ void gemm_q8_0_mma_kernel(QGemmArgs a);
+__global__ void gemm_q4_0_mma_kernel(QGemmArgs a);
+__global__ void gemm_q4_1_mma_kernel(QGemmArgs a);
 // y = x W^T with W (rows x cols, row_bytes per row) stored as KD_Q8_0 / KD_Q4_0 / KD_Q4_1; scratch: device
 // memory of matmul_q_scratch_bytes(T, cols) for the quantized activations.
 size_t matmul_q_scratch_bytes(int T, int cols);
@@ -170,14 +179,55 @@ struct AttnArgs {
     int mask_words;
     const int* kv_start;        // non-null: query t sees cache rows [kv_start[t], kv_start[t] + kv_len[t])
     const int* kv_len;
+    float* partial;             // split-KV scratch of attn_split_scratch_bytes(), or null (never split)
+    template <class F> void pointers(F f) const { f(out); f(q); f(k); f(v); f(tree); f(kv_start); f(kv_len); f(partial); }
 };
 constexpr int ATTN_BK = 32;     // keys per shared-memory tile (one per lane while scoring)
 constexpr int ATTN_MAX_HD = 128;
-// grid (T, n_kv_heads); blockDim.x = 32 * warps (each warp one query head of the kv head's group)
-__global__ void attn_fwd_kernel(AttnArgs a);
+// The fixed split of every query's visible keys into slices of ATTN_SPLIT keys (by visible index, never
+// by T): the reduction order of a query's softmax, the same in every attention kernel (attention.cu).
+constexpr int ATTN_SPLIT = 256;
+constexpr int ATTN_QT_WARPS = 8, ATTN_QT_TPW = 4;  // query-tiled kernel: up to 8 warps x 4 (query, head) tasks
+// xattn.cu: grid (T, n_kv_heads); blockDim.x = 32 * warps (each warp one query head of the kv head's group)
 __host__ __device__ inline int attn_smem_floats(int head_dim, int warps) {
     return 2 * ATTN_BK * (head_dim + 1) + warps * (2 * head_dim + ATTN_BK);
 }
+// Query-tiled flash attention: grid (cdiv(T, nq), n_kv_heads), blockDim.x = 32 * warps, smem from attn_tiling.
+__global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw);
+// Split-KV (flash-decoding): grid (T, n_kv_heads, n_slices), one block per slice of ATTN_SPLIT visible keys,
+// partial (m, l, n, o) to a.partial; then attn_combine_kernel, grid (T, n_heads), 32 threads.
+__global__ void attn_split_kernel(AttnArgs a, int n_slices);
+__global__ void attn_combine_kernel(AttnArgs a, int n_slices);
+struct AttnTiling {
+    int nq, warps, tpw;  // queries per block, warps per block, tasks per warp
+    size_t smem;         // dynamic shared memory bytes (<= 48 KiB)
+};
+// The query tiling for nq queries per block of a GQA group: warps, tasks per warp, shared memory
+// (K/V tile, the tasks' query rows, a score row per warp).
+inline AttnTiling attn_tiling_nq(int nq, int group, int head_dim) {
+    AttnTiling L;
+    L.nq = nq;
+    L.warps = nq * group < ATTN_QT_WARPS ? nq * group : ATTN_QT_WARPS;
+    L.tpw = cdiv(nq * group, L.warps);
+    L.smem = (size_t)(2 * ATTN_BK * (head_dim + 1) + nq * group * head_dim + L.warps * ATTN_BK) * sizeof(float);
+    return L;
+}
+// The shipped tiling (attention.cu, xattn.cu): the largest query tile (<= 32 tasks, <= T queries)
+// whose shared memory fits 48 KiB.
+inline AttnTiling attn_tiling(int T, int n_heads, int n_kv_heads, int head_dim) {
+    const int group = n_heads / n_kv_heads, max_tasks = ATTN_QT_WARPS * ATTN_QT_TPW;
+    int nq = max_tasks / group < T ? max_tasks / group : T;
+    for (nq = nq < 1 ? 1 : nq;; nq--) {
+        const AttnTiling L = attn_tiling_nq(nq, group, head_dim);
+        if (L.smem <= 48 * 1024 || nq == 1) return L;
+    }
+}
+// Slices of the longest visible key list of a causal / tree pass (n_past + T keys).
+inline int attn_slices(int n_past, int T) { return (n_past + T + ATTN_SPLIT - 1) / ATTN_SPLIT; }
+size_t attn_split_scratch_bytes(int T, int n_heads, int head_dim, int n_past);
+// Split-KV when a.partial is set, the mask is causal or tree, T <= ATTN_SPLIT_MAX_T and the keys span
+// more than one slice; the query-tiled kernel otherwise. Both give the same bits (attention.cu).
+constexpr int ATTN_SPLIT_MAX_T = 16;
 void launch_attention(const AttnArgs& a, KernelRunner& kr);
 
 // ---- xattn.cu: the draft's cross-attention over two key sets with the parametric mask ------------
@@ -203,13 +253,25 @@ struct XAttnArgs {
     float* D;                   // backward scratch: n_q x n_heads (dout . out), written by the dq kernel
     float *dk0, *dv0, *dk1, *dv1;  // backward, accumulated (a null pair: that set is skipped)
     int tiles0;                 // dk/dv kernel: blocks of set 0 (cdiv(n0, XATTN_BKEYS), or 0 to skip set 0)
+    template <class F> void pointers(F f) const {
+        f(q); f(qrow); f(k0); f(v0); f(k1); f(v1); f(set1_bits); f(out); f(lse); f(dout); f(o); f(dq); f(D);
+        f(dk0); f(dv0); f(dk1); f(dv1);
+    }
 };
-constexpr int XATTN_BKEYS = 32;  // keys per block of the dk/dv kernel (one per thread)
-__global__ void xattn_fwd_kernel(XAttnArgs a);      // grid (n_q, n_kv_heads), as attn_fwd_kernel
-__global__ void xattn_bwd_dq_kernel(XAttnArgs a);   // grid (n_q, n_kv_heads), as attn_fwd_kernel
-__global__ void xattn_bwd_dkdv_kernel(XAttnArgs a); // grid (tiles0 + set-1 tiles, n_kv_heads), 32 threads
-__host__ __device__ inline int xattn_dkdv_smem_floats(int head_dim, int group) {
-    return 2 * XATTN_BKEYS * (head_dim + 1) + 2 * group * head_dim + 2 * group;
+constexpr int XATTN_BKEYS = 32, XATTN_SLICES = 8;  // dk/dv kernel: 32 keys per block x 8 dim slices per key
+__global__ void xattn_fwd_kernel(XAttnArgs a, int nq, int tpw);  // grid (cdiv(n_q, nq), n_kv_heads), attn_tiling
+__global__ void xattn_bwd_dq_kernel(XAttnArgs a);   // grid (n_q, n_kv_heads), a warp per query head
+// grid (tiles0 + set-1 tiles, n_kv_heads), xattn_dkdv_launch() threads and shared memory; bq queries per tile
+__global__ void xattn_bwd_dkdv_kernel(XAttnArgs a, int bq);
+struct XAttnDkdvLaunch {
+    int threads, bq;
+    size_t smem;
+};
+inline XAttnDkdvLaunch xattn_dkdv_launch(int head_dim, int group) {
+    const int per_query = group * (2 * head_dim + 2);  // floats staged per query
+    int bq = 16 * 1024 / 4 / per_query;
+    bq = bq < 1 ? 1 : bq > 16 ? 16 : bq;
+    return {XATTN_BKEYS * XATTN_SLICES, bq, (size_t)bq * per_query * sizeof(float)};
 }
 // ops.h xattn (a.out, a.lse) and xattn_bwd (a.dq, a.dk*, a.dv*; a.D: caller's scratch of n_q x n_heads floats).
 void launch_xattn(const XAttnArgs& a, KernelRunner& kr);
@@ -240,6 +302,7 @@ struct AdamWArgs {
     float* w; float* m; float* v; const float* g;
     long long n;
     float beta1, beta2, lr, eps, decay, grad_scale, bc1, bc2;  // decay = 1 - lr * wd; bc = 1 - beta^step
+    template <class F> void pointers(F f) const { f(w); f(m); f(v); f(g); }
 };
 __global__ void adamw_kernel(AdamWArgs a);
 // partial: sumsq_blocks(n) doubles (device), one per chunk; the caller adds them in chunk order.

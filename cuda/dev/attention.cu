@@ -27,19 +27,28 @@
 //   and adds the tile. State per query is O(head_dim), any cache length works, K/V are read once per
 //   query head. The K reads are still lane-per-row (uncoalesced), and the 3 heads of a kv group each
 //   read the same K/V tiles from global memory.
-// version 4 (shipped, cuda/attention.cu attn_fwd_kernel): grid (T, kv heads), one warp per query head
-//   of the group. Each 32-key tile of K and V is staged ONCE in shared memory by the whole block
-//   (consecutive threads read consecutive floats: coalesced) and serves all the group's heads (3x less
-//   K/V traffic for SmolLM2's GQA); the +1 row padding makes the lane-per-key reads of Ks
-//   conflict-free. The softmax update runs key by key in key order (attn_common.cuh): a query's
-//   output then depends only on the keys it sees, not on tile boundaries or its batch, so a token
-//   gets the same bits in decode, prefill and tree verify (greedy speculative decoding is exact).
-//   That costs two expf per key instead of one per tile, and a serial update: the price of
-//   batch invariance. K/V requests drop to T x 3 kv heads x 557 KB = 107 MB, served by L2 (the 1.7 MB
-//   of K/V stay resident); DRAM sees them about once.
-// Next step (not shipped: the verify passes here have few queries): several queries per block
-// (flash-attention's query tiles), so a K/V tile in shared memory serves many queries.
-//
+// version 4: grid (T, kv heads), one warp per query head of the group. Each 32-key tile of K and V
+//   is staged ONCE in shared memory by the whole block (consecutive threads read consecutive floats:
+//   coalesced) and serves all the group's heads (3x less K/V traffic for SmolLM2's GQA); the +1 row
+//   padding makes the lane-per-key reads of Ks conflict-free. The softmax update runs key by key in
+//   key order (attn_common.cuh): a query's output then depends only on the keys it sees, not on tile
+//   boundaries or its batch, so a token gets the same bits in decode, prefill and tree verify (greedy
+//   speculative decoding is exact). That costs two expf per key instead of one per tile, and a serial
+//   update: the price of batch invariance. K/V requests: T x 3 kv heads x 557 KB = 107 MB, served by
+//   L2 (the 1.7 MB of K/V stay resident); DRAM sees them about once.
+// version 5 (shipped, cuda/attention.cu attn_fwd_tiled_kernel): flash-attention's query tiles. A block
+//   owns nq queries x the group's heads (SmolLM2: 10 queries x 3 heads = 30 tasks on 8 warps, states in
+//   registers), so one staged K/V tile serves 30 (query, head) pairs instead of 3: K/V requests drop
+//   to cdiv(64, 10) x 3 x 557 KB = 11.7 MB for the step. The order stays key by key per query, with
+//   one change that makes split-KV possible (v6): the visible keys of a query form fixed slices of 256
+//   (by visible index, never chosen from T), each reduced from the empty state, and the slice states
+//   are merged in order (attn_common.cuh softmax_merge).
+// version 6 (shipped, attn_split_kernel + attn_combine_kernel): flash-decoding for decode and short
+//   verify passes over long caches. T x kv heads blocks are too few to fill a GPU (SmolLM2 decode: 3
+//   blocks for 132 SMs); one block per (query, kv head, 256-key slice) writes the slice's (m, l, o) and
+//   a one-warp combine merges the slices in order with the same formula: bit-identical to v5 (the
+//   test below checks it), so the backend picks by T freely and stays batch invariant. A 4096-token
+//   7B decode: 16 slices x 8 kv heads = 128 blocks instead of 8.
 // Tolerance (per output element, against a double two-pass reference): a score is an hd-term fp32
 // chain, off by at most e = gamma_hd scale sum_d |q k| + u |s|; a softmax weight then moves by at most
 // 2 E (E the largest e over the visible keys), and the sums, rescalings, exp and division add at most
@@ -212,6 +221,41 @@ __global__ void attention_v3_kernel(AttnArgs a) {
         if (lane + 32 * i < hd) out[lane + 32 * i] = l > 0.0f ? o[i] / l : 0.0f;
 }
 
+// ---- version 4: a block per (query, kv head), K/V tiles shared by the group's heads -------------------
+__global__ void attention_v4_kernel(AttnArgs a) {
+    DYN_SMEM(float, smem);
+    const int t = blockIdx.x, kvh = blockIdx.y;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
+    const long long q_dim = (long long)a.n_heads * hd, kv_dim = (long long)a.n_kv_heads * hd;
+    const AttnSmem sm = attn_smem(smem, hd);
+    struct Vis {  // cache rows below n_past, then the tree bits (or the causal prefix)
+        const AttnArgs* a;
+        int t;
+        __device__ bool operator()(int j) const { return attn_sees(*a, t, j); }
+    };
+    const int hi = a.tree ? a.n_past + a.T : a.n_past + t + 1;
+    for (int r = 0; r < group; r += nw) {  // rounds of nw heads
+        const int hg = r + warp;
+        const bool active = hg < group;
+        const int h = kvh * group + hg;
+        if (active) {
+            for (int d = lane; d < hd; d += 32) sm.qs[d] = a.q[t * q_dim + (long long)h * hd + d];
+            __syncwarp();
+        }
+        OnlineSoftmax st;
+        softmax_reset(st);
+        attn_fwd_segment(sm.tile, a.k + kvh * hd, a.v + kvh * hd, kv_dim, 0, hi, Vis{&a, t}, sm.qs, sm.sc, hd,
+                         a.scale, active, st);
+        if (active) {
+            const float inv = st.l > 0.0f ? 1.0f / st.l : 0.0f;
+            for (int i = 0; i < ATTN_MAX_HD / 32; i++)
+                if (lane + 32 * i < hd) a.out[t * q_dim + (long long)h * hd + lane + 32 * i] = st.o[i] * inv;
+            __syncwarp();  // qs is rewritten in the next round
+        }
+    }
+}
+
 // ---- launchers ---------------------------------------------------------------------------------------
 static void attention_run(int version, const AttnArgs& a, float* att) {
     const int rows = a.T * a.n_heads;  // (query, head) pairs
@@ -219,9 +263,21 @@ static void attention_run(int version, const AttnArgs& a, float* att) {
         case 1: KLAUNCH(cdiv(rows, 128), 128, 0, 0, attention_v1_kernel)(a, att); break;
         case 2: KLAUNCH(cdiv(rows, 4), 128, 0, 0, attention_v2_kernel)(a, att); break;
         case 3: KLAUNCH(cdiv(rows, 4), 128, 0, 0, attention_v3_kernel)(a); break;
-        case 4: {  // the shipped launch: src/backend/gpu/ops_cuda.cu CudaOps::attention
+        case 4: {
             const DevAttnLaunch L = dev_attn_launch(a.n_heads, a.n_kv_heads, a.head_dim);
-            KLAUNCH(dim3(a.T, a.n_kv_heads), L.threads, L.smem, 0, attn_fwd_kernel)(a);
+            KLAUNCH(dim3(a.T, a.n_kv_heads), L.threads, L.smem, 0, attention_v4_kernel)(a);
+            break;
+        }
+        case 5: {  // the shipped launch (cuda/attention.cu launch_attention, query-tiled branch)
+            const AttnTiling L = attn_tiling(a.T, a.n_heads, a.n_kv_heads, a.head_dim);
+            KLAUNCH(dim3(cdiv(a.T, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, 0, attn_fwd_tiled_kernel)(a, L.nq, L.tpw);
+            break;
+        }
+        case 6: {  // the shipped split-KV launch (a.partial: attn_split_scratch_bytes)
+            const int n_slices = attn_slices(a.n_past, a.T), warps = min(a.n_heads / a.n_kv_heads, ATTN_QT_WARPS);
+            const size_t smem = (size_t)attn_smem_floats(a.head_dim, warps) * sizeof(float);
+            KLAUNCH(dim3(a.T, a.n_kv_heads, n_slices), 32 * warps, smem, 0, attn_split_kernel)(a, n_slices);
+            KLAUNCH(dim3(a.T, a.n_heads), 32, 0, 0, attn_combine_kernel)(a, n_slices);
             break;
         }
     }
@@ -231,7 +287,7 @@ static void attention_run(int version, const AttnArgs& a, float* att) {
 static AttnCase make_case(DevRng& rng, bool tree) {
     AttnCase c;
     c.T = 11;
-    c.n_past = 40;  // 51 keys: two 32-key tiles, the second partial
+    c.n_past = 300;  // 311 keys: ten 32-key tiles, the last partial; two 256-key slices
     c.n_heads = 6;  // GQA group of 3, as SmolLM2 (9 / 3); head_dim 64 as SmolLM2
     c.n_kv_heads = 2;
     c.hd = 64;
@@ -252,7 +308,7 @@ static AttnCase make_case(DevRng& rng, bool tree) {
 }
 
 int main(int argc, char** argv) {
-    const int versions = 4;
+    const int versions = 6;
     DevRng rng(3);
     const AttnCase cases[2] = {make_case(rng, false), make_case(rng, true)};
     std::vector<float> got[versions + 1];
@@ -274,6 +330,7 @@ int main(int argc, char** argv) {
         a.v = dev_upload(c.v);
         a.tree = c.parent.empty() ? nullptr : dev_upload(c.bits);
         a.mask_words = c.words;
+        a.partial = dev_zeros<float>(attn_split_scratch_bytes(c.T, c.n_heads, c.hd, c.n_past) / sizeof(float));
         const size_t n_out = (size_t)c.T * c.n_heads * c.hd;
         float* att = dev_zeros<float>((size_t)c.T * c.n_heads * (c.n_past + c.T));
         for (int v = 1; v <= versions; v++) {

@@ -1,6 +1,6 @@
 // qmatmul.cu: the quantized matmul y = x W^T with W stored as GGUF Q4_1 blocks (the shipped SmolLM2
 // target's format), from one thread per output to the shipped kernel (cuda/gemm_quant.cu
-// gemm_q4_1_kernel). Read after matmul.cu. Build and run: `make cuda-dev`, or on a GPU
+// gemm_q4_1_kernel and gemm_q4_1_mma_kernel). Read after matmul.cu. Build and run: `make cuda-dev`, or on a GPU
 // `nvcc -O2 -arch=sm_80 cuda/dev/qmatmul.cu -o qmatmul`.
 //
 // The arithmetic (the same in every version; only where it runs changes): x is first quantized per
@@ -29,17 +29,25 @@
 //   4 part.., high: 16 + 4 part..), its 8 activations two 32-bit loads, and two dp4a (4 int8 MACs per
 //   instruction, common.cuh dot4_i8; the emulator runs its portable byte loop) replace 8 byte loads
 //   and 8 multiply-adds: ~5 instructions per 8 MACs instead of ~28.
-// version 4 (shipped, cuda/gemm_quant.cu gemm_q4_1_kernel): 4 tokens per warp and 4 rows per block. The
-//   weight word and scales a lane loads serve 4 tokens from registers, so W is read T/4 times (2.2 MB
-//   instead of 8.8 MB at T = 16) and its unpacking is paid once per 4 tokens. The lane partials of a
-//   token are summed in lane order through shared memory (one __syncwarp): a fixed order for every
-//   token slot, so y[t] has the same bits whatever T is (batch invariance; v2/v3's butterfly is fixed
-//   too, but v4 sums 4 tokens per warp and keeps one order for all of them).
+// version 4 (shipped for T <= 4, cuda/gemm_quant.cu gemm_q4_1_kernel): 4 tokens per warp and 4 rows
+//   per block. A lane owns whole 32-blocks (a warp reads 32 consecutive blocks, 640 contiguous bytes),
+//   its 16 weight bytes serve the 4 tokens from registers, so W is read T/4 times (2.2 MB instead of
+//   8.8 MB at T = 16) and its unpacking is paid once per 4 tokens. The exact integer dot I_b of each
+//   (token, block) and its scale d_w d_x go through shared memory and one lane per token runs the fma
+//   chain over the blocks in order: a fixed order per output that v5 reproduces exactly, so y[t] has
+//   the same bits whatever T is and whichever kernel ran (batch invariance).
+// version 5 (shipped for T > 4, gemm_q4_1_mma_kernel): int8 tensor cores. A block covers 64 rows x 64
+//   tokens: W is read ONCE for a verify of up to 64 tokens (0.55 MB at T = 16, 4x less than v4).
+//   Per 32-block the rows' nibbles (unpacked to int8) and the tokens' int8 activations are staged in
+//   shared memory, each warp multiplies its 16 rows by every 16-token group with wmma m16n16k16
+//   s8 -> s32 (exact), and each thread applies the scales of its outputs in block order: v4's chain.
+//   On an H100 the int8 mma rate (~1,000 T ops/s dense) is far above dp4a's, so the kernel is bound by
+//   reading W once, at about 0.2 us for this matrix.
 // At T = 1 (plain decode) v3 and v4 read the same bytes; the ideal there is W read once, 0.55 MB, about
 // 0.2 us of HBM time on an H100, so a decode step of this small model is launch-latency bound.
 //
 // Tolerance: the integer dots are exact; each output is a float sum of at most 2 nb scaled terms
-// (nb = cols / 32) plus a 32-lane reduction, every term with one more rounding (d_w d_x), so with u = 2^-24
+// (nb = cols / 32) (v2/v3: plus a 32-lane reduction), every term with one more rounding (d_w d_x), so with u = 2^-24
 // the error is at most (2 nb + 34) u sum_b (d_w d_x sum_j |q_w q_x| + |m_w s_x|) (element magnitudes,
 // which bound any grouping of the dot into partial sums), against a double reference of the same
 // quantized arithmetic. The quantization itself must match the CPU bit for bit.
@@ -164,9 +172,13 @@ static void qmatmul_run(int version, const QGemmArgs& a) {
         case 1: KLAUNCH(dim3(cdiv(a.rows, 128), a.T), 128, 0, 0, qmatmul_v1_kernel)(a); break;
         case 2: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<false>)(a); break;
         case 3: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<true>)(a); break;
-        case 4:  // the shipped launch: src/backend/gpu/ops_cuda.cu CudaOps::matmul, case Q4_1
+        case 4:  // the shipped launch for T <= QGEMM_TOKENS (cuda/gemm_quant.cu launch_matmul_q)
             KLAUNCH(dim3(cdiv(a.rows, QGEMM_WARPS), cdiv(a.T, QGEMM_TOKENS)), 32 * QGEMM_WARPS, 0, 0,
                     gemm_q4_1_kernel)(a);
+            break;
+        case 5:  // the shipped launch for T > QGEMM_TOKENS
+            KLAUNCH(dim3(cdiv(a.rows, QMMA_ROWS), cdiv(a.T, QMMA_TOKENS)), 32 * QMMA_WARPS, 0, 0,
+                    gemm_q4_1_mma_kernel)(a);
             break;
     }
     dev_launched("qmatmul");
@@ -175,7 +187,7 @@ static void qmatmul_run(int version, const QGemmArgs& a) {
 int main(int argc, char** argv) {
     // Ragged: T not a multiple of QGEMM_TOKENS, rows not of QGEMM_WARPS, nb = 10 blocks (lanes with
     // sub < 2 take two blocks).
-    const int T = 7, rows = 37, cols = 320, nb = cols / 32, versions = 4;
+    const int T = 7, rows = 37, cols = 320, nb = cols / 32, versions = 5;
     DevRng rng(2);
     std::vector<float> x = dev_rand(rng, (size_t)T * cols);
     for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;  // an all-zero block: d = 0, q = 0

@@ -26,10 +26,11 @@
 //   online, key by key in key order (the order the shipped kernel keeps for batch invariance). Each
 //   key now costs 5 shuffle steps, and each query head still reads K/V from global memory.
 // version 3 (shipped, cuda/xattn.cu xattn_fwd_kernel, on attn_common.cuh like the target's attention):
-//   block per (query, kv head), a warp per query head of the group; 32-key K/V tiles staged once in
-//   shared memory for the group's 3 heads (3x less K/V traffic), lane j scores key j of the tile
-//   from shared memory (no shuffles per key; a ballot gives the visible keys), then the key-by-key
-//   online update. Same bits as v2's order of updates, not its score sums.
+//   query tiles: a block per (10 queries, kv head), a warp per (query, head) task (30 tasks on 8
+//   warps); 32-key K/V tiles staged once in shared memory for all 30 (30x less K/V traffic than a
+//   block per (query, head), 10x less than a block per query), lane j scores key j of the tile from
+//   shared memory (no shuffles per key; a ballot gives the visible keys), then the key-by-key online
+//   update. Same bits as v2's order of updates, not its score sums.
 // backward
 // version 1: one thread per (query, head): D, then per visible key p, ds, its dq term, and atomicAdd of
 //   p dout into dv_j and scale ds q into dk_j. Every (query, head) that sees key j adds to the same 64
@@ -39,10 +40,14 @@
 //   dk/dv: a thread per key row, which walks the queries in order and owns its row's accumulation:
 //   deterministic. Each thread re-reads every query row (q, dout) it sees from global memory.
 // version 3 (shipped, xattn_bwd_dq_kernel + xattn_bwd_dkdv_kernel): dq as the forward (tiles in shared
-//   memory). dk/dv: a block of 32 threads per 32-key tile, dk/dv rows accumulated in shared memory,
-//   and each query's group of heads staged ONCE in shared memory for the 32 keys (32x fewer q/dout
-//   reads than v2); a query that sees none of the tile is skipped after one __syncthreads_or.
-//   Fixed order, no atomics: deterministic like the CPU backend.
+//   memory). dk/dv in tiles: a block per 32-key tile, 8 threads per key each owning 8 of its 64 dims,
+//   so k_j, v_j and the dk_j, dv_j accumulators live in registers (K/V read once, coalesced 32-byte
+//   pieces; v2's thread re-read its whole key row with a 256-byte stride between lanes). Queries are
+//   staged in shared memory in tiles of bq (here 15: 16 KiB of q, dout, lse, D for the group's 3
+//   heads) and read as broadcasts by all 256 threads, 2 barriers per tile instead of per query; a
+//   tile that sees none of the keys is skipped after one __syncthreads_or. The dot products q . k_j
+//   and dout . v_j are split over the 8 slices and meet in a fixed xor butterfly. Fixed order, no
+//   atomics: deterministic like the CPU backend.
 //
 // Tolerances (per element, against a double reference from the same fp32 inputs; u = 2^-24,
 // gamma_n = n u / (1 - n u)): scores are hd-term chains, off by e_j = gamma_hd scale sum|q k| + u |s_j|.
@@ -330,9 +335,9 @@ static void xattn_fwd_run(int version, const XAttnArgs& a) {
     switch (version) {
         case 1: KLAUNCH(cdiv(rows, 128), 128, 0, 0, xattn_fwd_v1_kernel)(a); break;
         case 2: KLAUNCH(cdiv(rows, 4), 128, 0, 0, xattn_fwd_v2_kernel)(a); break;
-        case 3: {  // the shipped launch: src/backend/gpu/ops_cuda.cu CudaOps::xattn_fwd
-            const DevAttnLaunch L = dev_attn_launch(a.n_heads, a.n_kv_heads, a.head_dim);
-            KLAUNCH(dim3(a.n_q, a.n_kv_heads), L.threads, L.smem, 0, xattn_fwd_kernel)(a);
+        case 3: {  // the shipped launch: cuda/xattn.cu launch_xattn
+            const AttnTiling L = attn_tiling(a.n_q, a.n_heads, a.n_kv_heads, a.head_dim);
+            KLAUNCH(dim3(cdiv(a.n_q, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, 0, xattn_fwd_kernel)(a, L.nq, L.tpw);
             break;
         }
     }
@@ -354,8 +359,8 @@ static void xattn_bwd_run(int version, XAttnArgs a) {
             dev_launched("xattn_bwd dq");
             a.tiles0 = cdiv(a.n0, XATTN_BKEYS);  // both sets have gradients here
             const int tiles = a.tiles0 + cdiv(a.n1, XATTN_BKEYS);
-            const size_t smem2 = (size_t)xattn_dkdv_smem_floats(a.head_dim, a.n_heads / a.n_kv_heads) * sizeof(float);
-            KLAUNCH(dim3(tiles, a.n_kv_heads), XATTN_BKEYS, smem2, 0, xattn_bwd_dkdv_kernel)(a);
+            const XAttnDkdvLaunch L2 = xattn_dkdv_launch(a.head_dim, a.n_heads / a.n_kv_heads);
+            KLAUNCH(dim3(tiles, a.n_kv_heads), L2.threads, L2.smem, 0, xattn_bwd_dkdv_kernel)(a, L2.bq);
             break;
         }
     }
@@ -443,6 +448,7 @@ int main(int argc, char** argv) {
             append(append(fwd[v], dev_download(a.out, n_out)), dev_download(a.lse, n_lse));
             DEV_CHECK(cudaFree(a.out));
             DEV_CHECK(cudaFree(a.lse));
+            a.out = a.lse = nullptr;  // no dangling pointer in the backward's arguments
         }
         // backward, from the reference forward rounded to fp32
         a.lse = dev_upload(R.lse_f);

@@ -45,7 +45,7 @@ static size_t device_memory_bytes() {
 struct Memory {
     std::mutex mu;
     std::map<uintptr_t, size_t> device;  // start -> size of each cudaMalloc block
-    std::set<void*> host;                // cudaMallocHost blocks
+    std::map<uintptr_t, size_t> host;    // start -> size of each cudaMallocHost block
     size_t used = 0;
     std::set<void*> streams, events;
     std::map<const void*, size_t> max_dyn_smem;
@@ -64,6 +64,22 @@ static bool is_device_range(const void* p, size_t n) {
     if (it == m.device.begin()) return false;
     --it;
     return a >= it->first && a - it->first <= it->second && n <= it->second - (a - it->first);
+}
+
+// True if a kernel may dereference p: null (a kernel that never reads it), or inside (or one past the end
+// of) a cudaMalloc block or a pinned cudaMallocHost block (mapped into the device's address space).
+bool device_accessible(const void* p) {
+    if (!p) return true;
+    Memory& m = mem();
+    std::lock_guard<std::mutex> lk(m.mu);
+    const uintptr_t a = (uintptr_t)p;
+    for (auto* blocks : {&m.device, &m.host}) {
+        auto it = blocks->upper_bound(a);
+        if (it == blocks->begin()) continue;
+        --it;
+        if (a - it->first <= it->second) return true;
+    }
+    return false;
 }
 
 // ---- streams and events -------------------------------------------------------------------------
@@ -342,7 +358,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
     if (size && posix_memalign(ptr, 256, size) != 0) return fail(cudaErrorMemoryAllocation);
     if (*ptr) {
         std::lock_guard<std::mutex> lk(mem().mu);
-        mem().host.insert(*ptr);
+        mem().host[(uintptr_t)*ptr] = size;
     }
     return cudaSuccess;
 }
@@ -351,7 +367,7 @@ cudaError_t cudaFreeHost(void* ptr) {
     if (!ptr) return cudaSuccess;
     {
         std::lock_guard<std::mutex> lk(mem().mu);
-        if (!mem().host.erase(ptr)) return fail(cudaErrorInvalidValue);
+        if (!mem().host.erase((uintptr_t)ptr)) return fail(cudaErrorInvalidValue);
     }
     free(ptr);
     return cudaSuccess;

@@ -95,6 +95,32 @@ typedef void (*Thunk)(void* ctx);
 // launch with cudaErrorLaunchFailure and a message naming kernel and block (last_error_detail()).
 cudaError_t launch_grid(const char* name, const void* func, dim3 grid, dim3 block, size_t smem,
                         cudaStream_t stream, Thunk thunk, void* ctx);
+// Fails a launch without running it (a fault the hardware would raise): message and error as a failed launch.
+cudaError_t reject_launch(const std::string& msg, cudaError_t e);
+
+// ---- pointer arguments (a host pointer handed to a kernel faults on the hardware) --------------------
+// True if p is null or inside (or one past the end of) a cudaMalloc or cudaMallocHost block (cudart.cpp).
+bool device_accessible(const void* p);
+bool check_pointers_enabled();
+// Argument structs list their pointer members with `template <class F> void pointers(F f) const
+// { f(p1); f(p2); ... }` (kernels.cuh); the launch checks those and every pointer parameter.
+template <class T, class = void>
+struct has_pointer_list : std::false_type {};
+template <class T>
+struct has_pointer_list<T, std::void_t<decltype(std::declval<const T&>().pointers(std::declval<void (*)(const void*)>()))>>
+    : std::true_type {};
+template <class T>
+inline void find_host_pointers(const T& v, int index, std::string& bad) {
+    auto check = [&](const void* p) {
+        if (bad.empty() && !device_accessible(p))
+            bad = "argument " + std::to_string(index + 1) + (std::is_pointer<T>::value ? "" : " (a member of its struct)") +
+                  " is " + std::to_string((uintptr_t)p) + ", not device memory (cudaMalloc) nor pinned host memory";
+    };
+    if constexpr (std::is_pointer<T>::value)
+        check((const void*)v);
+    else if constexpr (has_pointer_list<T>::value)
+        v.pointers(check);
+}
 
 template <class Fn, class Tuple>
 struct Closure {
@@ -119,6 +145,17 @@ struct Launch {
         // Arguments are converted to the parameter types once, like the real launch does.
         typedef std::tuple<std::decay_t<P>...> Tuple;
         Closure<void (*)(P...), Tuple> c{fn, Tuple(std::forward<A>(a)...)};
+        if (check_pointers_enabled()) {
+            std::string bad;
+            int i = 0;
+            std::apply([&](const auto&... x) { (find_host_pointers(x, i++, bad), ...); }, c.args);
+            if (!bad.empty()) {
+                reject_launch(std::string("beagle-emu: launch of kernel '") + name + "': " + bad +
+                                  " (the hardware faults on the access: illegal address)",
+                              cudaErrorIllegalAddress);
+                return;
+            }
+        }
         launch_grid(name, reinterpret_cast<const void*>(fn), grid, block, smem, stream,
                     &Closure<void (*)(P...), Tuple>::run, &c);
     }
@@ -138,6 +175,7 @@ void set_threads(int n);         // OS threads running blocks (BEAGLE_EMU_THREAD
 int get_threads();
 void set_abort_on_error(bool on);  // abort() the process on a failed launch (for gdb)
 void set_quiet(bool on);         // do not print launch failures to stderr
+void set_check_pointers(bool on);  // reject launches with host pointer arguments (default on; BEAGLE_EMU_CHECK_POINTERS=0)
 std::string last_error_detail();   // message of the last failed launch, "" if none
 void clear_error_detail();
 uint64_t launch_count();
@@ -162,6 +200,32 @@ inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, T*
 #define KLAUNCH(grid, block, smem, stream, ...) \
     ::beagle_emu::make_launch(#__VA_ARGS__, (grid), (block), (smem), (stream), __VA_ARGS__)
 #define DYN_SMEM(T, name) T* name = reinterpret_cast<T*>(::beagle_emu::t_dyn_smem)
+
+// ---- vector loads and stores (float4, int4, ...): the hardware faults on a misaligned address ----------
+namespace beagle_emu {
+template <class V>
+inline void check_vector_alignment(Site site, const void* p) {
+    if ((uintptr_t)p % alignof(V) == 0) return;
+    char msg[160];
+    snprintf(msg, sizeof msg, "misaligned vector access: %zu-byte vector at %p is not %zu-byte aligned (the hardware "
+             "faults: misaligned address)", sizeof(V), p, alignof(V));
+    kernel_fail(site, msg);
+}
+template <class V>
+inline V vload(Site site, const void* p) {
+    check_vector_alignment<V>(site, p);
+    V v;
+    memcpy(&v, p, sizeof(V));
+    return v;
+}
+template <class V>
+inline void vstore(Site site, void* p, const V& v) {
+    check_vector_alignment<V>(site, p);
+    memcpy(p, &v, sizeof(V));
+}
+}  // namespace beagle_emu
+#define VLOAD(V, p) ::beagle_emu::vload<V>(BEAGLE_EMU_SITE("VLOAD"), (p))
+#define VSTORE(V, p, v) ::beagle_emu::vstore<V>(BEAGLE_EMU_SITE("VSTORE"), (p), (v))
 
 // ---- block barriers ---------------------------------------------------------------------------
 #define __syncthreads() ((void)::beagle_emu::block_barrier(BEAGLE_EMU_SITE("__syncthreads()"), 1, ::beagle_emu::kBarPlain))

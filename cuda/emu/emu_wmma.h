@@ -5,7 +5,8 @@
 // load_matrix_sync waits for the warp first, so it sees the other lanes' shared-memory writes, and
 // mma_sync computes the tile once per warp and copies it to the lanes whose inputs are identical.
 // Shapes: m16n16k16, m32n8k16, m8n32k16 for __half / __nv_bfloat16 with float or __half
-// accumulators, m16n16k8 for precision::tf32 (inputs rounded to tf32 on load).
+// accumulators and for signed char / unsigned char with int accumulators (exact integer products, as
+// the hardware's s8/u8 mma), m16n16k8 for precision::tf32 (inputs rounded to tf32 on load).
 #pragma once
 
 namespace nvcuda {
@@ -49,7 +50,10 @@ template <class Use, class T> struct checked;
 template <class Use> struct checked<Use, __half> {};
 template <class Use> struct checked<Use, __nv_bfloat16> {};
 template <class Use> struct checked<Use, precision::tf32> {};
+template <class Use> struct checked<Use, signed char> {};
+template <class Use> struct checked<Use, unsigned char> {};
 template <> struct checked<accumulator, float> {};
+template <> struct checked<accumulator, int> {};
 
 // kind: 0 = __half / bf16 input, 1 = tf32 input, 2 = accumulator (any of the shapes)
 constexpr bool shape_ok(int M, int N, int K, int kind) {
@@ -85,7 +89,11 @@ public:
 template <class Use, int M, int N, int K, class T, class L, class V>
 inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& v) {
     typedef typename fragment<Use, M, N, K, T, L>::storage_element_type S;
-    const S s = detail::from_float<S>(detail::to_float(v));
+    S s;
+    if constexpr (std::is_integral<S>::value)
+        s = (S)v;  // int accumulators, 8-bit inputs: no trip through float
+    else
+        s = detail::from_float<S>(detail::to_float(v));
     for (int i = 0; i < f.num_elements; i++) f.x[i] = s;
 }
 
@@ -131,6 +139,15 @@ namespace detail {
 template <class FD, class FA, class FB, class FC, int M, int N, int K>
 inline void mma_tile(FD& d, const FA& a, const FB& b, const FC& c, bool satf) {
     typedef typename FD::storage_element_type SD;
+    if constexpr (std::is_same<SD, int>::value) {  // 8-bit inputs: exact integer accumulation
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                int acc = c.x[i * N + j];
+                for (int k = 0; k < K; k++) acc += (int)a.x[i * K + k] * (int)b.x[k * N + j];
+                d.x[i * N + j] = acc;
+            }
+        return;
+    }
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             float acc = to_float(c.x[i * N + j]);
@@ -172,6 +189,9 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
                      const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC>& c,
                      bool satf = false) {
     static_assert(std::is_same<TA, TB>::value, "wmma::mma_sync: matrix_a and matrix_b element types differ");
+    constexpr bool in8 = std::is_same<TA, signed char>::value || std::is_same<TA, unsigned char>::value;
+    static_assert(in8 == (std::is_same<TC, int>::value && std::is_same<TD, int>::value),
+                  "wmma::mma_sync: 8-bit inputs go with int accumulators, and only they");
     typedef fragment<accumulator, M, N, K, TD> FD;
     typedef fragment<matrix_a, M, N, K, TA, LA> FA;
     typedef fragment<matrix_b, M, N, K, TB, LB> FB;

@@ -17,6 +17,7 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <map>
 #include <link.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -103,7 +104,7 @@ struct Config {
     std::atomic<int> schedule{0};
     std::atomic<uint64_t> seed{1};
     std::atomic<uint64_t> epoch{0};  // launch count at the last set_schedule()
-    std::atomic<bool> poison{false}, abort_on_error{false}, quiet{false};
+    std::atomic<bool> poison{false}, abort_on_error{false}, quiet{false}, check_pointers{true};
     std::atomic<int> threads{1};
     size_t stack_bytes = 256 * 1024;
     Config() {
@@ -119,6 +120,7 @@ struct Config {
         if (const char* s = getenv("BEAGLE_EMU_POISON")) poison = atoi(s) != 0;
         if (const char* s = getenv("BEAGLE_EMU_ABORT")) abort_on_error = atoi(s) != 0;
         if (const char* s = getenv("BEAGLE_EMU_QUIET")) quiet = atoi(s) != 0;
+        if (const char* s = getenv("BEAGLE_EMU_CHECK_POINTERS")) check_pointers = atoi(s) != 0;
         if (const char* s = getenv("BEAGLE_EMU_STACK_KB")) {
             long kb = atol(s);
             if (kb >= 16) stack_bytes = (size_t)kb * 1024;
@@ -144,6 +146,8 @@ void set_threads(int n) { config().threads = n > 0 ? n : 1; }
 int get_threads() { return config().threads; }
 void set_abort_on_error(bool on) { config().abort_on_error = on; }
 void set_quiet(bool on) { config().quiet = on; }
+void set_check_pointers(bool on) { config().check_pointers = on; }
+bool check_pointers_enabled() { return config().check_pointers; }
 
 static std::mutex g_detail_mu;
 static std::string g_detail;
@@ -169,6 +173,8 @@ struct Job {
     Schedule schedule;
     uint64_t seed;
     bool poison;
+    bool measure_static;        // block 0 measures the static __shared__ bytes the kernel writes
+    size_t static_smem = 0;     // ... the result
     std::atomic<uint64_t> next{0};
     std::atomic<bool> failed{false};
     std::mutex mu;
@@ -430,6 +436,33 @@ static void poison_shared(Worker& w, size_t dyn_bytes) {
     if (!g_smem_ok) return;
     if (!w.tls_base) w.tls_base = &beagle_emu_tls_marker - g_marker_offset;
     for (auto& v : g_smem_vars) memset(w.tls_base + v.offset, 0xFF, v.size);
+}
+
+// Static shared memory of a kernel, measured once: before block 0 of its first launch every
+// __shared__ variable of this OS thread is filled with a byte pattern; the variables whose bytes
+// changed afterwards are the kernel's (a __shared__ array nobody writes is not counted). The real
+// runtime knows the size from the compiler; the emulator learns it by running.
+static const unsigned char kSmemFill = 0xA5;
+static void measure_static_begin(Worker& w, bool poison) {
+    static std::once_flag once;
+    std::call_once(once, find_smem_symbols);
+    if (!g_smem_ok) return;
+    if (!w.tls_base) w.tls_base = &beagle_emu_tls_marker - g_marker_offset;
+    for (auto& v : g_smem_vars) memset(w.tls_base + v.offset, poison ? 0xFF : kSmemFill, v.size);
+}
+static size_t measure_static_end(Worker& w, bool poison) {
+    if (!g_smem_ok) return 0;
+    const unsigned char fill = poison ? 0xFF : kSmemFill;
+    size_t bytes = 0;
+    for (auto& v : g_smem_vars) {
+        const unsigned char* p = (const unsigned char*)w.tls_base + v.offset;
+        for (size_t i = 0; i < v.size; i++)
+            if (p[i] != fill) {
+                bytes += v.size;
+                break;
+            }
+    }
+    return bytes;
 }
 
 // ---- failure reporting -----------------------------------------------------------------------
@@ -818,6 +851,8 @@ static void run_block(Worker& w, Job& j, uint64_t b) {
     }
     t_dyn_smem = w.dyn;
     if (j.poison) poison_shared(w, j.smem);
+    const bool measure = j.measure_static && b == 0;
+    if (measure) measure_static_begin(w, j.poison);
     w.rng = j.seed * 0x2545F4914F6CDD1Dull ^ (j.launch_id << 32) ^ b;
 
     for (;;) {
@@ -838,6 +873,7 @@ static void run_block(Worker& w, Job& j, uint64_t b) {
             break;
         }
     }
+    if (measure) j.static_smem = measure_static_end(w, j.poison);
     // Threads left suspended by a failure are abandoned; their stacks are reused.
     for (int i = 0; i < w.n; i++)
         if (w.threads[i].stack) {
@@ -934,6 +970,34 @@ static cudaError_t validate(const void* func, dim3 grid, dim3 block, size_t smem
     return cudaSuccess;
 }
 
+// A launch the hardware would fault on or refuse, found before or while it ran: the message goes to
+// last_error_detail() (and stderr unless quiet), the error to cudaGetLastError() and the next sync.
+cudaError_t reject_launch(const std::string& msg, cudaError_t e) {
+    {
+        std::lock_guard<std::mutex> lk(g_detail_mu);
+        g_detail = msg;
+    }
+    Config& c = config();
+    if (!c.quiet || c.abort_on_error) fprintf(stderr, "%s\n", msg.c_str());
+    if (c.abort_on_error) abort();
+    set_last_error(e);
+    set_pending_launch_error(e);
+    return e;
+}
+
+// Static shared memory per kernel function (measured on its first launch) and the limit on static +
+// dynamic: 48 KiB, or the opt-in maximum once cudaFuncSetAttribute raised the dynamic limit above it.
+static std::mutex g_static_mu;
+static std::map<const void*, size_t> g_static_smem;
+static std::string smem_over_limit(const char* name, const void* func, size_t st, size_t dyn) {
+    const size_t limit = func_max_dynamic_smem(func) > kSmemPerBlock ? kSmemPerBlockOptin : kSmemPerBlock;
+    if (st + dyn <= limit) return "";
+    return fmt("beagle-emu: launch of kernel '%s': %zu bytes of static + %zu bytes of dynamic shared memory exceed "
+               "the %zu-byte limit per block%s (the hardware refuses the launch: too many resources requested)",
+               name, st, dyn, limit,
+               limit == kSmemPerBlock ? " without cudaFuncSetAttribute(MaxDynamicSharedMemorySize)" : "");
+}
+
 cudaError_t launch_grid(const char* name, const void* func, dim3 grid, dim3 block, size_t smem,
                         cudaStream_t stream, Thunk thunk, void* ctx) {
     if (t_worker && t_worker->cur >= 0) {
@@ -953,6 +1017,17 @@ cudaError_t launch_grid(const char* name, const void* func, dim3 grid, dim3 bloc
         set_last_error(bad);
         return bad;
     }
+    size_t static_smem = 0;
+    bool known = false;
+    {
+        std::lock_guard<std::mutex> lk(g_static_mu);
+        auto it = g_static_smem.find(func);
+        if (it != g_static_smem.end()) static_smem = it->second, known = true;
+    }
+    if (known) {
+        const std::string over = smem_over_limit(name, func, static_smem, smem);
+        if (!over.empty()) return reject_launch(over, cudaErrorInvalidValue);
+    }
     std::lock_guard<std::mutex> launch_lock(g_launch_mu);
     Config& c = config();
     Job j;
@@ -968,7 +1043,16 @@ cudaError_t launch_grid(const char* name, const void* func, dim3 grid, dim3 bloc
     j.schedule = (Schedule)c.schedule.load();
     j.seed = c.seed;
     j.poison = c.poison;
+    j.measure_static = !known;
     run_job(j);
+    if (!known) {
+        {
+            std::lock_guard<std::mutex> lk(g_static_mu);
+            g_static_smem[func] = j.static_smem;
+        }
+        const std::string over = smem_over_limit(name, func, j.static_smem, smem);
+        if (!over.empty()) return reject_launch(over, cudaErrorInvalidValue);
+    }
     if (!j.failed) return cudaSuccess;
     {
         std::lock_guard<std::mutex> lk(g_detail_mu);

@@ -7,6 +7,8 @@
 #     (batch-invariant kernels), which is also the CPU backend's text, and greedy speculative decoding
 #     (prompt lookup; the shipped Beagle draft in chain and tree mode: the draft's cross-attention with
 #     concat predictions, tree-mask verify, KV compaction) gives that same text;
+#   - over a 408-token prompt (a KV cache of two 256-key attention slices: split-KV decode, query-tiled
+#     prefill) the text is the CPU backend's, and greedy SD (lookup) gives the same;
 #   - SmolLM2-135M Q4_1 (quantized matmuls, tied Q8_0 embedding/LM head, GQA 9:3): a short greedy
 #     continuation equals the CPU backend's;
 #   - --backend cpu in the same binary still gives the golden text.
@@ -46,6 +48,15 @@ check "cuda-emu prompt, prefill batch 1 == batch 64" "$tmp/cpu_prompt.txt" \
 # compaction) must give exactly the plain greedy text on this backend too
 check "cuda-emu greedy SD (--spec lookup) == plain greedy" "$tmp/cpu_prompt.txt" \
   "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 --spec lookup
+# a 408-token prompt: the KV cache spans two 256-key slices, so decode steps and short verify passes
+# run split-KV (attn_split_kernel + attn_combine_kernel) and prefill / long verify passes the
+# query-tiled kernel: one reduction order, so the CPU backend's text and greedy SD == plain greedy
+L=$(for i in $(seq 1 14); do printf "Once upon a time, there was a little dog named Max who liked to run in the park. "; done)
+"$CPU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$L" -n 30 --temp 0 > "$tmp/cpu_long.txt" 2>/dev/null
+check "cuda-emu long prompt (split-KV decode) == cpu backend" "$tmp/cpu_long.txt" \
+  "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$L" -n 30 --temp 0
+check "cuda-emu greedy SD (--spec lookup) over the long prompt == plain greedy" "$tmp/cpu_long.txt" \
+  "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$L" -n 30 --temp 0 --spec lookup
 # ... and with the shipped Beagle draft (its cross-attention, concat predictions, dynamic tree) on the GPU
 D=weights/beagle-stories260K.bin
 if [ -f "$D" ]; then

@@ -380,6 +380,7 @@ static void test_host_threads() {
 }
 
 int main() {
+    beagle_emu::set_check_pointers(false);  // these kernels run on host vectors (legal in the emulator only)
     test_host_threads();
     test_block_sum();
     test_dynamic_smem();

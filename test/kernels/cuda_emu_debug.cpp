@@ -337,6 +337,7 @@ static void test_planted_bugs() {
 }
 
 int main() {
+    beagle_emu::set_check_pointers(false);  // these kernels run on host vectors (legal in the emulator only)
     test_failures();
     test_abort_mode();
     test_crashes();

@@ -1,7 +1,8 @@
 // cuda_emu_kernels_attention.cpp -> build/test/test_emu_kernels_attention: the flash-style attention
-// kernels in the CPU emulator against a double two-pass softmax reference: attn_fwd_kernel
-// (cuda/attention.cu; causal with a KV cache, tree ancestor bitmasks over two 64-bit words, per-query
-// key ranges incl. empty ones, GQA groups 1..8, head_dim 8..128, 1..8 warps) and the draft's
+// kernels in the CPU emulator against a double two-pass softmax reference: attn_fwd_tiled_kernel and
+// the split-KV pair attn_split_kernel + attn_combine_kernel (cuda/attention.cu; causal with a KV cache,
+// tree ancestor bitmasks over two 64-bit words, per-query key ranges incl. empty ones, GQA groups 1..32,
+// head_dim 8..128, caches of several 256-key slices, several query tilings, all bit-identical) and the draft's
 // cross-attention xattn_fwd_kernel / xattn_bwd_dq_kernel / xattn_bwd_dkdv_kernel (cuda/xattn.cu;
 // PREFIX masks with/without set-1 bits, BLOCK masks of stage 1 and stage-2 steps, the visibility rule
 // taken from src/backend/xattn_mask.h xattn_sees). Plus: the backward against central finite differences of
@@ -56,7 +57,9 @@ static void ref_head(const float* q, const std::vector<const float*>& K, const s
     if (lse) *lse = K.empty() ? -INFINITY : mx + std::log(sum);
 }
 
-static std::vector<float> run_attn(const AttnCase& c, int warps) {
+// mode: nq > 0 runs attn_fwd_tiled_kernel with nq queries per block; nq == 0 the shipped tiling
+// (attn_tiling); nq < 0 the split-KV pair attn_split_kernel + attn_combine_kernel.
+static std::vector<float> run_attn(const AttnCase& c, int nq) {
     std::vector<float> out((size_t)c.T * c.n_heads * c.hd, -5.0f);
     std::vector<int> s = c.start, l = c.len;
     AttnArgs a;
@@ -74,8 +77,18 @@ static std::vector<float> run_attn(const AttnCase& c, int warps) {
     a.mask_words = c.words;
     a.kv_start = s.empty() ? nullptr : s.data();
     a.kv_len = l.empty() ? nullptr : l.data();
-    size_t smem = attn_smem_floats(c.hd, warps) * sizeof(float);
-    TLAUNCH(dim3(c.T, c.n_kv), 32 * warps, smem, attn_fwd_kernel)(a);
+    a.partial = nullptr;
+    const int group = c.n_heads / c.n_kv;
+    if (nq < 0) {
+        const int n_slices = attn_slices(c.n_past, c.T), warps = std::min(group, ATTN_QT_WARPS);
+        std::vector<float> part(attn_split_scratch_bytes(c.T, c.n_heads, c.hd, c.n_past) / 4, -7.0f);
+        a.partial = part.data();
+        TLAUNCH(dim3(c.T, c.n_kv, n_slices), 32 * warps, attn_smem_floats(c.hd, warps) * 4, attn_split_kernel)(a, n_slices);
+        TLAUNCH(dim3(c.T, c.n_heads), 32, 0, attn_combine_kernel)(a, n_slices);
+        return out;
+    }
+    const AttnTiling L = nq > 0 ? attn_tiling_nq(nq, group, c.hd) : attn_tiling(c.T, c.n_heads, c.n_kv, c.hd);
+    TLAUNCH(dim3((c.T + L.nq - 1) / L.nq, c.n_kv), 32 * L.warps, L.smem, attn_fwd_tiled_kernel)(a, L.nq, L.tpw);
     return out;
 }
 
@@ -93,10 +106,12 @@ static AttnCase make_attn(int T, int n_heads, int n_kv, int hd, int n_past) {
     return c;
 }
 
-static void check_attn(const AttnCase& c, int warps, const std::string& tag) {
-    std::vector<float> out = run_attn(c, warps);
+// Runs the case with the given tilings (and split-KV unless it has key ranges), checks each against
+// the reference and every run against the first bit for bit (one reduction order for all kernels).
+static void check_attn(const AttnCase& c, std::vector<int> tilings, const std::string& tag) {
+    if (c.start.empty()) tilings.push_back(-1);
     int qd = c.n_heads * c.hd, kvd = c.n_kv * c.hd, group = c.n_heads / c.n_kv;
-    std::vector<double> ref(out.size());
+    std::vector<double> ref((size_t)c.T * qd);
     for (int t = 0; t < c.T; t++) {
         std::vector<int> keys = visible(c, t);
         for (int h = 0; h < c.n_heads; h++) {
@@ -108,19 +123,33 @@ static void check_attn(const AttnCase& c, int warps, const std::string& tag) {
             ref_head(&c.q[(size_t)t * qd + h * c.hd], K, V, c.hd, &ref[(size_t)t * qd + h * c.hd], nullptr);
         }
     }
-    kt_compare("attn_fwd_kernel", out, ref, 1e-5, 1e-5,
-               kt_fmt("T%d heads%d kv%d hd%d past%d%s%s warps%d %s", c.T, c.n_heads, c.n_kv, c.hd, c.n_past,
-                      c.tree.empty() ? "" : " tree", c.start.empty() ? "" : " ranges", warps, tag.c_str()));
+    std::vector<float> first;
+    for (int nq : tilings) {
+        std::vector<float> out = run_attn(c, nq);
+        std::string what = kt_fmt("T%d heads%d kv%d hd%d past%d%s%s %s%d %s", c.T, c.n_heads, c.n_kv, c.hd, c.n_past,
+                                  c.tree.empty() ? "" : " tree", c.start.empty() ? "" : " ranges",
+                                  nq < 0 ? "split" : "nq", nq, tag.c_str());
+        kt_compare(nq < 0 ? "attn_split_kernel" : "attn_fwd_tiled_kernel", out, ref, 1e-5, 1e-5, what);
+        if (nq < 0) kt_compare("attn_combine_kernel", out, ref, 1e-5, 1e-5, what);
+        if (first.empty())
+            first = out;
+        else
+            CHECK(!memcmp(first.data(), out.data(), out.size() * 4), "attention [%s]: not bit-identical to the first tiling",
+                  what.c_str());
+    }
 }
 
 static void test_attention() {
-    // causal with a KV cache
-    check_attn(make_attn(5, 8, 4, 8, 7), 2, "causal");
-    check_attn(make_attn(1, 9, 3, 64, 40), 3, "decode");
-    check_attn(make_attn(3, 8, 1, 128, 33), 4, "causal, group 8 in 2 rounds");
-    check_attn(make_attn(4, 8, 1, 128, 5), 8, "causal, group 8");
-    check_attn(make_attn(2, 4, 4, 24, 0), 1, "MHA, no past");
-    check_attn(make_attn(2, 32, 1, 8, 5), 32, "group 32: 1024 threads");
+    // causal with a KV cache, several query tilings (1 query per block .. the shipped one)
+    check_attn(make_attn(5, 8, 4, 8, 7), {0, 1, 2}, "causal");
+    check_attn(make_attn(1, 9, 3, 64, 40), {0}, "decode");
+    check_attn(make_attn(3, 8, 1, 128, 33), {0, 1}, "causal, group 8");
+    check_attn(make_attn(2, 4, 4, 24, 0), {0, 1}, "MHA, no past");
+    check_attn(make_attn(2, 32, 1, 8, 5), {0}, "group 32: 8 warps x 4 tasks");
+    check_attn(make_attn(13, 9, 3, 16, 4), {0, 3, 4}, "causal, ragged query tiles");
+    // caches of several 256-key slices: decode and a short causal pass (split-KV's home)
+    check_attn(make_attn(1, 4, 2, 16, 600), {0}, "decode over 3 slices");
+    check_attn(make_attn(4, 6, 2, 8, 509), {0, 2}, "causal across a slice boundary");
     // tree: 70 new tokens (two mask words), random ancestor sets incl. self
     {
         AttnCase c = make_attn(70, 9, 3, 64, 3);
@@ -131,48 +160,64 @@ static void test_attention() {
             for (int j = 0; j < t; j++)
                 if (kt_rand() < 0.3) c.tree[(size_t)t * 2 + j / 64] |= 1ull << (j % 64);
         }
-        check_attn(c, 3, "tree");
+        check_attn(c, {0, 7}, "tree");
     }
-    // per-query key ranges (independent sequences), one empty
+    // tree whose ancestors straddle the slice boundary at visible index 256
     {
-        AttnCase c = make_attn(6, 4, 2, 16, 30);
+        AttnCase c = make_attn(12, 4, 2, 8, 250);
+        c.words = 1;
+        c.tree.assign(c.T, 0);
+        for (int t = 0; t < c.T; t++) {
+            c.tree[t] = 1ull << t;
+            for (int j = 0; j < t; j++)
+                if (kt_rand() < 0.7) c.tree[t] |= 1ull << j;
+        }
+        check_attn(c, {0, 1, 5}, "tree across a slice boundary");
+    }
+    // per-query key ranges (independent sequences), one empty, one longer than a slice
+    {
+        AttnCase c = make_attn(6, 4, 2, 16, 300);
         c.start = {0, 0, 10, 10, 10, 20};
-        c.len = {1, 2, 1, 2, 0, 9};
-        check_attn(c, 2, "ranges");
+        c.len = {1, 2, 1, 2, 0, 290};
+        check_attn(c, {0, 1, 4}, "ranges");
     }
     kt_debug_modes([](const char* mode) {
-        check_attn(make_attn(3, 4, 2, 40, 37), 2, mode);
+        check_attn(make_attn(3, 4, 2, 40, 37), {0, 1}, mode);
+        check_attn(make_attn(2, 4, 2, 8, 260), {0}, mode);
         AttnCase c = make_attn(4, 2, 1, 8, 2);
         c.words = 1;
         c.tree = {1, 3, 5, 13};
-        check_attn(c, 1, mode);
+        check_attn(c, {0, 1}, mode);
     });
-    // batch invariance 1: a query computed alone (T = 1, n_past + t) equals its row in a causal batch
-    {
-        AttnCase c = make_attn(9, 8, 4, 32, 20);
-        std::vector<float> all = run_attn(c, 2);
+    // batch invariance 1: a query computed alone (T = 1, n_past + t: split-KV when its keys span two
+    // slices) equals its row in a causal batch (query-tiled)
+    for (int n_past : {20, 250}) {
+        AttnCase c = make_attn(9, 8, 4, 32, n_past);
+        std::vector<float> all = run_attn(c, 0);
         int qd = c.n_heads * c.hd, bad = 0;
         for (int t : {0, 4, 8}) {
             AttnCase one = c;
             one.T = 1;
             one.n_past = c.n_past + t;
             one.q.assign(c.q.begin() + (size_t)t * qd, c.q.begin() + (size_t)(t + 1) * qd);
-            std::vector<float> o = run_attn(one, 2);
-            bad += memcmp(o.data(), all.data() + (size_t)t * qd, qd * 4) != 0;
+            for (int nq : {0, -1}) {
+                std::vector<float> o = run_attn(one, nq);
+                bad += memcmp(o.data(), all.data() + (size_t)t * qd, qd * 4) != 0;
+            }
         }
-        CHECK(bad == 0, "attn_fwd_kernel: %d causal queries differ alone vs in a batch", bad);
+        CHECK(bad == 0, "attention: %d causal queries differ alone vs in a batch (n_past %d)", bad, n_past);
     }
     // batch invariance 2: tree node 5 with ancestors {0, 2, 5} at rows P+0, P+2, P+5 == the causal
-    // query at P+2 over a cache holding those three rows contiguously (what plain decoding computes)
-    {
-        const int P = 37, T = 7, hd = 64, nh = 4, nkv = 2, kvd = nkv * hd, qd = nh * hd;
+    // query at P+2 over a cache holding those three rows contiguously (what plain decoding computes);
+    // P = 254: the slice boundary (visible index 256) falls between the ancestors
+    for (int P : {37, 254}) {
+        const int T = 7, hd = 64, nh = 4, nkv = 2, kvd = nkv * hd, qd = nh * hd;
         AttnCase tree = make_attn(T, nh, nkv, hd, P);
         tree.words = 1;
         tree.tree.assign(T, 0);
         for (int t = 0; t < T; t++) tree.tree[t] = 1ull << t;
         tree.tree[2] |= 1;
         tree.tree[5] |= 1 | 4;
-        std::vector<float> ot = run_attn(tree, 2);
         AttnCase chain = tree;
         chain.tree.clear();
         chain.words = 0;
@@ -186,9 +231,34 @@ static void test_attention() {
             memcpy(&chain.v[(size_t)(P + i) * kvd], &tree.v[(size_t)(P + path[i]) * kvd], kvd * 4);
         }
         chain.q.assign(tree.q.begin() + (size_t)5 * qd, tree.q.begin() + (size_t)6 * qd);
-        std::vector<float> oc = run_attn(chain, 2);
-        CHECK(!memcmp(oc.data(), ot.data() + (size_t)5 * qd, qd * 4),
-              "attn_fwd_kernel: a tree node's output differs from the same keys decoded causally");
+        for (int nq_tree : {0, 1, -1})
+            for (int nq_chain : {0, -1}) {
+                std::vector<float> ot = run_attn(tree, nq_tree), oc = run_attn(chain, nq_chain);
+                CHECK(!memcmp(oc.data(), ot.data() + (size_t)5 * qd, qd * 4),
+                      "attention: a tree node's output differs from the same keys decoded causally (P %d, %d vs %d)", P,
+                      nq_tree, nq_chain);
+            }
+    }
+    // a query's bits depend on its visible key sequence only: the causal query at n_past 300 (two
+    // slices) == the same keys as a sequence one row further down the cache; and the bit comparison
+    // can fail: dropping the first key changes the result
+    {
+        AttnCase c = make_attn(1, 2, 1, 8, 300);
+        std::vector<float> o = run_attn(c, 0);
+        AttnCase shifted = c;  // one unseen row in front: the visible sequence (and so its slices) is the same
+        shifted.start = {1};
+        shifted.len = {301};
+        shifted.k.insert(shifted.k.begin(), c.k.begin(), c.k.begin() + 8);
+        shifted.v.insert(shifted.v.begin(), c.v.begin(), c.v.begin() + 8);
+        shifted.k.resize((size_t)302 * 8);
+        shifted.v.resize((size_t)302 * 8);
+        std::vector<float> os = run_attn(shifted, 0);
+        AttnCase cut = c;  // a row fewer: the sequence differs, so must the bits (the comparison can fail)
+        cut.start = {1};
+        cut.len = {300};
+        std::vector<float> oc = run_attn(cut, 0);
+        CHECK(!memcmp(o.data(), os.data(), o.size() * 4), "attention: a sequence at another cache offset changed bits");
+        CHECK(memcmp(o.data(), oc.data(), o.size() * 4) != 0, "attention: bit comparison cannot tell different keys apart");
     }
 }
 
@@ -259,8 +329,12 @@ static XOut run_x(XCase& c, int warps, bool backward, bool grads1 = true) {
     XAttnArgs a = xargs(c);
     a.out = r.out.data();
     a.lse = r.lse.data();
-    size_t smem = attn_smem_floats(c.hd, warps) * sizeof(float);
-    TLAUNCH(dim3(c.n_q, c.n_kv), 32 * warps, smem, xattn_fwd_kernel)(a);
+    // forward: `warps` also picks the query tile (nq = warps queries, at most 32 tasks per block)
+    const int group = c.n_heads / c.n_kv;
+    int nq = std::max(1, std::min(warps, 32 / group));
+    while (nq > 1 && attn_tiling_nq(nq, group, c.hd).smem > 48 * 1024) nq--;
+    const AttnTiling L = attn_tiling_nq(nq, group, c.hd);
+    TLAUNCH(dim3((c.n_q + L.nq - 1) / L.nq, c.n_kv), 32 * L.warps, L.smem, xattn_fwd_kernel)(a, L.nq, L.tpw);
     if (!backward) return r;
     r.dq.assign(r.out.size(), -5);
     r.dk0 = c.dk0;
@@ -276,12 +350,11 @@ static XOut run_x(XCase& c, int warps, bool backward, bool grads1 = true) {
     a.dv0 = r.dv0.data();
     a.dk1 = grads1 ? r.dk1.data() : nullptr;
     a.dv1 = grads1 ? r.dv1.data() : nullptr;
-    TLAUNCH(dim3(c.n_q, c.n_kv), 32 * warps, smem, xattn_bwd_dq_kernel)(a);
-    int group = c.n_heads / c.n_kv;
-    size_t smem2 = xattn_dkdv_smem_floats(c.hd, group) * sizeof(float);
+    TLAUNCH(dim3(c.n_q, c.n_kv), 32 * warps, attn_smem_floats(c.hd, warps) * sizeof(float), xattn_bwd_dq_kernel)(a);
+    const XAttnDkdvLaunch K = xattn_dkdv_launch(c.hd, group);
     a.tiles0 = cdiv(c.n0, XATTN_BKEYS);
     int tiles = a.tiles0 + (grads1 ? cdiv(c.n1, XATTN_BKEYS) : 0);
-    if (tiles > 0) TLAUNCH(dim3(tiles, c.n_kv), XATTN_BKEYS, smem2, xattn_bwd_dkdv_kernel)(a);
+    if (tiles > 0) TLAUNCH(dim3(tiles, c.n_kv), K.threads, K.smem, xattn_bwd_dkdv_kernel)(a, K.bq);
     return r;
 }
 

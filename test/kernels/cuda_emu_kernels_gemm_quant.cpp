@@ -1,11 +1,13 @@
 // cuda_emu_kernels_gemm_quant.cpp -> build/test/test_emu_kernels_gemm_quant: the quantized matmul of
 // cuda/gemm_quant.cu in the CPU emulator. quantize_q8_kernel against the CPU backend's rule
 // (src/backend/cpu/quantize.h: d = max|x| / 127, q = round-half-even(x / d), s = d sum q; a NaN makes d
-// NaN) - q exact, d and s exact; gemm_q8_0/q4_0/q4_1_kernel against a double reference that
+// NaN) - q exact, d and s exact; gemm_q8_0/q4_0/q4_1_kernel (dp4a) and gemm_q*_mma_kernel (int8
+// tensor cores, bit-identical to the dp4a kernels: checked on every case) against a double reference that
 // dequantizes the GGUF blocks with the formulas of src/core/dtype.cpp and uses the int8 activations
 // the kernel saw (tolerance atol 1e-6 K, rtol 1e-5: only fp32 accumulation error remains), and against
-// the plain f32 product within the int8 rounding bound sum_k |w_k| d_x(k) / 2. Ragged shapes (T = 1..9,
-// rows not a multiple of 4, 32-blocks per row not a multiple of 8), debug schedules, batch invariance.
+// the plain f32 product within the int8 rounding bound sum_k |w_k| d_x(k) / 2. Ragged shapes (T = 1..70,
+// rows not a multiple of 4 or 64, 32-blocks per row not a multiple of 8 or 32), debug schedules, batch
+// invariance (a token alone == in a batch of 7 or of 70 tokens, bit for bit).
 #include "cuda_kernel_test.h"
 #include "core/dtype.h"
 #include "gemm_quant.cu"
@@ -103,7 +105,8 @@ static QActs quantize(const std::vector<float>& x, int T, int cols, int block, c
     return a;
 }
 
-static std::vector<float> run_gemm(const QWeights& w, const QActs& a, int T, std::vector<float>* yout = nullptr) {
+// mma: the tensor-core kernels (64 rows x 64 tokens per block), else the dp4a kernels (4 x 4).
+static std::vector<float> run_gemm(const QWeights& w, const QActs& a, int T, bool mma) {
     std::vector<float> y((size_t)T * w.rows, -7.0f);
     QGemmArgs g;
     g.w = w.bytes.data();
@@ -115,43 +118,65 @@ static std::vector<float> run_gemm(const QWeights& w, const QActs& a, int T, std
     g.xs = a.s.data();
     g.y = y.data();
     g.T = T;
+    if (mma) {
+        dim3 grid(cdiv(w.rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS));
+        if (w.dt == KD_Q8_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel)(g);
+        if (w.dt == KD_Q4_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_kernel)(g);
+        if (w.dt == KD_Q4_1) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_kernel)(g);
+        return y;
+    }
     dim3 grid(cdiv(w.rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS));
     if (w.dt == KD_Q8_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel)(g);
     if (w.dt == KD_Q4_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel)(g);
     if (w.dt == KD_Q4_1) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel)(g);
-    if (yout) *yout = y;
     return y;
 }
 
-static const char* qname(int dt) { return dt == KD_Q8_0 ? "gemm_q8_0_kernel" : dt == KD_Q4_0 ? "gemm_q4_0_kernel" : "gemm_q4_1_kernel"; }
+static std::string qname(int dt, bool mma) {
+    return std::string(dt == KD_Q8_0 ? "gemm_q8_0" : dt == KD_Q4_0 ? "gemm_q4_0" : "gemm_q4_1") + (mma ? "_mma_kernel" : "_kernel");
+}
 
+// Both kernels against the references, and against each other bit for bit (one order per output).
 static void check_case(int dt, int rows, int cols, int T, const std::string& tag) {
     QWeights w = make_weights(dt, rows, cols);
     std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f);
     QActs a = quantize(x, T, cols, 256, tag);
-    std::vector<float> y = run_gemm(w, a, T);
-    std::vector<double> ref((size_t)T * rows);
-    int nb = cols / 32, outside = 0;
+    std::vector<double> ref((size_t)T * rows), exact((size_t)T * rows), bound((size_t)T * rows);
+    int nb = cols / 32;
     for (int t = 0; t < T; t++)
         for (int o = 0; o < rows; o++) {
-            double s = 0, exact = 0, bound = 0;
+            double s = 0, e = 0, bd = 0;
             for (int i = 0; i < cols; i++) {
                 double wv = w.deq[(size_t)o * cols + i];
                 double xd = a.d[(size_t)t * nb + i / 32];
                 s += wv * xd * a.q[(size_t)t * cols + i];
-                exact += wv * x[(size_t)t * cols + i];
-                bound += std::fabs(wv) * xd / 2;
+                e += wv * x[(size_t)t * cols + i];
+                bd += std::fabs(wv) * xd / 2;
             }
             ref[(size_t)t * rows + o] = s;
-            outside += std::fabs(y[(size_t)t * rows + o] - exact) > bound * 1.001 + 1e-5;
+            exact[(size_t)t * rows + o] = e;
+            bound[(size_t)t * rows + o] = bd;
         }
-    kt_compare(qname(dt), y, ref, 1e-6 * cols, 1e-5, kt_fmt("T%d rows%d cols%d %s", T, rows, cols, tag.c_str()));
-    CHECK(outside == 0, "%s T%d rows%d cols%d: %d outputs outside the int8 rounding bound of the f32 product", qname(dt), T,
-          rows, cols, outside);
+    std::vector<float> first;
+    for (bool mma : {false, true}) {
+        std::vector<float> y = run_gemm(w, a, T, mma);
+        const std::string name = qname(dt, mma);
+        int outside = 0;
+        for (size_t i = 0; i < y.size(); i++) outside += std::fabs(y[i] - exact[i]) > bound[i] * 1.001 + 1e-5;
+        kt_compare(name.c_str(), y, ref, 1e-6 * cols, 1e-5, kt_fmt("T%d rows%d cols%d %s", T, rows, cols, tag.c_str()));
+        CHECK(outside == 0, "%s T%d rows%d cols%d: %d outputs outside the int8 rounding bound of the f32 product",
+              name.c_str(), T, rows, cols, outside);
+        if (first.empty())
+            first = y;
+        else
+            CHECK(!memcmp(first.data(), y.data(), y.size() * 4), "%s T%d rows%d cols%d: not bit-identical to the dp4a kernel",
+                  name.c_str(), T, rows, cols);
+    }
 }
 
 int main() {
-    const int shapes[][3] = {{1, 32, 1}, {5, 64, 3}, {37, 288, 4}, {130, 96, 5}, {8, 1024, 9}, {3, 544, 2}};
+    const int shapes[][3] = {{1, 32, 1}, {5, 64, 3}, {37, 288, 4}, {130, 96, 5}, {8, 1024, 9}, {3, 544, 2},
+                             {70, 160, 17}, {64, 96, 64}, {21, 64, 70}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto& s : shapes) check_case(dt, s[0], s[1], s[2], "");
     // quantizer with block sizes 32 and 1024, zero blocks and a NaN block
@@ -165,21 +190,24 @@ int main() {
     kt_debug_modes([](const char* mode) {
         for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_case(dt, 9, 320, 6, mode);
     });
-    // batch invariance: each token's outputs are bit-identical computed alone
-    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) {
-        int rows = 21, cols = 160, T = 7;
-        QWeights w = make_weights(dt, rows, cols);
-        std::vector<float> x = kt_vec((size_t)T * cols);
-        QActs a = quantize(x, T, cols, 256, "batch");
-        std::vector<float> y = run_gemm(w, a, T);
-        int bad = 0;
-        for (int t = 0; t < T; t++) {
-            std::vector<float> xt(x.begin() + (size_t)t * cols, x.begin() + (size_t)(t + 1) * cols);
-            QActs at = quantize(xt, 1, cols, 256, "batch row");
-            std::vector<float> yt = run_gemm(w, at, 1);
-            bad += memcmp(yt.data(), y.data() + (size_t)t * rows, rows * sizeof(float)) != 0;
+    // batch invariance: each token's outputs computed alone (T = 1, dp4a kernel) are bit-identical to
+    // its row in a batch of 7 (dp4a: two token groups) and of 70 (tensor cores: two 64-token tiles)
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
+        for (int T : {7, 70}) {
+            int rows = 21, cols = 160;
+            QWeights w = make_weights(dt, rows, cols);
+            std::vector<float> x = kt_vec((size_t)T * cols);
+            QActs a = quantize(x, T, cols, 256, "batch");
+            std::vector<float> y = run_gemm(w, a, T, T > QGEMM_TOKENS);
+            int bad = 0;
+            for (int t = 0; t < T; t += T / 7) {
+                std::vector<float> xt(x.begin() + (size_t)t * cols, x.begin() + (size_t)(t + 1) * cols);
+                QActs at = quantize(xt, 1, cols, 256, "batch row");
+                std::vector<float> yt = run_gemm(w, at, 1, false);
+                bad += memcmp(yt.data(), y.data() + (size_t)t * rows, rows * sizeof(float)) != 0;
+            }
+            CHECK(bad == 0, "%s: %d tokens differ between a batch of %d and single-token products",
+                  qname(dt, T > QGEMM_TOKENS).c_str(), bad, T);
         }
-        CHECK(bad == 0, "%s: %d tokens differ between batch and single-token products", qname(dt), bad);
-    }
     return kt_finish("test_emu_kernels_gemm_quant");
 }

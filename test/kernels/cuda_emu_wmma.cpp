@@ -1,4 +1,5 @@
-// cuda_emu_wmma.cpp -> build/test/test_emu_wmma: nvcuda::wmma in the CUDA emulator. GEMMs with one
+// cuda_emu_wmma.cpp -> build/test/test_emu_wmma: nvcuda::wmma in the CUDA emulator (8-bit inputs with
+// int accumulators exact, against a 64-bit integer reference). GEMMs with one
 // warp per output tile (m16n16k16, m32n8k16, m8n32k16) for __half and __nv_bfloat16 inputs, row- and
 // column-major B, row- and column-major stores, an accumulator loaded from C, elementwise scaling
 // looped to num_elements, a __half accumulator, tiles staged through shared memory, and tf32.
@@ -137,6 +138,48 @@ static void test_half_accumulator() {
     CHECK(bad == 0, "%d wrong", bad);
 }
 
+// ---- 8-bit inputs, int accumulators: exact integer products (s8 x s8 and u8 x u8) -------------------
+template <class T, class LB>
+__global__ void wmma_int8(const T* A, const T* B, int* C, int K, int ldb) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, LB> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, int> acc;
+    wmma::fill_fragment(acc, 7);  // a non-zero start: C = 7 + A B
+    const bool row = std::is_same<LB, wmma::row_major>::value;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        wmma::load_matrix_sync(a, A + k0, K);
+        wmma::load_matrix_sync(b, row ? B + (size_t)k0 * ldb : B + k0, ldb);
+        wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(C, acc, 16, wmma::mem_row_major);
+}
+
+template <class T, class LB>
+static int run_int8(int lo, int hi) {
+    const int K = 512;  // u8 sums reach 200^2 x 512 > 2^24: a float accumulation would round
+    const bool row = std::is_same<LB, wmma::row_major>::value;
+    std::vector<T> A(16 * K), B(K * 16);
+    for (auto& v : A) v = (T)(lo + (int)(frand() * 0.5f * (hi - lo) + 0.5f * (hi - lo)) % (hi - lo + 1));
+    for (auto& v : B) v = (T)(lo + (int)(frand() * 0.5f * (hi - lo) + 0.5f * (hi - lo)) % (hi - lo + 1));
+    A[0] = (T)lo, B[0] = (T)hi;  // the extremes: -128 * 127 (s8)
+    std::vector<int> C(256);
+    KLAUNCH(1, 32, 0, 0, wmma_int8<T, LB>)(A.data(), B.data(), C.data(), K, row ? 16 : K);
+    int bad = 0;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            long long r = 7;  // B[k][j]: row-major B is K x 16, column-major B holds column j at B[j * K]
+            for (int k = 0; k < K; k++) r += (long long)A[i * K + k] * (row ? B[k * 16 + j] : B[j * K + k]);
+            bad += C[i * 16 + j] != r;
+        }
+    return bad;
+}
+
+static void test_int8() {
+    CHECK((run_int8<signed char, wmma::row_major>(-128, 127)) == 0, "s8 x s8 -> s32, B row-major: products not exact");
+    CHECK((run_int8<signed char, wmma::col_major>(-128, 127)) == 0, "s8 x s8 -> s32, B col-major: products not exact");
+    CHECK((run_int8<unsigned char, wmma::row_major>(200, 255)) == 0, "u8 x u8 -> s32: products not exact");
+}
+
 // ---- tiles staged through shared memory by all threads of the block ----------------------------
 __global__ void wmma_from_smem(const float* A, const float* B, float* C) {
     __shared__ __half As[16 * 16];
@@ -225,8 +268,10 @@ static void test_divergent() {
 }
 
 int main() {
+    beagle_emu::set_check_pointers(false);  // these kernels run on host vectors (legal in the emulator only)
     test_gemms();
     test_half_accumulator();
+    test_int8();
     test_smem_staging();
     test_tf32();
     test_divergent();

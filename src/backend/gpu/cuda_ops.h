@@ -78,7 +78,7 @@ public:
 private:
     // device scratch slots (host arrays staged for kernels, temporaries)
     enum Slot : int { S_TOKENS, S_POS, S_MASK, S_START, S_LEN, S_IDX, S_IDX2, S_QROW, S_BITS, S_QACT, S_D, S_PART,
-                      S_FREQ, S_LABELS, S_TMP, S_TOPK_I, S_TOPK_V, S_COUNT };
+                      S_FREQ, S_LABELS, S_TMP, S_TOPK_I, S_TOPK_V, S_ATTN_PART, S_COUNT };
     // Device copy of a host array in scratch slot `slot` (grown on demand, reused by the next call).
     void* stage(int slot, const void* host, size_t bytes);
     void* scratch(int slot, size_t bytes);  // device scratch without upload

@@ -288,12 +288,15 @@ void CudaOps::attention(float* out, const float* q, const float* kcache, const f
     a.mask_words = mask.mask_words;
     a.kv_start = nullptr;
     a.kv_len = nullptr;
+    a.partial = nullptr;
     if (mask.kv_start) {
         a.kv_start = (const int*)stage(S_START, mask.kv_start, (size_t)T * sizeof(int));
         a.kv_len = (const int*)stage(S_LEN, mask.kv_len, (size_t)T * sizeof(int));
     } else if (mask.tree_mask) {
         a.tree = (const uint64_t*)stage(S_MASK, mask.tree_mask, (size_t)T * mask.mask_words * sizeof(uint64_t));
     }
+    if (!mask.kv_start && T <= ATTN_SPLIT_MAX_T && attn_slices(mask.n_past, T) > 1)  // split-KV partials
+        a.partial = (float*)scratch(S_ATTN_PART, attn_split_scratch_bytes(T, n_heads, head_dim, mask.n_past));
     launch_attention(a, *run_);
 }
 

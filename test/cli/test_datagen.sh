@@ -2,7 +2,7 @@
 # test_datagen.sh: `beagle datagen` writes shards atomically and resumes after a kill with exactly
 # the bytes of an uninterrupted run; a deleted shard is regenerated bit-identically; the batch size
 # and thread count do not change the data (batch-invariant target, per-sequence RNG streams);
-# a data dir made with other settings is refused.
+# a data dir made with other settings is refused; training on a directory datagen did not finish is refused.
 set -u
 M=$BEAGLE_SHARED/data/models
 B=$BEAGLE_BIN
@@ -25,6 +25,10 @@ ls "$tmp/c" | grep -q tmp && bad "temp files left behind" || ok "no temp files l
 # a deleted shard is regenerated identically
 rm "$tmp/c/shard-00003.bin"
 gen -o "$tmp/c" --batch 5 -t 1 2> /dev/null && cmp -s "$tmp/a/shard-00003.bin" "$tmp/c/shard-00003.bin" && ok "deleted shard regenerated identically" || bad "regenerated shard differs"
+# a directory datagen did not finish is not read as a data set: training on it fails, naming the gap
+cp -r "$tmp/a" "$tmp/p" && rm "$tmp/p/shard-00003.bin"
+if "$B" train -m "$M/stories260K.bin" -z "$M/tok512.bin" --data "$tmp/p" -o "$tmp/p.bin" -q 2> "$tmp/e.log"; then bad "incomplete data dir accepted"; else
+  grep -q "incomplete: 5 of its 6 shards (shard-00003.bin is missing)" "$tmp/e.log" && ok "incomplete data dir refused: $(cat "$tmp/e.log")" || { bad "incomplete dir: unclear message"; cat "$tmp/e.log"; }; fi
 # other settings into the same dir: refused with a clear message
 if "$B" datagen -m "$M/stories260K.bin" -z "$M/tok512.bin" --sample 48 -n 100 --shard-seqs 8 -o "$tmp/a" 2> "$tmp/e.log"; then bad "mismatched settings accepted"; else
   grep -q "max_new" "$tmp/e.log" && ok "mismatched settings refused: $(cat "$tmp/e.log")" || { bad "unclear message"; cat "$tmp/e.log"; }; fi

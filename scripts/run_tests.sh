@@ -4,6 +4,9 @@
 # "N passed, M failed, K skipped". A test that exits 77 (the automake convention) could not run,
 # or not all of it, because a tool or file is missing: SKIP, not a pass. Under CI (CI=true) a skip
 # counts as a failure: CI must have every tool.
+# EXCLUDE=FILE: the tests named there ("<test file name or glob> <reason>" lines; # comments) are not
+# run; every line is printed first as EXCL with its reason (make test-asan: test/sanitizer-exclude.txt).
+# They are neither passes nor skips.
 # Usage: scripts/run_tests.sh [BUILD_DIR] [FILTER_REGEX]
 set -u
 BUILD=${1:-build}
@@ -21,10 +24,20 @@ tests=()
 for f in $(find "$BUILD/test" -type f -name 'test_*' ! -name '*.d' 2>/dev/null | sort); do [ -x "$f" ] && tests+=("$f"); done
 for f in $(find test -type f \( -name 'test_*.sh' -o -name 'test_*.py' \) | sort); do tests+=("$f"); done
 
+excluded=()
+if [ -n "${EXCLUDE:-}" ]; then
+  while read -r pat reason; do
+    case "$pat" in ''|'#'*) continue ;; esac
+    excluded+=("$pat"); printf 'EXCL %-40s %s\n' "$pat" "$reason"
+  done < "$EXCLUDE"
+fi
+is_excluded() { local p; for p in "${excluded[@]}"; do [[ $1 == $p ]] && return 0; done; return 1; }
+
 pass=0; fail=0; skip=0; failed=(); skipped=()
 for t in "${tests[@]}"; do
   name=$(basename "$t")
   echo "$name" | grep -Eq "$FILTER" || continue
+  is_excluded "$name" && continue
   log=$LOGS/$name.log
   start=$(date +%s.%N)
   case "$t" in
@@ -52,5 +65,6 @@ for t in "${tests[@]}"; do
 done
 [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
 [ ${#skipped[@]} -gt 0 ] && echo "skipped: ${skipped[*]}"
+[ ${#excluded[@]} -gt 0 ] && echo "not run: ${#excluded[@]} entries of $EXCLUDE (EXCL lines above, each with its reason)"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ] && [ $pass -gt 0 ]

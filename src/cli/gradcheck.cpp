@@ -16,7 +16,7 @@ int cmd_gradcheck(int argc, char** argv) {
     long dim = o.dim, heads = o.n_heads, kv_heads = o.n_kv_heads, head_dim = o.head_dim, ffn = o.ffn_dim;
     long vocab = o.vocab, chunk = o.vocab_chunk;
     double tol = o.tol, h = o.h;
-    bool grad_through = false, hard = false, no_mask = false;
+    bool grad_through = false, hard = false, no_mask = false, plant = false;
     Args a("gradcheck", "--stage 1|2 [--sim-grad-through] [options]",
            "Check the Beagle draft's analytic gradients (one training iteration) against central finite\n"
            "differences in float64 on a tiny random config; prints the relative error of every trainable tensor.");
@@ -38,6 +38,7 @@ int cmd_gradcheck(int argc, char** argv) {
     a.integer("--seed", &seed, "random seed");
     a.number("--h", &h, "finite-difference step");
     a.number("--tol", &tol, "largest relative error that passes");
+    a.flag("--plant-bug", &plant, "test: plant a 1e-4 relative error in swiglu's backward (the check must fail)");
     if (!a.parse(argc, argv)) return 0;
     if (!a.positional.empty()) fail("beagle gradcheck: unexpected argument '%s'", a.positional[0].c_str());
     if (stage != 1 && stage != 2) fail("beagle gradcheck: --stage must be 1 or 2, got %ld", stage);
@@ -60,6 +61,7 @@ int cmd_gradcheck(int argc, char** argv) {
     o.seed = (uint64_t)seed;
     o.h = h;
     o.tol = tol;
+    o.plant_bug = plant;
     return run_gradcheck(o, stdout) ? 0 : 1;
 }
 

@@ -1,7 +1,9 @@
 // common.cpp: implementation of errors, files, mmap, clocks and UTF-8 validation (see common.h).
 #include "common.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -168,20 +170,44 @@ void write_file_atomic(const std::string& path, const void* data, size_t n) {
             int e = errno;
             ::close(fd);
             ::unlink(tmp.c_str());
-            fail("write to '%s' failed: %s", tmp.c_str(), strerror(e));
+            fail("cannot write '%s': %s (after %zu of %zu bytes; its temp file '%s' is removed)%s", path.c_str(),
+                 strerror(e), n - left, n, tmp.c_str(), file_exists(path) ? "; the previous file is unchanged" : "");
         }
         p += w;
         left -= (size_t)w;
     }
     if (fsync(fd) != 0 || ::close(fd) != 0) {
+        int e = errno;
         ::unlink(tmp.c_str());
-        fail("cannot flush '%s': %s", tmp.c_str(), strerror(errno));
+        fail("cannot write '%s': %s (flushing its temp file '%s', removed)%s", path.c_str(), strerror(e), tmp.c_str(),
+             file_exists(path) ? "; the previous file is unchanged" : "");
     }
     if (rename(tmp.c_str(), path.c_str()) != 0) {
         int e = errno;
         ::unlink(tmp.c_str());
         fail("cannot rename '%s' to '%s': %s", tmp.c_str(), path.c_str(), strerror(e));
     }
+}
+
+int remove_stale_temps(const std::string& path_prefix) {
+    size_t slash = path_prefix.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : path_prefix.substr(0, slash + 1);
+    std::string name = slash == std::string::npos ? path_prefix : path_prefix.substr(slash + 1);
+    DIR* d = opendir(dir.c_str());
+    if (!d) return 0;
+    int removed = 0;
+    while (struct dirent* e = readdir(d)) {
+        std::string n = e->d_name;
+        size_t t = n.rfind(".tmp.");
+        if (n.compare(0, name.size(), name) != 0 || t == std::string::npos || t < name.size()) continue;
+        std::string pid = n.substr(t + 5);
+        if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+        if (kill((pid_t)atol(pid.c_str()), 0) == 0 || errno != ESRCH) continue;  // its writer may still run
+        std::string p = (slash == std::string::npos ? "" : dir) + n;
+        if (unlink(p.c_str()) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
 }
 
 double now_seconds() {

@@ -48,6 +48,10 @@ bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);
 // Atomic write: write to path + ".tmp.<pid>", fsync, rename over path.
 void write_file_atomic(const std::string& path, const void* data, size_t n);
+// The temp files of write_file_atomic that a killed process left behind: PATH.tmp.<pid> where PATH is
+// path_prefix followed by anything and process <pid> is gone, removed (a resumed datagen or train calls
+// it on its outputs). Returns how many were removed.
+int remove_stale_temps(const std::string& path_prefix);
 
 double now_seconds();          // monotonic clock
 size_t peak_rss_bytes();       // from getrusage (ru_maxrss)

@@ -79,6 +79,7 @@ std::vector<Item> make_items(const DatagenOptions& o, const TokenizerSpec& spec,
 void open_data_dir(const DatagenOptions& o, const std::vector<std::pair<std::string, std::string>>& meta) {
     mkdir(o.out_dir.c_str(), 0755);
     if (!is_directory(o.out_dir)) fail("cannot create directory '%s'", o.out_dir.c_str());
+    remove_stale_temps(o.out_dir + "/");  // half-written shards of a killed run
     std::string meta_path = o.out_dir + "/meta.txt";
     if (!file_exists(meta_path)) return write_meta(meta_path, meta);
     auto old = read_meta(meta_path);

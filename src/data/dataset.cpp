@@ -4,6 +4,8 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 namespace beagle {
@@ -62,6 +64,7 @@ Dataset::Dataset(const std::string& dir) : dir_(dir) {
     closedir(d);
     std::sort(names.begin(), names.end());
     if (names.empty()) fail("data directory '%s' holds no shard-*.bin files", dir.c_str());
+    check_complete(names);
     for (const std::string& n : names) {
         files_.emplace_back(new ContainerReader(dir + "/" + n, kShard));
         const ContainerReader& f = *files_.back();
@@ -104,6 +107,33 @@ Dataset::Dataset(const std::string& dir) : dir_(dir) {
         }
         n_tokens_ += (int64_t)nt;
     }
+}
+
+// A directory that beagle datagen was stopped in (kill, full disk) holds only some of its shards, each
+// complete (written atomically); training on it would silently use part of the data. meta.txt says how
+// many shards the finished run has: ceil(items / shard_seqs), named shard-00000.bin on.
+void Dataset::check_complete(const std::vector<std::string>& names) const {
+    std::string items = meta("items"), per = meta("shard_seqs");
+    if (items.empty() || per.empty()) return;  // no datagen meta.txt (hand-made data): nothing to compare with
+    auto count = [&](const std::string& v, const char* key) {
+        char* end = nullptr;
+        long long x = strtoll(v.c_str(), &end, 10);
+        if (v.empty() || *end || x < 1 || x > INT32_MAX)
+            fail("%s/meta.txt: %s must be an integer in 1..%d, got '%s'", dir_.c_str(), key, INT32_MAX, v.c_str());
+        return x;
+    };
+    long long n = (count(items, "items") + count(per, "shard_seqs") - 1) / count(per, "shard_seqs");
+    long long have = 0;
+    std::string first_missing;
+    for (long long i = 0; i < n; i++) {
+        std::string name = strfmt("shard-%05lld.bin", i);
+        if (std::binary_search(names.begin(), names.end(), name)) have++;
+        else if (first_missing.empty()) first_missing = name;
+    }
+    if (have < n)
+        fail("data directory '%s' is incomplete: %lld of its %lld shards (%s is missing); beagle datagen stopped "
+             "before the end: run the same beagle datagen command again to finish it",
+             dir_.c_str(), have, n, first_missing.c_str());
 }
 
 std::string Dataset::meta(const std::string& key) const {

@@ -50,6 +50,7 @@ public:
     void check_fits(int dim, int vocab, uint64_t tokenizer_hash, const std::string& model_path) const;
 
 private:
+    void check_complete(const std::vector<std::string>& shard_names) const;  // throws if datagen did not finish
     std::string dir_;
     int dim_ = 0, vocab_ = 0;
     uint64_t tok_hash_ = 0;

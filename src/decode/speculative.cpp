@@ -3,6 +3,7 @@
 #include "speculative.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "../core/common.h"
@@ -42,6 +43,11 @@ bool SpecDecoder::step(std::vector<int>* out) {
     vstates_.resize((size_t)T * m.config().dim);
     const double tf = now_seconds();
     m.forward(tree_.token.data(), pos_.data(), T, mask(), tree_.words(), vlogits_.data(), T, vstates_.data(), T);
+    if (spp_.debug_ulp_verify_row && T > 1) {  // TESTS ONLY (speculative.h): root row, one logit, one ulp up
+        float& z = vlogits_[(size_t)tree_.token[1] % m.config().vocab_size];
+        z = nextafterf(z, INFINITY);
+        spp_.debug_ulp_verify_row = false;
+    }
     commit(vlogits_.data(), vstates_.data(), now_seconds() - tf, out);
     return true;
 }
@@ -77,6 +83,9 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
     std::vector<int> src(path.size());
     for (size_t i = 0; i < path.size(); i++) src[i] = n0 + path[i];
     m.compact(src.data(), (int)path.size(), n0);
+    if (spp_.debug_record_rows)
+        for (int k : path) spp_.debug_record_rows->insert(spp_.debug_record_rows->end(), vlogits + (size_t)k * V,
+                                                          vlogits + (size_t)(k + 1) * V);
     st_->verify_s += now_seconds() - tb_;
 
     // statistics

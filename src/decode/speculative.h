@@ -30,6 +30,11 @@ struct SpecStats : GenStats {
 struct SpecParams {
     int max_tree = 64;                   // most nodes per verify (root included)
     bool debug_break_residual = false;   // TESTS ONLY: wrong rejection rule, to show the test catches it (accept.h)
+    // TESTS ONLY (test_spec_exact): every committed position's verify logits row is appended here, to be
+    // compared with plain decoding's row bit for bit; and the first verify of more than one token gets one
+    // logit of its root row moved one ulp, to show that comparison catching it.
+    std::vector<float>* debug_record_rows = nullptr;
+    bool debug_ulp_verify_row = false;
     bool learn_cost = true;              // pass forward timings to Drafter::observe_verify (tests with a
                                          // fixed cost model turn it off to stay deterministic)
 };

@@ -66,6 +66,10 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     uint64_t noise_seed = o.seed + 12345;
 
     CpuOps64 ops(1);
+    ops.plant_swiglu_bwd_bug = o.plant_bug;
+    if (o.plant_bug)
+        fprintf(stderr, "PLANTED BUG: swiglu backward's dgate is scaled by (1 + 1e-4); this check must FAIL "
+                        "(w_gate and everything upstream of it)\n");
     DraftModelT<CpuOps64> m(ops, dw, fz);
     m.enable_grads();
     DraftTrainerT<CpuOps64> tr(m, topt);
@@ -81,10 +85,10 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     if (out) {
         fprintf(out,
                 "gradcheck stage %d%s, float64: dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, T %d, w %d%s, "
-                "offset %d, %s labels, loss %.10g\n",
+                "offset %d, %s labels, loss %.10g%s\n",
                 o.stage, mode, c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.vocab_size, o.T, o.w,
                 o.stage == 2 ? strfmt(", S %d", o.S).c_str() : "", o.offset, o.hard_labels ? "token" : "soft",
-                st.loss);
+                st.loss, o.plant_bug ? ", PLANTED BUG in swiglu backward" : "");
         fprintf(out, "%-8s %7s %12s %12s %10s %10s\n", "tensor", "elems", "|grad|", "|fd|", "rel_err", "max_err");
     }
     bool all = true;

@@ -20,6 +20,7 @@ struct GradcheckOptions {
     uint64_t seed = 1;
     double h = 1e-6;                // finite-difference step
     double tol = 1e-5;              // pass if every tensor's relative error <= tol
+    bool plant_bug = false;         // test only: a 1e-4 relative error in swiglu's backward (CpuOps64); printed
 };
 
 struct GradcheckTensor {

@@ -405,6 +405,8 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     if (rank != 0) o.quiet = true;
     const std::string ckpt_path = o.ckpt.empty() ? o.out + ".ckpt" : o.ckpt;
     const double t_start = now_seconds();
+    remove_stale_temps(ckpt_path);  // half-written checkpoints, drafts and reports of a killed run
+    remove_stale_temps(o.out);
 
     // setup: target (frozen tensors), data, draft config, items, schedule
     std::unique_ptr<ModelFile> mf = load_model(o.model);

@@ -3,7 +3,9 @@
 # fiber stacks with valgrind and the tests pass exact-size buffers, so memcheck is a bounds checker
 # for the kernels in cuda/*.cu: any read or write past a buffer (a wrong index, a missing bounds check
 # in a ragged tile) fails here with the kernel's source line. Runs the cheaper kernel tests and the
-# CUDA backend's op test by default (~30 s); BEAGLE_VALGRIND_ALL=1 runs every kernel test (~3 min).
+# CUDA backend's op test by default (~30 s); BEAGLE_VALGRIND_ALL=1 (.ci/run) runs every kernel test
+# binary (build/test/test_emu_kernels_*, ~3 min) and then fails unless every __global__ kernel of
+# cuda/*.cu was launched and compared under memcheck (from the kernel-test logs those runs write).
 # Skipped (exit 77, says so) without valgrind (make test installs it:
 # scripts/testdeps.sh).
 set -u
@@ -11,7 +13,8 @@ cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 command -v valgrind >/dev/null || { echo "SKIP: valgrind not installed"; exit 77; }
 tests="test_emu_kernels_rows test_emu_kernels_gemm_quant test_cuda_backend_ops"
-[ "${BEAGLE_VALGRIND_ALL:-0}" = 1 ] && tests="$tests test_emu_kernels_attention test_emu_kernels_loss test_emu_kernels_gemm"
+all=${BEAGLE_VALGRIND_ALL:-0}
+[ "$all" = 1 ] && tests="$(cd "$B/test" && ls test_emu_kernels_* | grep -v '\.d$' | tr '\n' ' ')test_cuda_backend_ops"
 export BEAGLE_KERNEL_LOG_DIR=$(mktemp -d)
 trap 'rm -rf "$BEAGLE_KERNEL_LOG_DIR"' EXIT
 fail=0
@@ -25,4 +28,11 @@ for t in $tests; do
     echo "ok   $t: no memcheck errors"
   fi
 done
+if [ "$all" = 1 ]; then  # every kernel ran under memcheck: the logs the kernel tests wrote under valgrind
+  names=$(grep -ho '__global__[[:space:]]\+void[[:space:]]\+[A-Za-z_0-9]\+' cuda/*.cu | awk '{print $3}' | sort -u)
+  ran=$(cat "$BEAGLE_KERNEL_LOG_DIR"/*.log 2>/dev/null | awk '$1 == "kernel" && $3 == "ok" {print $2}' | sort -u)
+  missing=$(comm -23 <(echo "$names") <(echo "$ran"))
+  if [ -n "$missing" ]; then echo "FAIL: kernels not run under memcheck: $(echo $missing)"; fail=1
+  else echo "ok   all $(echo $names | wc -w) __global__ kernels of cuda/*.cu ran under memcheck with no errors"; fi
+fi
 exit $fail

@@ -2,7 +2,8 @@
 # test_datagen.sh: `beagle datagen` writes shards atomically and resumes after a kill with exactly
 # the bytes of an uninterrupted run; a deleted shard is regenerated bit-identically; the batch size
 # and thread count do not change the data (batch-invariant target, per-sequence RNG streams);
-# a data dir made with other settings is refused.
+# a data dir made with other settings is refused; training on a directory datagen did not finish is refused;
+# a resumed run removes the temp files of killed writers (not those of live processes).
 set -u
 M=$BEAGLE_SHARED/data/models
 B=$BEAGLE_BIN
@@ -19,12 +20,21 @@ if diff -r "$tmp/a" "$tmp/b" > /dev/null; then ok "batch 3 / 2 threads = batch 8
 # kill -9 in the middle, then resume
 ( gen -o "$tmp/c" --batch 8 -t 1 2> /dev/null & pid=$!; sleep 0.7; kill -9 $pid 2> /dev/null; wait $pid 2> /dev/null ) 
 n_before=$(ls "$tmp/c"/shard-*.bin 2> /dev/null | wc -l)
+# temp files: one of a writer that is gone (pid 999999999 > pid_max) is removed on resume, one of a live
+# process (this shell) is left alone
+touch "$tmp/c/shard-00002.bin.tmp.999999999" "$tmp/c/shard-00004.bin.tmp.$$"
 gen -o "$tmp/c" --batch 8 -t 1 2> "$tmp/c.log" || { bad "resume"; cat "$tmp/c.log"; }
-if diff -r "$tmp/a" "$tmp/c" > /dev/null; then ok "killed after $n_before shards, resumed: identical to the clean run"; else bad "resumed data differs"; fi
-ls "$tmp/c" | grep -q tmp && bad "temp files left behind" || ok "no temp files left"
+if diff -r -x "*.tmp.$$" "$tmp/a" "$tmp/c" > /dev/null; then ok "killed after $n_before shards, resumed: identical to the clean run"; else bad "resumed data differs"; fi
+[ -e "$tmp/c/shard-00002.bin.tmp.999999999" ] && bad "a dead writer's temp file was not removed" || ok "a dead writer's temp file removed"
+[ -e "$tmp/c/shard-00004.bin.tmp.$$" ] && ok "a live process's temp file kept" || bad "a live process's temp file was removed"
+rm -f "$tmp/c/shard-00004.bin.tmp.$$"
 # a deleted shard is regenerated identically
 rm "$tmp/c/shard-00003.bin"
 gen -o "$tmp/c" --batch 5 -t 1 2> /dev/null && cmp -s "$tmp/a/shard-00003.bin" "$tmp/c/shard-00003.bin" && ok "deleted shard regenerated identically" || bad "regenerated shard differs"
+# a directory datagen did not finish is not read as a data set: training on it fails, naming the gap
+cp -r "$tmp/a" "$tmp/p" && rm "$tmp/p/shard-00003.bin"
+if "$B" train -m "$M/stories260K.bin" -z "$M/tok512.bin" --data "$tmp/p" -o "$tmp/p.bin" -q 2> "$tmp/e.log"; then bad "incomplete data dir accepted"; else
+  grep -q "incomplete: 5 of its 6 shards (shard-00003.bin is missing)" "$tmp/e.log" && ok "incomplete data dir refused: $(cat "$tmp/e.log")" || { bad "incomplete dir: unclear message"; cat "$tmp/e.log"; }; fi
 # other settings into the same dir: refused with a clear message
 if "$B" datagen -m "$M/stories260K.bin" -z "$M/tok512.bin" --sample 48 -n 100 --shard-seqs 8 -o "$tmp/a" 2> "$tmp/e.log"; then bad "mismatched settings accepted"; else
   grep -q "max_new" "$tmp/e.log" && ok "mismatched settings refused: $(cat "$tmp/e.log")" || { bad "unclear message"; cat "$tmp/e.log"; }; fi

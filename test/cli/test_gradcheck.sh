@@ -2,7 +2,8 @@
 # test_gradcheck.sh: `beagle gradcheck` (float64, tiny random draft) for stage 1, stage 2 detached and
 # stage 2 --sim-grad-through, plus token labels and other shapes (MHA, S = w, offset 0, no loss
 # mask): every trainable tensor's analytic gradient must match central finite differences
-# (relative error <= 1e-5, printed per tensor). Also: bad flags give clear errors.
+# (relative error <= 1e-5, printed per tensor). The check is shown failing on a planted backward bug
+# (--plant-bug). Also: bad flags give clear errors.
 set -u
 BIN=${BEAGLE_BIN:-build/beagle}
 fail=0
@@ -27,6 +28,21 @@ run --stage 2 --sim-grad-through --T 19 --w 5 --S 4 --offset 3 --hard-labels --v
 det=$("$BIN" gradcheck --stage 2 | grep '^wq ')
 thr=$("$BIN" gradcheck --stage 2 --sim-grad-through | grep '^wq ')
 [ "$(echo "$det" | awk '{print $3}')" != "$(echo "$thr" | awk '{print $3}')" ] || { echo "FAIL: detached == grad-through"; fail=1; }
+
+# the check fails on a planted backward bug (--plant-bug: swiglu backward's dgate off by a relative 1e-4,
+# 10x the tolerance): exit 1, FAIL line, w_gate (and what is upstream of it) FAIL, w_up and w_down (not
+# downstream of dgate) still ok, and the bug announced loudly; the same run without the bug passes above.
+for st in 1 2; do
+  out=$("$BIN" gradcheck --stage $st --plant-bug 2>&1); rc=$?
+  [ $rc -eq 1 ] || { echo "FAIL: planted bug (stage $st) not caught: exit $rc"; fail=1; }
+  echo "$out" | grep -q "^FAIL: not every" || { echo "FAIL: planted bug (stage $st): no FAIL line"; fail=1; }
+  echo "$out" | grep -Eq "^w_gate .* FAIL$" || { echo "FAIL: planted bug (stage $st): w_gate not FAIL"; fail=1; }
+  for t in w_up w_down; do
+    echo "$out" | grep -Eq "^$t +[0-9]+ .* ok$" || { echo "FAIL: planted bug (stage $st): $t should stay ok"; fail=1; }
+  done
+  echo "$out" | grep -q "PLANTED BUG" || { echo "FAIL: planted bug not announced"; fail=1; }
+  echo "planted bug, stage $st: caught (exit $rc), $(echo "$out" | grep -c ' FAIL$') tensors FAIL"
+done
 
 # bad input
 out=$("$BIN" gradcheck --stage 3 2>&1); rc=$?

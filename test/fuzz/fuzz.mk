@@ -50,4 +50,5 @@ $(REPLAY_BIN): $(BUILD)/test/fuzz/replay_%: test/fuzz/fuzz_%.cpp $(FUZZ_HDRS) $(
 $(BUILD)/test/fuzz/make_seeds: test/fuzz/make_seeds.cpp $(FUZZ_HDRS) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -Isrc -Itest -Itest/unit -o $@ $< $(LIB) $(LDFLAGS)
-tests: $(REPLAY_BIN) $(BUILD)/test/fuzz/make_seeds
+# Not in sanitizer builds (SAN set by test-asan): make fuzz runs these harnesses under ASan + UBSan already.
+tests: $(if $(SAN),,$(REPLAY_BIN) $(BUILD)/test/fuzz/make_seeds)

@@ -3,7 +3,12 @@
 // n-gram/gamma settings), chain and tree drafting with a random-weights Beagle draft (which is
 // rejected almost everywhere, exercising every rejection path), tree without concat, the hybrid (tree + lookup candidates), and the
 // shipped trained draft when present (accepted often: exercises long accepted paths + compaction).
+// Tokens alone would miss a verify row that is off by an ulp without changing an argmax, so every
+// committed position's verify logits row is also compared bit for bit with plain decoding's (one
+// causal forward over prompt + output: batch-invariant rows); and the test shows that comparison
+// failing once, on a verify whose root row has one logit one ulp off (SpecParams::debug_ulp_verify_row).
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -78,6 +83,30 @@ int main() {
         } else {
             SKIP_PART("%s not present: the trained-draft cases did not run", shipped.c_str());
         }
+        // plain decoding's logits row of every generated position P .. P+n-1 (P = prompt length, n = the
+        // output's length): one causal forward over prompt + output, rows out (batch-invariant: equal to
+        // the rows of the decode steps, test_batch_invariance)
+        const int V = s.mf->config.vocab_size;
+        auto plain_rows = [&](const std::vector<int>& ids, const std::vector<int>& out) {
+            std::vector<int> all = ids;
+            all.insert(all.end(), out.begin(), out.end());
+            std::vector<float> lg(all.size() * V);
+            s.llama->truncate(0);
+            for (size_t b = 0; b < all.size(); b += 64) {
+                int T = (int)std::min<size_t>(64, all.size() - b);
+                std::vector<int> pos(T);
+                for (int i = 0; i < T; i++) pos[i] = (int)b + i;
+                s.llama->forward(&all[b], pos.data(), T, nullptr, 0, &lg[b * V], T, nullptr, 0);
+            }
+            return std::vector<float>(lg.begin() + ids.size() * V, lg.end());
+        };
+        // rows recorded by the speculative run equal the plain rows bit for bit (the first n; it may verify
+        // a few positions past the end), and there are at least n - 1 of them (the last may be cut by the stop)
+        int row_mismatches = 0;
+        auto rows_equal = [&](const std::vector<float>& got, const std::vector<float>& want) {
+            size_t n = std::min(got.size(), want.size());
+            return got.size() + V >= want.size() && memcmp(got.data(), want.data(), n * sizeof(float)) == 0;
+        };
         std::vector<std::unique_ptr<Drafter>> drafters;
         for (auto& c : dcases) drafters.push_back(make_drafter(s, c.mode, c.p, c.w, c.name));
         std::vector<double> tau_sum(dcases.size(), 0), committed(dcases.size(), 0), model_cost(dcases.size(), 0);
@@ -88,6 +117,7 @@ int main() {
             GenStats pst;
             std::vector<int> plain;
             s.generate_plain(ids, 256, greedy, nullptr, &pst, &plain);
+            std::vector<float> want_rows = plain_rows(ids, plain);
             // the last two: fixed gamma 5 and cost-aware (same cost model as the trees), compared below;
             // the cost-aware lookup keeps its acceptance counts across prompts, as in a bench run
             struct { int ngram, gamma, max_tree; bool aware; } cfgs[] = {
@@ -102,7 +132,12 @@ int main() {
                 spp.learn_cost = false;  // the assertions below are in units of the fixed cost model
                 SpecStats st;
                 std::vector<int> got;
+                std::vector<float> rows;
+                spp.debug_record_rows = &rows;
                 generate_speculative(s, *d, ids, 256, greedy, spp, nullptr, &st, &got);
+                row_mismatches += !rows_equal(rows, want_rows);
+                CHECK(rows_equal(rows, want_rows), "prompt %zu lookup ngram %d gamma %d: verify rows differ from plain", i,
+                      c.ngram, c.gamma);
                 if (c.ngram == 3) {  // tokens per modelled cost: [0] fixed gamma 5, [1] cost-aware
                     lookup_committed[c.aware] += st.gen_tokens_after_root;
                     lookup_cost[c.aware] += st.rounds + 0.3 * st.drafted;
@@ -120,13 +155,31 @@ int main() {
                 spp.learn_cost = false;
                 SpecStats st;
                 std::vector<int> got;
+                std::vector<float> rows;
+                spp.debug_record_rows = &rows;
                 generate_speculative(s, *drafters[k], ids, 256, greedy, spp, nullptr, &st, &got);
+                row_mismatches += !rows_equal(rows, want_rows);
+                CHECK(rows_equal(rows, want_rows), "prompt %zu %s: verify rows differ from plain", i, dcases[k].name);
                 if (got != plain) mismatches++;
                 CHECK(got == plain, "prompt %zu ('%s') %s: %zu vs %zu tokens, differ", i, prompts[i].c_str(), dcases[k].name,
                       got.size(), plain.size());
                 tau_sum[k] += st.tau();
                 committed[k] += st.gen_tokens_after_root;
                 model_cost[k] += st.rounds + 0.3 * st.drafted;  // the cost model above, summed over rounds
+            }
+            if (i == 0) {  // the checker fails on the smallest error: one logit of one verify row one ulp off
+                SpecParams spp;
+                spp.learn_cost = false;
+                spp.debug_ulp_verify_row = true;
+                SpecStats st;
+                std::vector<int> got;
+                std::vector<float> rows;
+                spp.debug_record_rows = &rows;
+                std::unique_ptr<Drafter> d = make_lookup_drafter(1, 8);  // drafts from the first round on
+                generate_speculative(s, *d, ids, 256, greedy, spp, nullptr, &st, &got);
+                CHECK(!rows_equal(rows, want_rows), "a verify row one ulp off was NOT caught");
+                printf("planted: a verify row one ulp off: rows differ from plain (caught); tokens %s\n",
+                       got == plain ? "still identical (a token comparison alone would not see it)" : "differ");
             }
         }
         // tokens per unit of modelled verify cost (a plain step = 1): the cost-aware tree must beat every
@@ -165,6 +218,7 @@ int main() {
         }
         printf("lookup: %d tokens in %d target passes (tau %.3f), %d mismatches\n", total_tokens, total_passes,
                total_passes ? (double)total_tokens / total_passes : 0.0, mismatches);
+        printf("verify rows differing from plain decoding's: %d runs\n", row_mismatches);
     } catch (const Error& e) {
         CHECK(false, "error: %s", e.what());
     }

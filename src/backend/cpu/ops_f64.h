@@ -15,6 +15,12 @@ public:
     explicit CpuOps64(int n_threads = 1) : pool_(n_threads) {}
     const char* name() const { return "cpu-f64"; }
 
+    // Test hook of the gradient check (`beagle gradcheck --plant-bug`, test/cli/test_gradcheck.sh): when
+    // set, swiglu_bwd returns dgate scaled by (1 + 1e-4), a backward error 10x the check's tolerance,
+    // so a test shows the check failing on it. Only the gradient check uses CpuOps64 (training and
+    // inference run the float Ops), and it prints "PLANTED BUG" when this is on.
+    bool plant_swiglu_bwd_bug = false;
+
     double* alloc(size_t n);  // zero-initialised
     void release(double* p);
     void upload(double* dst, const double* src, size_t n);

@@ -59,6 +59,8 @@ void CpuOps64::swiglu(double* out, const double* gate, const double* up, size_t 
 void CpuOps64::swiglu_bwd(double* dgate, double* dup, const double* dout, const double* gate, const double* up,
                           size_t n) {
     swiglu_bwd_t(dgate, dup, dout, gate, up, n);
+    if (plant_swiglu_bwd_bug)
+        for (size_t i = 0; i < n; i++) dgate[i] *= 1.0 + 1e-4;  // planted bug (gradcheck test), see ops_f64.h
 }
 
 }  // namespace beagle

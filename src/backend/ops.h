@@ -102,10 +102,26 @@ struct AdamWParams {
     int step = 1;
 };
 
+// What a device backend's runtime layer has done so far (src/backend/gpu/cuda_rt.h counts it, on the
+// real CUDA runtime and under the emulator alike): kernel launches; host <-> device synchronizations
+// (blocking copies, stream / device syncs, frees: each one stalls the host until the GPU catches up);
+// bytes copied host -> device and device -> host; device allocations and frees (cudaMalloc /
+// cudaFree calls, not the caching allocator's reuses). Differences of two snapshots give per-round
+// and per-step figures (generate --json, the training JSON summary).
+struct DeviceCounters {
+    long long launches = 0, syncs = 0, h2d_bytes = 0, d2h_bytes = 0, allocs = 0, frees = 0;
+    DeviceCounters operator-(const DeviceCounters& o) const {
+        return {launches - o.launches, syncs - o.syncs, h2d_bytes - o.h2d_bytes, d2h_bytes - o.d2h_bytes,
+                allocs - o.allocs, frees - o.frees};
+    }
+};
+
 class Ops {
 public:
     virtual ~Ops() = default;
     virtual const char* name() const = 0;
+    // The runtime counters of a device backend; nullptr for the CPU backend (nothing to count).
+    virtual const DeviceCounters* device_counters() const { return nullptr; }
 
     // ---- memory (element counts are floats)
     virtual float* alloc(size_t n) = 0;           // zero-initialised

@@ -106,13 +106,24 @@ std::string run_commits(Session& s, int prev, int first, int n, const std::funct
         return st->gen_tokens < n;
     };
     if (n <= 0) return text;
+    const DeviceCounters* dev = s.ops->device_counters();
+    const DeviceCounters c0 = dev ? *dev : DeviceCounters();
+    DeviceCounters c1 = c0;  // after the first step
+    int steps = 0;
     bool done = !emit(first);
     std::vector<int> committed;
     while (!done) {
         committed.clear();
         if (!step(&committed)) { st->stopped_ctx = true; break; }
+        if (dev && ++steps == 1) c1 = *dev;
         for (int tok : committed)
             if (!emit(tok)) { done = true; break; }
+    }
+    if (dev) {
+        st->has_device = true;
+        st->rounds_counted = steps;
+        st->device = *dev - c0;
+        st->allocs_after_warmup = dev->allocs - c1.allocs;
     }
     return text;
 }

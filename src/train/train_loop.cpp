@@ -349,7 +349,8 @@ KV draft_meta(const TrainLoopOptions& o, const Dataset& ds, const Schedule& sc, 
 
 // The files next to the draft (report.h), after the acceptance evaluation if there are eval prompts.
 void write_reports(const TrainLoopOptions& o, const DraftWeights& final_w, const KV& config, const Dataset& ds,
-                   int n_items, const Schedule& sc, const TrainState& st, int threads, double t_start, TrainResult* res) {
+                   int n_items, const Schedule& sc, const TrainState& st, int threads, double t_start,
+                   const TrainTotals& dev, TrainResult* res) {
     res->loss_png = write_loss_report(o.out, st.history);
     TrainEval ev;
     if (!o.eval_prompts.empty()) {
@@ -359,7 +360,7 @@ void write_reports(const TrainLoopOptions& o, const DraftWeights& final_w, const
         res->tree = ev.tree;
         res->accept_png = write_accept_chart(o.out, o, ev);
     }
-    TrainTotals tt;
+    TrainTotals tt = dev;
     tt.config = &config;
     tt.data_seqs = ds.n_seqs();
     tt.data_tokens = ds.n_tokens();
@@ -430,6 +431,9 @@ TrainResult run_train(const TrainLoopOptions& o) {
     if (!o.quiet) prog.reset(new Progress(step0 ? strfmt("train (from step %ld)", step0) : "train", sc.stop_at - step0, "step"));
     double t_loop = now_seconds(), t_seg = t_loop;
     int64_t seg_tokens = 0, run_tokens = 0;  // since the last checkpoint; since this process started
+    const DeviceCounters* dev = ops->device_counters();  // a device backend: count each step's runtime work
+    TrainTotals devt;
+    devt.has_device = dev != nullptr;
     auto checkpoint = [&]() {
         double now = now_seconds();
         st.train_seconds += now - t_seg;
@@ -449,6 +453,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
         const int stage = st.epoch < o.stage1_epochs ? 1 : 2;
         if (stage != trainer_stage) trainer = make_trainer(model, o, trainer_stage = stage);
         const int nb = std::min(o.batch, n_items - st.pos);
+        const DeviceCounters c0 = dev ? *dev : DeviceCounters();
         model.zero_grads();
         StepLoss sl = accumulate_grads(*trainer, ds, items, st, nb, o, cfg.dim, nan_step);
         seg_tokens += sl.tokens;
@@ -464,6 +469,13 @@ TrainResult run_train(const TrainLoopOptions& o) {
         } catch (const Error& e) {
             fail("training stopped at step %ld (epoch %d, stage %d): %s. Last good checkpoint: %s", st.step + 1,
                  st.epoch + 1, stage, e.what(), last);
+        }
+        if (dev) {
+            const DeviceCounters d = *dev - c0;
+            devt.launches += d.launches;
+            devt.syncs += d.syncs;
+            if (devt.device_steps > 0) devt.allocs_after_first_step += d.allocs;
+            devt.device_steps++;
         }
         st.step++;
         st.pos += nb;
@@ -494,7 +506,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
     res.draft_path = o.out;
 
     // report: loss curve and TSV, acceptance on held-out prompts, JSON summary
-    write_reports(o, final_w, config, ds, n_items, sc, st, threads, t_start, &res);
+    write_reports(o, final_w, config, ds, n_items, sc, st, threads, t_start, devt, &res);
     return res;
 }
 

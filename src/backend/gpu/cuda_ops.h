@@ -18,12 +18,14 @@ struct XAttnArgs;  // cuda/kernels.cuh
 namespace beagle {
 
 struct CudaRunner;  // ops_cuda.cu: the KernelRunner of the launchers (error checks, counts, profile)
+class CudaRt;       // cuda_rt.h: the counted runtime calls (allocator, staging, copies, syncs)
 
 class CudaOps : public Ops {
 public:
     CudaOps();  // needs a device: use make_cuda_ops() for the "no CUDA device found" error
     ~CudaOps() override;
     const char* name() const override { return "cuda"; }
+    const DeviceCounters* device_counters() const override;
 
     float* alloc(size_t n) override;
     void release(float* p) override;
@@ -86,6 +88,7 @@ private:
     ::XAttnArgs xattn_args(const float* q, const int* qrow, int n_q, const XAttnKeys& K, int n_heads, int n_kv_heads,
                            int head_dim, const XAttnMask& mask);
 
+    std::unique_ptr<CudaRt> rt_;
     std::unique_ptr<CudaRunner> run_;
     struct DevWeight {
         void* d;

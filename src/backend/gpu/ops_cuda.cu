@@ -13,6 +13,7 @@
 
 #include "../../core/common.h"
 #include "../cpu/cpu_ops.h"
+#include "cuda_rt.h"
 #include "kernels.cuh"
 
 namespace beagle {
@@ -25,6 +26,8 @@ static void cuda_check(cudaError_t e, const char* what) {
 // BEAGLE_CUDA_SYNC=1 synchronizes after every launch (errors at their kernel), BEAGLE_CUDA_PROFILE=1
 // too and adds up the seconds per kernel (printed at exit). A failed argument check is an Error.
 struct CudaRunner : KernelRunner {
+    explicit CudaRunner(CudaRt& r) : rt(r) {}
+    CudaRt& rt;
     std::map<std::string, long> launches;
     std::map<std::string, double> seconds;
     bool sync_each = false, profile = false;
@@ -34,8 +37,12 @@ struct CudaRunner : KernelRunner {
     }
     void after(const char* kernel) override {
         launches[kernel]++;
+        rt.launched();
         cudaError_t e = cudaGetLastError();
-        if (e == cudaSuccess && (sync_each || profile)) e = cudaDeviceSynchronize();
+        if (e == cudaSuccess && (sync_each || profile)) {
+            e = cudaDeviceSynchronize();
+            rt.n.syncs++;
+        }
         if (profile) seconds[kernel] += now_seconds() - t0;
         if (e != cudaSuccess)
             fail(strfmt("CUDA kernel %s failed: %s (%s)", kernel, cudaGetErrorName(e), cudaGetErrorString(e)));
@@ -43,7 +50,7 @@ struct CudaRunner : KernelRunner {
     [[noreturn]] void fail(const std::string& msg) override { throw Error(msg); }
 };
 
-CudaOps::CudaOps() : run_(new CudaRunner), slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0) {
+CudaOps::CudaOps() : rt_(new CudaRt), run_(new CudaRunner(*rt_)), slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0) {
     const char* s = getenv("BEAGLE_CUDA_SYNC");
     run_->sync_each = s && atoi(s) > 0;
     const char* p = getenv("BEAGLE_CUDA_PROFILE");
@@ -62,15 +69,17 @@ CudaOps::~CudaOps() {
 }
 
 const std::map<std::string, long>& CudaOps::launch_counts() const { return run_->launches; }
+const DeviceCounters* CudaOps::device_counters() const { return &rt_->n; }
 
 void* CudaOps::scratch(int slot, size_t bytes) {
     if (bytes == 0) bytes = 1;
     if (slot_bytes_[slot] < bytes) {
-        if (slot_ptr_[slot]) cuda_check(cudaFree(slot_ptr_[slot]), "cudaFree");
+        rt_->free_raw(slot_ptr_[slot]);
         slot_ptr_[slot] = nullptr;
         slot_bytes_[slot] = 0;
         size_t want = bytes + bytes / 2;
-        cuda_check(cudaMalloc(&slot_ptr_[slot], want), "cudaMalloc (scratch)");
+        slot_ptr_[slot] = rt_->malloc_raw(want);
+        if (!slot_ptr_[slot]) fail("CUDA out of memory allocating %zu bytes of scratch", want);
         slot_bytes_[slot] = want;
     }
     return slot_ptr_[slot];
@@ -78,44 +87,33 @@ void* CudaOps::scratch(int slot, size_t bytes) {
 
 void* CudaOps::stage(int slot, const void* host, size_t bytes) {
     void* d = scratch(slot, bytes);
-    if (bytes) cuda_check(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (stage)");
+    rt_->h2d_sync(d, host, bytes);
     return d;
 }
 
 // ---- memory ------------------------------------------------------------------------------------
 float* CudaOps::alloc(size_t n) {
-    void* p = nullptr;
     size_t bytes = (n ? n : 1) * sizeof(float);
-    cudaError_t e = cudaMalloc(&p, bytes);
-    if (e != cudaSuccess) fail("CUDA out of memory allocating %zu bytes (%s)", bytes, cudaGetErrorString(e));
-    cuda_check(cudaMemset(p, 0, bytes), "cudaMemset");
+    void* p = rt_->malloc_raw(bytes);
+    if (!p) fail("CUDA out of memory allocating %zu bytes", bytes);
+    rt_->memset0(p, bytes);
     return (float*)p;
 }
-void CudaOps::release(float* p) {
-    if (p) cuda_check(cudaFree(p), "cudaFree");
-}
-void CudaOps::upload(float* dst, const float* src, size_t n) {
-    if (n) cuda_check(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
-}
-void CudaOps::download(float* dst, const float* src, size_t n) {
-    if (n) cuda_check(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
-}
+void CudaOps::release(float* p) { rt_->free_raw(p); }
+void CudaOps::upload(float* dst, const float* src, size_t n) { rt_->h2d_sync(dst, src, n * sizeof(float)); }
+void CudaOps::download(float* dst, const float* src, size_t n) { rt_->d2h(dst, src, n * sizeof(float)); }
 void CudaOps::copy(float* dst, const float* src, size_t n) {
     if (!n || dst == src) return;
     size_t bytes = n * sizeof(float);
     bool overlap = dst < src + n && src < dst + n;
     if (overlap) {  // cudaMemcpy does not allow overlap (the op is memmove): go through scratch
         void* tmp = scratch(S_TMP, bytes);
-        cuda_check(cudaMemcpy(tmp, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy (copy)");
+        rt_->d2d(tmp, src, bytes);
         src = (const float*)tmp;
     }
-    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy (copy)");
+    rt_->d2d(dst, src, bytes);
 }
-void CudaOps::zero(float* p, size_t n) {
-    if (!n) return;
-    cudaError_t e = cudaMemset(p, 0, n * sizeof(float));
-    if (e != cudaSuccess) fail("CUDA cudaMemset failed: %s", cudaGetErrorString(e));
-}
+void CudaOps::zero(float* p, size_t n) { rt_->memset0(p, n * sizeof(float)); }
 
 // FNV-1a over the size and 256 bytes sampled across the tensor: tells a tied table (same bytes at the
 // same address) from a new tensor that happens to reuse a freed host address.
@@ -139,17 +137,15 @@ Weight CudaOps::weight(const Tensor& t) {
     const uint64_t fp = weight_fingerprint(t);
     auto it = weights_.find(t.data);
     if (it != weights_.end() && (it->second.nbytes != t.nbytes || it->second.fingerprint != fp)) {
-        cuda_check(cudaFree(it->second.d), "cudaFree");
+        rt_->free_raw(it->second.d);
         weights_.erase(it);
         it = weights_.end();
     }
     if (it == weights_.end()) {  // tied embedding / LM head: one device copy
-        void* d = nullptr;
-        cudaError_t e = cudaMalloc(&d, t.nbytes);
-        if (e != cudaSuccess)
-            fail("CUDA out of memory uploading tensor '%s' (%llu bytes, %s)", t.name.c_str(), (unsigned long long)t.nbytes,
-                 cudaGetErrorString(e));
-        cuda_check(cudaMemcpy(d, t.data, t.nbytes, cudaMemcpyHostToDevice), "cudaMemcpy (weight)");
+        void* d = rt_->malloc_raw(t.nbytes);
+        if (!d)
+            fail("CUDA out of memory uploading tensor '%s' (%llu bytes)", t.name.c_str(), (unsigned long long)t.nbytes);
+        rt_->h2d_sync(d, t.data, t.nbytes);
         it = weights_.emplace(t.data, DevWeight{d, t.nbytes, fp}).first;
     }
     w.data = it->second.d;
@@ -389,8 +385,7 @@ double CudaOps::sumsq(const float* x, size_t n) {
     double* part = (double*)scratch(S_PART, nb * sizeof(double));
     launch_sumsq(x, (long long)n, part, *run_);
     std::vector<double> h(nb);
-    cudaError_t e = cudaMemcpy(h.data(), part, nb * sizeof(double), cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess) fail("CUDA cudaMemcpy (sumsq) failed: %s", cudaGetErrorString(e));
+    rt_->d2h(h.data(), part, nb * sizeof(double));
     double s = 0;
     for (double p : h) s += p;  // chunk order: fixed
     return s;
@@ -420,8 +415,8 @@ void CudaOps::topk(const float* x, int rows, int n_cols, int k, int* idx, float*
     int* d_idx = (int*)scratch(S_TOPK_I, (size_t)rows * k * sizeof(int));
     float* d_val = (float*)scratch(S_TOPK_V, (size_t)rows * k * sizeof(float));
     launch_topk(x, rows, n_cols, k, d_idx, d_val, *run_);
-    cuda_check(cudaMemcpy(idx, d_idx, (size_t)rows * k * sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy (topk)");
-    cuda_check(cudaMemcpy(val, d_val, (size_t)rows * k * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (topk)");
+    rt_->d2h(idx, d_idx, (size_t)rows * k * sizeof(int));
+    rt_->d2h(val, d_val, (size_t)rows * k * sizeof(float));
 }
 
 // ---- factory -------------------------------------------------------------------------------------

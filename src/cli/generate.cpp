@@ -154,6 +154,7 @@ Json gpu_json(const GenStats& st) {
     g["h2d_bytes_per_round"] = rounded(st.device.h2d_bytes / r, 1);
     g["d2h_bytes_per_round"] = rounded(st.device.d2h_bytes / r, 1);
     g["allocs_after_warmup"] = st.allocs_after_warmup;
+    g["peak_device_bytes"] = st.device.peak_device_bytes;
     return g;
 }
 

@@ -82,9 +82,14 @@ std::string Session::generate_plain(const std::vector<int>& prompt, int n, const
     std::string text = run_commits(*this, prompt.back(), next, n, [&](std::vector<int>* out) {
         if (llama->n_past() >= llama->ctx()) return false;  // context full
         int pos = llama->n_past();
-        llama->forward(&next, &pos, 1, nullptr, 0, logits.data(), 1, nullptr, 0);
+        if (sp.temperature <= 0) {  // greedy: the argmax is chosen on the backend, one id comes back
+            llama->forward(&next, &pos, 1, nullptr, 0, nullptr, 0, nullptr, 0);
+            llama->argmax_last(&next, 1);
+        } else {
+            llama->forward(&next, &pos, 1, nullptr, 0, logits.data(), 1, nullptr, 0);
+            next = sampler.sample(logits.data());
+        }
         st->target_passes++;
-        next = sampler.sample(logits.data());
         out->push_back(next);
         return true;
     }, stream, st, out_ids);

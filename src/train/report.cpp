@@ -134,7 +134,8 @@ std::string write_train_json(const std::string& draft_path, const TrainLoopOptio
         j["gpu"] = {{"steps", t.device_steps},
                     {"launches_per_step", rounded(t.launches / n, 2)},
                     {"syncs_per_step", rounded(t.syncs / n, 2)},
-                    {"allocs_after_first_step", t.allocs_after_first_step}};
+                    {"allocs_after_first_step", t.allocs_after_first_step},
+                    {"peak_device_bytes", t.peak_device_bytes}};
     }
     std::string path = draft_path + ".json", text = json_text(j, 2) + "\n";
     write_file_atomic(path, text.data(), text.size());

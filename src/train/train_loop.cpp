@@ -476,6 +476,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
             devt.syncs += d.syncs;
             if (devt.device_steps > 0) devt.allocs_after_first_step += d.allocs;
             devt.device_steps++;
+            devt.peak_device_bytes = d.peak_device_bytes;
         }
         st.step++;
         st.pos += nb;

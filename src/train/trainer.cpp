@@ -78,26 +78,26 @@ void DraftTrainerT<O>::step_forward(Step& st, const TrainBatch& b, const std::ve
         R* fhL = al_.alloc(NL * dim);
         R* fL = al_.alloc(NL * dim);
         R* dfhL = al_.alloc(NL * dim);
-        R* ce = al_.alloc(NL);
-        R* vl = al_.alloc(NL);
+        R* cv = al_.alloc(2 * NL);  // ce then vl: one copy brings both losses down
+        R* ce = cv;
+        R* vl = cv + NL;
         ops.gather_rows(fhL, st.A.fh, Lidx.data(), nL, dim);
         ops.gather_rows(fL, f, lrows.data(), nL, dim);
         float sc = scale / (float)nL;
         draft_loss(m_, al_, fhL, fL, labels.empty() ? nullptr : labels.data(), nL, opt_.loss, sc, dfhL, ce, vl,
                    capture ? &logits : nullptr);
         ops.scatter_rows(st.dfh, dfhL, Lidx.data(), nL, dim, false);
-        std::vector<R> hce(NL), hvl(NL);
-        ops.download(hce.data(), ce, NL);
-        ops.download(hvl.data(), vl, NL);
+        std::vector<R> hcv(2 * NL);
+        ops.download(hcv.data(), cv, 2 * NL);
         double sce = 0, svl = 0;
         for (size_t i = 0; i < NL; i++) {
-            sce += (double)hce[i];
-            svl += (double)hvl[i];
+            sce += (double)hcv[i];
+            svl += (double)hcv[NL + i];
         }
         stats->ce += sce;
         stats->vloss += svl;
         stats->step_loss.push_back((sce + svl) / (double)scale);
-        for (R** p : {&fhL, &fL, &dfhL, &ce, &vl}) al_.release(*p);
+        for (R** p : {&fhL, &fL, &dfhL, &cv}) al_.release(*p);
     } else {
         stats->step_loss.push_back(0.0);
     }

@@ -1,6 +1,7 @@
 // cuda_rt.cu: the counted CUDA runtime layer of the CUDA backend (see cuda_rt.h).
 #include "cuda_rt.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "../../core/common.h"
@@ -26,6 +27,7 @@ CudaRt::CudaRt() {
 
 CudaRt::~CudaRt() {
     for (auto& kv : free_) cudaFree(kv.second);
+    for (auto& kv : live_) cudaFree(kv.first);  // buffers their owners never released
     if (arena_) cudaFreeHost(arena_);
 }
 
@@ -46,6 +48,9 @@ void* CudaRt::malloc_raw(size_t bytes) {
         return nullptr;
     }
     n.allocs++;
+    sizes_[p] = bytes;
+    n.device_bytes += (long long)bytes;
+    n.peak_device_bytes = std::max(n.peak_device_bytes, n.device_bytes);
     return p;
 }
 
@@ -53,6 +58,11 @@ void CudaRt::free_raw(void* p) {
     if (!p) return;
     rt_check(cudaFree(p), "cudaFree");
     n.frees++;
+    auto it = sizes_.find(p);
+    if (it != sizes_.end()) {
+        n.device_bytes -= (long long)it->second;
+        sizes_.erase(it);
+    }
     n.syncs++;  // cudaFree synchronizes the device
     synced();
 }

@@ -55,6 +55,7 @@ private:
     void synced();  // after any sync: the arena's copies are done, reuse it
     std::multimap<size_t, void*> free_;          // size class -> cached block
     std::unordered_map<void*, size_t> live_;     // block -> its size class
+    std::unordered_map<void*, size_t> sizes_;    // every cudaMalloc'd block -> its bytes
     size_t cached_ = 0;
     unsigned char* arena_ = nullptr;             // pinned host staging
     size_t arena_bytes_ = 0, arena_used_ = 0;

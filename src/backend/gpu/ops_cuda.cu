@@ -6,6 +6,7 @@
 // kernels run in the CPU emulator). Not part of libbeagle.a (the main Makefile compiles only *.cpp).
 #include "cuda_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +51,9 @@ struct CudaRunner : KernelRunner {
     [[noreturn]] void fail(const std::string& msg) override { throw Error(msg); }
 };
 
-CudaOps::CudaOps() : rt_(new CudaRt), run_(new CudaRunner(*rt_)), slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0) {
+CudaOps::CudaOps()
+    : rt_(new CudaRt), run_(new CudaRunner(*rt_)), slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0),
+      slot_host_(S_COUNT) {
     const char* s = getenv("BEAGLE_CUDA_SYNC");
     run_->sync_each = s && atoi(s) > 0;
     const char* p = getenv("BEAGLE_CUDA_PROFILE");
@@ -81,26 +84,29 @@ void* CudaOps::scratch(int slot, size_t bytes) {
         slot_ptr_[slot] = rt_->malloc_raw(want);
         if (!slot_ptr_[slot]) fail("CUDA out of memory allocating %zu bytes of scratch", want);
         slot_bytes_[slot] = want;
+        slot_host_[slot].clear();  // a new block holds nothing staged
     }
     return slot_ptr_[slot];
 }
 
 void* CudaOps::stage(int slot, const void* host, size_t bytes) {
     void* d = scratch(slot, bytes);
-    rt_->h2d_sync(d, host, bytes);
+    std::vector<unsigned char>& held = slot_host_[slot];
+    if (held.size() == bytes && (bytes == 0 || memcmp(held.data(), host, bytes) == 0)) return d;
+    rt_->h2d(d, host, bytes);
+    held.assign((const unsigned char*)host, (const unsigned char*)host + bytes);
     return d;
 }
 
 // ---- memory ------------------------------------------------------------------------------------
 float* CudaOps::alloc(size_t n) {
     size_t bytes = (n ? n : 1) * sizeof(float);
-    void* p = rt_->malloc_raw(bytes);
-    if (!p) fail("CUDA out of memory allocating %zu bytes", bytes);
-    rt_->memset0(p, bytes);
+    void* p = rt_->alloc(bytes, true);
+    if (!p) fail("CUDA out of memory allocating %zu bytes (%zu bytes cached)", bytes, rt_->cached_bytes());
     return (float*)p;
 }
-void CudaOps::release(float* p) { rt_->free_raw(p); }
-void CudaOps::upload(float* dst, const float* src, size_t n) { rt_->h2d_sync(dst, src, n * sizeof(float)); }
+void CudaOps::release(float* p) { rt_->release(p); }
+void CudaOps::upload(float* dst, const float* src, size_t n) { rt_->h2d(dst, src, n * sizeof(float)); }
 void CudaOps::download(float* dst, const float* src, size_t n) { rt_->d2h(dst, src, n * sizeof(float)); }
 void CudaOps::copy(float* dst, const float* src, size_t n) {
     if (!n || dst == src) return;
@@ -391,6 +397,25 @@ double CudaOps::sumsq(const float* x, size_t n) {
     return s;
 }
 
+// Every buffer's chunk partials in one scratch block, one copy down, then added as sumsq() adds them,
+// buffer after buffer: the same double.
+double CudaOps::sumsq_all(const float* const* xs, const size_t* ns, int count) {
+    std::vector<size_t> first(count + 1, 0);
+    for (int i = 0; i < count; i++) first[i + 1] = first[i] + (size_t)sumsq_blocks((long long)ns[i]);
+    if (first[count] == 0) return 0.0;
+    double* part = (double*)scratch(S_PART, first[count] * sizeof(double));
+    for (int i = 0; i < count; i++) launch_sumsq(xs[i], (long long)ns[i], part + first[i], *run_);
+    std::vector<double> h(first[count]);
+    rt_->d2h(h.data(), part, h.size() * sizeof(double));
+    double total = 0;
+    for (int i = 0; i < count; i++) {
+        double s = 0;
+        for (size_t j = first[i]; j < first[i + 1]; j++) s += h[j];
+        total += s;
+    }
+    return total;
+}
+
 void CudaOps::adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) {
     AdamWArgs a;
     a.w = w;
@@ -409,14 +434,27 @@ void CudaOps::adamw(float* w, float* m, float* v, const float* g, size_t n, cons
     launch_adamw(a, *run_);
 }
 
-// ---- drafting helper (topk.cu) -----------------------------------------------------------------------
-void CudaOps::topk(const float* x, int rows, int n_cols, int k, int* idx, float* val) {
+// ---- selection (topk.cu) -----------------------------------------------------------------------------
+// idx (rows x k ints), val (rows x k floats) and lse (rows floats) side by side in one scratch block, so
+// one copy brings down what the host asked for.
+void CudaOps::topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) {
     if (rows <= 0 || k <= 0) return;
-    int* d_idx = (int*)scratch(S_TOPK_I, (size_t)rows * k * sizeof(int));
-    float* d_val = (float*)scratch(S_TOPK_V, (size_t)rows * k * sizeof(float));
+    const size_t nk = (size_t)rows * k;
+    char* d = (char*)scratch(S_TOPK, nk * (sizeof(int) + sizeof(float)) + (size_t)rows * sizeof(float));
+    int* d_idx = (int*)d;
+    float* d_val = (float*)(d + nk * sizeof(int));
+    float* d_lse = d_val + nk;
     launch_topk(x, rows, n_cols, k, d_idx, d_val, *run_);
-    rt_->d2h(idx, d_idx, (size_t)rows * k * sizeof(int));
-    rt_->d2h(val, d_val, (size_t)rows * k * sizeof(float));
+    if (lse) launch_row_lse(x, rows, n_cols, d_lse, *run_);
+    std::vector<char> h;
+    const size_t bytes = lse ? nk * 8 + (size_t)rows * 4 : val ? nk * 8 : nk * 4;
+    h.resize(bytes);
+    rt_->d2h(h.data(), d, bytes);
+    memcpy(idx, h.data(), nk * sizeof(int));
+    if (k == 1)  // argmax() of a row without a number is 0
+        for (int r = 0; r < rows; r++) idx[r] = std::max(idx[r], 0);
+    if (val) memcpy(val, h.data() + nk * sizeof(int), nk * sizeof(float));
+    if (lse) memcpy(lse, h.data() + nk * 8, (size_t)rows * sizeof(float));
 }
 
 // ---- factory -------------------------------------------------------------------------------------

@@ -282,11 +282,13 @@ StepLoss accumulate_grads(DraftTrainer& trainer, const Dataset& ds, const std::v
         b.pos0 = it.start;
         int offset = st.offset.below(o.w);
         uint64_t noise_seed = st.noise.next();
-        IterStats is = trainer.run(b, offset, noise_seed, 1.0f / nb, true);
+        trainer.run(b, offset, noise_seed, 1.0f / nb, true);
+        r.tokens += it.len;
+    }
+    for (const IterStats& is : trainer.finish_losses()) {  // every item's losses in one copy
         r.loss += is.loss / nb;
         r.ce += is.ce / nb;
         r.vl += is.vloss / nb;
-        r.tokens += it.len;
     }
     return r;
 }
@@ -300,7 +302,9 @@ std::unique_ptr<DraftTrainer> make_trainer(DraftModelT<Ops>& model, const TrainL
     to.noise_std = (float)o.noise;
     to.loss.w_v = (float)o.w_v;
     to.loss.hard_labels = o.hard_labels;
-    return std::unique_ptr<DraftTrainer>(new DraftTrainer(model, to));
+    std::unique_ptr<DraftTrainer> t(new DraftTrainer(model, to));
+    t->defer_losses = true;  // accumulate_grads collects them once per optimizer step
+    return t;
 }
 
 // ---- the run's helpers ---------------------------------------------------------------------------

@@ -68,10 +68,11 @@ void CudaRt::free_raw(void* p) {
 }
 
 void* CudaRt::alloc(size_t bytes, bool zeroed) {
-    const size_t cls = size_class(bytes);
+    size_t cls = size_class(bytes);
     void* p = nullptr;
-    auto it = free_.find(cls);
-    if (it != free_.end()) {
+    auto it = free_.lower_bound(cls);  // best fit: the smallest cached block of this class or up to 2x larger
+    if (it != free_.end() && it->first <= 2 * cls) {
+        cls = it->first;
         p = it->second;
         free_.erase(it);
         cached_ -= cls;
@@ -86,7 +87,7 @@ void* CudaRt::alloc(size_t bytes, bool zeroed) {
         if (!p) return nullptr;
     }
     live_[p] = cls;
-    if (zeroed) memset0(p, cls);
+    if (zeroed) memset0(p, bytes ? bytes : 1);
     return p;
 }
 

@@ -29,8 +29,8 @@ public:
     cudaStream_t stream = 0;    // the one stream every op runs on (the legacy default stream)
 
     // Device memory from the caching allocator: a released block goes to a free list of its size class
-    // and is handed out again (zeroed when asked) without cudaMalloc / cudaFree, so a steady-state
-    // round or training step allocates nothing. Out of memory: the cache is emptied and the
+    // and is handed out again (best fit, up to twice the size asked for; zeroed when asked) without
+    // cudaMalloc / cudaFree, so a steady-state round or training step allocates nothing. Out of memory: the cache is emptied and the
     // allocation retried once; still failing returns nullptr (the caller's error names the buffer).
     void* alloc(size_t bytes, bool zeroed);
     void release(void* p);

@@ -4,6 +4,9 @@
 #                      $(CUDAEMU_LIB) and the kernels $(CUDA_EMU_OBJ): every kernel runs on the CPU.
 #   make cuda          build/beagle-cuda: the same sources through nvcc for sm_80, sm_86, sm_89, sm_90,
 #                      linked with the real CUDA runtime (static). Default backend: cuda.
+#   make cuda-device-tests  build/test-device/test_cuda_backend_*: the backend tests linked with the nvcc
+#                      objects and the real runtime, for a machine with a GPU (scripts/gpu_check.sh runs them;
+#                      not under build/test/, so make test never runs them without a device).
 #   make test-kernels  only the kernel tests (test/kernels/cuda_emu_kernels_*.cpp -> build/test/test_emu_kernels_*)
 #                      and the coverage check of every __global__ (test/cli/test_cuda_kernel_coverage.sh).
 # Tests of the backend as a whole: test/kernels/cuda_backend_*.cpp -> build/test/test_cuda_backend_* (linked
@@ -43,7 +46,13 @@ $(CUDA_NVCC_OBJ): $(BUILD)/obj-nvcc/%.o: %.cu
 $(BUILD)/beagle-cuda: $(CLI_OBJ) $(CUDA_NVCC_OBJ) $(LIB)
 	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(CUDA_NVCC_OBJ) $(LIB) -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt $(LDFLAGS) $(HTTPLIB_LIBS)
 
-.PHONY: cuda cuda-emu test-kernels
+CUDA_DEVICE_TEST_BIN := $(CUDA_BACKEND_TEST_SRC:test/kernels/cuda_backend_%.cpp=$(BUILD)/test-device/test_cuda_backend_%)
+$(CUDA_DEVICE_TEST_BIN): $(BUILD)/test-device/test_cuda_backend_%: test/kernels/cuda_backend_%.cpp $(CUDA_NVCC_OBJ) $(LIB) test/testlib.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -Isrc -Itest -o $@ $< $(CUDA_NVCC_OBJ) $(LIB) -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt $(LDFLAGS)
+
+.PHONY: cuda cuda-emu test-kernels cuda-device-tests
+cuda-device-tests: $(CUDA_DEVICE_TEST_BIN)
 cuda: $(BUILD)/beagle-cuda
 cuda-emu: $(BUILD)/beagle-cuda-emu
 

@@ -314,3 +314,6 @@ void launch_adamw(const AdamWArgs& a, KernelRunner& kr);
 __global__ void topk_kernel(const float* x, int n_cols, int k, int* idx, float* val);
 // idx, val: rows x k (device)
 void launch_topk(const float* x, int rows, int n_cols, int k, int* idx, float* val, KernelRunner& kr);
+// lse[r] = log sum_c exp(x[r, c]) (-inf for a row without a number); one block per row
+__global__ void row_lse_kernel(const float* x, int n_cols, float* lse);
+void launch_row_lse(const float* x, int rows, int n_cols, float* lse, KernelRunner& kr);

@@ -9,7 +9,25 @@
 //   (value, index) pairs, then warp 0) picks the next. O(k * n / threads) work, no sorting, no
 //   atomics; NaN entries are never picked. Run-tested under the emulator (ties, k = 1..20, rows shorter
 //   than k, block sizes 32/256/1024) against a sort-based reference. No PTX paths.
+// row_lse_kernel: lse[r] = log sum_c exp(x[r, c]) for the drafter's scores (log-softmax of its top-k
+//   children), so the row itself never leaves the GPU. One block per row: a block max (NaN ignored, as
+//   fmaxf), then each thread sums exp(x - max) over its strided columns and a block sum adds them;
+//   a row without a number (max = -inf) gets -inf. Two passes over the row, reads coalesced. Tested
+//   against a double reference in test/kernels/cuda_emu_kernels_loss.cpp.
 #include "kernels.cuh"
+
+__global__ void row_lse_kernel(const float* x, int n_cols, float* lse) {
+    __shared__ float red[33];
+    const float* xr = x + (long long)blockIdx.x * n_cols;
+    float mx = -INFINITY;
+    for (int c = threadIdx.x; c < n_cols; c += blockDim.x) mx = fmaxf(mx, xr[c]);
+    mx = block_max(mx, red);
+    float s = 0.0f;
+    if (mx != -INFINITY)
+        for (int c = threadIdx.x; c < n_cols; c += blockDim.x) s += expf(xr[c] - mx);
+    s = block_sum(s, red);
+    if (threadIdx.x == 0) lse[blockIdx.x] = mx == -INFINITY ? -INFINITY : mx + logf(s);
+}
 
 // (v, i) precedes (w, j) in the pick order
 __device__ __forceinline__ bool topk_before(float v, int i, float w, int j) { return v > w || (v == w && i < j); }
@@ -84,4 +102,8 @@ __global__ void topk_kernel(const float* x, int n_cols, int k, int* idx, float* 
 // ---- launchers (kernels.cuh) ------------------------------------------------------------------
 void launch_topk(const float* x, int rows, int n_cols, int k, int* idx, float* val, KernelRunner& kr) {
     if (rows > 0 && k > 0) KRUN(kr, rows, 256, 0, topk_kernel, x, n_cols, k, idx, val);
+}
+
+void launch_row_lse(const float* x, int rows, int n_cols, float* lse, KernelRunner& kr) {
+    if (rows > 0) KRUN(kr, rows, 256, 0, row_lse_kernel, x, n_cols, lse);
 }

@@ -102,10 +102,29 @@ struct AdamWParams {
     int step = 1;
 };
 
+// What a device backend's runtime layer has done so far (src/backend/gpu/cuda_rt.h counts it, on the
+// real CUDA runtime and under the emulator alike): kernel launches; host <-> device synchronizations
+// (blocking copies, stream / device syncs, frees: each one stalls the host until the GPU catches up);
+// bytes copied host -> device and device -> host; device allocations and frees (cudaMalloc /
+// cudaFree calls, not the caching allocator's reuses). Differences of two snapshots give per-round
+// and per-step figures (generate --json, the training JSON summary).
+struct DeviceCounters {
+    long long launches = 0, syncs = 0, h2d_bytes = 0, d2h_bytes = 0, allocs = 0, frees = 0;
+    // levels, not counts (a difference keeps the later value): device bytes held from cudaMalloc now
+    // (live buffers, the allocator's cache, weights, scratch) and at most so far
+    long long device_bytes = 0, peak_device_bytes = 0;
+    DeviceCounters operator-(const DeviceCounters& o) const {
+        return {launches - o.launches, syncs - o.syncs, h2d_bytes - o.h2d_bytes, d2h_bytes - o.d2h_bytes,
+                allocs - o.allocs, frees - o.frees, device_bytes, peak_device_bytes};
+    }
+};
+
 class Ops {
 public:
     virtual ~Ops() = default;
     virtual const char* name() const = 0;
+    // The runtime counters of a device backend; nullptr for the CPU backend (nothing to count).
+    virtual const DeviceCounters* device_counters() const { return nullptr; }
 
     // ---- memory (element counts are floats)
     virtual float* alloc(size_t n) = 0;           // zero-initialised
@@ -193,6 +212,20 @@ public:
                           float scale) = 0;
     // sum of squares in double (fixed blocks, fixed order), returned to the host
     virtual double sumsq(const float* x, size_t n) = 0;
+    // sum_i sumsq(xs[i], ns[i]), added in i order (the global gradient norm of AdamW): the same double
+    // as the loop, with one device -> host copy for all buffers on a device backend.
+    virtual double sumsq_all(const float* const* xs, const size_t* ns, int count) {
+        double s = 0;
+        for (int i = 0; i < count; i++) s += sumsq(xs[i], ns[i]);
+        return s;
+    }
+
+    // ---- selection (the host sees ids and a few values, never the rows: drafting and greedy acceptance)
+    // Per row r < rows of x (rows x n_cols): idx[r * k + j] = the j-th largest entry's column (descending;
+    // ties: lower column first; NaN never chosen; -1 past the row's length), val (if not null) its
+    // value, lse[r] (if not null) log sum_c exp(x[r, c]). k = 1 is argmax (the CPU's argmax()).
+    // idx, val, lse are host arrays.
+    virtual void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) = 0;
     // one AdamW step over n elements (see AdamWParams)
     virtual void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) = 0;
 };

@@ -187,6 +187,21 @@ void finish_text(const std::string& text, bool streamed) {
 
 double tokens_per_s(const GenStats& st) { return st.decode_s > 0 ? st.gen_tokens / st.decode_s : 0; }
 
+// A device backend's runtime counters per round (a plain step or a speculative round after the
+// prefill; ops.h DeviceCounters): "gpu" in --json.
+Json gpu_json(const GenStats& st) {
+    const double r = st.rounds_counted > 0 ? (double)st.rounds_counted : 1.0;
+    Json g;
+    g["rounds"] = st.rounds_counted;
+    g["launches_per_round"] = rounded(st.device.launches / r, 2);
+    g["syncs_per_round"] = rounded(st.device.syncs / r, 2);
+    g["h2d_bytes_per_round"] = rounded(st.device.h2d_bytes / r, 1);
+    g["d2h_bytes_per_round"] = rounded(st.device.d2h_bytes / r, 1);
+    g["allocs_after_warmup"] = st.allocs_after_warmup;
+    g["peak_device_bytes"] = st.device.peak_device_bytes;
+    return g;
+}
+
 void report_plain(const GenStats& st, int threads, bool json) {
     const double pf = st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0, dc = tokens_per_s(st);
     fprintf(stderr, "prompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)%s%s\n",
@@ -205,6 +220,7 @@ void report_plain(const GenStats& st, int threads, bool json) {
     js["tau"] = 1.0;
     js["threads"] = threads;
     js["peak_rss_bytes"] = peak_rss_bytes();
+    if (st.has_device) js["gpu"] = gpu_json(st);
     fprintf(stderr, "%s\n", json_text(js).c_str());
 }
 
@@ -263,6 +279,7 @@ void report_spec(const std::string& mode, const SpecStats& st, int threads, bool
         js["server_lost_at"] = rs->lost_at >= 0 ? Json(rs->lost_at) : Json();
         js["alone_tokens"] = rs->alone_tokens;
     }
+    if (st.has_device) js["gpu"] = gpu_json(st);
     fprintf(stderr, "%s\n", json_text(js).c_str());
 }
 

@@ -31,21 +31,17 @@ static int sample_dense(const std::vector<float>& p, float coin) {
 
 std::vector<int> accept_path(const DraftTree& tree, const float* logits, int V, const SamplingParams& sp, Rng& rng,
                              int* bonus, bool break_residual) {
+    if (sp.temperature <= 0) {
+        std::vector<int> y(tree.size());
+        for (int i = 0; i < tree.size(); i++) y[i] = argmax(logits + (size_t)i * V, V);
+        return accept_greedy(tree, y.data(), bonus);
+    }
     std::vector<std::vector<int>> kids = tree.children();
     std::vector<int> path(1, 0);
     int cur = 0;
     std::vector<float> p, p0;
     for (;;) {
         const float* lg = logits + (size_t)cur * V;
-        if (sp.temperature <= 0) {
-            int y = argmax(lg, V), next = -1;
-            for (int c : kids[cur])
-                if (tree.token[c] == y) { next = c; break; }
-            if (next < 0) { *bonus = y; return path; }
-            path.push_back(next);
-            cur = next;
-            continue;
-        }
         warp_dense(lg, V, sp, &p);
         p0 = p;
         int next = -1;
@@ -67,6 +63,19 @@ std::vector<int> accept_path(const DraftTree& tree, const float* logits, int V, 
             for (int i = 0; i < V; i++) p[i] = (float)(p[i] / sum);
         }
         if (next < 0) { *bonus = sample_dense(p, rng.next_f32()); return path; }
+        path.push_back(next);
+        cur = next;
+    }
+}
+
+std::vector<int> accept_greedy(const DraftTree& tree, const int* y, int* bonus) {
+    std::vector<std::vector<int>> kids = tree.children();
+    std::vector<int> path(1, 0);
+    for (int cur = 0;;) {
+        int next = -1;
+        for (int c : kids[cur])
+            if (tree.token[c] == y[cur]) { next = c; break; }
+        if (next < 0) { *bonus = y[cur]; return path; }
         path.push_back(next);
         cur = next;
     }

@@ -15,5 +15,8 @@ namespace beagle {
 // break_residual (TESTS ONLY): keep p after a rejection, the wrong rule, so a test can show it is caught.
 std::vector<int> accept_path(const DraftTree& tree, const float* logits, int V, const SamplingParams& sp, Rng& rng,
                              int* bonus, bool break_residual = false);
+// The greedy rule from the target's greedy tokens alone: y[i] = argmax of node i's logits (computed
+// where the logits are, Llama::argmax_last), so the logits never have to reach the host.
+std::vector<int> accept_greedy(const DraftTree& tree, const int* y, int* bonus);
 
 }  // namespace beagle

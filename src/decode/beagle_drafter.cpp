@@ -40,16 +40,12 @@ public:
     }
 
     void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
-        if (p_.tree && !cost_.empty() && tree.size() > 1) {  // calibration of drafted nodes: accepted vs predicted
-            for (int i = 1; i < tree.size() && i < (int)sent_score_.size(); i++)
-                if (std::isfinite(sent_score_[i])) predicted_ += std::exp((double)sent_score_[i]);
-            for (size_t k = 1; k < path.size(); k++)
-                if (path[k] < (int)sent_score_.size() && std::isfinite(sent_score_[path[k]])) accepted_ += 1;
-        }
-        rates_.count_chain(lk_m_, lk_sent_, path);  // hybrid: the lookup chain sent (empty otherwise)
-        lk_sent_.clear();
-        draft_->clear_pred();
+        accepted(tree, path);
         draft_->add_true_states(path_states, (int)path.size());
+    }
+    void accept_rows(const DraftTree& tree, const std::vector<int>& path, Ops&, const float* states, int) override {
+        accepted(tree, path);
+        draft_->add_true_state_rows(states, path.data(), (int)path.size());  // never leaves the backend
     }
 
     void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) override {
@@ -73,6 +69,19 @@ public:
     }
 
 private:
+    // The round's bookkeeping before the path's states are appended (calibration, lookup rates).
+    void accepted(const DraftTree& tree, const std::vector<int>& path) {
+        if (p_.tree && !cost_.empty() && tree.size() > 1) {  // calibration of drafted nodes: accepted vs predicted
+            for (int i = 1; i < tree.size() && i < (int)sent_score_.size(); i++)
+                if (std::isfinite(sent_score_[i])) predicted_ += std::exp((double)sent_score_[i]);
+            for (size_t k = 1; k < path.size(); k++)
+                if (path[k] < (int)sent_score_.size() && std::isfinite(sent_score_[path[k]])) accepted_ += 1;
+        }
+        rates_.count_chain(lk_m_, lk_sent_, path);  // hybrid: the lookup chain sent (empty otherwise)
+        lk_sent_.clear();
+        draft_->clear_pred();
+    }
+
     BeagleDraftParams p_;
     int V_, Vt_, words_;          // draft logits per row; the target's vocabulary
     std::vector<int32_t> d2t_;    // reduced vocabulary: draft logit i is target token d2t_[i] (empty: identity)
@@ -87,7 +96,9 @@ private:
     LookupRates rates_;                    // hybrid: acceptance of lookup candidates per (n-gram length, depth)
     std::vector<int> lk_sent_;             // hybrid: tree indices of the lookup chain sent last round, by depth
     int lk_m_ = 0, shadow_lk_tok_ = -1, shadow_lk_m_ = 0;  // its n-gram length; a match that sent nothing
-    std::vector<float> logits_, alone_state_;
+    std::vector<float> logits_;           // chain sampling: the draft's logits of the step
+    std::vector<float> alone_state_;      // drafting alone (server lost): the predicted state fed back
+    std::vector<float> top_val_, top_lse_;  // tree: the top-k values and logsumexp of each expanded row
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
 
     void propose_chain(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
@@ -98,13 +109,15 @@ private:
         logits_.resize(V_);
         for (int k = 0; k < p_.gamma && tree->size() < room; k++) {
             int tok = tree->token[node], pos = P + k, row = 0;
-            draft_->forward(&tok, &pos, 1, k ? mask.data() : nullptr, words_, nullptr, logits_.data());
+            const bool greedy = sp.temperature <= 0;  // greedy: only the argmax comes to the host
+            draft_->forward(&tok, &pos, 1, k ? mask.data() : nullptr, words_, nullptr, greedy ? nullptr : logits_.data());
             int pr = draft_->keep_pred(&row, 1);
             mask[pr / 64] |= 1ULL << (pr % 64);
             int next;
             const float* q = nullptr;
-            if (sp.temperature <= 0) {
-                next = tok_of(argmax(logits_.data(), V_));
+            if (greedy) {
+                draft_->top_k(1, &next, nullptr, nullptr);
+                next = tok_of(next);
             } else {  // speculative sampling: draw from the draft's own (warped) distribution q
                 warp_dense(logits_.data(), V_, sp, &qsub_);
                 float coin = rng.next_f32(), cdf = 0;
@@ -186,21 +199,24 @@ private:
                 for (int a = nodes[ex[i]].parent; a >= 0; a = nodes[a].parent)
                     mask[(size_t)i * words_ + nodes[a].pred / 64] |= 1ULL << (nodes[a].pred % 64);
             }
-            logits_.resize((size_t)n * V_);
-            draft_->forward(toks.data(), pos.data(), n, d ? mask.data() : nullptr, words_, nullptr, logits_.data());
+            draft_->forward(toks.data(), pos.data(), n, d ? mask.data() : nullptr, words_, nullptr, nullptr);
+            // the children: the top-k of each row, scored by log-softmax (ids, values and logsumexp
+            // chosen where the logits are; only these come to the host)
+            const int k = std::min(topk, V_);
+            idx.resize((size_t)n * k);
+            top_val_.resize((size_t)n * k);
+            top_lse_.resize(n);
+            draft_->top_k(k, idx.data(), top_val_.data(), top_lse_.data());
             if (d + 1 < depth) {  // their predicted states become keys for their children
                 int base = draft_->keep_pred(rows.data(), n);
                 for (int i = 0; i < n; i++) nodes[ex[i]].pred = base + i;
             }
             frontier.clear();
-            for (int i = 0; i < n; i++) {  // children: the top-k of the row, scored by log-softmax
-                const float* lg = &logits_[(size_t)i * V_];
-                const float lse = log_sum_exp(lg, V_);
-                const int k = std::min(topk, V_);
-                idx.resize(k);
-                top_k_indices(lg, V_, k, idx.data());
+            for (int i = 0; i < n; i++) {
                 for (int j = 0; j < k; j++) {
-                    nodes.push_back({tok_of(idx[j]), ex[i], nodes[ex[i]].depth + 1, nodes[ex[i]].score + (lg[idx[j]] - lse), -1, true});
+                    const size_t e = (size_t)i * k + j;
+                    nodes.push_back({tok_of(idx[e]), ex[i], nodes[ex[i]].depth + 1,
+                                     nodes[ex[i]].score + (top_val_[e] - top_lse_[i]), -1, true});
                     frontier.push_back((int)nodes.size() - 1);
                 }
             }

@@ -4,6 +4,7 @@
 #pragma once
 #include <vector>
 
+#include "../backend/ops.h"
 #include "sampling.h"
 #include "tree.h"
 
@@ -21,6 +22,15 @@ public:
     // After verification: tree path[0] = root, path[1..] accepted nodes; states of those nodes
     // (path.size() x dim, host), which are now true states at the next positions.
     virtual void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) = 0;
+    // The same, with the states still on the backend: rows path[k] of `states` (tree.size() x dim, an
+    // ops buffer: Llama::states_backend()). A drafter that runs on the same backend takes the rows
+    // there (BeagleDrafter); this default brings the path's rows to the host for accept().
+    virtual void accept_rows(const DraftTree& tree, const std::vector<int>& path, Ops& ops, const float* states,
+                             int dim) {
+        std::vector<float> host(path.size() * (size_t)dim);
+        for (size_t k = 0; k < path.size(); k++) ops.download(&host[k * dim], states + (size_t)path[k] * dim, dim);
+        accept(tree, path, host.data());
+    }
     // The engine's target forward of this round took `seconds` for T tokens (cost-aware drafters learn
     // their verify cost from it, see VerifyCost in verify_cost.h).
     virtual void observe_verify(int T, double seconds) {}

@@ -52,6 +52,9 @@ public:
         std::iota(chain.begin(), chain.end(), 1);
         rates_.count_chain(matched_, chain, path);
     }
+    void accept_rows(const DraftTree& tree, const std::vector<int>& path, Ops&, const float*, int) override {
+        accept(tree, path, nullptr);  // prompt lookup needs no states
+    }
 
 private:
     int ngram_, gamma_;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../backend/cpu/select.h"  // argmax, log_sum_exp, top_k_indices
+
 namespace beagle {
 
 struct SamplingParams {
@@ -28,9 +30,6 @@ struct Rng {
     float next_f32() { return (next_u32() >> 8) / 16777216.0f; }  // [0, 1)
 };
 
-int argmax(const float* logits, int n);  // lowest index wins ties
-float log_sum_exp(const float* x, int n);                // log sum_i e^x[i], max-shifted (vectorized exp)
-void top_k_indices(const float* x, int n, int k, int* out);  // the min(k, n) largest, descending; ties: lower index first
 
 // The sampling distribution after temperature/top-k/top-p, as candidates sorted by decreasing
 // probability (ties: lower id first) with probabilities summing to `total` (not renormalised,

@@ -82,9 +82,14 @@ std::string Session::generate_plain(const std::vector<int>& prompt, int n, const
     std::string text = run_commits(*this, prompt.back(), next, n, [&](std::vector<int>* out) {
         if (llama->n_past() >= llama->ctx()) return false;  // context full
         int pos = llama->n_past();
-        llama->forward(&next, &pos, 1, nullptr, 0, logits.data(), 1, nullptr, 0);
+        if (sp.temperature <= 0) {  // greedy: the argmax is chosen on the backend, one id comes back
+            llama->forward(&next, &pos, 1, nullptr, 0, nullptr, 0, nullptr, 0);
+            llama->argmax_last(&next, 1);
+        } else {
+            llama->forward(&next, &pos, 1, nullptr, 0, logits.data(), 1, nullptr, 0);
+            next = sampler.sample(logits.data());
+        }
         st->target_passes++;
-        next = sampler.sample(logits.data());
         out->push_back(next);
         return true;
     }, stream, st, out_ids);
@@ -106,13 +111,24 @@ std::string run_commits(Session& s, int prev, int first, int n, const std::funct
         return st->gen_tokens < n;
     };
     if (n <= 0) return text;
+    const DeviceCounters* dev = s.ops->device_counters();
+    const DeviceCounters c0 = dev ? *dev : DeviceCounters();
+    DeviceCounters c1 = c0;  // after the first step
+    int steps = 0;
     bool done = !emit(first);
     std::vector<int> committed;
     while (!done) {
         committed.clear();
         if (!step(&committed)) { st->stopped_ctx = true; break; }
+        if (dev && ++steps == 1) c1 = *dev;
         for (int tok : committed)
             if (!emit(tok)) { done = true; break; }
+    }
+    if (dev) {
+        st->has_device = true;
+        st->rounds_counted = steps;
+        st->device = *dev - c0;
+        st->allocs_after_warmup = dev->allocs - c1.allocs;
     }
     return text;
 }

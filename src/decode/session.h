@@ -22,6 +22,12 @@ struct GenStats {
     int target_passes = 0;      // target forward calls after prefill
     double prefill_s = 0, decode_s = 0;
     bool stopped_eog = false, stopped_ctx = false;
+    // A device backend's runtime counters (ops.h DeviceCounters) over the rounds after the prefill
+    // (run_commits); allocations counted from the end of the first round (warm-up) on.
+    bool has_device = false;
+    int rounds_counted = 0;
+    DeviceCounters device;
+    long long allocs_after_warmup = 0;
 };
 
 class Session {
@@ -57,7 +63,8 @@ private:
 // The commit loop of every generation (plain, speculative, remote): emits `first`, then the tokens
 // of each step() in order, until a stop token, n tokens, or step() returns false (context full:
 // st->stopped_ctx). Text is decoded after `prev` and streamed to `stream` if not null; ids go to
-// *out_ids if given; st->gen_tokens counts what was emitted.
+// *out_ids if given; st->gen_tokens counts what was emitted; a device backend's counters over the
+// steps go to st->device (GenStats).
 std::string run_commits(Session& s, int prev, int first, int n, const std::function<bool(std::vector<int>*)>& step,
                         FILE* stream, GenStats* st, std::vector<int>* out_ids);
 

@@ -39,6 +39,18 @@ bool SpecDecoder::step(std::vector<int>* out) {
     if (!draft()) return false;
     Llama& m = *s_.llama;
     const int T = tree_.size();
+    if (sp_.temperature <= 0) {  // greedy: the target's argmax per node, states stay on the backend
+        const double tf = now_seconds();
+        m.forward(tree_.token.data(), pos_.data(), T, mask(), tree_.words(), nullptr, 0, nullptr, 0);
+        vargmax_.resize(T);
+        m.argmax_last(vargmax_.data(), T);
+        const double fs = now_seconds() - tf;
+        if (spp_.learn_cost) d_.observe_verify(T, fs);
+        int bonus = -1;
+        std::vector<int> path = accept_greedy(tree_, vargmax_.data(), &bonus);
+        finish(path, bonus, m.states_backend(), true, out);
+        return true;
+    }
     vlogits_.resize((size_t)T * m.config().vocab_size);
     vstates_.resize((size_t)T * m.config().dim);
     const double tf = now_seconds();
@@ -73,13 +85,21 @@ bool SpecDecoder::draft() {
 }
 
 void SpecDecoder::commit(const float* vlogits, const float* vstates, double forward_s, std::vector<int>* out) {
-    Llama& m = *s_.llama;
-    const int V = m.config().vocab_size, D = m.config().dim;
+    const int V = s_.llama->config().vocab_size;
     const DraftTree& tree = tree_;
-    const int T = tree.size(), n0 = n0_;
+    const int T = tree.size();
     if (spp_.learn_cost) d_.observe_verify(T, forward_s);
     int bonus = -1;
     std::vector<int> path = accept_path(tree, vlogits, V, sp_, sampler_.rng(), &bonus, spp_.debug_break_residual);
+    finish(path, bonus, vstates, false, out);
+}
+
+void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* states, bool on_backend,
+                         std::vector<int>* out) {
+    Llama& m = *s_.llama;
+    const int D = m.config().dim;
+    const DraftTree& tree = tree_;
+    const int T = tree.size(), n0 = n0_;
     std::vector<int> src(path.size());
     for (size_t i = 0; i < path.size(); i++) src[i] = n0 + path[i];
     m.compact(src.data(), (int)path.size(), n0);
@@ -106,11 +126,15 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
         history_.push_back(tree.token[path[k]]);
         out->push_back(tree.token[path[k]]);
     }
-    path_states_.resize(path.size() * D);
-    for (size_t k = 0; k < path.size(); k++)
-        memcpy(&path_states_[k * D], &vstates[(size_t)path[k] * D], D * sizeof(float));
     double tc = now_seconds();
-    d_.accept(tree, path, path_states_.data());
+    if (on_backend) {
+        d_.accept_rows(tree, path, *s_.ops, states, D);
+    } else {
+        path_states_.resize(path.size() * D);
+        for (size_t k = 0; k < path.size(); k++)
+            memcpy(&path_states_[k * D], &states[(size_t)path[k] * D], D * sizeof(float));
+        d_.accept(tree, path, path_states_.data());
+    }
     st_->draft_s += now_seconds() - tc;
     root_ = bonus;
     out->push_back(bonus);

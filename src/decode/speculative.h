@@ -64,6 +64,11 @@ public:
     void commit(const float* logits, const float* states, double forward_s, std::vector<int>* out);
 
 private:
+    // After acceptance: compact the target's KV to the path, statistics, commit the tokens, hand the
+    // path's states to the drafter (host rows of `states`, or on_backend: the backend buffer's rows).
+    void finish(const std::vector<int>& path, int bonus, const float* states, bool on_backend, std::vector<int>* out);
+
+private:
     Session& s_;
     Drafter& d_;
     SamplingParams sp_;
@@ -77,6 +82,7 @@ private:
     std::vector<uint64_t> mask_;
     std::vector<int> pos_;
     std::vector<float> vlogits_, vstates_, path_states_;
+    std::vector<int> vargmax_;  // greedy: the target's token after each tree node
 };
 
 // Speculative generation from a fresh cache (see Session::generate_plain for the contract).

@@ -400,6 +400,19 @@ void Draft::add_true_states(const float* states, int n, bool on_backend) {
     n_true_pending_ += n;
 }
 
+void Draft::add_true_state_rows(const float* src, const int* rows, int n) {
+    if (n <= 0) return;
+    const DraftConfig& c = m_->cfg;
+    BEAGLE_CHECK(n_true() + n <= ctx_, "draft: %d true states would exceed its context of %d", n_true() + n, ctx_);
+    ops_.gather_rows(stage_t_ + (size_t)n_true_pending_ * c.dim, src, rows, n, c.dim);
+    n_true_pending_ += n;
+}
+
+void Draft::top_k(int k, int* idx, float* val, float* lse) {
+    BEAGLE_CHECK(!last_pos_.empty(), "draft: top_k before any forward");
+    ops_.topk_rows(idx, val, lse, a_->logits, (int)last_pos_.size(), m_->cfg.head_rows(), k);
+}
+
 void Draft::clear_pred() {
     n_pred_cached_ = n_pred_pending_ = 0;
     pred_pos_.clear();

@@ -132,6 +132,9 @@ public:
     void reset();                                 // forget all states
     // Append the next n true states (n x dim), host memory (or backend buffers if on_backend).
     void add_true_states(const float* states, int n, bool on_backend = false);
+    // Append rows rows[0..n) of `src` (a backend buffer of dim-wide rows, e.g. the target's states of a
+    // verify, Llama::states_backend()) as the next n true states: gathered on the backend.
+    void add_true_state_rows(const float* src, const int* rows, int n);
     int n_true() const { return n_true_cached_ + n_true_pending_; }
     // Truncate back to the true states (after verification).
     void clear_pred();
@@ -148,6 +151,9 @@ public:
     int keep_pred(const int* rows, int n);
     const float* states_backend() const;
     const float* logits_backend() const;
+    // Of each of the last forward's n rows of logits: the k best entries (ids into the head's rows,
+    // values) and the row's logsumexp (lse may be null), chosen on the backend (Ops::topk_rows).
+    void top_k(int k, int* idx, float* val, float* lse);
 
 private:
     void ensure_kv();

@@ -165,13 +165,24 @@ void Llama::run(const int* tokens, const int* pos, int T, const std::vector<Attn
 // The true states (last layer output, before the final norm) and logits of the last rows.
 void Llama::outputs(int T, float* logits, int n_logits, float* states, int n_states) {
     const LlamaConfig& c = cfg_;
-    int dim = c.dim;
-    if (n_states) ops_.download(states, x_ + (size_t)(T - n_states) * dim, (size_t)n_states * dim);
+    last_T_ = T;
+    if (n_states) ops_.download(states, x_ + (size_t)(T - n_states) * c.dim, (size_t)n_states * c.dim);
     if (n_logits) {
-        ops_.rmsnorm(xb_, x_ + (size_t)(T - n_logits) * dim, out_norm_, n_logits, dim, c.rms_eps);
-        ops_.matmul(logits_, xb_, lm_head_, n_logits);
+        head(T, n_logits);
         ops_.download(logits, logits_, (size_t)n_logits * c.vocab_size);
     }
+}
+
+void Llama::head(int T, int n) {
+    const LlamaConfig& c = cfg_;
+    ops_.rmsnorm(xb_, x_ + (size_t)(T - n) * c.dim, out_norm_, n, c.dim, c.rms_eps);
+    ops_.matmul(logits_, xb_, lm_head_, n);
+}
+
+void Llama::argmax_last(int* ids, int n) {
+    BEAGLE_CHECK(n >= 1 && n <= last_T_, "argmax_last: %d rows, the last forward ran %d", n, last_T_);
+    head(last_T_, n);
+    ops_.topk_rows(ids, nullptr, nullptr, logits_, n, cfg_.vocab_size, 1);
 }
 
 void Llama::prefill(const int* tokens, int n, float* last_logits, float* all_states) {

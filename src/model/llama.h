@@ -61,6 +61,13 @@ public:
     };
     void forward_segments(const int* tokens, const int* pos, const std::vector<Segment>& segs, float* logits,
                           float* states);
+    // After a forward: the greedy token (argmax of the logits, lowest id on ties) of each of its last n
+    // rows, chosen on the backend, so only n ids leave a device. The same ids as argmax() of the logits
+    // forward() would have returned.
+    void argmax_last(int* ids, int n);
+    // The true states of the last forward's rows (its T x dim, a backend buffer valid until the next
+    // forward): the draft takes the accepted rows from here without a trip through the host.
+    const float* states_backend() const { return x_; }
     // Drop cache rows >= n.
     void truncate(int n);
     // Keep n rows of the cache: for i < n, row src[i] moves to row dst_start + i (src increasing,
@@ -92,6 +99,8 @@ private:
     void run(const int* tokens, const int* pos, int T, const std::vector<AttnPart>& parts, const int* kv_rows,
              int first_row);
     void outputs(int T, float* logits, int n_logits, float* states, int n_states);
+    void head(int T, int n);  // logits_ = lm_head(norm(x_ rows [T - n, T)))
+    int last_T_ = 0;          // rows of the last forward
     std::vector<float> host_tmp_;
 };
 

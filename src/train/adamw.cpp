@@ -43,8 +43,13 @@ float AdamWT<O>::lr_at(int step) const {
 template <class O>
 double AdamWT<O>::step(float lr) {
     for (int i = 0; i < DT_COUNT; i++) BEAGLE_CHECK(model_.g[i], "AdamW step without gradients (enable_grads)");
-    double ss = 0;
-    for (int i = 0; i < DT_COUNT; i++) ss += model_.ops.sumsq(model_.g[i], (size_t)model_.cfg.numel(i));
+    const RealOf<O>* gs[DT_COUNT];
+    size_t ns[DT_COUNT];
+    for (int i = 0; i < DT_COUNT; i++) {
+        gs[i] = model_.g[i];
+        ns[i] = (size_t)model_.cfg.numel(i);
+    }
+    const double ss = model_.ops.sumsq_all(gs, ns, DT_COUNT);  // one device -> host copy
     double norm = std::sqrt(ss);
     BEAGLE_CHECK(std::isfinite(norm), "AdamW: gradient norm is not finite (%g): the loss diverged", norm);
     AdamWParams p;

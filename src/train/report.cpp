@@ -129,6 +129,14 @@ std::string write_train_json(const std::string& draft_path, const TrainLoopOptio
         j["accept_by_depth"] = {{"chain", rounded(e->chain.accept_by_depth, 4)}, {"tree", rounded(e->tree.accept_by_depth, 4)}};
     }
     j["wall_seconds"] = rounded(t.wall_seconds, 1);
+    if (t.has_device) {
+        const double n = t.device_steps > 0 ? (double)t.device_steps : 1.0;
+        j["gpu"] = {{"steps", t.device_steps},
+                    {"launches_per_step", rounded(t.launches / n, 2)},
+                    {"syncs_per_step", rounded(t.syncs / n, 2)},
+                    {"allocs_after_first_step", t.allocs_after_first_step},
+                    {"peak_device_bytes", t.peak_device_bytes}};
+    }
     std::string path = draft_path + ".json", text = json_text(j, 2) + "\n";
     write_file_atomic(path, text.data(), text.size());
     return path;

@@ -33,6 +33,11 @@ struct TrainTotals {
     int64_t tokens_trained = 0;
     double train_seconds = 0, wall_seconds = 0;
     int threads = 0;
+    // A device backend's runtime counters (ops.h) summed over this process's optimizer steps
+    // (gradients + AdamW; checkpoint writes excluded); allocations from the second step on.
+    bool has_device = false;
+    long device_steps = 0;
+    long long launches = 0, syncs = 0, allocs_after_first_step = 0, peak_device_bytes = 0;
 };
 // DRAFT.json; e: the evaluation (nullptr: none ran). Returns its path.
 std::string write_train_json(const std::string& draft_path, const TrainLoopOptions& o, const TrainTotals& t,

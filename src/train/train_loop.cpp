@@ -275,6 +275,7 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
     std::vector<double> rows((size_t)nb * W, 0.0);
     std::vector<float> states;
     std::vector<uint8_t> lmask;
+    std::vector<int> ran;  // the items this rank ran, in order
     tree.run(nb, [&](int k) {
         const Item& it = items[st.order[st.pos + k]];
         SeqView v = ds.seq(it.seq);
@@ -290,13 +291,18 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
         b.loss_mask = lmask.data();
         b.T = it.len;
         b.pos0 = it.start;
-        IterStats is = trainer.run(b, offsets[k], seeds[k], 1.0f / nb, true);
-        double* row = &rows[(size_t)k * W];
-        row[0] = is.loss;
-        row[1] = is.ce;
-        row[2] = is.vloss;
-        row[3] = it.len;
+        trainer.run(b, offsets[k], seeds[k], 1.0f / nb, true);  // losses deferred (make_trainer)
+        rows[(size_t)k * W + 3] = it.len;
+        ran.push_back(k);
     });
+    // This rank's items' losses in one copy (a device backend: one sync per step), in run order.
+    const std::vector<IterStats> losses = trainer.finish_losses();
+    for (size_t i = 0; i < ran.size(); i++) {
+        double* row = &rows[(size_t)ran[i] * W];
+        row[0] = losses[i].loss;
+        row[1] = losses[i].ce;
+        row[2] = losses[i].vloss;
+    }
     tree.gather_rows(rows);
     StepLoss r;
     for (int k = 0; k < nb; k++) {  // in item order on every rank
@@ -318,7 +324,9 @@ std::unique_ptr<DraftTrainer> make_trainer(DraftModelT<Ops>& model, const TrainL
     to.noise_std = (float)o.noise;
     to.loss.w_v = (float)o.w_v;
     to.loss.hard_labels = o.hard_labels;
-    return std::unique_ptr<DraftTrainer>(new DraftTrainer(model, to));
+    std::unique_ptr<DraftTrainer> t(new DraftTrainer(model, to));
+    t->defer_losses = true;  // accumulate_grads collects them once per optimizer step
+    return t;
 }
 
 // ---- the run's helpers ---------------------------------------------------------------------------
@@ -367,7 +375,8 @@ KV draft_meta(const TrainLoopOptions& o, const Dataset& ds, const Schedule& sc, 
 
 // The files next to the draft (report.h), after the acceptance evaluation if there are eval prompts.
 void write_reports(const TrainLoopOptions& o, const DraftWeights& final_w, const KV& config, const Dataset& ds,
-                   int n_items, const Schedule& sc, const TrainState& st, int threads, double t_start, TrainResult* res) {
+                   int n_items, const Schedule& sc, const TrainState& st, int threads, double t_start,
+                   const TrainTotals& dev, TrainResult* res) {
     res->loss_png = write_loss_report(o.out, st.history);
     TrainEval ev;
     if (!o.eval_prompts.empty()) {
@@ -377,7 +386,7 @@ void write_reports(const TrainLoopOptions& o, const DraftWeights& final_w, const
         res->tree = ev.tree;
         res->accept_png = write_accept_chart(o.out, o, ev);
     }
-    TrainTotals tt;
+    TrainTotals tt = dev;
     tt.config = &config;
     tt.data_seqs = ds.n_seqs();
     tt.data_tokens = ds.n_tokens();
@@ -461,6 +470,9 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     if (!o.quiet) prog.reset(new Progress(step0 ? strfmt("train (from step %ld)", step0) : "train", sc.stop_at - step0, "step"));
     double t_loop = now_seconds(), t_seg = t_loop;
     int64_t seg_tokens = 0, run_tokens = 0;  // since the last checkpoint; since this process started
+    const DeviceCounters* dev = ops->device_counters();  // a device backend: count each step's runtime work
+    TrainTotals devt;
+    devt.has_device = dev != nullptr;
     auto checkpoint = [&]() {
         double now = now_seconds();
         st.train_seconds += now - t_seg;
@@ -480,6 +492,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
         const int stage = st.epoch < o.stage1_epochs ? 1 : 2;
         if (stage != trainer_stage) trainer = make_trainer(model, o, trainer_stage = stage);
         const int nb = std::min(o.batch, n_items - st.pos);
+        const DeviceCounters c0 = dev ? *dev : DeviceCounters();
         model.zero_grads();
         StepLoss sl = accumulate_grads(*trainer, tree, ds, items, st, nb, o, cfg.dim, nan_step);
         seg_tokens += sl.tokens;
@@ -496,6 +509,14 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
         } catch (const Error& e) {
             fail("training stopped at step %ld (epoch %d, stage %d): %s. Last good checkpoint: %s", st.step + 1,
                  st.epoch + 1, stage, e.what(), last);
+        }
+        if (dev) {
+            const DeviceCounters d = *dev - c0;
+            devt.launches += d.launches;
+            devt.syncs += d.syncs;
+            if (devt.device_steps > 0) devt.allocs_after_first_step += d.allocs;
+            devt.device_steps++;
+            devt.peak_device_bytes = d.peak_device_bytes;
         }
         st.step++;
         st.pos += nb;
@@ -540,7 +561,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     save_draft(o.out, final_w);
 
     // report: loss curve and TSV, acceptance on held-out prompts, JSON summary
-    write_reports(o, final_w, config, ds, n_items, sc, st, threads, t_start, &res);
+    write_reports(o, final_w, config, ds, n_items, sc, st, threads, t_start, devt, &res);
     return res;
 }
 

@@ -78,28 +78,19 @@ void DraftTrainerT<O>::step_forward(Step& st, const TrainBatch& b, const std::ve
         R* fhL = al_.alloc(NL * dim);
         R* fL = al_.alloc(NL * dim);
         R* dfhL = al_.alloc(NL * dim);
-        R* ce = al_.alloc(NL);
-        R* vl = al_.alloc(NL);
+        R* cv = al_.alloc(2 * NL);  // ce then vl: one copy brings both losses down
+        R* ce = cv;
+        R* vl = cv + NL;
         ops.gather_rows(fhL, st.A.fh, Lidx.data(), nL, dim);
         ops.gather_rows(fL, f, lrows.data(), nL, dim);
         float sc = scale / (float)nL;
         draft_loss(m_, al_, fhL, fL, labels.empty() ? nullptr : labels.data(), nL, opt_.loss, sc, dfhL, ce, vl,
                    capture ? &logits : nullptr);
         ops.scatter_rows(st.dfh, dfhL, Lidx.data(), nL, dim, false);
-        std::vector<R> hce(NL), hvl(NL);
-        ops.download(hce.data(), ce, NL);
-        ops.download(hvl.data(), vl, NL);
-        double sce = 0, svl = 0;
-        for (size_t i = 0; i < NL; i++) {
-            sce += (double)hce[i];
-            svl += (double)hvl[i];
-        }
-        stats->ce += sce;
-        stats->vloss += svl;
-        stats->step_loss.push_back((sce + svl) / (double)scale);
-        for (R** p : {&fhL, &fL, &dfhL, &ce, &vl}) al_.release(*p);
+        log_losses(cv, nL, scale);  // summed on the host in finish_losses()
+        for (R** p : {&fhL, &fL, &dfhL, &cv}) al_.release(*p);
     } else {
-        stats->step_loss.push_back(0.0);
+        log_losses(nullptr, 0, scale);
     }
     stats->step_rows.push_back(nL);
     if (capture) {
@@ -286,10 +277,59 @@ IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_
     }
     if (backward) key_backward(m_, al_, s, ns, rstd, dK, dV, T, pos.data(), nullptr);
     for (R** p : {&f, &s, &ns, &rstd, &K, &V, &dK, &dV}) al_.release(*p);
-    stats.loss = (stats.ce + stats.vloss) / loss_scale;
-    stats.ce /= loss_scale;
-    stats.vloss /= loss_scale;
-    return stats;
+    pending_.push_back({stats, loss_scale, std::move(cur_steps_)});
+    cur_steps_.clear();
+    if (defer_losses) return stats;
+    return finish_losses().back();
+}
+
+template <class O>
+DraftTrainerT<O>::~DraftTrainerT() {
+    if (log_) m_.ops.release(log_);
+}
+
+template <class O>
+void DraftTrainerT<O>::log_losses(const R* cv, int n, float scale) {
+    O& ops = m_.ops;
+    const size_t need = log_used_ + 2 * (size_t)n;
+    if (need > log_cap_) {  // grow (rare: the log keeps its size from one step to the next)
+        size_t cap = std::max<size_t>(need * 2, 1024);
+        R* grown = ops.alloc(cap);
+        if (log_used_) ops.copy(grown, log_, log_used_);
+        if (log_) ops.release(log_);
+        log_ = grown;
+        log_cap_ = cap;
+    }
+    if (n > 0) ops.copy(log_ + log_used_, cv, 2 * (size_t)n);
+    cur_steps_.push_back({log_used_, n, scale});
+    log_used_ = need;
+}
+
+template <class O>
+std::vector<IterStats> DraftTrainerT<O>::finish_losses() {
+    std::vector<R> h(log_used_);
+    if (log_used_) m_.ops.download(h.data(), log_, log_used_);
+    std::vector<IterStats> out;
+    for (PendingRun& pr : pending_) {
+        IterStats st = pr.stats;
+        for (const LossStep& ls : pr.steps) {
+            double sce = 0, svl = 0;
+            for (int i = 0; i < ls.n; i++) {
+                sce += (double)h[ls.off + i];
+                svl += (double)h[ls.off + ls.n + i];
+            }
+            st.ce += sce;
+            st.vloss += svl;
+            st.step_loss.push_back(ls.n ? (sce + svl) / (double)ls.scale : 0.0);
+        }
+        st.loss = (st.ce + st.vloss) / pr.loss_scale;
+        st.ce /= pr.loss_scale;
+        st.vloss /= pr.loss_scale;
+        out.push_back(std::move(st));
+    }
+    pending_.clear();
+    log_used_ = 0;
+    return out;
 }
 
 

@@ -56,6 +56,9 @@ class DraftTrainerT {
 public:
     using R = RealOf<O>;
     DraftTrainerT(DraftModelT<O>& m, const TrainOptions& opt);
+    ~DraftTrainerT();
+    DraftTrainerT(const DraftTrainerT&) = delete;
+    DraftTrainerT& operator=(const DraftTrainerT&) = delete;
 
     // Forward (and, if backward, gradients of loss_scale * loss accumulated into m.g) on one
     // sequence. offset: window offset in [0, w) (draw it uniformly per iteration). noise_seed: the
@@ -71,7 +74,22 @@ public:
     std::vector<R>* record_pred = nullptr;   // receives the predicted states written (T x dim)
     TrainCaptureT<R>* capture = nullptr;     // receives every step's f^ rows and logits
 
+    // Deferred losses: each stage step's per-row losses stay on the backend (a loss log); with
+    // defer_losses, run() returns its IterStats with the loss fields (loss, ce, vloss, step_loss) left
+    // empty, and finish_losses() brings every deferred run's losses down in ONE copy (a device backend:
+    // one sync per optimizer step, not one per stage step) and returns their IterStats in run order,
+    // the values run() returns without deferral.
+    bool defer_losses = false;
+    std::vector<IterStats> finish_losses();
+
 private:
+    struct LossStep { size_t off; int n; float scale; };  // rows [off, off + 2n) of the log: ce then vl
+    struct PendingRun { IterStats stats; float loss_scale; std::vector<LossStep> steps; };
+    std::vector<PendingRun> pending_;
+    std::vector<LossStep> cur_steps_;
+    R* log_ = nullptr;                        // the loss log (backend; outside al_: not run()'s memory)
+    size_t log_cap_ = 0, log_used_ = 0;
+    void log_losses(const R* cv, int n, float scale);
     struct Step;
     void step_forward(Step& st, const TrainBatch& b, const std::vector<int>& pos, const R* f, int s, float scale,
                       const XAttnKeysT<R>& keys, const XAttnMask& mask, IterStats* stats);

@@ -12,10 +12,11 @@
 #   - SmolLM2-135M Q4_1 (quantized matmuls, tied Q8_0 embedding/LM head, GQA 9:3): a short greedy
 #     continuation equals the CPU backend's;
 #   - --backend cpu in the same binary still gives the golden text.
+# BEAGLE_CUDA_BIN=build/beagle-cuda runs the same checks on a real GPU (scripts/gpu_check.sh).
 set -u
 cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
-EMU=$B/beagle-cuda-emu
+EMU=${BEAGLE_CUDA_BIN:-$B/beagle-cuda-emu}  # scripts/gpu_check.sh: build/beagle-cuda on a real GPU
 CPU=${BEAGLE_BIN:-build/beagle}
 M=${BEAGLE_SHARED:-../shared}/data/models
 [ -x "$EMU" ] || { echo "FAIL: $EMU missing (make cuda-emu)"; exit 1; }

@@ -3,8 +3,10 @@
 // CPU backend on the same inputs: memory, matmul for every stored weight type, embed, rmsnorm, rope,
 // attention with each AttnMask kind, swiglu, add, move_rows/scatter_rows, and every training op
 // (dense products and transposes, rmsnorm fwd/bwd, rope inverse, xattn fwd/bwd with PREFIX and BLOCK
-// masks, swiglu bwd, chunked cross-entropy, SmoothL1, sumsq, AdamW), plus the drafting top-k. This
-// checks the host code (argument mapping, host-array staging, masks) that the kernel tests do not.
+// masks, swiglu bwd, chunked cross-entropy, SmoothL1, sumsq, AdamW), plus topk_rows (drafting, greedy
+// acceptance) and the runtime counters (caching allocator, asynchronous uploads, staging once, one
+// sync per download). This checks the host code (argument mapping, host-array staging, masks) that
+// the kernel tests do not.
 // Tolerances: exact where both backends do the same float operations (copies, embed, elementwise
 // add); fp32 ops atol 1e-5 rtol 1e-4 (different but fixed summation orders); matmul is checked against
 // the exact product instead (see test_matmul).
@@ -452,23 +454,92 @@ static void test_xattn() {
     }
 }
 
-static void test_topk() {
-    const int rows = 3, n = 1000, k = 10;
-    std::vector<float> h = rvec(rows * n);
-    h[5] = h[7] = 5.0f;  // a tie at the top: lower index first
+// topk_rows on both backends: the same ids and values (both pick from the same floats), argmax for
+// k = 1, the logsumexp within 1e-5 relative (float exp/log per term, different summation orders).
+static void test_topk_rows() {
+    const int rows = 3, n = 1000;
+    std::vector<float> h = rvec(rows * n, -8, 8);
+    h[5] = h[7] = 9.0f;  // a tie at the top: lower index first
     Buf x = mk(h);
-    std::vector<int> idx(rows * k);
-    std::vector<float> val(rows * k);
-    g_gpu->topk(x.g, rows, n, k, idx.data(), val.data());
-    int bad = 0;
-    for (int r = 0; r < rows; r++) {
-        std::vector<int> ord(n);
-        for (int i = 0; i < n; i++) ord[i] = i;
-        std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return h[r * n + a] > h[r * n + b]; });
-        for (int i = 0; i < k; i++) bad += idx[r * k + i] != ord[i] || val[r * k + i] != h[r * n + ord[i]];
+    for (int k : {1, 10}) {
+        std::vector<int> ic(rows * k), ig(rows * k, -9);
+        std::vector<float> vc(rows * k), vg(rows * k), lc(rows), lg(rows);
+        g_cpu->topk_rows(ic.data(), vc.data(), lc.data(), x.c, rows, n, k);
+        g_gpu->topk_rows(ig.data(), vg.data(), lg.data(), x.g, rows, n, k);
+        int bad = 0;
+        for (int r = 0; r < rows; r++) {
+            std::vector<int> ord(n);
+            for (int i = 0; i < n; i++) ord[i] = i;
+            std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return h[r * n + a] > h[r * n + b]; });
+            for (int i = 0; i < k; i++)
+                bad += ig[r * k + i] != ord[i] || ic[r * k + i] != ord[i] || vg[r * k + i] != h[r * n + ord[i]] ||
+                       vc[r * k + i] != vg[r * k + i];
+            CHECK(std::fabs(lg[r] - lc[r]) <= 1e-5 * std::fabs(lc[r]), "topk_rows k %d row %d lse: cuda %.9g cpu %.9g", k,
+                  r, lg[r], lc[r]);
+        }
+        CHECK(bad == 0 && ig[0] == 5, "topk_rows k %d: %d entries differ from a sort", k, bad);
+        std::vector<int> only(rows * k, -9);  // ids alone (no values, no lse): the greedy path
+        g_gpu->topk_rows(only.data(), nullptr, nullptr, x.g, rows, n, k);
+        for (int r = 0; r < rows; r++) CHECK(only[r * k] == ig[r * k], "topk_rows k %d ids alone: row %d", k, r);
     }
-    CHECK(bad == 0 && idx[0] == 5 && idx[1] == 7, "topk: %d entries differ from a sort", bad);
     rel(x);
+}
+
+// The runtime counters (cuda_rt.h): what each kind of call costs, exactly.
+static void test_counters() {
+    const DeviceCounters& n = *g_gpu->device_counters();
+    CHECK(g_cpu->device_counters() == nullptr, "the CPU backend has no device counters");
+    // the caching allocator: a released block of the same size class comes back without cudaMalloc
+    float* a = g_gpu->alloc(3000);
+    DeviceCounters c0 = n;
+    g_gpu->release(a);
+    float* b = g_gpu->alloc(2990);
+    DeviceCounters d = n - c0;
+    CHECK(d.allocs == 0 && d.frees == 0 && d.syncs == 0, "alloc after release: %lld allocs, %lld frees, %lld syncs", d.allocs,
+          d.frees, d.syncs);
+    std::vector<float> z(2990, 1.0f);
+    g_gpu->download(z.data(), b, 2990);
+    bool zero = true;
+    for (float v : z) zero = zero && v == 0.0f;
+    CHECK(zero, "a reused block is zeroed (Ops::alloc)");
+    // uploads are asynchronous (pinned arena), downloads one sync each, bytes counted
+    c0 = n;
+    std::vector<float> h = rvec(2990);
+    g_gpu->upload(b, h.data(), 2990);
+    g_gpu->download(z.data(), b, 2990);
+    d = n - c0;
+    CHECK(d.syncs == 1 && d.h2d_bytes == 2990 * 4 && d.d2h_bytes == 2990 * 4 && z == h,
+          "upload + download: %lld syncs, %lld / %lld bytes", d.syncs, d.h2d_bytes, d.d2h_bytes);
+    // a host array staged twice with the same bytes goes up once (rope's positions at every layer)
+    RopeParams rp;
+    rp.head_dim = 10;
+    std::vector<int> pos = {3, 4, 5, 6, 7};
+    c0 = n;
+    for (int l = 0; l < 4; l++) g_gpu->rope(b, pos.data(), 5, 3, rp, false);
+    d = n - c0;
+    CHECK(d.h2d_bytes == 5 * 4 + 5 * 4 && d.launches == 4 && d.syncs == 0,
+          "4 ropes at the same positions: %lld bytes up (positions once + frequencies), %lld launches, %lld syncs",
+          d.h2d_bytes, d.launches, d.syncs);
+    pos[4] = 8;  // changed positions go up again
+    c0 = n;
+    g_gpu->rope(b, pos.data(), 5, 3, rp, false);
+    d = n - c0;
+    CHECK(d.h2d_bytes == 5 * 4, "changed positions: %lld bytes up", d.h2d_bytes);
+    // topk_rows: one sync, ids (and values, lse when asked) only
+    c0 = n;
+    int id[3];
+    g_gpu->topk_rows(id, nullptr, nullptr, b, 3, 990, 1);
+    d = n - c0;
+    CHECK(d.syncs == 1 && d.d2h_bytes == 3 * 4, "argmax of 3 rows: %lld syncs, %lld bytes down", d.syncs, d.d2h_bytes);
+    // sumsq_all: one sync for every buffer, the same double as the loop of sumsq
+    const float* xs[2] = {b, b + 100};
+    size_t ns[2] = {2990, 1000};
+    c0 = n;
+    double all = g_gpu->sumsq_all(xs, ns, 2);
+    d = n - c0;
+    double loop = g_gpu->sumsq(b, 2990) + g_gpu->sumsq(b + 100, 1000);
+    CHECK(d.syncs == 1 && all == loop, "sumsq_all: %lld syncs, %.17g vs %.17g", d.syncs, all, loop);
+    g_gpu->release(b);
 }
 
 int main() {
@@ -484,7 +555,8 @@ int main() {
     test_inference_ops();
     test_training_ops();
     test_xattn();
-    test_topk();
+    test_topk_rows();
+    test_counters();
     printf("kernels launched by the CUDA backend:\n");
     for (auto& kv : g_gpu->launch_counts()) printf("  %-26s %ld\n", kv.first.c_str(), kv.second);
     return test_summary("test_cuda_backend_ops");

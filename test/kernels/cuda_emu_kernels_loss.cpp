@@ -3,7 +3,8 @@
 // ce_hard_kernel (cuda/cross_entropy.cu: vocabulary chunks C = 1, 37, 300, chunked vs one-chunk
 // softmax), smoothl1_kernel (smoothl1.cu: both branches and |d| == beta), sumsq_kernel and adamw_kernel
 // (adamw.cu: odd n across several chunks, several steps with clipping scale and weight decay),
-// topk_kernel (topk.cu: ties, k > n, k = 1 argmax, against a sort). Block sizes 32/256/1024, poisoned
+// topk_kernel (topk.cu: ties, k > n, k = 1 argmax, against a sort), row_lse_kernel (topk.cu: wide
+// ranges, a row of -inf, a NaN entry, against a double logsumexp). Block sizes 32/256/1024, poisoned
 // shared memory and shuffled thread orders. Tolerances stated at each comparison.
 #include "cuda_kernel_test.h"
 #include "cross_entropy.cu"
@@ -177,6 +178,28 @@ static void test_topk(int rows, int n, int k, int block, const std::string& tag)
     kt_compare("topk_kernel", val, rval, 0, 0, what + " values");
 }
 
+// ---- row logsumexp -------------------------------------------------------------------------------------
+// Tolerance: |got - ref| <= 1e-5 (1 + |ref|): float exp/log per term and a float sum over <= 5000
+// terms of size <= 1 (relative error ~n * 2^-24 of a sum >= 1), far below 1e-5 at these n.
+static void test_row_lse(int rows, int n, int block, const std::string& tag) {
+    std::vector<float> x = kt_vec((size_t)rows * n, -30, 30);
+    if (rows >= 2)
+        for (int c = 0; c < n; c++) x[(size_t)n + c] = -INFINITY;  // row 1: no number -> -inf
+    if (rows >= 3) x[(size_t)2 * n + n / 2] = NAN;                   // row 2: a NaN is ignored by the max only
+    std::vector<float> lse(rows, 7.0f);
+    TLAUNCH(rows, block, 0, row_lse_kernel)(x.data(), n, lse.data());
+    std::vector<double> ref(rows);
+    for (int r = 0; r < rows; r++) {
+        const float* xr = &x[(size_t)r * n];
+        double mx = -INFINITY, s = 0;
+        for (int c = 0; c < n; c++) if (xr[c] == xr[c]) mx = std::max(mx, (double)xr[c]);
+        for (int c = 0; c < n; c++) s += std::exp((double)xr[c] - mx);
+        ref[r] = mx == -INFINITY ? -INFINITY : mx + std::log(s);  // a NaN entry makes the sum NaN, as the kernel
+    }
+    std::string what = kt_fmt("rows%d n%d block%d %s", rows, n, block, tag.c_str());
+    kt_compare("row_lse_kernel", lse, ref, 1e-5, 1e-5, what);
+}
+
 int main() {
     for (int block : {32, 256, 1024}) {
         test_ce(3, 300, 300, block, "");
@@ -184,6 +207,7 @@ int main() {
         test_smoothl1(4, 77, block, "");
         test_adamw(40000, block, 5);
         test_topk(3, 500, 10, block, "");
+        test_row_lse(4, 5000, block, "");
     }
     test_ce(2, 5, 1, 64, "");
     test_smoothl1(2, 1, 32, "");
@@ -195,6 +219,7 @@ int main() {
         test_ce(2, 100, 33, 64, mode);
         test_smoothl1(2, 40, 64, mode);
         test_topk(2, 100, 5, 64, mode);
+        test_row_lse(3, 300, 64, mode);
         test_adamw(20000, 64, 2);
     });
     return kt_finish("test_emu_kernels_loss");

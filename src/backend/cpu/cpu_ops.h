@@ -59,6 +59,7 @@ public:
     void smoothl1(float* dx, float* loss, const float* x, const float* target, int n, int dim, float beta,
                   float scale) override;
     double sumsq(const float* x, size_t n) override;
+    void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) override;  // select.cpp
     void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) override;
 
     // RoPE inverse frequencies (head_dim / 2 of them), with Llama-3 scaling when configured.

@@ -53,6 +53,11 @@ public:
     void smoothl1(double* dx, double* loss, const double* x, const double* target, int n, int dim, float beta,
                   float scale);
     double sumsq(const double* x, size_t n);
+    double sumsq_all(const double* const* xs, const size_t* ns, int count) {  // as Ops::sumsq_all
+        double s = 0;
+        for (int i = 0; i < count; i++) s += sumsq(xs[i], ns[i]);
+        return s;
+    }
     void adamw(double* w, double* m, double* v, const double* g, size_t n, const AdamWParams& p);
 
 private:

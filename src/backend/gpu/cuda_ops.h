@@ -18,12 +18,14 @@ struct XAttnArgs;  // cuda/kernels.cuh
 namespace beagle {
 
 struct CudaRunner;  // ops_cuda.cu: the KernelRunner of the launchers (error checks, counts, profile)
+class CudaRt;       // cuda_rt.h: the counted runtime calls (allocator, staging, copies, syncs)
 
 class CudaOps : public Ops {
 public:
     CudaOps();  // needs a device: use make_cuda_ops() for the "no CUDA device found" error
     ~CudaOps() override;
     const char* name() const override { return "cuda"; }
+    const DeviceCounters* device_counters() const override;
 
     float* alloc(size_t n) override;
     void release(float* p) override;
@@ -67,10 +69,8 @@ public:
     double sumsq(const float* x, size_t n) override;
     void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) override;
 
-    // Drafting helper (not in the op interface yet): the k largest logits of each of `rows` rows of
-    // x (rows x n_cols, device), descending, ties by lower index; idx/val are host arrays rows x k
-    // (-1 / -inf past the row's length). k = 1 is the greedy argmax.
-    void topk(const float* x, int rows, int n_cols, int k, int* idx, float* val);
+    double sumsq_all(const float* const* xs, const size_t* ns, int count) override;
+    void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) override;
 
     // Kernel launches so far, by kernel name (tests check which kernels an op ran).
     const std::map<std::string, long>& launch_counts() const;
@@ -78,14 +78,17 @@ public:
 private:
     // device scratch slots (host arrays staged for kernels, temporaries)
     enum Slot : int { S_TOKENS, S_POS, S_MASK, S_START, S_LEN, S_IDX, S_IDX2, S_QROW, S_BITS, S_QACT, S_D, S_PART,
-                      S_FREQ, S_LABELS, S_TMP, S_TOPK_I, S_TOPK_V, S_ATTN_PART, S_COUNT };
-    // Device copy of a host array in scratch slot `slot` (grown on demand, reused by the next call).
+                      S_FREQ, S_LABELS, S_TMP, S_TOPK, S_ATTN_PART, S_COUNT };
+    // Device copy of a host array in scratch slot `slot` (grown on demand, reused by the next call),
+    // uploaded asynchronously through the pinned arena; bytes equal to what the slot already holds
+    // are not uploaded again (the positions of a forward go up once, not at every layer's RoPE).
     void* stage(int slot, const void* host, size_t bytes);
     void* scratch(int slot, size_t bytes);  // device scratch without upload
     const float* rope_freq(const RopeParams& rp);
     ::XAttnArgs xattn_args(const float* q, const int* qrow, int n_q, const XAttnKeys& K, int n_heads, int n_kv_heads,
                            int head_dim, const XAttnMask& mask);
 
+    std::unique_ptr<CudaRt> rt_;
     std::unique_ptr<CudaRunner> run_;
     struct DevWeight {
         void* d;
@@ -94,6 +97,7 @@ private:
     std::unordered_map<const void*, DevWeight> weights_;  // host tensor bytes -> device copy (tied tables share)
     std::vector<void*> slot_ptr_;
     std::vector<size_t> slot_bytes_;
+    std::vector<std::vector<unsigned char>> slot_host_;  // what each staged slot holds (the last upload)
     RopeParams rope_rp_;
     bool rope_valid_ = false;
 };

@@ -6,6 +6,7 @@
 // kernels run in the CPU emulator). Not part of libbeagle.a (the main Makefile compiles only *.cpp).
 #include "cuda_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "../../core/comm.h"
 #include "../../core/common.h"
 #include "../cpu/cpu_ops.h"
+#include "cuda_rt.h"
 #include "kernels.cuh"
 
 namespace beagle {
@@ -26,6 +28,8 @@ static void cuda_check(cudaError_t e, const char* what) {
 // BEAGLE_CUDA_SYNC=1 synchronizes after every launch (errors at their kernel), BEAGLE_CUDA_PROFILE=1
 // too and adds up the seconds per kernel (printed at exit). A failed argument check is an Error.
 struct CudaRunner : KernelRunner {
+    explicit CudaRunner(CudaRt& r) : rt(r) {}
+    CudaRt& rt;
     std::map<std::string, long> launches;
     std::map<std::string, double> seconds;
     bool sync_each = false, profile = false;
@@ -35,8 +39,12 @@ struct CudaRunner : KernelRunner {
     }
     void after(const char* kernel) override {
         launches[kernel]++;
+        rt.launched();
         cudaError_t e = cudaGetLastError();
-        if (e == cudaSuccess && (sync_each || profile)) e = cudaDeviceSynchronize();
+        if (e == cudaSuccess && (sync_each || profile)) {
+            e = cudaDeviceSynchronize();
+            rt.n.syncs++;
+        }
         if (profile) seconds[kernel] += now_seconds() - t0;
         if (e != cudaSuccess)
             fail(strfmt("CUDA kernel %s failed: %s (%s)", kernel, cudaGetErrorName(e), cudaGetErrorString(e)));
@@ -44,7 +52,9 @@ struct CudaRunner : KernelRunner {
     [[noreturn]] void fail(const std::string& msg) override { throw Error(msg); }
 };
 
-CudaOps::CudaOps() : run_(new CudaRunner), slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0) {
+CudaOps::CudaOps()
+    : rt_(new CudaRt), run_(new CudaRunner(*rt_)), slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0),
+      slot_host_(S_COUNT) {
     const char* s = getenv("BEAGLE_CUDA_SYNC");
     run_->sync_each = s && atoi(s) > 0;
     const char* p = getenv("BEAGLE_CUDA_PROFILE");
@@ -63,60 +73,54 @@ CudaOps::~CudaOps() {
 }
 
 const std::map<std::string, long>& CudaOps::launch_counts() const { return run_->launches; }
+const DeviceCounters* CudaOps::device_counters() const { return &rt_->n; }
 
 void* CudaOps::scratch(int slot, size_t bytes) {
     if (bytes == 0) bytes = 1;
     if (slot_bytes_[slot] < bytes) {
-        if (slot_ptr_[slot]) cuda_check(cudaFree(slot_ptr_[slot]), "cudaFree");
+        rt_->free_raw(slot_ptr_[slot]);
         slot_ptr_[slot] = nullptr;
         slot_bytes_[slot] = 0;
         size_t want = bytes + bytes / 2;
-        cuda_check(cudaMalloc(&slot_ptr_[slot], want), "cudaMalloc (scratch)");
+        slot_ptr_[slot] = rt_->malloc_raw(want);
+        if (!slot_ptr_[slot]) fail("CUDA out of memory allocating %zu bytes of scratch", want);
         slot_bytes_[slot] = want;
+        slot_host_[slot].clear();  // a new block holds nothing staged
     }
     return slot_ptr_[slot];
 }
 
 void* CudaOps::stage(int slot, const void* host, size_t bytes) {
     void* d = scratch(slot, bytes);
-    if (bytes) cuda_check(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (stage)");
+    std::vector<unsigned char>& held = slot_host_[slot];
+    if (held.size() == bytes && (bytes == 0 || memcmp(held.data(), host, bytes) == 0)) return d;
+    rt_->h2d(d, host, bytes);
+    held.assign((const unsigned char*)host, (const unsigned char*)host + bytes);
     return d;
 }
 
 // ---- memory ------------------------------------------------------------------------------------
 float* CudaOps::alloc(size_t n) {
-    void* p = nullptr;
     size_t bytes = (n ? n : 1) * sizeof(float);
-    cudaError_t e = cudaMalloc(&p, bytes);
-    if (e != cudaSuccess) fail("CUDA out of memory allocating %zu bytes (%s)", bytes, cudaGetErrorString(e));
-    cuda_check(cudaMemset(p, 0, bytes), "cudaMemset");
+    void* p = rt_->alloc(bytes, true);
+    if (!p) fail("CUDA out of memory allocating %zu bytes (%zu bytes cached)", bytes, rt_->cached_bytes());
     return (float*)p;
 }
-void CudaOps::release(float* p) {
-    if (p) cuda_check(cudaFree(p), "cudaFree");
-}
-void CudaOps::upload(float* dst, const float* src, size_t n) {
-    if (n) cuda_check(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
-}
-void CudaOps::download(float* dst, const float* src, size_t n) {
-    if (n) cuda_check(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
-}
+void CudaOps::release(float* p) { rt_->release(p); }
+void CudaOps::upload(float* dst, const float* src, size_t n) { rt_->h2d(dst, src, n * sizeof(float)); }
+void CudaOps::download(float* dst, const float* src, size_t n) { rt_->d2h(dst, src, n * sizeof(float)); }
 void CudaOps::copy(float* dst, const float* src, size_t n) {
     if (!n || dst == src) return;
     size_t bytes = n * sizeof(float);
     bool overlap = dst < src + n && src < dst + n;
     if (overlap) {  // cudaMemcpy does not allow overlap (the op is memmove): go through scratch
         void* tmp = scratch(S_TMP, bytes);
-        cuda_check(cudaMemcpy(tmp, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy (copy)");
+        rt_->d2d(tmp, src, bytes);
         src = (const float*)tmp;
     }
-    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy (copy)");
+    rt_->d2d(dst, src, bytes);
 }
-void CudaOps::zero(float* p, size_t n) {
-    if (!n) return;
-    cudaError_t e = cudaMemset(p, 0, n * sizeof(float));
-    if (e != cudaSuccess) fail("CUDA cudaMemset failed: %s", cudaGetErrorString(e));
-}
+void CudaOps::zero(float* p, size_t n) { rt_->memset0(p, n * sizeof(float)); }
 
 // FNV-1a over the size and 256 bytes sampled across the tensor: tells a tied table (same bytes at the
 // same address) from a new tensor that happens to reuse a freed host address.
@@ -140,17 +144,15 @@ Weight CudaOps::weight(const Tensor& t) {
     const uint64_t fp = weight_fingerprint(t);
     auto it = weights_.find(t.data);
     if (it != weights_.end() && (it->second.nbytes != t.nbytes || it->second.fingerprint != fp)) {
-        cuda_check(cudaFree(it->second.d), "cudaFree");
+        rt_->free_raw(it->second.d);
         weights_.erase(it);
         it = weights_.end();
     }
     if (it == weights_.end()) {  // tied embedding / LM head: one device copy
-        void* d = nullptr;
-        cudaError_t e = cudaMalloc(&d, t.nbytes);
-        if (e != cudaSuccess)
-            fail("CUDA out of memory uploading tensor '%s' (%llu bytes, %s)", t.name.c_str(), (unsigned long long)t.nbytes,
-                 cudaGetErrorString(e));
-        cuda_check(cudaMemcpy(d, t.data, t.nbytes, cudaMemcpyHostToDevice), "cudaMemcpy (weight)");
+        void* d = rt_->malloc_raw(t.nbytes);
+        if (!d)
+            fail("CUDA out of memory uploading tensor '%s' (%llu bytes)", t.name.c_str(), (unsigned long long)t.nbytes);
+        rt_->h2d_sync(d, t.data, t.nbytes);
         it = weights_.emplace(t.data, DevWeight{d, t.nbytes, fp}).first;
     }
     w.data = it->second.d;
@@ -393,11 +395,29 @@ double CudaOps::sumsq(const float* x, size_t n) {
     double* part = (double*)scratch(S_PART, nb * sizeof(double));
     launch_sumsq(x, (long long)n, part, *run_);
     std::vector<double> h(nb);
-    cudaError_t e = cudaMemcpy(h.data(), part, nb * sizeof(double), cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess) fail("CUDA cudaMemcpy (sumsq) failed: %s", cudaGetErrorString(e));
+    rt_->d2h(h.data(), part, nb * sizeof(double));
     double s = 0;
     for (double p : h) s += p;  // chunk order: fixed
     return s;
+}
+
+// Every buffer's chunk partials in one scratch block, one copy down, then added as sumsq() adds them,
+// buffer after buffer: the same double.
+double CudaOps::sumsq_all(const float* const* xs, const size_t* ns, int count) {
+    std::vector<size_t> first(count + 1, 0);
+    for (int i = 0; i < count; i++) first[i + 1] = first[i] + (size_t)sumsq_blocks((long long)ns[i]);
+    if (first[count] == 0) return 0.0;
+    double* part = (double*)scratch(S_PART, first[count] * sizeof(double));
+    for (int i = 0; i < count; i++) launch_sumsq(xs[i], (long long)ns[i], part + first[i], *run_);
+    std::vector<double> h(first[count]);
+    rt_->d2h(h.data(), part, h.size() * sizeof(double));
+    double total = 0;
+    for (int i = 0; i < count; i++) {
+        double s = 0;
+        for (size_t j = first[i]; j < first[i + 1]; j++) s += h[j];
+        total += s;
+    }
+    return total;
 }
 
 void CudaOps::adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) {
@@ -418,14 +438,27 @@ void CudaOps::adamw(float* w, float* m, float* v, const float* g, size_t n, cons
     launch_adamw(a, *run_);
 }
 
-// ---- drafting helper (topk.cu) -----------------------------------------------------------------------
-void CudaOps::topk(const float* x, int rows, int n_cols, int k, int* idx, float* val) {
+// ---- selection (topk.cu) -----------------------------------------------------------------------------
+// idx (rows x k ints), val (rows x k floats) and lse (rows floats) side by side in one scratch block, so
+// one copy brings down what the host asked for.
+void CudaOps::topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) {
     if (rows <= 0 || k <= 0) return;
-    int* d_idx = (int*)scratch(S_TOPK_I, (size_t)rows * k * sizeof(int));
-    float* d_val = (float*)scratch(S_TOPK_V, (size_t)rows * k * sizeof(float));
+    const size_t nk = (size_t)rows * k;
+    char* d = (char*)scratch(S_TOPK, nk * (sizeof(int) + sizeof(float)) + (size_t)rows * sizeof(float));
+    int* d_idx = (int*)d;
+    float* d_val = (float*)(d + nk * sizeof(int));
+    float* d_lse = d_val + nk;
     launch_topk(x, rows, n_cols, k, d_idx, d_val, *run_);
-    cuda_check(cudaMemcpy(idx, d_idx, (size_t)rows * k * sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy (topk)");
-    cuda_check(cudaMemcpy(val, d_val, (size_t)rows * k * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (topk)");
+    if (lse) launch_row_lse(x, rows, n_cols, d_lse, *run_);
+    std::vector<char> h;
+    const size_t bytes = lse ? nk * 8 + (size_t)rows * 4 : val ? nk * 8 : nk * 4;
+    h.resize(bytes);
+    rt_->d2h(h.data(), d, bytes);
+    memcpy(idx, h.data(), nk * sizeof(int));
+    if (k == 1)  // argmax() of a row without a number is 0
+        for (int r = 0; r < rows; r++) idx[r] = std::max(idx[r], 0);
+    if (val) memcpy(val, h.data() + nk * sizeof(int), nk * sizeof(float));
+    if (lse) memcpy(lse, h.data() + nk * 8, (size_t)rows * sizeof(float));
 }
 
 // ---- factory -------------------------------------------------------------------------------------

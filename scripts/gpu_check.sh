@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# gpu_check.sh: everything a machine with an NVIDIA GPU (sm_80 or newer, e.g. an H100) must show, in one
+# command, offline (the models are weights/ and ../shared/data, copied along with the tree):
+#   1. builds: make cuda (build/beagle-cuda, real CUDA runtime), the CPU build, and the backend tests
+#      linked against the nvcc-compiled kernels (make cuda-device-tests: build/test-device/);
+#   2. every op of the op interface on the device against the CPU backend (test_cuda_backend_ops: every
+#      kernel is behind one of them; the runtime counters' checks) and draft training on the device
+#      against the CPU (test_cuda_backend_train: gradients, AdamW steps, the trained draft's forward);
+#   3. golden generation and greedy speculative exactness on the device: test_cuda_emu_generate.sh with
+#      build/beagle-cuda (stories260K == run.c's golden text; lookup / chain / tree SD == plain greedy;
+#      SmolLM2 == the CPU backend), and bench-sd on SmolLM2 (every output checked against plain greedy);
+#   4. 8 training steps of the CLI on the device vs the CPU build (per-step losses, rtol 1e-3: two fp32
+#      backends with different summation orders);
+#   5. the benchmark JSON (build/gpu_check/bench.json): decode tok/s and the verify cost T = 1..64
+#      (beagle bench), the SD speedup on 40 MT-Bench turns with a tree of 60 (bench-sd), training step time
+#      and device memory at SmolLM2 size, and the runtime counters per round (generate --json "gpu").
+# --dry-run (no GPU needed; CI runs it): builds everything of step 1, prints the plan, exits 0.
+# Usage: scripts/gpu_check.sh [--dry-run] [--out DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DRY=0
+OUT=build/gpu_check
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) DRY=1 ;;
+    --out) OUT=$2; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (expected --dry-run, --out DIR)" >&2; exit 2 ;;
+  esac
+  shift
+done
+SHARED=${BEAGLE_SHARED:-$PWD/../shared}
+M=$SHARED/data/models
+SMOL=${BEAGLE_MODEL:-$PWD/weights/SmolLM2-135M-Instruct.Q4_1.gguf}
+SMOL_DRAFT=weights/beagle-smollm2-135m.bin
+MTBENCH=$SHARED/data/eval/mt_bench_question.jsonl
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+for f in "$M/stories260K.bin" "$M/tok512.bin" "$SMOL" "$SMOL_DRAFT" "$MTBENCH"; do
+  [ -f "$f" ] || { echo "gpu_check.sh: missing $f (weights/ and ../shared/data must be copied along)" >&2; exit 1; }
+done
+
+echo "== build: make cuda, the CPU build, the device tests ($JOBS jobs)"
+make -j"$JOBS" cuda build/beagle cuda-device-tests
+
+plan() {
+  cat <<EOF
+plan (output in $OUT):
+  1. build/test-device/test_cuda_backend_ops       every op on the device vs the CPU backend; runtime counters
+  2. build/test-device/test_cuda_backend_train     draft training on the device vs the CPU (grads, AdamW, forward)
+  3. test/cli/test_cuda_emu_generate.sh            with BEAGLE_CUDA_BIN=build/beagle-cuda: golden stories260K,
+                                                   greedy SD (lookup, chain, tree) == plain, SmolLM2 == CPU
+  4. bench-sd SmolLM2 + $SMOL_DRAFT on 40 MT-Bench turns, none + chain + tree-60 (outputs checked == plain)
+  5. train 8 steps (stories260K datagen data) on cuda and on cpu: per-step losses agree (rtol 1e-3)
+  6. bench.json: beagle bench (decode tok/s, verify cost T = 1..64), the bench-sd speedups, training step
+     time and device memory at SmolLM2 size (train --max-steps 8 on SmolLM2 datagen data), generate --json
+     runtime counters per round (plain, chain, tree)
+  not covered here: a 7B-shaped draft with random weights (no such target path in this build yet)
+EOF
+}
+if [ $DRY = 1 ]; then
+  plan
+  echo "dry run: built everything, no GPU used"
+  exit 0
+fi
+
+mkdir -p "$OUT"
+if ! build/beagle-cuda generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -n 1 --backend cuda > /dev/null 2> "$OUT/device.txt"; then
+  echo "gpu_check.sh: no usable CUDA device: $(cat "$OUT/device.txt")" >&2
+  exit 1
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/device.txt" 2>/dev/null || true
+plan
+fails=0
+step() {  # name, command...
+  local name=$1; shift
+  echo "== $name"
+  if "$@" > "$OUT/$name.log" 2>&1; then echo "ok   $name"; else echo "FAIL $name (log $OUT/$name.log)"; tail -20 "$OUT/$name.log"; fails=$((fails+1)); fi
+}
+export BEAGLE_SHARED=$SHARED BEAGLE_MODEL=$SMOL BEAGLE_BIN=$PWD/build/beagle
+step backend_ops build/test-device/test_cuda_backend_ops
+step backend_train build/test-device/test_cuda_backend_train
+step generate env BEAGLE_CUDA_BIN=build/beagle-cuda bash test/cli/test_cuda_emu_generate.sh
+step bench_sd build/beagle-cuda bench-sd -m "$SMOL" -d "$SMOL_DRAFT" --prompts "$MTBENCH" --per-category 5 \
+  --modes none,chain,tree --total-tokens 60 -n 128 -o "$OUT/bench_sd.json"
+
+# training: the same 8 steps on both backends
+T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
+train_cmp() {
+  build/beagle datagen "${T[@]}" --sample 16 -n 64 --shard-seqs 16 -o "$OUT/data" -t 2 > /dev/null
+  local common=(--data "$OUT/data" --batch 2 --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1
+                --max-steps 8 -s 3 -q)
+  build/beagle train "${T[@]}" "${common[@]}" --backend cpu -o "$OUT/cpu.bin"
+  build/beagle-cuda train "${T[@]}" "${common[@]}" --backend cuda -o "$OUT/cuda.bin"
+  paste "$OUT/cpu.bin.loss.tsv" "$OUT/cuda.bin.loss.tsv" | awk -F'\t' 'NR > 1 { n = NF / 2; a = $3; b = $(n + 3);
+    d = a - b; if (d < 0) d = -d; if (d > 1e-3 * (a < 0 ? -a : a) + 1e-6) { print "step " NR - 1 ": cpu " a " cuda " b; bad++ } }
+    END { if (NR < 9) { print "only " NR - 1 " steps"; exit 1 } exit bad > 0 }'
+}
+step train_vs_cpu train_cmp
+
+# benchmarks
+step bench build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench.json.part"
+smol_train() {
+  build/beagle-cuda datagen -m "$SMOL" --prompts "$MTBENCH" --limit 16 -n 128 -o "$OUT/smol_data" > /dev/null
+  build/beagle-cuda train -m "$SMOL" --data "$OUT/smol_data" --batch 4 --seq-len 256 --stage1-epochs 1 --stage2-epochs 1 \
+    --max-steps 8 -q -o "$OUT/smol.bin"
+}
+step train_smollm2 smol_train
+counters() {
+  local P="Write a short story about a robot who learns to paint."
+  build/beagle-cuda generate -m "$SMOL" -p "$P" -n 64 --temp 0 --chat --json --no-stream 2> "$OUT/gen_none.json"
+  build/beagle-cuda generate -m "$SMOL" -d "$SMOL_DRAFT" --spec chain -p "$P" -n 64 --temp 0 --chat --json --no-stream 2> "$OUT/gen_chain.json"
+  build/beagle-cuda generate -m "$SMOL" -d "$SMOL_DRAFT" --spec tree --total-tokens 60 -p "$P" -n 64 --temp 0 --chat --json \
+    --no-stream 2> "$OUT/gen_tree.json"
+}
+step counters counters
+
+python3 - "$OUT" <<'EOF'
+import json, os, sys
+out = sys.argv[1]
+def load(name, last_line=False):
+    p = os.path.join(out, name)
+    if not os.path.exists(p): return None
+    txt = open(p).read().strip()
+    try: return json.loads(txt.splitlines()[-1] if last_line else txt)
+    except Exception: return None
+r = {"device": open(os.path.join(out, "device.txt")).read().strip()}
+b = load("bench.json.part")
+if b: r["bench"] = b
+s = load("bench_sd.json")
+if s: r["bench_sd_mt_bench_40_tree60"] = s
+t = load("smol.bin.json")
+if t: r["train_smollm2"] = {k: t.get(k) for k in ("steps", "train_seconds", "tokens_trained", "gpu")}
+r["generate_counters"] = {m: (load("gen_%s.json" % m, True) or {}).get("gpu") for m in ("none", "chain", "tree")}
+json.dump(r, open(os.path.join(out, "bench.json"), "w"), indent=2)
+print("wrote", os.path.join(out, "bench.json"))
+EOF
+echo "$fails failed steps"
+[ $fails -eq 0 ]

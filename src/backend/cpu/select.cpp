@@ -1,0 +1,85 @@
+// select.cpp: see select.h; CpuOps::topk_rows (ops.h) on top of them.
+#include "select.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu_ops.h"
+#include "simd.h"  // exp8_neg, hsum8
+
+namespace beagle {
+
+float log_sum_exp(const float* x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = std::max(mx, x[i]);
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, exp8_neg(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx)));
+    float sum = hsum8(acc);
+    for (; i < n; i++) sum += expf(x[i] - mx);
+    return mx + logf(sum);
+}
+
+void top_k_indices(const float* x, int n, int k, int* out) {
+    k = std::min(k, n);
+    std::vector<float> val(k);
+    int have = 0;
+    for (int i = 0; i < n; i++) {
+        if (have == k && !(x[i] > val[k - 1])) continue;  // ties keep the lower index
+        int j = have < k ? have++ : k - 1;
+        while (j > 0 && x[i] > val[j - 1]) {
+            val[j] = val[j - 1];
+            out[j] = out[j - 1];
+            j--;
+        }
+        val[j] = x[i];
+        out[j] = i;
+    }
+}
+
+int argmax(const float* logits, int n) {
+    // the maximum (8 lanes; NaN never wins: max_ps returns its second operand, the running max, then),
+    // then the first index holding it
+    int i = 0;
+    float mx = n > 0 ? logits[0] : 0.0f;
+    if (n >= 8) {
+        __m256 vmx = _mm256_set1_ps(-INFINITY);
+        for (; i + 8 <= n; i += 8) vmx = _mm256_max_ps(_mm256_loadu_ps(logits + i), vmx);
+        alignas(32) float m8[8];
+        _mm256_store_ps(m8, vmx);
+        mx = m8[0];
+        for (int j = 1; j < 8; j++) mx = std::max(mx, m8[j]);
+    }
+    for (; i < n; i++)
+        if (logits[i] > mx) mx = logits[i];
+    const __m256 target = _mm256_set1_ps(mx);
+    for (i = 0; i + 8 <= n; i += 8) {
+        int bits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(logits + i), target, _CMP_EQ_OQ));
+        if (bits) return i + __builtin_ctz(bits);
+    }
+    for (; i < n; i++)
+        if (logits[i] == mx) return i;
+    return 0;  // no number at all (every logit NaN)
+}
+
+// Row by row with the functions above: the ids and values the drafters and acceptance used to compute
+// from downloaded logits, bit for bit.
+void CpuOps::topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) {
+    for (int r = 0; r < rows; r++) {
+        const float* xr = x + (size_t)r * n_cols;
+        int* ir = idx + (size_t)r * k;
+        if (k == 1) ir[0] = argmax(xr, n_cols);
+        else {
+            const int kk = std::min(k, n_cols);
+            top_k_indices(xr, n_cols, kk, ir);
+            for (int j = kk; j < k; j++) ir[j] = -1;
+        }
+        if (val)
+            for (int j = 0; j < k; j++) val[(size_t)r * k + j] = ir[j] >= 0 ? xr[ir[j]] : -INFINITY;
+        if (lse) lse[r] = log_sum_exp(xr, n_cols);
+    }
+}
+
+}  // namespace beagle

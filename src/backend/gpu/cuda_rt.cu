@@ -1,0 +1,153 @@
+// cuda_rt.cu: the counted CUDA runtime layer of the CUDA backend (see cuda_rt.h).
+#include "cuda_rt.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "../../core/common.h"
+
+namespace beagle {
+
+static void rt_check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) fail("CUDA %s failed: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+// 4 MiB of pinned staging: a round's positions, masks, token ids and row indices fit many times over.
+static constexpr size_t ARENA_BYTES = (size_t)4 << 20;
+
+CudaRt::CudaRt() {
+    void* p = nullptr;
+    if (cudaMallocHost(&p, ARENA_BYTES) == cudaSuccess) {
+        arena_ = (unsigned char*)p;
+        arena_bytes_ = ARENA_BYTES;
+    } else {
+        cudaGetLastError();  // no pinned memory: every h2d is a blocking copy (still correct)
+    }
+}
+
+CudaRt::~CudaRt() {
+    for (auto& kv : free_) cudaFree(kv.second);
+    for (auto& kv : live_) cudaFree(kv.first);  // buffers their owners never released
+    if (arena_) cudaFreeHost(arena_);
+}
+
+// Size classes: 256-byte granules below 64 KiB, else the next of m * 2^k with m in 8..15 (at most
+// 1/8 wasted), so buffers of nearby sizes (a training window of another length) share blocks.
+size_t CudaRt::size_class(size_t bytes) {
+    if (bytes == 0) bytes = 1;
+    if (bytes <= ((size_t)64 << 10)) return (bytes + 255) & ~(size_t)255;
+    int top = 63 - __builtin_clzll((unsigned long long)bytes);  // 2^top <= bytes < 2^(top+1)
+    size_t step = (size_t)1 << (top - 3);
+    return (bytes + step - 1) / step * step;
+}
+
+void* CudaRt::malloc_raw(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    n.allocs++;
+    sizes_[p] = bytes;
+    n.device_bytes += (long long)bytes;
+    n.peak_device_bytes = std::max(n.peak_device_bytes, n.device_bytes);
+    return p;
+}
+
+void CudaRt::free_raw(void* p) {
+    if (!p) return;
+    rt_check(cudaFree(p), "cudaFree");
+    n.frees++;
+    auto it = sizes_.find(p);
+    if (it != sizes_.end()) {
+        n.device_bytes -= (long long)it->second;
+        sizes_.erase(it);
+    }
+    n.syncs++;  // cudaFree synchronizes the device
+    synced();
+}
+
+void* CudaRt::alloc(size_t bytes, bool zeroed) {
+    size_t cls = size_class(bytes);
+    void* p = nullptr;
+    auto it = free_.lower_bound(cls);  // best fit: the smallest cached block of this class or up to 2x larger
+    if (it != free_.end() && it->first <= 2 * cls) {
+        cls = it->first;
+        p = it->second;
+        free_.erase(it);
+        cached_ -= cls;
+    } else {
+        p = malloc_raw(cls);
+        if (!p && !free_.empty()) {  // give the cache back and try once more
+            for (auto& kv : free_) free_raw(kv.second);
+            free_.clear();
+            cached_ = 0;
+            p = malloc_raw(cls);
+        }
+        if (!p) return nullptr;
+    }
+    live_[p] = cls;
+    if (zeroed) memset0(p, bytes ? bytes : 1);
+    return p;
+}
+
+void CudaRt::release(void* p) {
+    if (!p) return;
+    auto it = live_.find(p);
+    BEAGLE_CHECK(it != live_.end(), "CUDA backend: releasing a buffer it did not allocate");
+    free_.emplace(it->second, p);  // stream order keeps earlier kernels' uses before any reuse
+    cached_ += it->second;
+    live_.erase(it);
+}
+
+void CudaRt::h2d(void* dst, const void* host, size_t bytes) {
+    if (!bytes) return;
+    n.h2d_bytes += (long long)bytes;
+    if (!arena_ || bytes > arena_bytes_ / 4) {
+        n.h2d_bytes -= (long long)bytes;  // counted by h2d_sync
+        h2d_sync(dst, host, bytes);
+        return;
+    }
+    size_t off = (arena_used_ + 255) & ~(size_t)255;
+    if (off + bytes > arena_bytes_) {  // the arena is still being read by queued copies: wait for them
+        sync();
+        off = 0;
+    }
+    memcpy(arena_ + off, host, bytes);
+    rt_check(cudaMemcpyAsync(dst, arena_ + off, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (host to device)");
+    arena_used_ = off + bytes;
+}
+
+void CudaRt::h2d_sync(void* dst, const void* host, size_t bytes) {
+    if (!bytes) return;
+    rt_check(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (host to device)");
+    n.h2d_bytes += (long long)bytes;
+    n.syncs++;
+    synced();
+}
+
+void CudaRt::d2h(void* host, const void* src, size_t bytes) {
+    if (!bytes) return;
+    rt_check(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
+    n.d2h_bytes += (long long)bytes;
+    n.syncs++;
+    synced();
+}
+
+void CudaRt::d2d(void* dst, const void* src, size_t bytes) {
+    if (bytes) rt_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (device to device)");
+}
+
+void CudaRt::memset0(void* dst, size_t bytes) {
+    if (bytes) rt_check(cudaMemsetAsync(dst, 0, bytes, stream), "cudaMemsetAsync");
+}
+
+void CudaRt::sync() {
+    rt_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    n.syncs++;
+    synced();
+}
+
+void CudaRt::synced() { arena_used_ = 0; }
+
+}  // namespace beagle

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test_gpu_check_dry_run.sh: scripts/gpu_check.sh --dry-run (what CI runs without a GPU) builds the CUDA
+# binary and the device tests (build/test-device/, linked with the nvcc objects), prints the plan and
+# exits 0 without touching a GPU; a missing model file or an unknown argument is refused with a
+# message naming it. Cheap after test_cuda_build.sh (make cuda is then up to date: only the device
+# tests are linked). Skipped (exit 77, says so) when nvcc is absent.
+set -u
+cd "$(dirname "$0")/../.."
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -x "${NVCC:-$CUDA_HOME/bin/nvcc}" ]; then
+  echo "SKIP: no nvcc at ${NVCC:-$CUDA_HOME/bin/nvcc}"
+  exit 77
+fi
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails+1)); }
+if JOBS=2 bash scripts/gpu_check.sh --dry-run > "$tmp/out" 2>&1; then ok "--dry-run exits 0"; else bad "--dry-run failed"; tail -20 "$tmp/out"; fi
+grep -q "^dry run: built everything, no GPU used" "$tmp/out" && ok "says it used no GPU" || bad "no dry-run line"
+for s in test_cuda_backend_ops test_cuda_backend_train test_cuda_emu_generate.sh bench-sd bench.json; do
+  grep -q "$s" "$tmp/out" && ok "plan names $s" || bad "plan does not name $s"
+done
+for b in build/beagle-cuda build/test-device/test_cuda_backend_ops build/test-device/test_cuda_backend_train; do
+  [ -x "$b" ] && ok "built $b" || bad "$b not built"
+done
+if BEAGLE_SHARED="$tmp/none" bash scripts/gpu_check.sh --dry-run > "$tmp/miss" 2>&1; then
+  bad "a missing ../shared was accepted"
+else
+  grep -q "missing $tmp/none/data/models/stories260K.bin" "$tmp/miss" && ok "missing model named: $(head -1 "$tmp/miss")" ||
+    { bad "unclear message"; cat "$tmp/miss"; }
+fi
+bash scripts/gpu_check.sh --bogus > "$tmp/arg" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "unknown argument '--bogus'" "$tmp/arg" && ok "unknown argument refused (exit 2)" || bad "--bogus: exit $rc"
+echo "$fails failures"
+[ $fails -eq 0 ]

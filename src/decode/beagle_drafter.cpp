@@ -1,4 +1,5 @@
-// beagle_drafter.cpp: drafting with the Beagle cross-attention draft (SPEC section 3, inference):
+// beagle_drafter.cpp: drafting with a draft model, the Beagle cross-attention draft (SPEC section 3,
+// inference) or the EAGLE-style draft (section 4; the same Draft interface, see draft.h):
 // chain (gamma steps, each query sees the true states plus, in concat mode, its own earlier
 // predictions) and the EAGLE-2 dynamic tree (expand the top-k nodes of each depth by cumulative
 // draft log-probability, then keep the best total_tokens nodes of the whole tree); optionally with the
@@ -33,7 +34,7 @@ public:
 
     void begin(const std::vector<int>& prompt, const float* states) override {
         draft_->reset();
-        draft_->add_true_states(states, (int)prompt.size());
+        draft_->add_true_states(states, (int)prompt.size(), prompt.data());
         shadow_tok_ = shadow_lk_tok_ = -1;
         sent_score_.clear();
         lk_sent_.clear();
@@ -49,7 +50,9 @@ public:
         rates_.count_chain(lk_m_, lk_sent_, path);  // hybrid: the lookup chain sent (empty otherwise)
         lk_sent_.clear();
         draft_->clear_pred();
-        draft_->add_true_states(path_states, (int)path.size());
+        path_tok_.resize(path.size());
+        for (size_t k = 0; k < path.size(); k++) path_tok_[k] = tree.token[path[k]];
+        draft_->add_true_states(path_states, (int)path.size(), path_tok_.data());
     }
 
     void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) override {
@@ -78,6 +81,7 @@ private:
     std::vector<int> lk_sent_;             // hybrid: tree indices of the lookup chain sent last round, by depth
     int lk_m_ = 0, shadow_lk_tok_ = -1, shadow_lk_m_ = 0;  // its n-gram length; a match that sent nothing
     std::vector<float> logits_;
+    std::vector<int> path_tok_;          // the accepted path's tokens (an EAGLE draft's keys need them)
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
 
     void propose_chain(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
@@ -280,6 +284,8 @@ std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftF
     BEAGLE_CHECK(p.gamma >= 1, "--gamma must be >= 1, got %d", p.gamma);
     BEAGLE_CHECK(p.total_tokens >= 2, "--total-tokens must be >= 2, got %d", p.total_tokens);
     BEAGLE_CHECK(p.verify_cost.empty() || p.verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
+    BEAGLE_CHECK(p.concat || w.cfg.arch != ARCH_EAGLE,
+                 "--no-concat is a Beagle draft's mode: an EAGLE draft's self-attention always sees its own predictions");
     return std::unique_ptr<Drafter>(new BeagleDrafter(w, fz, s, p));
 }
 

@@ -13,6 +13,7 @@ AdamWT<O>::AdamWT(DraftModelT<O>& m, const AdamWOptions& opt) : model_(m), opt_(
     BEAGLE_CHECK(opt.lr >= 0 && opt.beta1 >= 0 && opt.beta1 < 1 && opt.beta2 >= 0 && opt.beta2 < 1 && opt.eps > 0,
                  "AdamW: bad options (lr %g, betas %g %g, eps %g)", opt.lr, opt.beta1, opt.beta2, opt.eps);
     for (int i = 0; i < DT_COUNT; i++) {
+        if (!m.cfg.has(i)) continue;  // a tensor of another architecture
         m_[i] = m.ops.alloc((size_t)m.cfg.numel(i));
         v_[i] = m.ops.alloc((size_t)m.cfg.numel(i));
     }
@@ -21,8 +22,8 @@ AdamWT<O>::AdamWT(DraftModelT<O>& m, const AdamWOptions& opt) : model_(m), opt_(
 template <class O>
 AdamWT<O>::~AdamWT() {
     for (int i = 0; i < DT_COUNT; i++) {
-        model_.ops.release(m_[i]);
-        model_.ops.release(v_[i]);
+        if (m_[i]) model_.ops.release(m_[i]);
+        if (v_[i]) model_.ops.release(v_[i]);
     }
 }
 
@@ -37,9 +38,11 @@ float AdamWT<O>::lr_at(int step) const {
 
 template <class O>
 double AdamWT<O>::step(float lr) {
-    for (int i = 0; i < DT_COUNT; i++) BEAGLE_CHECK(model_.g[i], "AdamW step without gradients (enable_grads)");
+    const DraftConfig& c = model_.cfg;
+    for (int i = 0; i < DT_COUNT; i++) BEAGLE_CHECK(model_.g[i] || !c.has(i), "AdamW step without gradients (enable_grads)");
     double ss = 0;
-    for (int i = 0; i < DT_COUNT; i++) ss += model_.ops.sumsq(model_.g[i], (size_t)model_.cfg.numel(i));
+    for (int i = 0; i < DT_COUNT; i++)
+        if (c.has(i)) ss += model_.ops.sumsq(model_.g[i], (size_t)c.numel(i));
     double norm = std::sqrt(ss);
     BEAGLE_CHECK(std::isfinite(norm), "AdamW: gradient norm is not finite (%g): the loss diverged", norm);
     AdamWParams p;
@@ -50,6 +53,7 @@ double AdamWT<O>::step(float lr) {
     p.grad_scale = opt_.clip > 0 && norm > opt_.clip ? (float)(opt_.clip / norm) : 1.0f;
     p.step = ++t_;
     for (int i = 0; i < DT_COUNT; i++) {
+        if (!c.has(i)) continue;
         bool is_norm = i == DT_NORM_Q || i == DT_NORM_KV || i == DT_NORM_M;
         p.weight_decay = is_norm ? 0.0f : opt_.weight_decay;
         model_.ops.adamw(model_.w[i], m_[i], v_[i], model_.g[i], (size_t)model_.cfg.numel(i), p);

@@ -100,6 +100,9 @@ std::string write_train_json(const std::string& draft_path, const TrainLoopOptio
     j["target"] = o.model;
     j["data"] = o.data;
     j["config"] = config;
+    j["arch"] = draft_arch_name(t.arch);
+    j["params"] = t.params;
+    j["iteration_peak_bytes"] = t.iteration_peak_bytes;
     j["data_seqs"] = t.data_seqs;
     j["data_tokens"] = t.data_tokens;
     j["items"] = t.items;
@@ -108,6 +111,7 @@ std::string write_train_json(const std::string& draft_path, const TrainLoopOptio
     j["steps_per_epoch"] = t.steps_per_epoch;
     j["tokens_trained"] = t.tokens_trained;
     j["train_seconds"] = rounded(t.train_seconds, 1);
+    j["seconds_per_step"] = rounded(t.steps > 0 ? t.train_seconds / (double)t.steps : 0.0, 4);
     j["eval_seconds"] = rounded(e ? e->seconds : 0.0, 1);
     j["threads"] = t.threads;
     j["final_loss"] = {{"stage1", rounded(tail_mean(history, 1, 20, &StepRecord::loss), 5)},

@@ -33,6 +33,9 @@ struct TrainTotals {
     int64_t tokens_trained = 0;
     double train_seconds = 0, wall_seconds = 0;
     int threads = 0;
+    int arch = 0;                     // DraftArch
+    int64_t params = 0;               // trainable parameters
+    size_t iteration_peak_bytes = 0;  // largest training-iteration buffer peak of this process's steps (0: none ran)
 };
 // DRAFT.json; e: the evaluation (nullptr: none ran). Returns its path.
 std::string write_train_json(const std::string& draft_path, const TrainLoopOptions& o, const TrainTotals& t,

@@ -167,6 +167,7 @@ KV run_config(const TrainLoopOptions& o, const DraftConfig& cfg, uint64_t tok_ha
         {"hard_labels", o.hard_labels ? "1" : "0"},
         {"loss_on_prompt", o.loss_on_prompt ? "1" : "0"},
     };
+    if (cfg.arch != ARCH_BEAGLE) config.push_back({"arch", draft_arch_name(cfg.arch)});  // absent: beagle
     if (sc.decay_steps > 0) config.push_back({"lr_decay_steps", std::to_string(sc.decay_steps)});  // absent: constant lr
     if (!o.init.empty()) config.push_back({"init", o.init});
     return config;
@@ -181,6 +182,9 @@ DraftWeights initial_weights(const TrainLoopOptions& o, const DraftConfig& cfg, 
     dw.d2t = d2t;
     if (o.init.empty()) return dw;
     const DraftConfig& a = iw.cfg;
+    if (a.arch != cfg.arch)
+        fail("--init '%s': a %s draft, this run trains a %s draft (--arch)", o.init.c_str(), draft_arch_name(a.arch),
+             draft_arch_name(cfg.arch));
     if (a.dim != cfg.dim || a.n_heads != cfg.n_heads || a.n_kv_heads != cfg.n_kv_heads || a.head_dim != cfg.head_dim ||
         a.ffn_dim != cfg.ffn_dim || a.vocab_size != cfg.vocab_size || a.draft_vocab != cfg.draft_vocab)
         fail("--init '%s': draft config (dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, draft_vocab %d) does not "
@@ -227,6 +231,7 @@ void write_checkpoint(const std::string& path, const KV& config, TrainState& st,
         ck.w[i] = cur.t[i];
         ck.m[i].resize(ck.w[i].size());
         ck.v[i].resize(ck.w[i].size());
+        if (!model.cfg.has(i)) continue;  // a tensor of another architecture: nothing to save
         ops.download(ck.m[i].data(), adam.m(i), ck.m[i].size());
         ops.download(ck.v[i].data(), adam.v(i), ck.v[i].size());
     }
@@ -243,6 +248,7 @@ TrainState resume(const std::string& path, const KV& config, const Schedule& sc,
              path.c_str(), st.epoch, sc.epochs, st.pos, n_items, st.history.size(), st.step);
     for (int i = 0; i < DT_COUNT; i++) {
         dw.t[i] = ck.w[i];
+        if (!model.cfg.has(i)) continue;
         ops.upload(adam.m(i), ck.m[i].data(), ck.m[i].size());
         ops.upload(adam.v(i), ck.v[i].data(), ck.v[i].size());
     }
@@ -260,8 +266,9 @@ struct StepLoss {
 
 // Forward and backward of the next nb items of the order (gradients summed with weight 1/nb).
 // Debug hook (tests): nan_step poisons one input state of that step with NaN.
+// peak: raised to each iteration's buffer peak.
 StepLoss accumulate_grads(DraftTrainer& trainer, const Dataset& ds, const std::vector<Item>& items, TrainState& st,
-                          int nb, const TrainLoopOptions& o, int dim, long nan_step) {
+                          int nb, const TrainLoopOptions& o, int dim, long nan_step, size_t* peak) {
     StepLoss r;
     std::vector<float> states;
     std::vector<uint8_t> lmask;
@@ -283,6 +290,7 @@ StepLoss accumulate_grads(DraftTrainer& trainer, const Dataset& ds, const std::v
         int offset = st.offset.below(o.w);
         uint64_t noise_seed = st.noise.next();
         IterStats is = trainer.run(b, offset, noise_seed, 1.0f / nb, true);
+        *peak = std::max(*peak, trainer.mem().peak_bytes());
         r.loss += is.loss / nb;
         r.ce += is.ce / nb;
         r.vl += is.vloss / nb;
@@ -334,6 +342,7 @@ void print_plan(const TrainLoopOptions& o, const Dataset& ds, int n_items, const
 KV draft_meta(const TrainLoopOptions& o, const Dataset& ds, const Schedule& sc, long steps) {
     return {
         {"trained_by", "beagle train"},
+        {"arch", draft_arch_name(o.arch)},
         {"target", o.model},
         {"data", o.data},
         {"data_tokens", std::to_string(ds.n_tokens())},
@@ -350,6 +359,8 @@ KV draft_meta(const TrainLoopOptions& o, const Dataset& ds, const Schedule& sc, 
 // The files next to the draft (report.h), after the acceptance evaluation if there are eval prompts.
 void write_reports(const TrainLoopOptions& o, const DraftWeights& final_w, const KV& config, const Dataset& ds,
                    int n_items, const Schedule& sc, const TrainState& st, int threads, double t_start, TrainResult* res) {
+    int64_t params = 0;
+    for (int i = 0; i < DT_COUNT; i++) params += final_w.cfg.numel(i);
     res->loss_png = write_loss_report(o.out, st.history);
     TrainEval ev;
     if (!o.eval_prompts.empty()) {
@@ -369,6 +380,9 @@ void write_reports(const TrainLoopOptions& o, const DraftWeights& final_w, const
     tt.tokens_trained = st.tokens_seen;
     tt.train_seconds = st.train_seconds;
     tt.threads = threads;
+    tt.arch = final_w.cfg.arch;
+    tt.params = params;
+    tt.iteration_peak_bytes = res->iteration_peak_bytes;
     tt.wall_seconds = now_seconds() - t_start;
     res->json_path = write_train_json(o.out, o, tt, st.history, res->evaluated ? &ev : nullptr);
 }
@@ -389,6 +403,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
     Dataset ds(o.data);
     ds.check_fits(mf->config.dim, mf->config.vocab_size, tok_hash, o.model);
     DraftConfig cfg = draft_config_for_target(mf->config, spec, o.ffn_dim);
+    cfg.arch = o.arch;
     DraftFrozen fz = frozen_from_target(*mf, true);
     std::vector<int32_t> d2t;
     DraftWeights iw;  // --init: continued training keeps the init draft's reduced vocabulary
@@ -425,6 +440,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
     const long nan_step = nan_env ? atol(nan_env) : -1;
     std::unique_ptr<DraftTrainer> trainer;
     int trainer_stage = 0;
+    size_t iter_peak = 0;  // the largest iteration's buffer peak (BufAlloc), over this process's steps
     std::unique_ptr<Progress> prog;
     const long step0 = st.step;  // the bar counts this process's steps (its rate and ETA stay right after a resume)
     if (!o.quiet) prog.reset(new Progress(step0 ? strfmt("train (from step %ld)", step0) : "train", sc.stop_at - step0, "step"));
@@ -450,7 +466,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
         if (stage != trainer_stage) trainer = make_trainer(model, o, trainer_stage = stage);
         const int nb = std::min(o.batch, n_items - st.pos);
         model.zero_grads();
-        StepLoss sl = accumulate_grads(*trainer, ds, items, st, nb, o, cfg.dim, nan_step);
+        StepLoss sl = accumulate_grads(*trainer, ds, items, st, nb, o, cfg.dim, nan_step, &iter_peak);
         seg_tokens += sl.tokens;
         run_tokens += sl.tokens;
         const char* last = last_good.empty() ? "none written yet" : last_good.c_str();
@@ -489,6 +505,7 @@ TrainResult run_train(const TrainLoopOptions& o) {
     final_w.meta = draft_meta(o, ds, sc, st.step);
     save_draft(o.out, final_w);
     TrainResult res;
+    res.iteration_peak_bytes = iter_peak;
     res.history = st.history;
     res.steps = (int)st.step;
     res.draft_path = o.out;

@@ -37,6 +37,7 @@ struct TrainLoopOptions {
     double w_v = 10.0;                // vloss weight
     bool hard_labels = false;
     bool loss_on_prompt = false;      // also train on positions < n_prompt
+    int arch = ARCH_BEAGLE;           // draft architecture (DraftArch): Beagle or the EAGLE-style baseline
     int ffn_dim = 0;                  // draft MLP width (0 = the target's)
     int draft_vocab = 0;              // reduced draft vocabulary: the N most frequent training targets (0 = all)
     long ckpt_every = 200;            // checkpoint every N steps (0 = only at the end)
@@ -56,6 +57,7 @@ double default_lr(int dim);
 struct TrainResult {
     std::vector<StepRecord> history;
     int steps = 0;
+    size_t iteration_peak_bytes = 0;  // this process's largest training-iteration buffer peak (the trainer's BufAlloc)
     bool evaluated = false;
     AcceptEval chain, tree;
     std::string draft_path, json_path, loss_png, accept_png;

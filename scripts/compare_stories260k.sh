@@ -101,24 +101,32 @@ for v in variants:
         j, b60, ba = json.load(open(d + ".json")), json.load(open(d + ".bench60.json")), json.load(open(d + ".benchauto.json"))
         t1, t5 = topk(d + ".topk.txt")
         o60, oa = b60["overall"], ba["overall"]
+        pk = j["iteration_peak_bytes"]  # [stage 1, stage 2] (a scalar in files of older builds: both stages)
+        pk = pk if isinstance(pk, list) else [pk, None]
+        sps = j.get("seconds_per_step_by_stage", [j["seconds_per_step"], None])
         per.append({"seed": int(s), "tau_chain": j["tau_chain"], "tau_tree60": j["tau_tree"], "tau_auto": oa["tree"]["tau"],
                     "auto_nodes": oa["tree"]["nodes_per_verify"], "top1": t1, "top5": t5, "params": j["params"],
-                    "peak_mib": j["iteration_peak_bytes"] / 2**20, "s_per_step": j["seconds_per_step"],
+                    "peak_kib_s1": pk[0] / 1024 if pk[0] else None, "peak_kib_s2": pk[1] / 1024 if pk[1] else None,
+                    "s_per_step_s1": sps[0] or None, "s_per_step_s2": sps[1] or None,
                     "final_loss": j["final_loss"]["last"],
                     "draft_ms_chain": o60["chain"]["draft_ms_per_pass"], "draft_ms_tree60": o60["tree"]["draft_ms_per_pass"],
                     "draft_ms_auto": oa["tree"]["draft_ms_per_pass"],
                     "mismatches": sum(o["mismatches"] for o in (o60["chain"], o60["tree"], oa["tree"]))})
     summary[v] = per
     def cell(k, f="{:.3f}"):
-        xs = [p[k] for p in per]
+        xs = [p[k] for p in per if p[k] is not None]
+        if not xs: return "-"
         m = sum(xs) / len(xs)
-        return f.format(m) + (f" ({f.format(min(xs))}-{f.format(max(xs))})" if len(xs) > 1 else "")
+        return f.format(m) + (f" ({f.format(min(xs))}-{f.format(max(xs))})" if len(xs) > 1 and min(xs) != max(xs) else "")
     rows.append(f"| {label.get(v, v)} | {per[0]['params']} | {cell('tau_chain')} | {cell('tau_tree60')} | {cell('tau_auto')} "
-                f"| {cell('top1')} | {cell('top5')} | {cell('peak_mib', '{:.2f}')} | {cell('s_per_step', '{:.2f}')} "
-                f"| {cell('draft_ms_chain', '{:.3f}')} / {cell('draft_ms_tree60', '{:.3f}')} | {sum(p['mismatches'] for p in per)} |")
+                f"| {cell('top1')} | {cell('top5')} | {cell('peak_kib_s1', '{:.0f}')} / {cell('peak_kib_s2', '{:.0f}')} "
+                f"| {cell('s_per_step_s1', '{:.2f}')} / {cell('s_per_step_s2', '{:.2f}')} "
+                f"| {cell('draft_ms_chain', '{:.3f}')} / {cell('draft_ms_tree60', '{:.3f}')} / {cell('draft_ms_auto', '{:.3f}')} "
+                f"| {sum(p['mismatches'] for p in per)} |")
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 print(f"Seeds {' '.join(seeds)}: mean (min-max).\n")
-print("| variant | params | tau chain | tau tree-60 | tau cost-aware tree | top-1 | top-5 | iteration peak MiB | s / step | draft ms per round (chain / tree-60) | mismatches |")
+print("| variant | params | tau chain | tau tree-60 | tau cost-aware tree | top-1 | top-5 | iteration peak KiB (stage 1 / 2) "
+      "| s / step (stage 1 / 2) | draft ms per round (chain / tree-60 / cost-aware) | mismatches |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 print("\n".join(rows))
 PY

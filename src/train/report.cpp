@@ -102,7 +102,13 @@ std::string write_train_json(const std::string& draft_path, const TrainLoopOptio
     j["config"] = config;
     j["arch"] = draft_arch_name(t.arch);
     j["params"] = t.params;
-    j["iteration_peak_bytes"] = t.iteration_peak_bytes;
+    if (t.res) {  // this process's steps only (a resumed run: the steps after the resume)
+        const TrainResult& r = *t.res;
+        j["iteration_peak_bytes"] = {r.iteration_peak_bytes[0], r.iteration_peak_bytes[1]};
+        j["seconds_per_step_by_stage"] = {
+            rounded(r.stage_steps[0] ? r.stage_seconds[0] / (double)r.stage_steps[0] : 0.0, 4),
+            rounded(r.stage_steps[1] ? r.stage_seconds[1] / (double)r.stage_steps[1] : 0.0, 4)};
+    }
     j["data_seqs"] = t.data_seqs;
     j["data_tokens"] = t.data_tokens;
     j["items"] = t.items;

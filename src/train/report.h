@@ -24,6 +24,7 @@ struct TrainLoopOptions;
 std::string write_accept_chart(const std::string& draft_path, const TrainLoopOptions& o, const TrainEval& e);
 
 // The JSON summary's numbers that are neither options nor results.
+struct TrainResult;
 struct TrainTotals {
     const std::vector<std::pair<std::string, std::string>>* config;  // the run's config (as checkpointed)
     size_t data_seqs = 0;
@@ -35,7 +36,7 @@ struct TrainTotals {
     int threads = 0;
     int arch = 0;                     // DraftArch
     int64_t params = 0;               // trainable parameters
-    size_t iteration_peak_bytes = 0;  // largest training-iteration buffer peak of this process's steps (0: none ran)
+    const TrainResult* res = nullptr;  // this process's per-stage peaks and step times (TrainResult)
 };
 // DRAFT.json; e: the evaluation (nullptr: none ran). Returns its path.
 std::string write_train_json(const std::string& draft_path, const TrainLoopOptions& o, const TrainTotals& t,

@@ -382,7 +382,7 @@ void write_reports(const TrainLoopOptions& o, const DraftWeights& final_w, const
     tt.threads = threads;
     tt.arch = final_w.cfg.arch;
     tt.params = params;
-    tt.iteration_peak_bytes = res->iteration_peak_bytes;
+    tt.res = res;
     tt.wall_seconds = now_seconds() - t_start;
     res->json_path = write_train_json(o.out, o, tt, st.history, res->evaluated ? &ev : nullptr);
 }
@@ -440,7 +440,9 @@ TrainResult run_train(const TrainLoopOptions& o) {
     const long nan_step = nan_env ? atol(nan_env) : -1;
     std::unique_ptr<DraftTrainer> trainer;
     int trainer_stage = 0;
-    size_t iter_peak = 0;  // the largest iteration's buffer peak (BufAlloc), over this process's steps
+    size_t iter_peak[2] = {0, 0};  // per stage: the largest iteration's buffer peak (BufAlloc), this process's steps
+    long stage_steps[2] = {0, 0};
+    double stage_seconds[2] = {0, 0};
     std::unique_ptr<Progress> prog;
     const long step0 = st.step;  // the bar counts this process's steps (its rate and ETA stay right after a resume)
     if (!o.quiet) prog.reset(new Progress(step0 ? strfmt("train (from step %ld)", step0) : "train", sc.stop_at - step0, "step"));
@@ -466,7 +468,8 @@ TrainResult run_train(const TrainLoopOptions& o) {
         if (stage != trainer_stage) trainer = make_trainer(model, o, trainer_stage = stage);
         const int nb = std::min(o.batch, n_items - st.pos);
         model.zero_grads();
-        StepLoss sl = accumulate_grads(*trainer, ds, items, st, nb, o, cfg.dim, nan_step, &iter_peak);
+        const double t_step = now_seconds();
+        StepLoss sl = accumulate_grads(*trainer, ds, items, st, nb, o, cfg.dim, nan_step, &iter_peak[stage - 1]);
         seg_tokens += sl.tokens;
         run_tokens += sl.tokens;
         const char* last = last_good.empty() ? "none written yet" : last_good.c_str();
@@ -481,6 +484,8 @@ TrainResult run_train(const TrainLoopOptions& o) {
             fail("training stopped at step %ld (epoch %d, stage %d): %s. Last good checkpoint: %s", st.step + 1,
                  st.epoch + 1, stage, e.what(), last);
         }
+        stage_seconds[stage - 1] += now_seconds() - t_step;
+        stage_steps[stage - 1]++;
         st.step++;
         st.pos += nb;
         st.history.push_back({(float)sl.loss, (float)sl.ce, (float)sl.vl, stage});
@@ -505,7 +510,11 @@ TrainResult run_train(const TrainLoopOptions& o) {
     final_w.meta = draft_meta(o, ds, sc, st.step);
     save_draft(o.out, final_w);
     TrainResult res;
-    res.iteration_peak_bytes = iter_peak;
+    for (int k = 0; k < 2; k++) {
+        res.iteration_peak_bytes[k] = iter_peak[k];
+        res.stage_steps[k] = stage_steps[k];
+        res.stage_seconds[k] = stage_seconds[k];
+    }
     res.history = st.history;
     res.steps = (int)st.step;
     res.draft_path = o.out;

@@ -57,7 +57,11 @@ double default_lr(int dim);
 struct TrainResult {
     std::vector<StepRecord> history;
     int steps = 0;
-    size_t iteration_peak_bytes = 0;  // this process's largest training-iteration buffer peak (the trainer's BufAlloc)
+    // This process's steps, per stage (index 0: stage 1, 1: stage 2; 0 where none ran): the largest
+    // training iteration's buffer peak (the trainer's BufAlloc), the steps and their wall seconds.
+    size_t iteration_peak_bytes[2] = {0, 0};
+    long stage_steps[2] = {0, 0};
+    double stage_seconds[2] = {0, 0};
     bool evaluated = false;
     AcceptEval chain, tree;
     std::string draft_path, json_path, loss_png, accept_png;

@@ -8,6 +8,7 @@
 #   s12     Beagle, stage 1 + stage 2 (w 3, S 3; detached)
 #   s12gt   Beagle, stage 1 + stage 2 with --sim-grad-through
 #   eagle   the EAGLE-1/2-style draft (--arch eagle; its two "stages" are the same objective)
+#   s12p    (control, not in the default VARIANTS) s12 with --ffn 214: EAGLE's parameter count
 # Per draft: tau of the chain (gamma 5) and the 60-node EAGLE-2 tree from the trainer's evaluation (the
 # 50 held-out prompt starts of test/data/stories_prompts.txt, 128 greedy tokens each); `beagle bench-sd`
 # on the same prompts for the cost-aware tree (--total-tokens auto), the draft's time per round and a
@@ -44,6 +45,7 @@ flags() {  # variant -> training flags
         s1) echo "--stage1-epochs $EPOCHS --stage2-epochs 0 --window 3" ;;
         s12) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
         s12gt) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3 --sim-grad-through" ;;
+        s12p) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3 --ffn 214" ;;
         eagle) echo "--arch eagle --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
         *) echo "unknown variant $1" >&2; exit 2 ;;
     esac
@@ -85,7 +87,7 @@ python3 - "$OUT" "$SEEDS" "$VARIANTS" <<'PY'
 import json, sys
 out, seeds, variants = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 label = {"s1": "Beagle, stage 1 only", "s12": "Beagle, stage 1 + 2", "s12gt": "Beagle, stage 1 + 2, --sim-grad-through",
-         "eagle": "EAGLE-1/2 style (--arch eagle)"}
+         "s12p": "Beagle, stage 1 + 2, --ffn 214", "eagle": "EAGLE-1/2 style (--arch eagle)"}
 def topk(path):
     n = t1 = t5 = 0
     for line in open(path):

@@ -70,8 +70,7 @@ int main() {
         ec.arch = ARCH_EAGLE;
         DraftWeights rnd_eagle;
         rnd_eagle.init_random(ec, 7);
-        dcases.push_back({"random eagle chain", "chain", &rnd_eagle, chain});
-        dcases.push_back({"random eagle tree", "tree", &rnd_eagle, tree});
+        dcases.push_back({"random eagle chain", "chain", &rnd_eagle, chain});  // (the trained one below drafts trees)
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
         if (file_exists(shipped)) {
@@ -95,7 +94,6 @@ int main() {
             big.total_tokens = 60;
             dcases.push_back({"trained eagle chain", "chain", &trained_eagle, chain});
             dcases.push_back({"trained eagle tree 60", "tree", &trained_eagle, big});
-            dcases.push_back({"trained eagle tree, cost-aware", "tree", &trained_eagle, aware});
         } else {
             SKIP_PART("%s not present: the trained EAGLE cases did not run", shipped_eagle.c_str());
         }

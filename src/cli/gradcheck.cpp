@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "../core/common.h"
+#include "../model/draft.h"
 #include "../train/gradcheck.h"
 #include "args.h"
 #include "commands.h"
@@ -17,9 +18,12 @@ int cmd_gradcheck(int argc, char** argv) {
     long vocab = o.vocab, chunk = o.vocab_chunk;
     double tol = o.tol, h = o.h;
     bool grad_through = false, hard = false, no_mask = false, plant = false;
+    std::string arch = "beagle";
     Args a("gradcheck", "--stage 1|2 [--sim-grad-through] [options]",
            "Check the Beagle draft's analytic gradients (one training iteration) against central finite\n"
-           "differences in float64 on a tiny random config; prints the relative error of every trainable tensor.");
+           "differences in float64 on a tiny random config; prints the relative error of every trainable tensor.\n"
+           "--arch eagle checks the EAGLE-style draft's iteration instead (its one objective; --stage is ignored).");
+    a.str("--arch", &arch, "draft architecture: beagle | eagle");
     a.integer("--stage", &stage, "training stage: 1 (inverse block attention) or 2 (simulation)");
     a.flag("--sim-grad-through", &grad_through, "stage 2: gradients flow through the predicted states");
     a.flag("--hard-labels", &hard, "token-label cross-entropy instead of the target's distribution");
@@ -43,6 +47,7 @@ int cmd_gradcheck(int argc, char** argv) {
     if (!a.positional.empty()) fail("beagle gradcheck: unexpected argument '%s'", a.positional[0].c_str());
     if (stage != 1 && stage != 2) fail("beagle gradcheck: --stage must be 1 or 2, got %ld", stage);
     if (grad_through && stage != 2) fail("beagle gradcheck: --sim-grad-through needs --stage 2");
+    o.arch = parse_draft_arch(arch, "beagle gradcheck: --arch");
     o.stage = (int)stage;
     o.sim_grad_through = grad_through;
     o.hard_labels = hard;

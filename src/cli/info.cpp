@@ -114,7 +114,8 @@ static void print_draft(const std::string& path) {
     DraftWeights w = load_draft(path);
     const DraftConfig& c = w.cfg;
     printf("draft:   %s\n", path.c_str());
-    printf("format:  Beagle draft (BEAGLEDR v1), one cross-attention block\n");
+    printf("format:  Beagle draft (BEAGLEDR v1), %s\n",
+           c.arch == ARCH_EAGLE ? "EAGLE-style: fc + one decoder layer (arch eagle)" : "one cross-attention block");
     printf("config:\n");
     printf("  dim               %d\n", c.dim);
     printf("  n_heads           %d\n", c.n_heads);
@@ -129,6 +130,7 @@ static void print_draft(const std::string& path) {
     printf("tensors:\n");
     int64_t params = 0;
     for (int i = 0; i < DT_COUNT; i++) {
+        if (!c.has(i)) continue;
         printf("  %-10s F32  [%lld, %lld]\n", draft_tensor_name(i), (long long)c.rows(i), (long long)c.cols(i));
         params += c.numel(i);
     }

@@ -19,17 +19,20 @@ int cmd_train(int argc, char** argv) {
     long seed = (long)o.seed, ffn = o.ffn_dim, dvocab = o.draft_vocab, threads = o.threads, eval_n = o.eval_n, eval_tokens = o.eval_tokens;
     long gamma = o.gamma, depth = o.depth, topk = o.topk, total = o.total_tokens;
     bool quiet = false;
-    std::string plan;
+    std::string plan, arch = "beagle";
     Args a("train", "-m MODEL [-z TOK] --data DIR -o DRAFT [options] [--resume CKPT]",
            "Train a Beagle draft (one cross-attention block) for a frozen target on `beagle datagen` data: the first\n"
            "--stage1-epochs use inverse block attention (window --window), the next --stage2-epochs add training-time\n"
            "simulation (--sim-steps). AdamW (betas 0.9/0.95), linear warm-up then constant lr, global grad-norm clip.\n"
            "Writes DRAFT, DRAFT.ckpt (every --ckpt-every steps and at the end; --resume continues bit-exactly),\n"
            "DRAFT.loss.png, DRAFT.loss.tsv and, with --eval-prompts, DRAFT.accept.png; a summary in DRAFT.json.\n"
+           "--arch eagle trains the EAGLE-1/2-style draft instead (fc [embedding; feature] + one decoder layer with causal\n"
+           "self-attention) on the same data, losses, noise, optimizer and schedule; its two stages are the same objective.\n"
            "Under mpirun -np N (N a power of two): data-parallel over N ranks, the same bits as one process with the\n"
            "same --batch (the global batch); rank 0 writes the files (docs/distributed.md).\n"
            "Tests only: BEAGLE_DEBUG_NAN_STEP=N poisons an input state of step N with NaN (the run must stop);\n"
            "BEAGLE_DEBUG_FLAT_GRADS=1 sums each rank's items in place (a planted rank-count-dependent order).");
+    a.str("--arch", &arch, "draft architecture: beagle (cross-attention block) | eagle (EAGLE-1/2 decoder layer)");
     a.str("-m,--model", &o.model, "target model (frozen)");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--data", &o.data, "training data directory (beagle datagen)");
@@ -102,6 +105,7 @@ int cmd_train(int argc, char** argv) {
     if (seed < 0) fail("beagle train: --seed must be >= 0, got %ld", seed);
     o.seed = (uint64_t)seed;
     o.ffn_dim = in(ffn, 0, 1 << 20, "--ffn");
+    o.arch = parse_draft_arch(arch, "beagle train: --arch");
     o.draft_vocab = in(dvocab, 0, 1 << 24, "--draft-vocab");
     o.threads = in(threads, 0, 256, "--threads");
     o.eval_n = in(eval_n, 1, 1000000, "--eval-n");

@@ -1,4 +1,5 @@
-// beagle_drafter.cpp: drafting with the Beagle cross-attention draft (SPEC section 3, inference):
+// beagle_drafter.cpp: drafting with a draft model, the Beagle cross-attention draft (SPEC section 3,
+// inference) or the EAGLE-style draft (section 4; the same Draft interface, see draft.h):
 // chain (gamma steps, each query sees the true states plus, in concat mode, its own earlier
 // predictions) and the EAGLE-2 dynamic tree (expand the top-k nodes of each depth by cumulative
 // draft log-probability, then keep the best total_tokens nodes of the whole tree); optionally with the
@@ -33,7 +34,7 @@ public:
 
     void begin(const std::vector<int>& prompt, const float* states) override {
         draft_->reset();
-        draft_->add_true_states(states, (int)prompt.size());
+        draft_->add_true_states(states, (int)prompt.size(), prompt.data());
         shadow_tok_ = shadow_lk_tok_ = -1;
         sent_score_.clear();
         lk_sent_.clear();
@@ -41,11 +42,11 @@ public:
 
     void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
         accepted(tree, path);
-        draft_->add_true_states(path_states, (int)path.size());
+        draft_->add_true_states(path_states, (int)path.size(), path_tokens(tree, path));
     }
     void accept_rows(const DraftTree& tree, const std::vector<int>& path, Ops&, const float* states, int) override {
         accepted(tree, path);
-        draft_->add_true_state_rows(states, path.data(), (int)path.size());  // never leaves the backend
+        draft_->add_true_state_rows(states, path.data(), (int)path.size(), path_tokens(tree, path));  // never leaves the backend
     }
 
     void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) override {
@@ -64,12 +65,17 @@ public:
         alone_state_.resize(draft_->config().dim);
         logits_.resize(V_);
         draft_->forward(&root, &pos, 1, nullptr, words_, alone_state_.data(), logits_.data());
-        draft_->add_true_states(alone_state_.data(), 1);
+        draft_->add_true_states(alone_state_.data(), 1, &root);
         return tok_of(argmax(logits_.data(), V_));
     }
 
 private:
     // The round's bookkeeping before the path's states are appended (calibration, lookup rates).
+    const int* path_tokens(const DraftTree& tree, const std::vector<int>& path) {
+        path_tok_.resize(path.size());
+        for (size_t k = 0; k < path.size(); k++) path_tok_[k] = tree.token[path[k]];
+        return path_tok_.data();
+    }
     void accepted(const DraftTree& tree, const std::vector<int>& path) {
         if (p_.tree && !cost_.empty() && tree.size() > 1) {  // calibration of drafted nodes: accepted vs predicted
             for (int i = 1; i < tree.size() && i < (int)sent_score_.size(); i++)
@@ -99,6 +105,7 @@ private:
     std::vector<float> logits_;           // chain sampling: the draft's logits of the step
     std::vector<float> alone_state_;      // drafting alone (server lost): the predicted state fed back
     std::vector<float> top_val_, top_lse_;  // tree: the top-k values and logsumexp of each expanded row
+    std::vector<int> path_tok_;          // the accepted path's tokens (an EAGLE draft's keys need them)
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
 
     void propose_chain(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
@@ -306,6 +313,8 @@ std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftF
     BEAGLE_CHECK(p.gamma >= 1, "--gamma must be >= 1, got %d", p.gamma);
     BEAGLE_CHECK(p.total_tokens >= 2, "--total-tokens must be >= 2, got %d", p.total_tokens);
     BEAGLE_CHECK(p.verify_cost.empty() || p.verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
+    BEAGLE_CHECK(p.concat || w.cfg.arch != ARCH_EAGLE,
+                 "--no-concat is a Beagle draft's mode: an EAGLE draft's self-attention always sees its own predictions");
     return std::unique_ptr<Drafter>(new BeagleDrafter(w, fz, s, p));
 }
 

@@ -3,6 +3,7 @@
 // src/model/draft_layers.cpp, shared with training.
 #include "draft.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <climits>
@@ -13,12 +14,27 @@
 #include "../core/rng.h"
 #include "../io/container.h"
 #include "draft_layers.h"
+#include "eagle_layers.h"
 
 namespace beagle {
 
-static const char* kTensorNames[DT_COUNT] = {"wq",      "wk",      "wv",     "wo",   "norm_q",
-                                             "norm_kv", "norm_m",  "w_gate", "w_up", "w_down"};
+static const char* kTensorNames[DT_COUNT] = {"wq",     "wk",   "wv",     "wo",   "norm_q", "norm_kv",
+                                             "norm_m", "w_gate", "w_up", "w_down", "fc_e",   "fc_f"};
 const char* draft_tensor_name(int i) { return i >= 0 && i < DT_COUNT ? kTensorNames[i] : "?"; }
+
+const char* draft_arch_name(int arch) { return arch == ARCH_EAGLE ? "eagle" : arch == ARCH_BEAGLE ? "beagle" : "?"; }
+
+int parse_draft_arch(const std::string& s, const char* where) {
+    if (s == "beagle") return ARCH_BEAGLE;
+    if (s == "eagle") return ARCH_EAGLE;
+    fail("%s: draft architecture '%s' is not one of beagle, eagle", where, s.c_str());
+}
+
+bool DraftConfig::has(int t) const {
+    if (t < 0 || t >= DT_COUNT) return false;
+    if (arch == ARCH_EAGLE) return t != DT_NORM_KV;
+    return t != DT_FC_E && t != DT_FC_F;
+}
 
 RopeParams DraftConfig::rope() const {
     RopeParams rp;
@@ -36,7 +52,7 @@ int64_t DraftConfig::rows(int t) const {
     switch (t) {
         case DT_WQ: return q_dim();
         case DT_WK: case DT_WV: return kv_dim();
-        case DT_WO: case DT_W_DOWN: return dim;
+        case DT_WO: case DT_W_DOWN: case DT_FC_E: case DT_FC_F: return dim;
         case DT_W_GATE: case DT_W_UP: return ffn_dim;
         default: return 1;
     }
@@ -51,6 +67,7 @@ int64_t DraftConfig::cols(int t) const {
 }
 
 void DraftConfig::validate(const char* where) const {
+    BEAGLE_CHECK(arch == ARCH_BEAGLE || arch == ARCH_EAGLE, "%s: unknown draft architecture %d", where, arch);
     BEAGLE_CHECK(dim > 0 && dim <= (1 << 16), "%s: dim %d outside 1..65536", where, dim);
     BEAGLE_CHECK(n_heads > 0 && n_heads <= 1024 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
                  "%s: n_heads %d must be a positive multiple of n_kv_heads %d", where, n_heads, n_kv_heads);
@@ -134,7 +151,9 @@ void DraftWeights::init_random(const DraftConfig& c, uint64_t seed) {
     for (int i = 0; i < DT_COUNT; i++) {
         t[i].assign((size_t)c.numel(i), 1.0f);
         if (i == DT_NORM_Q || i == DT_NORM_KV || i == DT_NORM_M) continue;
-        double bound = 1.0 / std::sqrt((double)c.cols(i));
+        // W_fc = [fc_e | fc_f] is one Linear(2 dim -> dim): its fan-in is 2 dim
+        double fan_in = (double)c.cols(i) * (i == DT_FC_E || i == DT_FC_F ? 2 : 1);
+        double bound = 1.0 / std::sqrt(fan_in);
         for (float& x : t[i]) x = (float)((2.0 * rng.uniform() - 1.0) * bound);
     }
 }
@@ -147,6 +166,7 @@ static KeyValues config_text(const DraftConfig& c, const std::vector<std::pair<s
     KeyValues kv;
     kv.where = "draft config and metadata";
     auto add = [&](const char* key, const std::string& v) { kv.items.emplace_back(key, v); };
+    if (c.arch != ARCH_BEAGLE) add("arch", draft_arch_name(c.arch));  // absent: beagle (files before the key)
     add("dim", std::to_string(c.dim));
     add("n_heads", std::to_string(c.n_heads));
     add("n_kv_heads", std::to_string(c.n_kv_heads));
@@ -182,11 +202,13 @@ static bool is_norm(int t) { return t == DT_NORM_Q || t == DT_NORM_KV || t == DT
 void save_draft(const std::string& path, const DraftWeights& w) {
     w.cfg.validate("save_draft");
     check_d2t(w.cfg, w.d2t, "save_draft");
-    std::vector<ContainerBlob> blobs(DT_COUNT);
+    std::vector<ContainerBlob> blobs;
     for (int i = 0; i < DT_COUNT; i++) {
         BEAGLE_CHECK(w.t[i].size() == (size_t)w.cfg.numel(i), "save_draft: tensor %s has %zu values, expected %lld",
                      draft_tensor_name(i), w.t[i].size(), (long long)w.cfg.numel(i));
-        ContainerBlob& e = blobs[i];
+        if (!w.cfg.has(i)) continue;
+        blobs.emplace_back();
+        ContainerBlob& e = blobs.back();
         e.name = draft_tensor_name(i);
         e.ndim = is_norm(i) ? 1 : 2;  // a norm's shape is {dim, 0}: the unused slot keeps the table size fixed
         e.shape[0] = (uint64_t)(is_norm(i) ? w.cfg.cols(i) : w.cfg.rows(i));
@@ -213,9 +235,6 @@ DraftWeights load_draft(const std::string& path) {
     ContainerReader f(path, kDraftFile);
     const char* P = path.c_str();
     uint32_t n_tensors = f.u32(12, "tensor count");
-    if (n_tensors != DT_COUNT && n_tensors != DT_COUNT + 1)
-        fail("%s: draft file has %u tensors, expected %d (or %d with a reduced vocabulary)", P, n_tensors, (int)DT_COUNT,
-             (int)DT_COUNT + 1);
 
     // config text: the config keys, then meta.KEY lines (free-form metadata)
     KeyValues kv = f.text(path + ": draft config");
@@ -223,6 +242,12 @@ DraftWeights load_draft(const std::string& path) {
     for (auto& p : kv.items)
         if (p.first.compare(0, 5, "meta.") == 0) w.meta.emplace_back(p.first.substr(5), p.second);
     DraftConfig& c = w.cfg;
+    c.arch = kv.find("arch") ? parse_draft_arch(*kv.find("arch"), P) : ARCH_BEAGLE;
+    int n_arch = 0;  // the architecture's tensors
+    for (int i = 0; i < DT_COUNT; i++) n_arch += c.has(i);
+    if (n_tensors != (uint32_t)n_arch && n_tensors != (uint32_t)n_arch + 1)
+        fail("%s: draft file has %u tensors, expected %d (or %d with a reduced vocabulary) for a %s draft", P, n_tensors,
+             n_arch, n_arch + 1, draft_arch_name(c.arch));
     auto int32 = [&](const char* key) { return (int)kv.integer(key, INT32_MIN, INT32_MAX); };
     c.dim = int32("dim");
     c.n_heads = int32("n_heads");
@@ -231,7 +256,7 @@ DraftWeights load_draft(const std::string& path) {
     c.ffn_dim = int32("ffn_dim");
     c.vocab_size = int32("vocab_size");
     c.draft_vocab = kv.find("draft_vocab") ? (int)kv.integer("draft_vocab", 1, INT32_MAX) : 0;
-    if ((n_tensors == DT_COUNT + 1) != (c.draft_vocab > 0))
+    if ((n_tensors == (uint32_t)n_arch + 1) != (c.draft_vocab > 0))
         fail("%s: draft file has %u tensors but its config %s a reduced vocabulary (draft_vocab)", P, n_tensors,
              c.draft_vocab > 0 ? "declares" : "does not declare");
     c.norm_eps = (float)kv.real("norm_eps");
@@ -262,6 +287,9 @@ DraftWeights load_draft(const std::string& path) {
         for (int i = 0; i < DT_COUNT; i++)
             if (e.name == kTensorNames[i]) idx = i;
         if (idx < 0) fail("%s: unknown tensor '%s' in the draft file", P, e.name.c_str());
+        if (!c.has(idx))
+            fail("%s: tensor '%s' is not part of a %s draft", P, e.name.c_str(), draft_arch_name(c.arch));
+        if (!w.t[idx].empty()) fail("%s: tensor '%s' appears twice in the draft file", P, e.name.c_str());
         bool vec = is_norm(idx);
         uint64_t rows = vec ? 1 : e.shape[0], cols = vec ? e.shape[0] : e.shape[1];
         if (e.ndim != (vec ? 1u : 2u) || (int64_t)rows != c.rows(idx) || (int64_t)cols != c.cols(idx))
@@ -277,6 +305,9 @@ DraftWeights load_draft(const std::string& path) {
             if (!std::isfinite(w.t[idx][i]))
                 fail("%s: tensor '%s' element %zu is not finite (%g)", P, e.name.c_str(), i, w.t[idx][i]);
     }
+    for (int i = 0; i < DT_COUNT; i++)
+        if (c.has(i) && w.t[i].size() != (size_t)c.numel(i))
+            fail("%s: tensor '%s' of a %s draft is missing", P, draft_tensor_name(i), draft_arch_name(c.arch));
     return w;
 }
 
@@ -307,6 +338,7 @@ struct Draft::Acts {
     BufAlloc<Ops> al;
     QueryActs<float> A;
     float *xn = nullptr, *rstd = nullptr, *logits = nullptr;
+    float* feat = nullptr;  // EAGLE: the queries' input features f_{p-1}
 };
 
 Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, int max_pred, int max_queries)
@@ -318,11 +350,18 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
     BufAlloc<Ops>& al = a_->al;
     kt_ = al.alloc((size_t)ctx * c.kv_dim());
     vt_ = al.alloc((size_t)ctx * c.kv_dim());
-    kp_ = al.alloc((size_t)max_pred * c.kv_dim());
-    vp_ = al.alloc((size_t)max_pred * c.kv_dim());
+    // EAGLE: the rows after the kept predictions hold the K/V of the queries being run (they see themselves)
+    const int pred_rows = c.arch == ARCH_EAGLE ? max_pred + max_queries : max_pred;
+    kp_ = al.alloc((size_t)pred_rows * c.kv_dim());
+    vp_ = al.alloc((size_t)pred_rows * c.kv_dim());
     stage_t_ = al.alloc((size_t)ctx * c.dim);
     stage_p_ = al.alloc((size_t)max_pred * c.dim);
-    query_acts_alloc(al, c, &a_->A, max_queries);
+    if (c.arch == ARCH_EAGLE) {
+        eagle_acts_alloc(al, c, &a_->A, max_queries);
+        a_->feat = al.alloc((size_t)max_queries * c.dim);
+    } else {
+        query_acts_alloc(al, c, &a_->A, max_queries);
+    }
     a_->xn = al.alloc((size_t)max_queries * c.dim);
     a_->rstd = al.alloc(max_queries);
     a_->logits = al.alloc((size_t)max_queries * c.head_rows());
@@ -364,7 +403,8 @@ void Draft::use_q8_weights(const DraftWeights& w) {
     BEAGLE_CHECK(w.cfg.dim == c.dim && w.cfg.ffn_dim == c.ffn_dim && w.cfg.n_heads == c.n_heads &&
                      w.cfg.n_kv_heads == c.n_kv_heads && w.cfg.head_dim == c.head_dim,
                  "use_q8_weights: weights of another draft shape");
-    for (int t : {DT_WQ, DT_WK, DT_WV, DT_WO, DT_W_GATE, DT_W_UP, DT_W_DOWN}) {
+    for (int t : {DT_WQ, DT_WK, DT_WV, DT_WO, DT_W_GATE, DT_W_UP, DT_W_DOWN, DT_FC_E, DT_FC_F}) {
+        if (!c.has(t)) continue;
         const int64_t rows = c.rows(t), cols = c.cols(t);
         BEAGLE_CHECK((int64_t)w.t[t].size() == rows * cols, "use_q8_weights: %s has %zu values, expected %lld",
                      draft_tensor_name(t), w.t[t].size(), (long long)(rows * cols));
@@ -387,24 +427,33 @@ void Draft::use_q8_weights(const DraftWeights& w) {
 
 void Draft::reset() {
     n_true_cached_ = n_true_pending_ = 0;
+    true_tok_.clear();
     clear_pred();
 }
 
-void Draft::add_true_states(const float* states, int n, bool on_backend) {
+void Draft::add_true_states(const float* states, int n, const int* tokens, bool on_backend) {
     if (n <= 0) return;
     const DraftConfig& c = m_->cfg;
     BEAGLE_CHECK(n_true() + n <= ctx_, "draft: %d true states would exceed its context of %d", n_true() + n, ctx_);
-    float* dst = stage_t_ + (size_t)n_true_pending_ * c.dim;
+    const bool eagle = c.arch == ARCH_EAGLE;
+    BEAGLE_CHECK(!eagle || tokens, "draft: an EAGLE draft needs the tokens of the true states' positions");
+    // Beagle: pending rows from 0 (their K/V are computed once, then the rows are reused); EAGLE: every
+    // true state at its position (each key and the next round's first query read f_{p-1})
+    float* dst = stage_t_ + (size_t)(eagle ? n_true() : n_true_pending_) * c.dim;
     if (on_backend) ops_.copy(dst, states, (size_t)n * c.dim);
     else ops_.upload(dst, states, (size_t)n * c.dim);
+    if (eagle) true_tok_.insert(true_tok_.end(), tokens, tokens + n);
     n_true_pending_ += n;
 }
 
-void Draft::add_true_state_rows(const float* src, const int* rows, int n) {
+void Draft::add_true_state_rows(const float* src, const int* rows, int n, const int* tokens) {
     if (n <= 0) return;
     const DraftConfig& c = m_->cfg;
     BEAGLE_CHECK(n_true() + n <= ctx_, "draft: %d true states would exceed its context of %d", n_true() + n, ctx_);
-    ops_.gather_rows(stage_t_ + (size_t)n_true_pending_ * c.dim, src, rows, n, c.dim);
+    const bool eagle = c.arch == ARCH_EAGLE;
+    BEAGLE_CHECK(!eagle || tokens, "draft: an EAGLE draft needs the tokens of the true states' positions");
+    ops_.gather_rows(stage_t_ + (size_t)(eagle ? n_true() : n_true_pending_) * c.dim, src, rows, n, c.dim);
+    if (eagle) true_tok_.insert(true_tok_.end(), tokens, tokens + n);
     n_true_pending_ += n;
 }
 
@@ -422,9 +471,26 @@ int Draft::keep_pred(const int* rows, int n) {
     const DraftConfig& c = m_->cfg;
     int first = n_pred();
     BEAGLE_CHECK(first + n <= max_pred_, "draft: %d predicted states would exceed max_pred %d", first + n, max_pred_);
-    for (int i = 0; i < n; i++) {
-        BEAGLE_CHECK(rows[i] >= 0 && rows[i] < (int)last_pos_.size(), "draft: keep_pred row %d outside the last forward's %zu",
+    for (int i = 0; i < n; i++)
+        BEAGLE_CHECK(rows[i] >= 0 && rows[i] < (int)last_pos_.size() &&
+                         (c.arch != ARCH_EAGLE || i == 0 || rows[i] > rows[i - 1]),
+                     "draft: keep_pred row %d outside the last forward's %zu (EAGLE: rows increasing, once per forward)",
                      rows[i], last_pos_.size());
+    if (c.arch == ARCH_EAGLE) {  // the queries' K/V rows (after the kept ones) become kept rows, in order
+        const int kvd = c.kv_dim();
+        for (int i = 0; i < n; i++) {
+            if (rows[i] != i) {  // rows[i] >= i: moving down in order never overwrites a row still to move
+                ops_.copy(kp_ + (size_t)(first + i) * kvd, kp_ + (size_t)(first + rows[i]) * kvd, kvd);
+                ops_.copy(vp_ + (size_t)(first + i) * kvd, vp_ + (size_t)(first + rows[i]) * kvd, kvd);
+            }
+            ops_.copy(stage_p_ + (size_t)(first + i) * c.dim, a_->A.fh + (size_t)rows[i] * c.dim, c.dim);
+            pred_pos_.push_back(last_pos_[rows[i]]);
+        }
+        n_pred_cached_ += n;
+        last_pos_.clear();  // the query rows were consumed
+        return first;
+    }
+    for (int i = 0; i < n; i++) {
         ops_.copy(stage_p_ + (size_t)(n_pred_pending_ + i) * c.dim, a_->A.fh + (size_t)rows[i] * c.dim, c.dim);
         pred_pos_.push_back(last_pos_[rows[i]]);
     }
@@ -437,6 +503,24 @@ void Draft::ensure_kv() {
     const DraftConfig& c = m_->cfg;
     BufAlloc<Ops>& al = a_->al;
     int kvd = c.kv_dim();
+    if (c.arch == ARCH_EAGLE) {  // keys of the new true positions p >= 1: x_p = W_fc [E(t_p); f_{p-1}], set-0 row p - 1
+        const int p0 = std::max(n_true_cached_, 1), p1 = n_true_cached_ + n_true_pending_;
+        const int n = p1 - p0;
+        if (n > 0) {
+            std::vector<int> pos(n);
+            for (int i = 0; i < n; i++) pos[i] = p0 + i;
+            float* e = al.alloc((size_t)n * c.dim);
+            float* x = al.alloc((size_t)n * c.dim);
+            float* xn = al.alloc((size_t)n * c.dim);
+            float* rstd = al.alloc(n);
+            eagle_input(*m_, al, e, x, xn, rstd, true_tok_.data() + p0, stage_t_ + (size_t)(p0 - 1) * c.dim, n);
+            eagle_kv(*m_, xn, kt_ + (size_t)(p0 - 1) * kvd, vt_ + (size_t)(p0 - 1) * kvd, n, pos.data());
+            for (float** p : {&e, &x, &xn, &rstd}) al.release(*p);
+        }
+        n_true_cached_ = p1;
+        n_true_pending_ = 0;
+        return;
+    }
     for (int set = 0; set < 2; set++) {
         int n = set == 0 ? n_true_pending_ : n_pred_pending_;
         if (n == 0) continue;
@@ -465,6 +549,13 @@ void Draft::forward(const int* tokens, const int* pos, int n, const uint64_t* pr
     const DraftConfig& c = m_->cfg;
     BEAGLE_CHECK(n >= 1 && n <= max_q_, "draft forward: %d queries, allowed 1..%d", n, max_q_);
     ensure_kv();
+    if (c.arch == ARCH_EAGLE) {
+        eagle_forward(tokens, pos, n, pred_mask, mask_words);
+        head_logits(*m_, a_->A.fh, n, a_->xn, a_->rstd, a_->logits);
+        if (states_out) ops_.download(states_out, a_->A.fh, (size_t)n * c.dim);
+        if (logits_out) ops_.download(logits_out, a_->logits, (size_t)n * c.head_rows());
+        return;
+    }
     BEAGLE_CHECK(n_true_cached_ >= 1, "draft forward: no true states yet (add_true_states first)");
     XAttnKeys keys;
     keys.k0 = kt_;
@@ -487,6 +578,48 @@ void Draft::forward(const int* tokens, const int* pos, int n, const uint64_t* pr
     head_logits(*m_, A.fh, n, a_->xn, a_->rstd, a_->logits);
     if (states_out) ops_.download(states_out, A.fh, (size_t)n * c.dim);
     if (logits_out) ops_.download(logits_out, a_->logits, (size_t)n * c.head_rows());
+}
+
+// EAGLE queries: feature f_{p-1} of each (the last true state, or the parent's prediction found in its
+// mask row), their own K/V written after the kept predicted rows, and a PREFIX mask over the true keys
+// plus, per query, its ancestors' rows and its own.
+void Draft::eagle_forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words) {
+    const DraftConfig& c = m_->cfg;
+    const int kvd = c.kv_dim(), np = n_pred_cached_, nt = n_true_cached_;
+    BEAGLE_CHECK(nt >= 1, "draft forward: no true states yet (add_true_states first)");
+    BEAGLE_CHECK(n_pred_pending_ == 0, "draft: EAGLE keeps no pending predicted rows");
+    BEAGLE_CHECK(!pred_mask || mask_words * 64 >= np, "draft forward: mask of %d words for %d predicted rows", mask_words, np);
+    const int W = (np + n + 63) / 64;
+    std::vector<uint64_t> bits((size_t)n * W, 0);
+    for (int i = 0; i < n; i++) {
+        const float* f = nullptr;
+        if (pos[i] == nt) {
+            f = stage_t_ + (size_t)(nt - 1) * c.dim;
+        }
+        for (int r = 0; r < np; r++) {
+            if (!pred_mask || !((pred_mask[(size_t)i * mask_words + r / 64] >> (r % 64)) & 1)) continue;
+            bits[(size_t)i * W + r / 64] |= 1ULL << (r % 64);
+            if (pos[i] != nt && pred_pos_[r] == pos[i] - 1) f = stage_p_ + (size_t)r * c.dim;
+        }
+        BEAGLE_CHECK(f, "draft: EAGLE query %d at position %d has no feature (neither the next position after the %d "
+                     "true states nor a predicted parent at position %d in its mask)", i, pos[i], nt, pos[i] - 1);
+        ops_.copy(a_->feat + (size_t)i * c.dim, f, c.dim);
+        bits[(size_t)i * W + (np + i) / 64] |= 1ULL << ((np + i) % 64);  // itself
+    }
+    XAttnKeys keys;
+    keys.k0 = kt_;
+    keys.v0 = vt_;
+    keys.n0 = nt - 1;  // keys of positions 1..nt-1
+    keys.k1 = kp_;
+    keys.v1 = vp_;
+    keys.n1 = np + n;
+    XAttnMask mask;
+    mask.kind = XAttnMask::PREFIX;
+    mask.set1_bits = bits.data();
+    mask.set1_words = W;
+    last_pos_.assign(pos, pos + n);
+    beagle::eagle_forward(*m_, a_->al, a_->A, n, tokens, a_->feat, pos, kp_ + (size_t)np * kvd, vp_ + (size_t)np * kvd,
+                          nullptr, keys, mask);
 }
 
 const float* Draft::states_backend() const { return a_->A.fh; }

@@ -1,8 +1,9 @@
-// draft.h: the Beagle draft model (SPEC section 3): its config, host weights, the frozen tensors it
-// shares with the target (embedding, final norm, LM head), the draft file format ("BEAGLEDR"), and
-// Draft, the inference object the speculative-decoding engine calls (lazy-appending KV cache of
-// true-state K/V, concat / no-concat). The layer math is src/model/draft_layers.h, shared with
-// training so inference and the training forward give the same bits on the same backend.
+// draft.h: the draft models (SPEC section 3 and section 4's EAGLE-style baseline): their config (the
+// architecture is one of its fields), host weights, the frozen tensors they share with the target
+// (embedding, final norm, LM head), the draft file format ("BEAGLEDR"), and Draft, the inference object
+// the speculative-decoding engine calls (lazy-appending KV cache, concat / no-concat). The layer math
+// is src/model/draft_layers.h (Beagle) and src/model/eagle_layers.h (EAGLE), shared with training so
+// inference and the training forward give the same bits on the same backend.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,23 +17,35 @@
 
 namespace beagle {
 
-// The trainable tensors, in file order. Matrices are {out, in} (y = W x); norms are {dim}.
+// The draft's architecture (the draft file's "arch" key; files without it are Beagle drafts).
+//   ARCH_BEAGLE: one cross-attention block (SPEC 3): queries are token embeddings, keys the target's states.
+//   ARCH_EAGLE:  EAGLE-1/2 (SPEC 4): x_p = W_fc [E(t_p); f_{p-1}], one decoder layer (RMSNorm, causal
+//                self-attention with RoPE over the draft's own sequence x, SwiGLU MLP) -> f^_p.
+enum DraftArch : int { ARCH_BEAGLE = 0, ARCH_EAGLE = 1 };
+const char* draft_arch_name(int arch);
+int parse_draft_arch(const std::string& s, const char* where);  // "beagle" | "eagle", else a clear Error
+
+// The trainable tensors, in file order. Matrices are {out, in} (y = W x); norms are {dim}. An
+// architecture has a subset of them (DraftConfig::has): Beagle all but fc_e/fc_f; EAGLE all but norm_kv.
 enum DraftTensor : int {
     DT_WQ,       // {n_heads * head_dim, dim}
     DT_WK,       // {n_kv_heads * head_dim, dim}
     DT_WV,       // {n_kv_heads * head_dim, dim}
     DT_WO,       // {dim, n_heads * head_dim}
-    DT_NORM_Q,   // {dim}  RMSNorm_q on the query token's embedding
-    DT_NORM_KV,  // {dim}  RMSNorm_kv on the key/value states
+    DT_NORM_Q,   // {dim}  Beagle: RMSNorm_q on the query token's embedding; EAGLE: the layer's input RMSNorm
+    DT_NORM_KV,  // {dim}  Beagle: RMSNorm_kv on the key/value states (EAGLE: none, q/k/v share norm_q)
     DT_NORM_M,   // {dim}  RMSNorm_m before the MLP
     DT_W_GATE,   // {ffn_dim, dim}
     DT_W_UP,     // {ffn_dim, dim}
     DT_W_DOWN,   // {dim, ffn_dim}
+    DT_FC_E,     // {dim, dim}  EAGLE: W_fc's half applied to the token embedding
+    DT_FC_F,     // {dim, dim}  EAGLE: W_fc's half applied to the feature (W_fc = [fc_e | fc_f], 2 dim -> dim, no bias)
     DT_COUNT
 };
 const char* draft_tensor_name(int i);
 
 struct DraftConfig {
+    int arch = ARCH_BEAGLE;       // DraftArch
     int dim = 0;                  // = the target's dim (queries are its embeddings, keys its states)
     int n_heads = 0, n_kv_heads = 0, head_dim = 0;
     int ffn_dim = 0;
@@ -53,9 +66,10 @@ struct DraftConfig {
     int kv_dim() const { return n_kv_heads * head_dim; }
     int head_rows() const { return draft_vocab > 0 ? draft_vocab : vocab_size; }  // width of the draft's logits
     RopeParams rope() const;
+    bool has(int t) const;        // is tensor t part of this architecture?
     int64_t rows(int t) const;    // shape of tensor t
     int64_t cols(int t) const;
-    int64_t numel(int t) const { return rows(t) * cols(t); }
+    int64_t numel(int t) const { return has(t) ? rows(t) * cols(t) : 0; }
     void validate(const char* where) const;  // throws if inconsistent
 };
 
@@ -83,7 +97,9 @@ struct DraftWeights {
 //   tensor table: per tensor u32 name_len, name, u32 ndim, ndim x u64 shape, u64 offset, u64 nbytes
 //   tensor data (f32, offsets 64-aligned)   last 4 bytes: u32 CRC-32 (zlib) of everything before.
 // With a reduced vocabulary (config line "draft_vocab N") one more table entry, "d2t": ndim 1,
-// shape {N}, int32 target token ids, strictly increasing.
+// shape {N}, int32 target token ids, strictly increasing. The config's first line "arch eagle" marks an
+// EAGLE draft (its tensors: DraftConfig::has); a Beagle draft has no arch line, so the files written
+// before the key existed load as Beagle drafts and a Beagle draft saved now has the same bytes.
 void save_draft(const std::string& path, const DraftWeights& w);  // atomic write
 // Throws unless d2t has c.draft_vocab strictly increasing target ids in [0, vocab_size).
 void check_d2t(const DraftConfig& c, const std::vector<int32_t>& d2t, const char* where);
@@ -130,11 +146,13 @@ public:
     bool concat() const { return concat_; }
 
     void reset();                                 // forget all states
-    // Append the next n true states (n x dim), host memory (or backend buffers if on_backend).
-    void add_true_states(const float* states, int n, bool on_backend = false);
+    // Append the next n true states (n x dim), host memory (or backend buffers if on_backend), and
+    // the tokens at their positions (host; an EAGLE draft needs them: its key at position p is made of
+    // t_p and f_{p-1}; a Beagle draft ignores them and may be given nullptr).
+    void add_true_states(const float* states, int n, const int* tokens = nullptr, bool on_backend = false);
     // Append rows rows[0..n) of `src` (a backend buffer of dim-wide rows, e.g. the target's states of a
-    // verify, Llama::states_backend()) as the next n true states: gathered on the backend.
-    void add_true_state_rows(const float* src, const int* rows, int n);
+    // verify, Llama::states_backend()) as the next n true states: gathered on the backend (tokens as above).
+    void add_true_state_rows(const float* src, const int* rows, int n, const int* tokens = nullptr);
     int n_true() const { return n_true_cached_ + n_true_pending_; }
     // Truncate back to the true states (after verification).
     void clear_pred();
@@ -144,6 +162,9 @@ public:
     // the predicted rows whose bit is set in row i of pred_mask (mask_words words per row; nullptr:
     // none). Writes the predicted states f^ (n x dim) and logits (n x vocab) to host buffers if not
     // null; both also stay on the backend (states_backend(), logits_backend()) until the next call.
+    // EAGLE: the query at pos[i] == n_true() takes the last true state as its feature f_{p-1}; any other
+    // query takes the predicted row of its mask whose position is pos[i] - 1 (its parent), and each
+    // query also sees its own key (causal self-attention). Predicted rows are always seen (concat).
     void forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
                  float* states_out, float* logits_out);
     // Keep rows[0..n) of the last forward's predicted states as predicted keys (their K/V are
@@ -157,6 +178,7 @@ public:
 
 private:
     void ensure_kv();
+    void eagle_forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words);
     Ops& ops_;
     std::unique_ptr<DraftModelT<Ops>> m_;
     int ctx_, max_pred_, max_q_;
@@ -166,7 +188,10 @@ private:
     std::unique_ptr<Tensor> q8_t_[DT_COUNT];
     bool concat_ = true;
     float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
-    float *stage_t_, *stage_p_;              // pending states (K/V not yet computed)
+    float *stage_t_, *stage_p_;              // pending states (K/V not yet computed). EAGLE: stage_t_ row p holds
+                                             // f_p for every true position (the features of later keys and queries),
+                                             // stage_p_ row r the predicted state of predicted row r
+    std::vector<int> true_tok_;              // EAGLE: the token at each true position
     int n_true_cached_ = 0, n_true_pending_ = 0, n_pred_cached_ = 0, n_pred_pending_ = 0;
     std::vector<int> pred_pos_;              // position of each predicted row
     std::vector<int> last_pos_;

@@ -20,7 +20,8 @@ DraftModelT<O>::DraftModelT(O& ops_, const DraftWeights& dw, const DraftFrozen& 
     BEAGLE_CHECK((fz.embd.empty() || fz.embd.size() == (size_t)cfg.vocab_size * cfg.dim) &&
                      fz.out_norm.size() == (size_t)cfg.dim && (fz.lm_head.empty() || fz.lm_head.size() == fz.embd.size()),
                  "frozen target tensors have wrong sizes");
-    for (int i = 0; i < DT_COUNT; i++) w[i] = ops.alloc((size_t)cfg.numel(i));
+    for (int i = 0; i < DT_COUNT; i++)
+        if (cfg.has(i)) w[i] = ops.alloc((size_t)cfg.numel(i));  // tensors of another architecture stay null
     set_weights(dw);
     size_t ve = (size_t)cfg.vocab_size * cfg.dim;
     out_norm = ops.alloc(cfg.dim);
@@ -54,7 +55,7 @@ DraftModelT<O>::DraftModelT(O& ops_, const DraftWeights& dw, const DraftFrozen& 
 template <class O>
 DraftModelT<O>::~DraftModelT() {
     for (int i = 0; i < DT_COUNT; i++) {
-        ops.release(w[i]);
+        if (w[i]) ops.release(w[i]);
         if (g[i]) ops.release(g[i]);
     }
     if (lm_head && own_head) ops.release(lm_head);
@@ -64,10 +65,12 @@ DraftModelT<O>::~DraftModelT() {
 
 template <class O>
 void DraftModelT<O>::set_weights(const DraftWeights& dw) {
+    BEAGLE_CHECK(dw.cfg.arch == cfg.arch, "draft weights of a %s draft given to a %s draft", draft_arch_name(dw.cfg.arch),
+                 draft_arch_name(cfg.arch));
     for (int i = 0; i < DT_COUNT; i++) {
         BEAGLE_CHECK(dw.t[i].size() == (size_t)cfg.numel(i), "draft tensor %s has %zu values, expected %lld",
                      draft_tensor_name(i), dw.t[i].size(), (long long)cfg.numel(i));
-        upload_f(ops, w[i], dw.t[i].data(), dw.t[i].size());
+        if (cfg.has(i)) upload_f(ops, w[i], dw.t[i].data(), dw.t[i].size());
     }
 }
 
@@ -77,14 +80,14 @@ void DraftModelT<O>::get_weights(DraftWeights* dw) const {
     dw->d2t = d2t;
     for (int i = 0; i < DT_COUNT; i++) {
         dw->t[i].resize((size_t)cfg.numel(i));
-        download_f(ops, dw->t[i].data(), w[i], dw->t[i].size());
+        if (cfg.has(i)) download_f(ops, dw->t[i].data(), w[i], dw->t[i].size());
     }
 }
 
 template <class O>
 void DraftModelT<O>::enable_grads() {
     for (int i = 0; i < DT_COUNT; i++)
-        if (!g[i]) g[i] = ops.alloc((size_t)cfg.numel(i));
+        if (!g[i] && cfg.has(i)) g[i] = ops.alloc((size_t)cfg.numel(i));
 }
 
 template <class O>
@@ -112,15 +115,28 @@ void download_f(O& ops, float* dst, const RealOf<O>* src, size_t n) {
     }
 }
 
-// y = x W_t^T (n rows): the f32 matmul of training, or at inference the quantized copy when set.
 template <class O>
-static void draft_mm(DraftModelT<O>& m, int t, RealOf<O>* y, const RealOf<O>* x, int n, int n_in, int n_out) {
+void draft_matmul(DraftModelT<O>& m, int t, RealOf<O>* y, const RealOf<O>* x, int n, int n_in, int n_out) {
     if constexpr (std::is_same<O, Ops>::value)
         if (m.fast_w[t].data) {
             m.ops.matmul(y, x, m.fast_w[t], n);
             return;
         }
     m.ops.matmul_f32(y, x, m.w[t], n, n_in, n_out);
+}
+
+template <class O>
+void draft_embed(DraftModelT<O>& m, RealOf<O>* u, const int* tokens, int n) {
+    for (int i = 0; i < n; i++)
+        BEAGLE_CHECK(tokens[i] >= 0 && tokens[i] < m.cfg.vocab_size, "draft query token %d out of range [0, %d)",
+                     tokens[i], m.cfg.vocab_size);
+    if constexpr (std::is_same<O, Ops>::value)
+        if (m.embd_w.data) {
+            m.ops.embed(u, m.embd_w, tokens, n);
+            return;
+        }
+    BEAGLE_CHECK(m.embd, "draft: no embedding table (frozen tables not loaded, no target weights given)");
+    m.ops.gather_rows(u, m.embd, tokens, n, m.cfg.dim);
 }
 
 // ---- key side ---------------------------------------------------------------------------------------
@@ -131,9 +147,9 @@ void key_forward(DraftModelT<O>& m, const RealOf<O>* s, RealOf<O>* ns, RealOf<O>
     const DraftConfig& c = m.cfg;
     O& ops = m.ops;
     ops.rmsnorm_f32(ns, rstd, s, m.w[DT_NORM_KV], n, c.dim, c.norm_eps);
-    draft_mm(m, DT_WK, K, ns, n, c.dim, c.kv_dim());
+    draft_matmul(m, DT_WK, K, ns, n, c.dim, c.kv_dim());
     ops.rope(K, pos, n, c.n_kv_heads, c.rope(), false);
-    draft_mm(m, DT_WV, V, ns, n, c.dim, c.kv_dim());
+    draft_matmul(m, DT_WV, V, ns, n, c.dim, c.kv_dim());
 }
 
 template <class O>
@@ -192,31 +208,26 @@ void query_forward(DraftModelT<O>& m, QueryActs<RealOf<O>>& A, int n, const int*
     const DraftConfig& c = m.cfg;
     O& ops = m.ops;
     BEAGLE_CHECK(n <= A.n, "query_forward: %d queries but activations for %d", n, A.n);
-    for (int i = 0; i < n; i++)
-        BEAGLE_CHECK(tokens[i] >= 0 && tokens[i] < c.vocab_size, "draft query token %d out of range [0, %d)",
-                     tokens[i], c.vocab_size);
-    size_t nd = (size_t)n * c.dim;
-    bool done = false;                                                            // u = E(t)
-    if constexpr (std::is_same<O, Ops>::value)
-        if (m.embd_w.data) {
-            ops.embed(A.u, m.embd_w, tokens, n);
-            done = true;
-        }
-    if (!done) {
-        BEAGLE_CHECK(m.embd, "draft: no embedding table (frozen tables not loaded, no target weights given)");
-        ops.gather_rows(A.u, m.embd, tokens, n, c.dim);
-    }
+    draft_embed(m, A.u, tokens, n);                                               // u = E(t)
     ops.rmsnorm_f32(A.nq, A.rstd_q, A.u, m.w[DT_NORM_Q], n, c.dim, c.norm_eps);   // RMSNorm_q(u)
-    draft_mm(m, DT_WQ, A.q, A.nq, n, c.dim, c.q_dim());                         // Wq .
-    ops.rope(A.q, pos, n, c.n_heads, c.rope(), false);                     // RoPE_i
+    draft_matmul(m, DT_WQ, A.q, A.nq, n, c.dim, c.q_dim());                       // Wq .
+    ops.rope(A.q, pos, n, c.n_heads, c.rope(), false);                            // RoPE_i
     ops.xattn(A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
-    draft_mm(m, DT_WO, A.a, A.att, n, c.q_dim(), c.dim);                         // Wo Attn
+    block_out_forward(m, A, n);                                                   // a = u + Wo Attn; f^ = a + MLP
+}
+
+template <class O>
+void block_out_forward(DraftModelT<O>& m, QueryActs<RealOf<O>>& A, int n) {
+    const DraftConfig& c = m.cfg;
+    O& ops = m.ops;
+    size_t nd = (size_t)n * c.dim;
+    draft_matmul(m, DT_WO, A.a, A.att, n, c.q_dim(), c.dim);                      // Wo Attn
     ops.add(A.a, A.u, nd);                                                        // a = u + Wo Attn
     ops.rmsnorm_f32(A.nm, A.rstd_m, A.a, m.w[DT_NORM_M], n, c.dim, c.norm_eps);   // RMSNorm_m(a)
-    draft_mm(m, DT_W_GATE, A.gate, A.nm, n, c.dim, c.ffn_dim);
-    draft_mm(m, DT_W_UP, A.up, A.nm, n, c.dim, c.ffn_dim);
+    draft_matmul(m, DT_W_GATE, A.gate, A.nm, n, c.dim, c.ffn_dim);
+    draft_matmul(m, DT_W_UP, A.up, A.nm, n, c.dim, c.ffn_dim);
     ops.swiglu(A.h, A.gate, A.up, (size_t)n * c.ffn_dim);
-    draft_mm(m, DT_W_DOWN, A.fh, A.h, n, c.ffn_dim, c.dim);
+    draft_matmul(m, DT_W_DOWN, A.fh, A.h, n, c.ffn_dim, c.dim);
     ops.add(A.fh, A.a, nd);                                                       // f^ = a + SwiGLU(...)
 }
 
@@ -234,15 +245,31 @@ void query_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A,
     const DraftConfig& c = m.cfg;
     O& ops = m.ops;
     size_t N = (size_t)n;
+    R* datt = al.alloc(N * c.q_dim());
+    R* dq = al.alloc(N * c.q_dim());
+    R* dnq = al.alloc(N * c.dim);
+    block_out_backward(m, al, A, dfh, datt);  // dfh is now d loss / d a; u = E(t) is frozen: du is dropped
+    ops.xattn_bwd(dq, dkeys, datt, A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
+    // q = RoPE(Wq RMSNorm_q(u))
+    ops.rope(dq, pos, n, c.n_heads, c.rope(), true);
+    ops.matmul_f32_bwd_w(m.g[DT_WQ], dq, A.nq, n, c.dim, c.q_dim());
+    ops.matmul_f32_bwd_x(dnq, dq, m.w[DT_WQ], n, c.dim, c.q_dim(), false);
+    ops.rmsnorm_f32_bwd(nullptr, m.g[DT_NORM_Q], dnq, A.u, m.w[DT_NORM_Q], A.rstd_q, n, c.dim);
+    for (R** p : {&datt, &dq, &dnq}) al.release(*p);
+}
+
+template <class O>
+void block_out_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, RealOf<O>* dfh, RealOf<O>* datt) {
+    using R = RealOf<O>;
+    const int n = A.n;
+    const DraftConfig& c = m.cfg;
+    O& ops = m.ops;
+    size_t N = (size_t)n;
     R* dh = al.alloc(N * c.ffn_dim);
     R* dgate = al.alloc(N * c.ffn_dim);
     R* dup = al.alloc(N * c.ffn_dim);
     R* dnm = al.alloc(N * c.dim);
-    R* datt = al.alloc(N * c.q_dim());
-    R* dq = al.alloc(N * c.q_dim());
-    R* dnq = al.alloc(N * c.dim);
     R* da = dfh;  // f^ = a + mlp: da starts as dfh (the residual), dmlp = dfh
-    // MLP
     ops.matmul_f32_bwd_w(m.g[DT_W_DOWN], dfh, A.h, n, c.ffn_dim, c.dim);
     ops.matmul_f32_bwd_x(dh, dfh, m.w[DT_W_DOWN], n, c.ffn_dim, c.dim, false);
     ops.swiglu_bwd(dgate, dup, dh, A.gate, A.up, N * c.ffn_dim);
@@ -251,16 +278,10 @@ void query_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A,
     ops.matmul_f32_bwd_x(dnm, dgate, m.w[DT_W_GATE], n, c.dim, c.ffn_dim, false);
     ops.matmul_f32_bwd_x(dnm, dup, m.w[DT_W_UP], n, c.dim, c.ffn_dim, true);
     ops.rmsnorm_f32_bwd(da, m.g[DT_NORM_M], dnm, A.a, m.w[DT_NORM_M], A.rstd_m, n, c.dim);
-    // a = u + Wo att (u = E(t) is frozen: its gradient is dropped)
+    // a = u + Wo att
     ops.matmul_f32_bwd_w(m.g[DT_WO], da, A.att, n, c.q_dim(), c.dim);
     ops.matmul_f32_bwd_x(datt, da, m.w[DT_WO], n, c.q_dim(), c.dim, false);
-    ops.xattn_bwd(dq, dkeys, datt, A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
-    // q = RoPE(Wq RMSNorm_q(u))
-    ops.rope(dq, pos, n, c.n_heads, c.rope(), true);
-    ops.matmul_f32_bwd_w(m.g[DT_WQ], dq, A.nq, n, c.dim, c.q_dim());
-    ops.matmul_f32_bwd_x(dnq, dq, m.w[DT_WQ], n, c.dim, c.q_dim(), false);
-    ops.rmsnorm_f32_bwd(nullptr, m.g[DT_NORM_Q], dnq, A.u, m.w[DT_NORM_Q], A.rstd_q, n, c.dim);
-    for (R** p : {&dh, &dgate, &dup, &dnm, &datt, &dq, &dnq}) al.release(*p);
+    for (R** p : {&dh, &dgate, &dup, &dnm}) al.release(*p);
 }
 
 template <class O>
@@ -293,6 +314,11 @@ void head_logits(DraftModelT<O>& m, const RealOf<O>* fh, int n, RealOf<O>* xn, R
     template void query_backward<O>(DraftModelT<O>&, BufAlloc<O>&, QueryActs<RealOf<O>>&, RealOf<O>*, const int*,  \
                                     const int*, const XAttnKeysT<RealOf<O>>&, const XAttnGradsT<RealOf<O>>&,       \
                                     const XAttnMask&);                                                             \
+    template void draft_matmul<O>(DraftModelT<O>&, int, RealOf<O>*, const RealOf<O>*, int, int, int);             \
+    template void draft_embed<O>(DraftModelT<O>&, RealOf<O>*, const int*, int);                                   \
+    template void block_out_forward<O>(DraftModelT<O>&, QueryActs<RealOf<O>>&, int);                               \
+    template void block_out_backward<O>(DraftModelT<O>&, BufAlloc<O>&, QueryActs<RealOf<O>>&, RealOf<O>*,           \
+                                        RealOf<O>*);                                                               \
     template void head_logits<O>(DraftModelT<O>&, const RealOf<O>*, int, RealOf<O>*, RealOf<O>*, RealOf<O>*);
 
 BEAGLE_DRAFT_LAYERS(Ops)

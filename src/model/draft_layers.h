@@ -3,6 +3,7 @@
 //   query:   u = E(t);  q = RoPE_i(Wq RMSNorm_q(u));  a = u + Wo Attn(q, K, V | mask)
 //            f^ = a + W_down (silu(W_gate m) * (W_up m)),  m = RMSNorm_m(a)
 //   logits:  lm_head(final_norm(f^))   (E, final_norm, lm_head frozen)
+// The output half (a = u + Wo att, the MLP) is shared with the EAGLE layer (src/model/eagle_layers.h).
 // Templates over the op set O: Ops (float; training and the inference Draft in src/model/draft.cpp)
 // and CpuOps64 (double; the gradient check). Explicit instantiations are in draft_layers.cpp.
 // Gradient convention (llm.c): parameter gradients accumulate, activation gradients are assigned.
@@ -53,6 +54,14 @@ void upload_f(O& ops, RealOf<O>* dst, const float* src, size_t n);
 template <class O>
 void download_f(O& ops, float* dst, const RealOf<O>* src, size_t n);
 
+// y (n x n_out) = x (n x n_in) W_t^T: the f32 matmul of training, or at inference the quantized copy
+// of W_t when set (Draft::use_q8_weights).
+template <class O>
+void draft_matmul(DraftModelT<O>& m, int t, RealOf<O>* y, const RealOf<O>* x, int n, int n_in, int n_out);
+// u (n x dim) = E(tokens): the target's stored embedding when given (inference), else the f32 table.
+template <class O>
+void draft_embed(DraftModelT<O>& m, RealOf<O>* u, const int* tokens, int n);
+
 // ---- key side: K/V of n key states s (rows at positions pos) -------------------------------------
 // Saves ns (n x dim) and rstd (n) for the backward.
 template <class O>
@@ -74,6 +83,7 @@ struct QueryActs {
     R *a = nullptr, *nm = nullptr, *rstd_m = nullptr;                   // u + Wo att, RMSNorm_m(a)
     R *gate = nullptr, *up = nullptr, *h = nullptr;                     // MLP
     R *fh = nullptr;                                                    // predicted state f^
+    R *e = nullptr;                     // EAGLE only: the token embedding E(t) (u is then x = W_fc [e; f])
 };
 // floats per query row of QueryActs (for memory accounting)
 size_t query_acts_floats_per_row(const DraftConfig& c);
@@ -94,6 +104,15 @@ void query_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A,
                     const XAttnMask& mask);
 // floats per query row of the backward's temporaries
 size_t query_backward_floats_per_row(const DraftConfig& c);
+
+// ---- the output half, shared by Beagle's query side and the EAGLE layer ---------------------------
+// a = u + Wo att;  f^ = a + W_down (silu(W_gate m) * (W_up m)),  m = RMSNorm_m(a). Reads A.u, A.att.
+template <class O>
+void block_out_forward(DraftModelT<O>& m, QueryActs<RealOf<O>>& A, int n);
+// Its backward: dfh (n x dim) in, overwritten with d loss / d a (= d loss / d u through the residual);
+// datt (n x q_dim) assigned; parameter gradients of Wo, norm_m and the MLP accumulate.
+template <class O>
+void block_out_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, RealOf<O>* dfh, RealOf<O>* datt);
 
 // ---- head ---------------------------------------------------------------------------------------
 // logits (n x cfg.head_rows()) = lm_head(final_norm(fh)); xn: n x dim scratch, rstd: n scratch.

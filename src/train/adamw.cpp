@@ -15,6 +15,7 @@ AdamWT<O>::AdamWT(DraftModelT<O>& m, const AdamWOptions& opt, int rank, int rank
                  "AdamW: bad options (lr %g, betas %g %g, eps %g)", opt.lr, opt.beta1, opt.beta2, opt.eps);
     BEAGLE_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "AdamW: rank %d of %d", rank, ranks);
     for (int i = 0; i < DT_COUNT; i++) {
+        if (!m.cfg.has(i)) continue;  // a tensor of another architecture
         size_t n = (size_t)m.cfg.numel(i);
         lo_[i] = slice_begin(n, rank, ranks);
         len_[i] = slice_begin(n, rank + 1, ranks) - lo_[i];
@@ -26,8 +27,8 @@ AdamWT<O>::AdamWT(DraftModelT<O>& m, const AdamWOptions& opt, int rank, int rank
 template <class O>
 AdamWT<O>::~AdamWT() {
     for (int i = 0; i < DT_COUNT; i++) {
-        model_.ops.release(m_[i]);
-        model_.ops.release(v_[i]);
+        if (m_[i]) model_.ops.release(m_[i]);
+        if (v_[i]) model_.ops.release(v_[i]);
     }
 }
 
@@ -42,14 +43,17 @@ float AdamWT<O>::lr_at(int step) const {
 
 template <class O>
 double AdamWT<O>::step(float lr) {
-    for (int i = 0; i < DT_COUNT; i++) BEAGLE_CHECK(model_.g[i], "AdamW step without gradients (enable_grads)");
+    const DraftConfig& c = model_.cfg;
+    for (int i = 0; i < DT_COUNT; i++) BEAGLE_CHECK(model_.g[i] || !c.has(i), "AdamW step without gradients (enable_grads)");
     const RealOf<O>* gs[DT_COUNT];
     size_t ns[DT_COUNT];
+    int count = 0;
     for (int i = 0; i < DT_COUNT; i++) {
-        gs[i] = model_.g[i];
-        ns[i] = (size_t)model_.cfg.numel(i);
+        if (!c.has(i)) continue;  // a tensor of another architecture
+        gs[count] = model_.g[i];
+        ns[count++] = (size_t)c.numel(i);
     }
-    const double ss = model_.ops.sumsq_all(gs, ns, DT_COUNT);  // one device -> host copy
+    const double ss = model_.ops.sumsq_all(gs, ns, count);  // one device -> host copy
     double norm = std::sqrt(ss);
     BEAGLE_CHECK(std::isfinite(norm), "AdamW: gradient norm is not finite (%g): the loss diverged", norm);
     AdamWParams p;
@@ -60,6 +64,7 @@ double AdamWT<O>::step(float lr) {
     p.grad_scale = opt_.clip > 0 && norm > opt_.clip ? (float)(opt_.clip / norm) : 1.0f;
     p.step = ++t_;
     for (int i = 0; i < DT_COUNT; i++) {
+        if (!c.has(i)) continue;
         bool is_norm = i == DT_NORM_Q || i == DT_NORM_KV || i == DT_NORM_M;
         p.weight_decay = is_norm ? 0.0f : opt_.weight_decay;
         if (len_[i]) model_.ops.adamw(model_.w[i] + lo_[i], m_[i], v_[i], model_.g[i] + lo_[i], len_[i], p);

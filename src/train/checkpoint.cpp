@@ -61,7 +61,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c, const DraftCo
         for (int i = 0; i < DT_COUNT; i++) {
             BEAGLE_CHECK((int64_t)set[i].size() == cfg.numel(i), "checkpoint: tensor %s has %zu values, expected %lld",
                          draft_tensor_name(i), set[i].size(), (long long)cfg.numel(i));
-            f.put(set[i].data(), set[i].size() * 4);
+            if (!set[i].empty()) f.put(set[i].data(), set[i].size() * 4);  // a tensor of another architecture: none
         }
     f.put(c.order.data(), c.order.size() * 4);
     for (const StepRecord& r : c.history) {
@@ -87,6 +87,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     cfg.head_dim = (int)count("head_dim");
     cfg.ffn_dim = (int)count("ffn_dim");
     cfg.vocab_size = (int)count("vocab");
+    cfg.arch = c.kv.find("arch") ? parse_draft_arch(*c.kv.find("arch"), P) : ARCH_BEAGLE;  // absent: beagle
     cfg.validate(P);
     uint64_t items = (uint64_t)count("items"), hist = (uint64_t)c.kv.integer("n_history", 0, INT64_MAX);
     uint64_t need = f.text_end();
@@ -104,7 +105,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     for (std::vector<float>* set : {c.w, c.m, c.v})
         for (int i = 0; i < DT_COUNT; i++) {
             set[i].resize((size_t)cfg.numel(i));
-            take(set[i].data(), set[i].size() * 4, draft_tensor_name(i));
+            if (!set[i].empty()) take(set[i].data(), set[i].size() * 4, draft_tensor_name(i));
         }
     c.order.resize(items);
     take(c.order.data(), items * 4, "data order");

@@ -15,6 +15,7 @@ namespace beagle {
 
 bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTensor>* result) {
     DraftConfig c;
+    c.arch = o.arch;
     c.dim = o.dim;
     c.n_heads = o.n_heads;
     c.n_kv_heads = o.n_kv_heads;
@@ -31,7 +32,7 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     DraftWeights dw;
     dw.init_random(c, o.seed * 7919 + 1);
     for (int i : {DT_NORM_Q, DT_NORM_KV, DT_NORM_M})
-        for (float& x : dw.t[i]) x = (float)(1.0 + 0.6 * (rng.uniform() - 0.5));
+        for (float& x : dw.t[i]) x = (float)(1.0 + 0.6 * (rng.uniform() - 0.5));  // (none for a norm the arch lacks)
     DraftFrozen fz;
     fz.vocab = c.vocab_size;
     fz.dim = c.dim;
@@ -81,7 +82,9 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     tr.record_pred = nullptr;
     if (detached) tr.frozen_pred = &pred;  // finite differences with the predicted states held fixed
 
-    const char* mode = o.stage == 1 ? "" : (o.sim_grad_through ? " (sim-grad-through)" : " (detached)");
+    const char* mode = o.arch == ARCH_EAGLE ? " (arch eagle: fc + causal self-attention layer)"
+                       : o.stage == 1       ? ""
+                                            : (o.sim_grad_through ? " (sim-grad-through)" : " (detached)");
     if (out) {
         fprintf(out,
                 "gradcheck stage %d%s, float64: dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, T %d, w %d%s, "
@@ -94,6 +97,7 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     bool all = true;
     std::vector<GradcheckTensor> res;
     for (int i = 0; i < DT_COUNT; i++) {
+        if (!c.has(i)) continue;
         size_t n = (size_t)c.numel(i);
         std::vector<double> g(n), fd(n);
         ops.download(g.data(), m.g[i], n);

@@ -10,6 +10,7 @@
 namespace beagle {
 
 struct GradcheckOptions {
+    int arch = 0;                   // DraftArch: 0 Beagle, 1 EAGLE (one objective: stage and window unused)
     int stage = 1;
     bool sim_grad_through = false;  // stage 2: plain finite differences; else predicted states held fixed
     bool hard_labels = false;

@@ -100,6 +100,15 @@ std::string write_train_json(const std::string& draft_path, const TrainLoopOptio
     j["target"] = o.model;
     j["data"] = o.data;
     j["config"] = config;
+    j["arch"] = draft_arch_name(t.arch);
+    j["params"] = t.params;
+    if (t.res) {  // this process's steps only (a resumed run: the steps after the resume)
+        const TrainResult& r = *t.res;
+        j["iteration_peak_bytes"] = {r.iteration_peak_bytes[0], r.iteration_peak_bytes[1]};
+        j["seconds_per_step_by_stage"] = {
+            rounded(r.stage_steps[0] ? r.stage_seconds[0] / (double)r.stage_steps[0] : 0.0, 4),
+            rounded(r.stage_steps[1] ? r.stage_seconds[1] / (double)r.stage_steps[1] : 0.0, 4)};
+    }
     j["data_seqs"] = t.data_seqs;
     j["data_tokens"] = t.data_tokens;
     j["items"] = t.items;
@@ -108,6 +117,7 @@ std::string write_train_json(const std::string& draft_path, const TrainLoopOptio
     j["steps_per_epoch"] = t.steps_per_epoch;
     j["tokens_trained"] = t.tokens_trained;
     j["train_seconds"] = rounded(t.train_seconds, 1);
+    j["seconds_per_step"] = rounded(t.steps > 0 ? t.train_seconds / (double)t.steps : 0.0, 4);
     j["eval_seconds"] = rounded(e ? e->seconds : 0.0, 1);
     j["threads"] = t.threads;
     j["final_loss"] = {{"stage1", rounded(tail_mean(history, 1, 20, &StepRecord::loss), 5)},

@@ -24,6 +24,7 @@ struct TrainLoopOptions;
 std::string write_accept_chart(const std::string& draft_path, const TrainLoopOptions& o, const TrainEval& e);
 
 // The JSON summary's numbers that are neither options nor results.
+struct TrainResult;
 struct TrainTotals {
     const std::vector<std::pair<std::string, std::string>>* config;  // the run's config (as checkpointed)
     size_t data_seqs = 0;
@@ -38,6 +39,9 @@ struct TrainTotals {
     bool has_device = false;
     long device_steps = 0;
     long long launches = 0, syncs = 0, allocs_after_first_step = 0, peak_device_bytes = 0;
+    int arch = 0;                     // DraftArch
+    int64_t params = 0;               // trainable parameters
+    const TrainResult* res = nullptr;  // this process's per-stage peaks and step times (TrainResult)
 };
 // DRAFT.json; e: the evaluation (nullptr: none ran). Returns its path.
 std::string write_train_json(const std::string& draft_path, const TrainLoopOptions& o, const TrainTotals& t,

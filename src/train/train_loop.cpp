@@ -169,6 +169,7 @@ KV run_config(const TrainLoopOptions& o, const DraftConfig& cfg, uint64_t tok_ha
         {"hard_labels", o.hard_labels ? "1" : "0"},
         {"loss_on_prompt", o.loss_on_prompt ? "1" : "0"},
     };
+    if (cfg.arch != ARCH_BEAGLE) config.push_back({"arch", draft_arch_name(cfg.arch)});  // absent: beagle
     if (sc.decay_steps > 0) config.push_back({"lr_decay_steps", std::to_string(sc.decay_steps)});  // absent: constant lr
     if (!o.init.empty()) config.push_back({"init", o.init});
     return config;
@@ -183,6 +184,9 @@ DraftWeights initial_weights(const TrainLoopOptions& o, const DraftConfig& cfg, 
     dw.d2t = d2t;
     if (o.init.empty()) return dw;
     const DraftConfig& a = iw.cfg;
+    if (a.arch != cfg.arch)
+        fail("--init '%s': a %s draft, this run trains a %s draft (--arch)", o.init.c_str(), draft_arch_name(a.arch),
+             draft_arch_name(cfg.arch));
     if (a.dim != cfg.dim || a.n_heads != cfg.n_heads || a.n_kv_heads != cfg.n_kv_heads || a.head_dim != cfg.head_dim ||
         a.ffn_dim != cfg.ffn_dim || a.vocab_size != cfg.vocab_size || a.draft_vocab != cfg.draft_vocab)
         fail("--init '%s': draft config (dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, draft_vocab %d) does not "
@@ -228,6 +232,7 @@ void write_checkpoint(const std::string& path, const KV& config, TrainState& st,
     model.get_weights(&cur);
     for (int i = 0; i < DT_COUNT; i++) {
         ck.w[i] = cur.t[i];
+        if (!model.cfg.has(i)) continue;  // a tensor of another architecture: nothing to save
         ck.m[i] = tree.gather_host(adam.m(i), ck.w[i].size());
         ck.v[i] = tree.gather_host(adam.v(i), ck.w[i].size());
     }
@@ -244,6 +249,7 @@ TrainState resume(const std::string& path, const KV& config, const Schedule& sc,
              path.c_str(), st.epoch, sc.epochs, st.pos, n_items, st.history.size(), st.step);
     for (int i = 0; i < DT_COUNT; i++) {
         dw.t[i] = ck.w[i];
+        if (!model.cfg.has(i)) continue;
         ops.upload(adam.m(i), ck.m[i].data() + adam.lo(i), adam.len(i));  // this rank's slice (ZeRO-1)
         ops.upload(adam.v(i), ck.v[i].data() + adam.lo(i), adam.len(i));
     }
@@ -263,8 +269,10 @@ struct StepLoss {
 // fixed item tree (data_parallel.h), each rank running its share of the items; every rank ends with
 // the batch's gradient and every item's loss. Every rank draws every item's window offset and noise
 // seed, so the random streams stay in step. Debug hook (tests): nan_step poisons one input state of that step with NaN.
+// peak: raised to each iteration's buffer peak.
 StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& ds, const std::vector<Item>& items,
-                          TrainState& st, int nb, const TrainLoopOptions& o, int dim, long nan_step) {
+                          TrainState& st, int nb, const TrainLoopOptions& o, int dim, long nan_step,
+                          size_t* peak) {
     std::vector<int> offsets(nb);
     std::vector<uint64_t> seeds(nb);
     for (int k = 0; k < nb; k++) {
@@ -292,6 +300,7 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
         b.T = it.len;
         b.pos0 = it.start;
         trainer.run(b, offsets[k], seeds[k], 1.0f / nb, true);  // losses deferred (make_trainer)
+        *peak = std::max(*peak, trainer.mem().peak_bytes());
         rows[(size_t)k * W + 3] = it.len;
         ran.push_back(k);
     });
@@ -360,6 +369,7 @@ void print_plan(const TrainLoopOptions& o, const Dataset& ds, int n_items, const
 KV draft_meta(const TrainLoopOptions& o, const Dataset& ds, const Schedule& sc, long steps) {
     return {
         {"trained_by", "beagle train"},
+        {"arch", draft_arch_name(o.arch)},
         {"target", o.model},
         {"data", o.data},
         {"data_tokens", std::to_string(ds.n_tokens())},
@@ -377,6 +387,8 @@ KV draft_meta(const TrainLoopOptions& o, const Dataset& ds, const Schedule& sc, 
 void write_reports(const TrainLoopOptions& o, const DraftWeights& final_w, const KV& config, const Dataset& ds,
                    int n_items, const Schedule& sc, const TrainState& st, int threads, double t_start,
                    const TrainTotals& dev, TrainResult* res) {
+    int64_t params = 0;
+    for (int i = 0; i < DT_COUNT; i++) params += final_w.cfg.numel(i);
     res->loss_png = write_loss_report(o.out, st.history);
     TrainEval ev;
     if (!o.eval_prompts.empty()) {
@@ -396,6 +408,9 @@ void write_reports(const TrainLoopOptions& o, const DraftWeights& final_w, const
     tt.tokens_trained = st.tokens_seen;
     tt.train_seconds = st.train_seconds;
     tt.threads = threads;
+    tt.arch = final_w.cfg.arch;
+    tt.params = params;
+    tt.res = res;
     tt.wall_seconds = now_seconds() - t_start;
     res->json_path = write_train_json(o.out, o, tt, st.history, res->evaluated ? &ev : nullptr);
 }
@@ -424,6 +439,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     Dataset ds(o.data);
     ds.check_fits(mf->config.dim, mf->config.vocab_size, tok_hash, o.model);
     DraftConfig cfg = draft_config_for_target(mf->config, spec, o.ffn_dim);
+    cfg.arch = o.arch;
     DraftFrozen fz = frozen_from_target(*mf, true);
     std::vector<int32_t> d2t;
     DraftWeights iw;  // --init: continued training keeps the init draft's reduced vocabulary
@@ -465,6 +481,9 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     const long nan_step = nan_env ? atol(nan_env) : -1;
     std::unique_ptr<DraftTrainer> trainer;
     int trainer_stage = 0;
+    size_t iter_peak[2] = {0, 0};  // per stage: the largest iteration's buffer peak (BufAlloc), this process's steps
+    long stage_steps[2] = {0, 0};
+    double stage_seconds[2] = {0, 0};
     std::unique_ptr<Progress> prog;
     const long step0 = st.step;  // the bar counts this process's steps (its rate and ETA stay right after a resume)
     if (!o.quiet) prog.reset(new Progress(step0 ? strfmt("train (from step %ld)", step0) : "train", sc.stop_at - step0, "step"));
@@ -494,7 +513,8 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
         const int nb = std::min(o.batch, n_items - st.pos);
         const DeviceCounters c0 = dev ? *dev : DeviceCounters();
         model.zero_grads();
-        StepLoss sl = accumulate_grads(*trainer, tree, ds, items, st, nb, o, cfg.dim, nan_step);
+        const double t_step = now_seconds();
+        StepLoss sl = accumulate_grads(*trainer, tree, ds, items, st, nb, o, cfg.dim, nan_step, &iter_peak[stage - 1]);
         seg_tokens += sl.tokens;
         run_tokens += sl.tokens;
         const char* last = last_good.empty() ? "none written yet" : last_good.c_str();
@@ -518,6 +538,8 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
             devt.device_steps++;
             devt.peak_device_bytes = d.peak_device_bytes;
         }
+        stage_seconds[stage - 1] += now_seconds() - t_step;
+        stage_steps[stage - 1]++;
         st.step++;
         st.pos += nb;
         st.history.push_back({(float)sl.loss, (float)sl.ce, (float)sl.vl, stage});
@@ -533,6 +555,11 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     }
     checkpoint();
     TrainResult res;
+    for (int k = 0; k < 2; k++) {
+        res.iteration_peak_bytes[k] = iter_peak[k];
+        res.stage_steps[k] = stage_steps[k];
+        res.stage_seconds[k] = stage_seconds[k];
+    }
     res.history = st.history;
     res.steps = (int)st.step;
     res.draft_path = o.out;

@@ -37,6 +37,7 @@ struct TrainLoopOptions {
     double w_v = 10.0;                // vloss weight
     bool hard_labels = false;
     bool loss_on_prompt = false;      // also train on positions < n_prompt
+    int arch = ARCH_BEAGLE;           // draft architecture (DraftArch): Beagle or the EAGLE-style baseline
     int ffn_dim = 0;                  // draft MLP width (0 = the target's)
     int draft_vocab = 0;              // reduced draft vocabulary: the N most frequent training targets (0 = all)
     long ckpt_every = 200;            // checkpoint every N steps (0 = only at the end)
@@ -59,6 +60,11 @@ struct TrainResult {
     int rank = 0, ranks = 1;  // data-parallel runs (mpirun): this process's rank; only rank 0 writes files
     double sec_per_step = 0, comm_share = 0;  // this process's steps: wall time, fraction spent communicating
     double bytes_per_step = 0;                // gradient bytes this rank sent per step
+    // This process's steps, per stage (index 0: stage 1, 1: stage 2; 0 where none ran): the largest
+    // training iteration's buffer peak (the trainer's BufAlloc), the steps and their wall seconds.
+    size_t iteration_peak_bytes[2] = {0, 0};
+    long stage_steps[2] = {0, 0};
+    double stage_seconds[2] = {0, 0};
     bool evaluated = false;
     AcceptEval chain, tree;
     std::string draft_path, json_path, loss_png, accept_png;

@@ -20,6 +20,7 @@
 
 #include "../core/common.h"
 #include "masks.h"
+#include "../model/eagle_layers.h"
 #include "../core/rng.h"
 
 namespace beagle {
@@ -47,8 +48,7 @@ template <class O>
 void DraftTrainerT<O>::step_forward(Step& st, const TrainBatch& b, const std::vector<int>& pos, const R* f, int s,
                                     float scale, const XAttnKeysT<R>& keys, const XAttnMask& mask, IterStats* stats) {
     const DraftConfig& c = m_.cfg;
-    O& ops = m_.ops;
-    int n = (int)st.Q.size(), dim = c.dim;
+    int n = (int)st.Q.size();
     st.s = s;
     st.mask = mask;
     st.qtok.resize(n);
@@ -59,6 +59,16 @@ void DraftTrainerT<O>::step_forward(Step& st, const TrainBatch& b, const std::ve
     }
     query_acts_alloc(al_, c, &st.A, n);
     query_forward(m_, st.A, n, st.qtok.data(), st.qpos.data(), st.Q.data(), keys, mask);
+    step_loss(st, b, f, s, scale, stats);
+}
+
+// The loss of a step's queries: query i predicted the state of row Q[i] (st.A.fh row i); st.dfh (allocated
+// here) receives d loss / d f^.
+template <class O>
+void DraftTrainerT<O>::step_loss(Step& st, const TrainBatch& b, const R* f, int s, float scale, IterStats* stats) {
+    const DraftConfig& c = m_.cfg;
+    O& ops = m_.ops;
+    int n = (int)st.Q.size(), dim = c.dim;
     st.dfh = al_.alloc((size_t)n * dim);
 
     // loss rows: the queries not masked out (hard labels also need a next token)
@@ -120,8 +130,59 @@ void DraftTrainerT<O>::step_backward(Step& st, const std::vector<int>& pos, cons
 
 template <class O>
 void DraftTrainerT<O>::step_free(Step& st) {
-    query_acts_free(al_, &st.A);
+    if (m_.cfg.arch == ARCH_EAGLE) eagle_acts_free(al_, &st.A);
+    else query_acts_free(al_, &st.A);
     al_.release(st.dfh);
+}
+
+// EAGLE (eagle_layers.h): the queries are rows p = 1..T-1, query i = p - 1 with input E(t_p) and the noisy
+// state s_{p-1}, predicting f_p; causal self-attention over the queries' own x (BLOCK mask, w 1, qrow
+// i + 1: query i sees key rows 0..i). The same losses and loss rows as a Beagle query predicting row p.
+template <class O>
+void DraftTrainerT<O>::run_eagle(const TrainBatch& b, const R* f, const R* s, const std::vector<int>& pos,
+                                 float loss_scale, bool backward, IterStats* stats) {
+    const DraftConfig& c = m_.cfg;
+    const int n = b.T - 1;
+    if (n <= 0) {
+        stats->step_loss.push_back(0.0);
+        stats->step_rows.push_back(0);
+        return;
+    }
+    Step st;
+    st.Q.resize(n);
+    st.qtok.resize(n);
+    st.qpos.resize(n);
+    std::vector<int> qrow(n);
+    for (int i = 0; i < n; i++) {
+        st.Q[i] = i + 1;
+        st.qtok[i] = b.tokens[i + 1];
+        st.qpos[i] = pos[i + 1];
+        qrow[i] = i + 1;
+    }
+    st.mask.kind = XAttnMask::BLOCK;
+    st.mask.w = 1;
+    st.mask.offset = 0;
+    st.mask.n_pred = 0;
+    size_t Nk = (size_t)n * c.kv_dim();
+    R* K = al_.alloc(Nk);
+    R* V = al_.alloc(Nk);
+    XAttnKeysT<R> keys;
+    keys.k0 = K;
+    keys.v0 = V;
+    keys.n0 = n;
+    eagle_acts_alloc(al_, c, &st.A, n);
+    eagle_forward(m_, al_, st.A, n, st.qtok.data(), s, st.qpos.data(), K, V, qrow.data(), keys, st.mask);
+    step_loss(st, b, f, 1, loss_scale, stats);
+    if (backward) {
+        R* dK = al_.alloc(Nk);
+        R* dV = al_.alloc(Nk);
+        eagle_backward(m_, al_, st.A, st.dfh, s, st.qpos.data(), qrow.data(), keys, dK, dV, st.mask);
+        al_.release(dK);
+        al_.release(dV);
+    }
+    step_free(st);
+    al_.release(K);
+    al_.release(V);
 }
 
 template <class O>
@@ -135,7 +196,7 @@ IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_
     BEAGLE_CHECK(b.pos0 >= 0, "training batch: negative start position %d", b.pos0);
     if (backward)
         for (int i = 0; i < DT_COUNT; i++)
-            BEAGLE_CHECK(m_.g[i], "training with backward needs gradients: call enable_grads() first");
+            BEAGLE_CHECK(m_.g[i] || !c.has(i), "training with backward needs gradients: call enable_grads() first");
     for (int j = 0; j < T; j++)
         BEAGLE_CHECK(b.tokens[j] >= 0 && b.tokens[j] < c.vocab_size, "training token %d at row %d outside [0, %d)",
                      b.tokens[j], j, c.vocab_size);
@@ -157,6 +218,14 @@ IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_
             for (size_t i = 0; i < Td; i++) sh[i] += (R)(opt_.noise_std * rng.normal());
         }
         ops.upload(s, sh.data(), Td);
+    }
+    if (c.arch == ARCH_EAGLE) {
+        run_eagle(b, f, s, pos, loss_scale, backward, &stats);
+        for (R** p : {&f, &s}) al_.release(*p);
+        stats.loss = (stats.ce + stats.vloss) / loss_scale;
+        stats.ce /= loss_scale;
+        stats.vloss /= loss_scale;
+        return stats;
     }
     R* ns = al_.alloc(Td);
     R* rstd = al_.alloc(T);

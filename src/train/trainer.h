@@ -1,7 +1,9 @@
 // trainer.h: one training iteration of the Beagle draft on one sequence (SPEC 3, Two-Stage
 // Block-Attention Training): stage 1 (inverse block attention, every query contributes) or stage 2
 // (S simulation steps with a second, in-place KV set of predicted states; detached by default,
-// --sim-grad-through keeps all steps). A trainer is a short loop over these:
+// --sim-grad-through keeps all steps). An EAGLE draft (DraftConfig::arch) trains on the same losses
+// with EAGLE's one objective, next-feature prediction under causal self-attention, in both stages.
+// A trainer is a short loop over these:
 //     model.zero_grads(); for each sequence in the batch: trainer.run(seq, offset, seed, 1/B);
 //     adamw.step(lr);
 // Templated over the op set (Ops: float training; CpuOps64: the gradient check).
@@ -93,6 +95,9 @@ private:
     struct Step;
     void step_forward(Step& st, const TrainBatch& b, const std::vector<int>& pos, const R* f, int s, float scale,
                       const XAttnKeysT<R>& keys, const XAttnMask& mask, IterStats* stats);
+    void step_loss(Step& st, const TrainBatch& b, const R* f, int s, float scale, IterStats* stats);
+    void run_eagle(const TrainBatch& b, const R* f, const R* s, const std::vector<int>& pos, float loss_scale,
+                   bool backward, IterStats* stats);
     void step_backward(Step& st, const std::vector<int>& pos, const XAttnKeysT<R>& keys,
                        const XAttnGradsT<R>& dkeys, const XAttnMask& mask);
     void step_free(Step& st);

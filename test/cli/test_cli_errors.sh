@@ -78,6 +78,24 @@ for spec in tree chain lookup; do
     echo "ok   --spec $spec, tree > context left: same text as plain, stopped at context full"
   else echo "FAIL --spec $spec with a tree larger than the context left"; cat "$tmp/err"; fails=$((fails+1)); fi
 done
+# the EAGLE-style draft (arch eagle): generate runs it (same text as plain greedy, a tree larger than the
+# context left included); --no-concat is refused; info names its architecture; train --arch checks its value
+E=$BEAGLE_ROOT/weights/eagle-stories260K.bin
+if [ -f "$E" ]; then
+  for spec in tree chain; do
+    if timeout 60 "$B" generate "${S[@]}" -d "$E" --spec $spec --total-tokens 500 --max-tree 600 -c 48 -p "Once upon" --temp 0 -n 100 > "$tmp/sd" 2> "$tmp/err" &&
+       timeout 60 "$B" generate "${S[@]}" --spec none -c 48 -p "Once upon" --temp 0 -n 100 > "$tmp/plain" 2>/dev/null &&
+       cmp -s "$tmp/sd" "$tmp/plain"; then
+      echo "ok   eagle draft --spec $spec: same text as plain"
+    else echo "FAIL eagle draft --spec $spec"; cat "$tmp/err"; fails=$((fails+1)); fi
+  done
+  expect_error "eagle --no-concat" "--no-concat is a Beagle draft's mode" "$B" generate "${S[@]}" -d "$E" --no-concat -p hi
+  if timeout 20 "$B" info "$E" > "$tmp/info" 2>&1 && grep -q "arch eagle" "$tmp/info" && grep -q "fc_e" "$tmp/info" && ! grep -q norm_kv "$tmp/info"; then
+    echo "ok   info on an eagle draft"; else echo "FAIL info on an eagle draft"; cat "$tmp/info"; fails=$((fails+1)); fi
+else
+  echo "SKIP: eagle draft checks: no $E"; skips=$((skips+1))
+fi
+expect_error "train --arch medusa" "draft architecture 'medusa' is not one of beagle, eagle" "$B" train "${S[@]}" --data "$tmp" -o "$tmp/d.bin" --arch medusa
 echo "$fails failures, $skips parts skipped"
 [ $fails -eq 0 ] || exit 1
 [ $skips -eq 0 ] || exit 77

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # test_gradcheck.sh: `beagle gradcheck` (float64, tiny random draft) for stage 1, stage 2 detached and
 # stage 2 --sim-grad-through, plus token labels and other shapes (MHA, S = w, offset 0, no loss
-# mask): every trainable tensor's analytic gradient must match central finite differences
-# (relative error <= 1e-5, printed per tensor). The check is shown failing on a planted backward bug
-# (--plant-bug). Also: bad flags give clear errors.
+# mask), and the EAGLE-style draft (--arch eagle: fc_e, fc_f and the self-attention layer): every
+# trainable tensor's analytic gradient must match central finite differences (relative error <= 1e-5,
+# printed per tensor). The check is shown failing on a planted backward bug (--plant-bug). Also: bad
+# flags give clear errors.
 set -u
 BIN=${BEAGLE_BIN:-build/beagle}
 fail=0
 run() {
-  local out
+  local out tensors="wq wk wv wo norm_q norm_kv norm_m w_gate w_up w_down"
+  [ "${1:-}" = "--arch" ] && [ "${2:-}" = "eagle" ] && tensors="wq wk wv wo norm_q norm_m w_gate w_up w_down fc_e fc_f"
   out=$("$BIN" gradcheck "$@" 2>&1); rc=$?
   echo "$out"
   if [ $rc -ne 0 ]; then echo "FAIL: beagle gradcheck $* exited $rc"; fail=1; return; fi
-  for t in wq wk wv wo norm_q norm_kv norm_m w_gate w_up w_down; do
+  for t in $tensors; do
     echo "$out" | grep -Eq "^$t +[0-9]+ .* ok$" || { echo "FAIL: tensor $t not reported ok ($*)"; fail=1; }
   done
   echo "$out" | grep -q "^PASS" || { echo "FAIL: no PASS line ($*)"; fail=1; }
@@ -23,6 +25,8 @@ run --stage 2 --sim-grad-through
 run --stage 1 --hard-labels --seed 5
 run --stage 2 --T 17 --w 4 --S 4 --offset 0 --no-loss-mask --heads 2 --kv-heads 2 --head-dim 8 --seed 9
 run --stage 2 --sim-grad-through --T 19 --w 5 --S 4 --offset 3 --hard-labels --vocab-chunk 7 --seed 3
+run --arch eagle
+run --arch eagle --T 17 --no-loss-mask --heads 2 --kv-heads 2 --head-dim 8 --hard-labels --vocab-chunk 7 --seed 9
 
 # detached and sim-grad-through give different gradients for the same loss
 det=$("$BIN" gradcheck --stage 2 | grep '^wq ')
@@ -53,5 +57,7 @@ out=$("$BIN" gradcheck --stage 2 --w 2 --S 3 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "S <= w" || { echo "FAIL: S > w: $out"; fail=1; }
 out=$("$BIN" gradcheck --stage 1 --heads 3 --kv-heads 2 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "multiple of n_kv_heads" || { echo "FAIL: bad heads: $out"; fail=1; }
+out=$("$BIN" gradcheck --arch medusa 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "not one of beagle, eagle" || { echo "FAIL: --arch medusa: rc $rc: $out"; fail=1; }
 [ $fail -eq 0 ] && echo "test_gradcheck: all passed"
 exit $fail

@@ -96,6 +96,7 @@ static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr) {
                 DraftWeights g;
                 g.cfg = s.c;
                 for (int i = 0; i < DT_COUNT; i++) {
+                    if (!s.c.has(i)) continue;  // a tensor of the other architecture
                     g.t[i].resize((size_t)s.c.numel(i));
                     ops.download(g.t[i].data(), m.g[i], g.t[i].size());
                     r.grads.t[i].insert(r.grads.t[i].end(), g.t[i].begin(), g.t[i].end());
@@ -135,6 +136,7 @@ int main() {
         CHECK_CLOSE(b.losses[i], a.losses[i], 0.0, i == 0 || i == (size_t)steps ? 1e-5 : 1e-3, "loss");
     }
     for (int i = 0; i < DT_COUNT; i++) {
+        if (!s.c.has(i)) continue;
         double gmax = 0, err = 0;
         for (size_t k = 0; k < a.grads.t[i].size(); k++) {
             gmax = std::max(gmax, (double)std::fabs(a.grads.t[i][k]));
@@ -145,6 +147,7 @@ int main() {
     }
     const double wtol = 2e-6 + 1e-3 * (2 * steps) * lr;
     for (int i = 0; i < DT_COUNT; i++) {
+        if (!s.c.has(i)) continue;
         double err = 0, moved = 0;
         for (size_t k = 0; k < a.weights.t[i].size(); k++) {
             err = std::max(err, (double)std::fabs(a.weights.t[i][k] - b.weights.t[i][k]));

@@ -1,6 +1,7 @@
-// draft_topk.cpp: analysis tool for scripts/sd_ceiling.sh (not a test). Teacher-forced depth-1
-// predictions of a Beagle draft over `beagle datagen` data: for every generated position i of every
-// sequence, the draft's query (token t_i at position i, keys = the true states f_0..f_{i-1}) exactly
+// draft_topk.cpp: analysis tool for scripts/sd_ceiling.sh and scripts/compare_stories260k.sh (not a
+// test). Teacher-forced depth-1 predictions of a draft (Beagle or EAGLE) over `beagle datagen` data: for
+// every generated position i of every sequence, the draft's query (token t_i at position i, keys = the
+// true states f_0..f_{i-1}; EAGLE: with feature f_{i-1}, over its keys of positions 1..i) exactly
 // as the speculative engine's first draft step runs it (Q8_0 matrices, the target's stored head), and
 // one output line "seq i next top1 top2 top3 top4 top5 p1": next = t_{i+1}, top-k as target token ids,
 // p1 = the draft's probability of its top-1.
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
             d.reset();
             st.resize((size_t)v.n_prompt * D);
             for (size_t k = 0; k < st.size(); k++) st[k] = f16_to_f32(v.states[k]);
-            d.add_true_states(st.data(), v.n_prompt);
+            d.add_true_states(st.data(), v.n_prompt, v.tokens);  // (an EAGLE draft's keys need the tokens)
             for (int i = v.n_prompt; i + 1 < v.len; i++) {
                 int tok = v.tokens[i], pos = i;
                 d.forward(&tok, &pos, 1, nullptr, 1, nullptr, lg.data());
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
                 printf(" %.4f\n", 1.0 / z);
                 st.resize(D);
                 for (int k = 0; k < D; k++) st[k] = f16_to_f32(v.states[(size_t)i * D + k]);
-                d.add_true_states(st.data(), 1);
+                d.add_true_states(st.data(), 1, v.tokens + i);
             }
         }
     } catch (const Error& e) {

@@ -1,8 +1,9 @@
 // test_spec_exact.cpp: greedy speculative decoding is token-identical to plain greedy decoding.
 // stories260K, 50 prompts x 256 tokens, against the plain decoding loop: prompt lookup (several
-// n-gram/gamma settings), chain and tree drafting with a random-weights Beagle draft (which is
+// n-gram/gamma settings), chain and tree drafting with a random-weights Beagle draft and EAGLE draft (which are
 // rejected almost everywhere, exercising every rejection path), tree without concat, the hybrid (tree + lookup candidates), and the
-// shipped trained draft when present (accepted often: exercises long accepted paths + compaction).
+// shipped trained drafts when present, Beagle and EAGLE (accepted often: exercises long accepted paths +
+// compaction, and the EAGLE draft's predicted keys over deep trees).
 // Tokens alone would miss a verify row that is off by an ulp without changing an argmax, so every
 // committed position's verify logits row is also compared bit for bit with plain decoding's (one
 // causal forward over prompt + output: batch-invariant rows); and the test shows that comparison
@@ -69,6 +70,12 @@ int main() {
         hybrid_fixed.lookup_ngram = 3;
         dcases.push_back({"random hybrid, cost-aware", "hybrid", &rnd, hybrid});
         dcases.push_back({"random hybrid", "hybrid", &rnd, hybrid_fixed});
+        // the EAGLE-style draft (arch eagle): same engine, its self-attention KV cache grows with the tree
+        DraftConfig ec = draft_config_for_target(s.mf->config, s.tok->spec());
+        ec.arch = ARCH_EAGLE;
+        DraftWeights rnd_eagle;
+        rnd_eagle.init_random(ec, 7);
+        dcases.push_back({"random eagle chain", "chain", &rnd_eagle, chain});  // (the trained one below drafts trees)
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
         if (file_exists(shipped)) {
@@ -82,6 +89,18 @@ int main() {
             dcases.push_back({"trained hybrid, cost-aware", "hybrid", &trained, hybrid});
         } else {
             SKIP_PART("%s not present: the trained-draft cases did not run", shipped.c_str());
+        }
+        std::string shipped_eagle = std::string(root ? root : ".") + "/weights/eagle-stories260K.bin";
+        DraftWeights trained_eagle;
+        if (file_exists(shipped_eagle)) {
+            trained_eagle = load_draft(shipped_eagle);
+            CHECK(trained_eagle.cfg.arch == ARCH_EAGLE, "%s is not an EAGLE draft", shipped_eagle.c_str());
+            BeagleDraftParams big;
+            big.total_tokens = 60;
+            dcases.push_back({"trained eagle chain", "chain", &trained_eagle, chain});
+            dcases.push_back({"trained eagle tree 60", "tree", &trained_eagle, big});
+        } else {
+            SKIP_PART("%s not present: the trained EAGLE cases did not run", shipped_eagle.c_str());
         }
         // plain decoding's logits row of every generated position P .. P+n-1 (P = prompt length, n = the
         // output's length): one causal forward over prompt + output, rows out (batch-invariant: equal to

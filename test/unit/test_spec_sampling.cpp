@@ -5,8 +5,9 @@
 // candidates, point-mass q), a random-weights Beagle draft in chain mode (candidates SAMPLED from its
 // q: exercises min(1, p/q) and the residual max(0, p - q)) and in tree mode (siblings rejected in
 // turn), the shipped draft (chain, tree, cost-aware tree), and on a second, repetitive prompt prompt
-// lookup and the hybrid (tree + lookup candidates). Each test at alpha = 1e-3; 10 drafters x 3
-// positions = 30 tests -> family-wise false alarm <= 3% (Bonferroni; fixed seeds, so a given build
+// lookup and the hybrid (tree + lookup candidates); the EAGLE-style draft (random: sampled chain;
+// shipped weights/eagle-stories260K.bin: chain and tree). Each test at alpha = 1e-3; 13 drafters x 3
+// positions = 39 tests -> family-wise false alarm <= 3.9% (Bonferroni; fixed seeds, so a given build
 // either passes or fails for good).
 // Test of the test: with the residual rule broken on purpose (SpecParams::debug_break_residual) the
 // oracle drafter's output must be rejected with p < 1e-6.
@@ -174,6 +175,11 @@ int main() {
             if (t % 3 != 1) rv.d2t.push_back(t);
         rv.cfg.draft_vocab = (int)rv.d2t.size();
         cases.push_back({"random chain, reduced vocab", make_drafter(s, "chain", chain, &rv, "random, reduced vocab"), false});
+        DraftConfig ec = draft_config_for_target(s.mf->config, s.tok->spec());
+        ec.arch = ARCH_EAGLE;
+        DraftWeights rnd_eagle;
+        rnd_eagle.init_random(ec, 11);
+        cases.push_back({"random eagle chain (sampled q)", make_drafter(s, "chain", chain, &rnd_eagle, "random eagle"), false});
         const char* root = getenv("BEAGLE_ROOT");
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
@@ -196,6 +202,15 @@ int main() {
             cases.push_back({"trained hybrid, cost-aware (p2)", make_drafter(s, "hybrid", hybrid, &trained, shipped), false, 1});
         } else {
             CHECK(false, "%s missing: the trained-draft cases cannot run", shipped.c_str());
+        }
+        std::string shipped_eagle = std::string(root ? root : ".") + "/weights/eagle-stories260K.bin";
+        DraftWeights trained_eagle;
+        if (file_exists(shipped_eagle)) {
+            trained_eagle = load_draft(shipped_eagle);
+            cases.push_back({"trained eagle chain (sampled q)", make_drafter(s, "chain", chain, &trained_eagle, shipped_eagle), false});
+            cases.push_back({"trained eagle tree", make_drafter(s, "tree", tree, &trained_eagle, shipped_eagle), false});
+        } else {
+            CHECK(false, "%s missing: the trained EAGLE cases cannot run", shipped_eagle.c_str());
         }
         cases.push_back({"oracle tree, BROKEN residual", std::unique_ptr<Drafter>(new OracleDrafter(s)), true});
         for (auto& c : cases) {

@@ -40,26 +40,26 @@ bool SpecDecoder::step(std::vector<int>* out) {
     Llama& m = *s_.llama;
     const int T = tree_.size();
     if (sp_.temperature <= 0) {  // greedy: the target's argmax per node, states stay on the backend
+        const bool rows = spp_.debug_record_rows != nullptr;  // TESTS ONLY: the verify rows come down too
+        if (rows) vlogits_.resize((size_t)T * m.config().vocab_size);
         const double tf = now_seconds();
-        m.forward(tree_.token.data(), pos_.data(), T, mask(), tree_.words(), nullptr, 0, nullptr, 0);
+        m.forward(tree_.token.data(), pos_.data(), T, mask(), tree_.words(), rows ? vlogits_.data() : nullptr,
+                  rows ? T : 0, nullptr, 0);
         vargmax_.resize(T);
         m.argmax_last(vargmax_.data(), T);
         const double fs = now_seconds() - tf;
+        if (rows) debug_ulp_verify_row();
         if (spp_.learn_cost) d_.observe_verify(T, fs);
         int bonus = -1;
         std::vector<int> path = accept_greedy(tree_, vargmax_.data(), &bonus);
-        finish(path, bonus, m.states_backend(), true, out);
+        finish(path, bonus, rows ? vlogits_.data() : nullptr, m.states_backend(), true, out);
         return true;
     }
     vlogits_.resize((size_t)T * m.config().vocab_size);
     vstates_.resize((size_t)T * m.config().dim);
     const double tf = now_seconds();
     m.forward(tree_.token.data(), pos_.data(), T, mask(), tree_.words(), vlogits_.data(), T, vstates_.data(), T);
-    if (spp_.debug_ulp_verify_row && T > 1) {  // TESTS ONLY (speculative.h): root row, one logit, one ulp up
-        float& z = vlogits_[(size_t)tree_.token[1] % m.config().vocab_size];
-        z = nextafterf(z, INFINITY);
-        spp_.debug_ulp_verify_row = false;
-    }
+    debug_ulp_verify_row();
     commit(vlogits_.data(), vstates_.data(), now_seconds() - tf, out);
     return true;
 }
@@ -84,6 +84,14 @@ bool SpecDecoder::draft() {
     return true;
 }
 
+// TESTS ONLY (speculative.h): the root row of this verify's downloaded logits, one logit one ulp up, once.
+void SpecDecoder::debug_ulp_verify_row() {
+    if (!spp_.debug_ulp_verify_row || tree_.size() < 2) return;
+    float& z = vlogits_[(size_t)tree_.token[1] % s_.llama->config().vocab_size];
+    z = nextafterf(z, INFINITY);
+    spp_.debug_ulp_verify_row = false;
+}
+
 void SpecDecoder::commit(const float* vlogits, const float* vstates, double forward_s, std::vector<int>* out) {
     const int V = s_.llama->config().vocab_size;
     const DraftTree& tree = tree_;
@@ -91,11 +99,11 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
     if (spp_.learn_cost) d_.observe_verify(T, forward_s);
     int bonus = -1;
     std::vector<int> path = accept_path(tree, vlogits, V, sp_, sampler_.rng(), &bonus, spp_.debug_break_residual);
-    finish(path, bonus, vstates, false, out);
+    finish(path, bonus, vlogits, vstates, false, out);
 }
 
-void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* states, bool on_backend,
-                         std::vector<int>* out) {
+void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* vlogits, const float* states,
+                         bool on_backend, std::vector<int>* out) {
     Llama& m = *s_.llama;
     const int D = m.config().dim;
     const DraftTree& tree = tree_;
@@ -103,7 +111,8 @@ void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* s
     std::vector<int> src(path.size());
     for (size_t i = 0; i < path.size(); i++) src[i] = n0 + path[i];
     m.compact(src.data(), (int)path.size(), n0);
-    if (spp_.debug_record_rows)
+    const int V = m.config().vocab_size;
+    if (spp_.debug_record_rows && vlogits)
         for (int k : path) spp_.debug_record_rows->insert(spp_.debug_record_rows->end(), vlogits + (size_t)k * V,
                                                           vlogits + (size_t)(k + 1) * V);
     st_->verify_s += now_seconds() - tb_;

@@ -66,7 +66,10 @@ public:
 private:
     // After acceptance: compact the target's KV to the path, statistics, commit the tokens, hand the
     // path's states to the drafter (host rows of `states`, or on_backend: the backend buffer's rows).
-    void finish(const std::vector<int>& path, int bonus, const float* states, bool on_backend, std::vector<int>* out);
+    // vlogits: the verify's logits on the host (nullptr: they stayed on the backend; tests record rows from them)
+    void finish(const std::vector<int>& path, int bonus, const float* vlogits, const float* states, bool on_backend,
+                std::vector<int>* out);
+    void debug_ulp_verify_row();
 
 private:
     Session& s_;

@@ -34,6 +34,7 @@ struct Weight {
     DType dtype = DType::F32;
     int64_t rows = 0, cols = 0;  // matrices: {out, in}; vectors: rows = 1
     const uint8_t* packed = nullptr;  // CPU backend only: the same matrix in row groups (cpu_pack_weight), or null
+    int packed_rows = 0;              // rows per group of `packed` (8: AVX2 layout, 16: AVX-512 layout)
     std::shared_ptr<const void> keep;  // owner of `packed` (shared by copies of this Weight), or null
 };
 
@@ -116,7 +117,7 @@ public:
     virtual void zero(float* p, size_t n) = 0;
     virtual Weight weight(const Tensor& t) = 0;   // make t resident (CPU: a view, no copy)
     // A weight used only as the W of matmul: the backend may keep it in a faster layout (CPU with
-    // AVX-512: quantized matrices packed in row groups, see cpu_pack_weight; kept once per tensor).
+    // quantized matrices packed in row groups of the current ISA, see cpu_pack_weight; kept once per tensor).
     virtual Weight matmul_weight(const Tensor& t) { return weight(t); }
 
     // ---- ops. Gradient convention (llm.c): parameter gradients accumulate (+=); activation

@@ -438,20 +438,24 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, float* scratch
 
 bool cpu_can_pack(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
 
-std::vector<uint8_t> cpu_pack_weight(const Weight& W) {
+int cpu_pack_rows() { return current_isa() == ISA_AVX512 ? 16 : 8; }
+
+std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G) {
     const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
     if (!cpu_can_pack(W.dtype))
         fail("cpu_pack_weight: %s: dtype %s cannot be packed (expected Q8_0, Q4_0 or Q4_1)", name, dtype_name(W.dtype));
     if (W.rows < 1 || W.cols < QK || W.cols % QK != 0 || !W.data)
         fail("cpu_pack_weight: %s: shape %lld x %lld, expected rows >= 1 and columns a positive multiple of %d", name,
              (long long)W.rows, (long long)W.cols, QK);
+    if (G != 8 && G != 16) fail("cpu_pack_weight: %s: rows per group must be 8 or 16, found %d", name, G);
     const DType dt = W.dtype;
-    const int64_t nb = W.cols / QK, ngroups = (W.rows + PACK_ROWS - 1) / PACK_ROWS;
-    const uint64_t BB = pack_block_bytes(dt), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
+    const int64_t nb = W.cols / QK, ngroups = (W.rows + G - 1) / G;
+    const uint64_t BB = pack_block_bytes(dt, G), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
     const uint64_t src_blk = dtype_row_bytes(dt, QK);  // bytes of one stored block
+    const uint64_t chunk = 2 * (uint64_t)G;            // bytes of one chunk (G rows x 2 positions)
     std::vector<uint8_t> out((size_t)(ngroups * nb * BB), 0);
     for (int64_t r = 0; r < W.rows; r++) {
-        const int64_t g = r / PACK_ROWS, l = r % PACK_ROWS;
+        const int64_t g = r / G, l = r % G;
         const uint8_t* row = (const uint8_t*)W.data + (uint64_t)r * src_row;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t* src = row + (uint64_t)b * src_blk;
@@ -460,7 +464,7 @@ std::vector<uint8_t> cpu_pack_weight(const Weight& W) {
             if (dt == DType::Q8_0) {
                 const int8_t* qs = (const int8_t*)(src + 2);
                 for (int p = 0; p < 16; p++)
-                    for (int e = 0; e < 2; e++) blk[32 + 32 * p + 2 * l + e] = (uint8_t)qs[q16_element(2 * p + e)];
+                    for (int e = 0; e < 2; e++) blk[chunk + chunk * p + 2 * l + e] = (uint8_t)qs[q16_element(2 * p + e)];
                 continue;
             }
             uint16_t m16;
@@ -475,12 +479,12 @@ std::vector<uint8_t> cpu_pack_weight(const Weight& W) {
                     fail("cpu_pack_weight: %s: row %lld block %lld: scale %g too large to pack (8 d overflows f16)", name,
                          (long long)r, (long long)b, f16_to_f32(d16));
             }
-            memcpy(blk + 32 + 2 * l, &m16, 2);
+            memcpy(blk + chunk + 2 * l, &m16, 2);
             const uint8_t* qs = src + (dt == DType::Q4_1 ? 4 : 2);
             auto nib = [&](int e) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; };
             for (int k = 0; k < 8; k++)
                 for (int e = 0; e < 2; e++)
-                    blk[64 + 32 * k + 2 * l + e] =
+                    blk[2 * chunk + chunk * k + 2 * l + e] =
                         (uint8_t)(nib(q16_element(4 * k + e)) | nib(q16_element(4 * k + 2 + e)) << 4);
         }
     }
@@ -522,8 +526,9 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     job.T = T;
 
     const int nth = pool.size();
-    // row groups (matmul_groups_avx512.cpp): plain int16 activation rows, no per-thread scratch
-    const bool packed = W.packed && isa == ISA_AVX512 && current_act_bits() == 16;
+    // row groups of this ISA (matmul_groups_*.cpp): plain int16 activation rows, no per-thread scratch
+    const int G = isa == ISA_AVX512 ? 16 : 8;
+    const bool packed = W.packed && W.packed_rows == G && current_act_bits() == 16;
     if (packed) job.w = W.packed;
     size_t act_bytes = 0;
     if (dtype_is_quantized(W.dtype)) {
@@ -542,9 +547,13 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
         }, 8 * W.cols);  // cost hint: ~8 operations per value; a few rows stay on the caller
     }
     if (packed) {
-        const int64_t ngroups = (W.rows + PACK_ROWS - 1) / PACK_ROWS;
-        pool.parallel_for(ngroups, [&](int64_t b, int64_t e, int) { matmul_groups_avx512(job, b, e); },
-                          (int64_t)PACK_ROWS * W.cols * T);
+        const int64_t ngroups = (W.rows + G - 1) / G;
+        pool.parallel_for(ngroups, [&](int64_t b, int64_t e, int) {
+            if (isa == ISA_AVX512)
+                matmul_groups_avx512(job, b, e);
+            else
+                matmul_groups_avx2(job, b, e);
+        }, (int64_t)G * W.cols * T);
         return;
     }
     float* thread_scratch = (float*)(scratch + act_bytes);
@@ -559,22 +568,26 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     }, (int64_t)RT * W.cols * T);  // cost hint: tiny matrices run on the caller alone
 }
 
-// ---- the op interface: matmul of a model Weight, and its weights packed in row groups (AVX-512)
+// ---- the op interface: matmul of a model Weight, and its weights packed in row groups of the current ISA
 Weight CpuOps::matmul_weight(const Tensor& t) {
     Weight w = weight(t);
-    if (strcmp(cpu_matmul_isa(), "avx512") != 0 || !cpu_can_pack(w.dtype) || w.cols % QK != 0 || w.rows < 1) return w;
+    if (!cpu_can_pack(w.dtype) || w.cols % QK != 0 || w.rows < 1) return w;
+    const int G = cpu_pack_rows();
     packs_.erase(std::remove_if(packs_.begin(), packs_.end(), [](const Pack& p) { return p.bytes.expired(); }),
                  packs_.end());
     for (const Pack& p : packs_)  // tied weights (lm_head = tok_embd) are packed once
-        if (p.data == t.data && p.nbytes == t.nbytes && p.dtype == w.dtype && p.rows == w.rows && p.cols == w.cols)
+        if (p.data == t.data && p.nbytes == t.nbytes && p.dtype == w.dtype && p.rows == w.rows && p.cols == w.cols &&
+            p.group_rows == G)
             if (std::shared_ptr<const std::vector<uint8_t>> b = p.bytes.lock()) {
                 w.packed = b->data();
+                w.packed_rows = G;
                 w.keep = b;
                 return w;
             }
-    auto b = std::make_shared<const std::vector<uint8_t>>(cpu_pack_weight(w));
-    packs_.push_back({t.data, t.nbytes, w.dtype, w.rows, w.cols, b});
+    auto b = std::make_shared<const std::vector<uint8_t>>(cpu_pack_weight(w, G));
+    packs_.push_back({t.data, t.nbytes, w.dtype, w.rows, w.cols, G, b});
     w.packed = b->data();
+    w.packed_rows = G;
     w.keep = b;
     return w;
 }

@@ -1,6 +1,7 @@
 // matmul.h: the CPU backend's matrix multiply y = x W^T (the hot loop of inference), called by
 // CpuOps::matmul (matmul.cpp), the tests (test/unit/test_matmul*.cpp) and the bench (test/tools/bench_matmul.cpp).
-// Kernels: matmul.cpp (dispatch, threading, AVX2+FMA) and matmul_avx512.cpp (AVX-512 VNNI).
+// Kernels: matmul.cpp (dispatch, threading, AVX2+FMA), matmul_avx512.cpp (AVX-512 VNNI), and for packed
+// quantized weights matmul_groups_avx2.cpp / matmul_groups_avx512.cpp.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -32,22 +33,26 @@ bool cpu_has_avx512_vnni();           // runtime CPU check (cpuid + OS support)
 void cpu_matmul_set_act_bits(int bits);
 int cpu_matmul_act_bits();            // what cpu_matmul uses now
 
-// Row-group packing (AVX-512, 16-bit activations): a Q8_0, Q4_0 or Q4_1 matrix re-laid so that one
-// 512-bit vector holds 16 output rows (one int32 lane per row). Block b of group g (rows 16g..16g+15,
-// zero rows past the end) is PACK_BLOCK_BYTES(dtype) bytes at (g * nb + b) * that:
-//   Q4_0/Q4_1: d[16] f16, m[16] f16 (Q4_0: m = -8 d, exact in f16), then 8 chunks of 32 bytes; byte
-//              2l + e of chunk j = row l's element at position 4j + e (low nibble) and 4j + 2 + e (high
+// Row-group packing (16-bit activations): a Q8_0, Q4_0 or Q4_1 matrix re-laid so that one vector
+// register holds G output rows, one int32 lane per row: G = 16 on the AVX-512 path (512-bit vectors,
+// matmul_groups_avx512.cpp), G = 8 on the AVX2 path (256-bit, matmul_groups_avx2.cpp); cpu_pack_rows()
+// says which the current ISA uses. Block b of group g (rows Gg..Gg+G-1, zero rows past the end) is
+// pack_block_bytes(dtype, G) bytes at (g * nb + b) * that:
+//   Q4_0/Q4_1: d[G] f16, m[G] f16 (Q4_0: m = -8 d, exact in f16), then 8 chunks of 2G bytes; byte 2l + e
+//              of chunk k = row l's element at position 4k + e (low nibble) and 4k + 2 + e (high
 //              nibble), positions in the int16 nibble order of quantize.h (element q16_element(p));
-//   Q8_0:      d[16] f16, then 16 chunks of 32 int8; byte 2l + e of chunk p = row l, position 2p + e.
-// So zero-extending a chunk to 32 words gives, per row lane, the weights of two consecutive activation
-// positions: one vpdpwssd with the activation pair broadcast to all lanes adds 16 rows x 2 products.
-// Same bytes as the original (20 or 34 per 32 weights); matmul_groups_avx512 computes per (row, token)
-// y = sum_b [fl(d_w d_x) * float(I_b) + m s_x] in block order (I_b exact, |I_b| <= 32 * 15 * 32767 for
-// Q4; Q8_0 up to 32 * 128 * 32767 rounds once in float): batch invariant like the other kernels.
-constexpr int PACK_ROWS = 16;
-inline uint64_t pack_block_bytes(DType t) { return t == DType::Q8_0 ? 32 + 512 : 64 + 256; }
+//   Q8_0:      d[G] f16, then 16 chunks of 2G int8; byte 2l + e of chunk p = row l, position 2p + e.
+// So zero-extending a chunk to 2G words gives, per row lane, the weights of two consecutive activation
+// positions: one vpdpwssd (AVX-512) or vpmaddwd (AVX2) with the activation pair broadcast to all lanes
+// gives G rows x 2 products. Same bytes as the original (20 or 34 per 32 weights). Both kernels compute
+// per (row, token) y = sum_b [fl(d_w d_x) * float(I_b) + m s_x] in block order with the same float steps
+// (I_b exact, |I_b| <= 32 * 15 * 32767 for Q4; Q8_0 up to 32 * 128 * 32767 rounds once in float): batch
+// invariant, and the two packed kernels give the same bits as each other.
+inline uint64_t pack_block_bytes(DType t, int G) { return t == DType::Q8_0 ? 34ull * G : 20ull * G; }
 bool cpu_can_pack(DType t);                              // Q8_0, Q4_0, Q4_1
-std::vector<uint8_t> cpu_pack_weight(const Weight& W);   // Error for other dtypes or cols % 32 != 0
+int cpu_pack_rows();                                     // G of the current ISA: 16 (avx512) or 8 (avx2)
+// Error for other dtypes, cols % 32 != 0 or G other than 8 or 16.
+std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G);
 
 // ---- internal: shared by matmul.cpp and matmul_avx512.cpp
 struct MatmulJob {
@@ -66,6 +71,7 @@ int64_t matmul_scratch_floats(const MatmulJob& job);
 void matmul_rows_avx2(const MatmulJob& job, int64_t r0, int64_t r1, float* scratch);
 void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1, float* scratch);
 // Packed weights (job.w = cpu_pack_weight bytes, job.acts int16 non-interleaved): row groups [g0, g1).
-void matmul_groups_avx512(const MatmulJob& job, int64_t g0, int64_t g1);
+void matmul_groups_avx512(const MatmulJob& job, int64_t g0, int64_t g1);  // G = 16
+void matmul_groups_avx2(const MatmulJob& job, int64_t g0, int64_t g1);    // G = 8
 
 }  // namespace beagle

@@ -1,5 +1,5 @@
 // matmul_groups_avx512.cpp: the AVX-512 VNNI kernel of cpu_matmul for quantized weights packed in
-// row groups (cpu_pack_weight, layout in matmul.h): 16 output rows per 512-bit vector, one int32 lane
+// row groups of 16 (cpu_pack_weight(W, 16), layout in matmul.h): 16 output rows per 512-bit vector, one int32 lane
 // per row, so a block's 16 dot products need no horizontal sum and one float step scales 16 rows.
 // Compiled with AVX-512 flags; reached only after cpu_has_avx512_vnni() (internal linkage, as in
 // matmul_avx512.cpp).
@@ -16,6 +16,7 @@ namespace beagle {
 
 namespace {
 
+constexpr int G = 16;  // rows per group: one int32 lane each in a 512-bit vector
 constexpr int CT = 4;  // tokens per tile: each expanded weight vector serves CT tokens
 
 // y[t0 + c, 16 g + l] for c < C, lanes l < n_rows. Per block b, for each token c:
@@ -27,7 +28,7 @@ constexpr int CT = 4;  // tokens per tile: each expanded weight vector serves CT
 template <bool Q4, int C>
 inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     constexpr int NA = C == 1 ? 4 : 2;  // independent dpwssd chains per token (latency)
-    const uint64_t BB = pack_block_bytes(Q4 ? DType::Q4_1 : DType::Q8_0);
+    const uint64_t BB = pack_block_bytes(Q4 ? DType::Q4_1 : DType::Q8_0, G);
     const int64_t nb = j.acts.nb;
     const uint8_t* pg = j.w + (uint64_t)g * (uint64_t)nb * BB;
     const int32_t* xq[C];
@@ -85,10 +86,10 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
             if constexpr (Q4) acc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[c][b]), acc[c]);
         }
     }
-    const int64_t left = j.rows - (int64_t)g * PACK_ROWS;
+    const int64_t left = j.rows - (int64_t)g * G;
     const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
 #pragma GCC unroll 4
-    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * PACK_ROWS, m, acc[c]);
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * G, m, acc[c]);
 }
 
 template <bool Q4>

@@ -126,6 +126,11 @@ public:
     // inference and training forward give the same bits).
     // y[t, o] = sum_i W[o, i] * x[t, i] for t < T. x rows are W.cols long, y rows W.rows long.
     virtual void matmul(float* y, const float* x, const Weight& W, int T) = 0;
+    // ys[i] = x Ws[i]^T for i < n (all Ws[i] with the same cols): the same bits as n matmul calls, but a
+    // backend may share x's preparation and its thread split (CPU: one barrier for Q/K/V, one for gate/up).
+    virtual void matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T) {
+        for (int i = 0; i < n; i++) matmul(ys[i], x, *Ws[i], T);
+    }
     // y[t, o] = sum_i W[o, i] x[t, i];  W: n_out x n_in, dense f32
     virtual void matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out) = 0;
     // dx[t, i] = sum_o dy[t, o] W[o, i]  (accumulate: dx += ...)

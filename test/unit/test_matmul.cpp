@@ -401,6 +401,46 @@ static void test_pack_lifetime() {
     CHECK(wb.packed && wb.packed == wb2.packed, "two Weights of one matrix share one packed copy");
 }
 
+// cpu_matmul_n over a set (Q/K/V-like: three row counts, partial groups) gives the bits of one
+// cpu_matmul per matrix, packed or not, with 1 and 2 threads; a set with one unpacked matrix too.
+static void test_matmul_n(const char* isa, ThreadPool& pool1, ThreadPool& pool2) {
+    cpu_matmul_set_isa(isa);
+    cpu_matmul_set_act_bits(16);
+    Rng rng(31);
+    const int64_t cols = 96, rows[3] = {37, 13, 8};
+    for (DType dt : {DType::Q4_1, DType::Q8_0})
+        for (bool pack : {true, false})
+            for (int T : {1, 5}) {
+                g_pack = pack;
+                std::vector<uint8_t> wb[3];
+                Weight W[3];
+                for (int i = 0; i < 3; i++) {
+                    wb[i] = make_weight(dt, rows[i], cols, rng);
+                    W[i] = make_W(dt, wb[i], rows[i], cols);
+                }
+                if (!pack) W[1] = make_W(DType::Q4_1, wb[1], rows[1], cols);  // (unpacked either way)
+                std::vector<float> x = make_x(T, cols, rng);
+                for (ThreadPool* p : {&pool1, &pool2}) {
+                    std::vector<float> ref[3], got[3];
+                    float* ys[3];
+                    const Weight* ws[3];
+                    for (int i = 0; i < 3; i++) {
+                        ref[i].assign((size_t)T * rows[i], NAN);
+                        got[i].assign((size_t)T * rows[i], NAN);
+                        cpu_matmul(ref[i].data(), x.data(), W[i], T, *p);
+                        ys[i] = got[i].data();
+                        ws[i] = &W[i];
+                    }
+                    cpu_matmul_n(3, ys, x.data(), ws, T, *p);
+                    bool same = true;
+                    for (int i = 0; i < 3; i++) same &= memcmp(ref[i].data(), got[i].data(), ref[i].size() * 4) == 0;
+                    CHECK(same, "%s %s packed %d T %d threads %d: cpu_matmul_n differs from cpu_matmul per matrix", isa,
+                          dtype_name(dt), pack, T, p->size());
+                }
+            }
+    g_pack = false;
+}
+
 // Default activation bits: 16, or env BEAGLE_ACT_BITS (checked before anything fixes the choice).
 static void test_act_bits_env() {
     setenv("BEAGLE_ACT_BITS", "4", 1);
@@ -437,6 +477,8 @@ int main() {
             test_nan(isa, bits, pool2);
         }
     if (cpu_has_avx512_vnni()) test_packed_isas_agree(pool2);
+    for (const char* isa : isas) test_matmul_n(isa, pool1, pool2);
+    g_pack = true;
     test_pack_errors();
     cpu_matmul_set_act_bits(16);  // the packed kernels' setting
     for (const char* isa : isas) {

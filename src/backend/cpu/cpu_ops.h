@@ -27,6 +27,7 @@ public:
     Weight matmul_weight(const Tensor& t) override;
 
     void matmul(float* y, const float* x, const Weight& W, int T) override;
+    void matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T) override;
     void embed(float* x, const Weight& E, const int* tokens, int T) override;
     void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) override;
     void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,

@@ -19,6 +19,10 @@ namespace beagle {
 // Batch invariant: y[t, o] is bit-identical whatever T, the thread count or the tiling, for a given
 // ISA (the AVX2 and AVX-512 paths may differ from each other in the last bits).
 void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& pool);
+// ys[i] = x Ws[i]^T for i < n, the same bits as n cpu_matmul calls. When every W carries this ISA's
+// packed copy and all have the same cols, x is quantized once and one split of all the matrices' row
+// groups over the threads serves the set (one thread barrier instead of n: Q/K/V, gate/up).
+void cpu_matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T, ThreadPool& pool);
 
 // Force the kernel set: "auto" (AVX-512 VNNI if the CPU has it, else AVX2), "avx2", "avx512"
 // (Error if the CPU lacks avx512f/bw/vl/vnni). Default: env BEAGLE_ISA, else "auto".

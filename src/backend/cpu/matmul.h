@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../../core/common.h"
 #include "../../core/threadpool.h"
 #include "../ops.h"
 #include "quantize.h"
@@ -77,5 +78,30 @@ void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1, float* scr
 // Packed weights (job.w = cpu_pack_weight bytes, job.acts int16 non-interleaved): row groups [g0, g1).
 void matmul_groups_avx512(const MatmulJob& job, int64_t g0, int64_t g1);  // G = 16
 void matmul_groups_avx2(const MatmulJob& job, int64_t g0, int64_t g1);    // G = 8
+
+// The row-group kernels' driver: per group, tiles of 4 tokens (each widened weight vector serves 4),
+// then one tile of the 1..3 left. Tile<Q4, C>::run(job, g, t0) computes tokens t0..t0+C-1 of group g;
+// Q4: Q4_0 or Q4_1 (packed alike), else Q8_0. `who` names the kernel in the error for other dtypes.
+template <template <bool, int> class Tile, bool Q4>
+inline void groups_tiles(const MatmulJob& j, int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; g++) {
+        int t = 0;
+        for (; t + 4 <= j.T; t += 4) Tile<Q4, 4>::run(j, g, t);
+        switch (j.T - t) {
+            case 1: Tile<Q4, 1>::run(j, g, t); break;
+            case 2: Tile<Q4, 2>::run(j, g, t); break;
+            case 3: Tile<Q4, 3>::run(j, g, t); break;
+            default: break;
+        }
+    }
+}
+template <template <bool, int> class Tile>
+inline void groups_run(const MatmulJob& j, int64_t g0, int64_t g1, const char* who) {
+    switch (j.dtype) {
+        case DType::Q8_0: groups_tiles<Tile, false>(j, g0, g1); break;
+        case DType::Q4_0: case DType::Q4_1: groups_tiles<Tile, true>(j, g0, g1); break;
+        default: fail("%s: packed weights must be Q8_0, Q4_0 or Q4_1 (code %d)", who, (int)j.dtype);
+    }
+}
 
 }  // namespace beagle

@@ -19,8 +19,8 @@ namespace {
 inline void in_register(__m256i& v) { asm("" : "+x"(v)); }
 
 constexpr int G = 8;   // rows per group: one int32 lane each in a 256-bit vector
-constexpr int CT = 4;  // tokens per tile: each widened weight vector serves CT tokens (4 int + 4 float
-                       // accumulators + 3 weight vectors + broadcasts fit the 16 ymm registers)
+// Token tiles of up to 4 (groups_run, matmul.h): 4 int + 4 float accumulators + 3 weight vectors +
+// broadcasts fit the 16 ymm registers.
 
 // y[t0 + c, 8 g + l] for c < C, lanes l < 8 (rows past the end are not stored). Per block b, token c:
 //   I = sum over the block's 16 position pairs p of madd(w_p (8 rows x 2 int16), x pair p broadcast)
@@ -29,7 +29,7 @@ constexpr int CT = 4;  // tokens per tile: each widened weight vector serves CT 
 //   acc = fma(float(I), d_w * d_x[b], acc);  Q4: acc = fma(m_w, s_x[b], acc)
 // These float steps per (row, token) are the same whatever C, the lane or the thread (batch
 // invariant), and the same as matmul_groups_avx512.cpp's (the two packed paths agree bit for bit).
-// Why it is fast: each weight byte is loaded and widened once per CT tokens, two integer ops per 16
+// Why it is fast: each weight byte is loaded and widened once per 4 tokens, two integer ops per 16
 // multiply-adds, no per-row scale gathers and no horizontal sums; the weight stream of a thread is one
 // contiguous run of its groups (hardware prefetch). Q4: Q4_0 and Q4_1 (packed alike), else Q8_0.
 template <bool Q4, int C>
@@ -108,28 +108,13 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     }
 }
 
-template <bool Q4>
-void groups_loop(const MatmulJob& j, int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; g++) {
-        int t = 0;
-        for (; t + CT <= j.T; t += CT) group_tile<Q4, CT>(j, g, t);
-        switch (j.T - t) {
-            case 1: group_tile<Q4, 1>(j, g, t); break;
-            case 2: group_tile<Q4, 2>(j, g, t); break;
-            case 3: group_tile<Q4, 3>(j, g, t); break;
-            default: break;
-        }
-    }
-}
+template <bool Q4, int C>
+struct GroupTile {
+    static void run(const MatmulJob& j, int64_t g, int t0) { group_tile<Q4, C>(j, g, t0); }
+};
 
 }  // namespace
 
-void matmul_groups_avx2(const MatmulJob& j, int64_t g0, int64_t g1) {
-    switch (j.dtype) {
-        case DType::Q8_0: groups_loop<false>(j, g0, g1); break;
-        case DType::Q4_0: case DType::Q4_1: groups_loop<true>(j, g0, g1); break;
-        default: fail("matmul_groups_avx2: packed weights must be Q8_0, Q4_0 or Q4_1 (code %d)", (int)j.dtype);
-    }
-}
+void matmul_groups_avx2(const MatmulJob& j, int64_t g0, int64_t g1) { groups_run<GroupTile>(j, g0, g1, "matmul_groups_avx2"); }
 
 }  // namespace beagle

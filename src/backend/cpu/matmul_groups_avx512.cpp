@@ -17,7 +17,6 @@ namespace beagle {
 namespace {
 
 constexpr int G = 16;  // rows per group: one int32 lane each in a 512-bit vector
-constexpr int CT = 4;  // tokens per tile: each expanded weight vector serves CT tokens
 
 // y[t0 + c, 16 g + l] for c < C, lanes l < n_rows. Per block b, for each token c:
 //   I = sum over the block's 16 position pairs of vpdpwssd(w_pair (16 rows x 2 int16), x_pair broadcast)
@@ -92,28 +91,13 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * G, m, acc[c]);
 }
 
-template <bool Q4>
-void groups_loop(const MatmulJob& j, int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; g++) {
-        int t = 0;
-        for (; t + CT <= j.T; t += CT) group_tile<Q4, CT>(j, g, t);
-        switch (j.T - t) {
-            case 1: group_tile<Q4, 1>(j, g, t); break;
-            case 2: group_tile<Q4, 2>(j, g, t); break;
-            case 3: group_tile<Q4, 3>(j, g, t); break;
-            default: break;
-        }
-    }
-}
+template <bool Q4, int C>
+struct GroupTile {
+    static void run(const MatmulJob& j, int64_t g, int t0) { group_tile<Q4, C>(j, g, t0); }
+};
 
 }  // namespace
 
-void matmul_groups_avx512(const MatmulJob& j, int64_t g0, int64_t g1) {
-    switch (j.dtype) {
-        case DType::Q8_0: groups_loop<false>(j, g0, g1); break;
-        case DType::Q4_0: case DType::Q4_1: groups_loop<true>(j, g0, g1); break;
-        default: fail("matmul_groups_avx512: packed weights must be Q8_0, Q4_0 or Q4_1 (code %d)", (int)j.dtype);
-    }
-}
+void matmul_groups_avx512(const MatmulJob& j, int64_t g0, int64_t g1) { groups_run<GroupTile>(j, g0, g1, "matmul_groups_avx512"); }
 
 }  // namespace beagle

@@ -79,6 +79,27 @@ void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1, float* scr
 void matmul_groups_avx512(const MatmulJob& job, int64_t g0, int64_t g1);  // G = 16
 void matmul_groups_avx2(const MatmulJob& job, int64_t g0, int64_t g1);    // G = 8
 
+// What a row-group tile of C tokens from t0 reads: group g's packed blocks (pack_block_bytes(dtype, G)
+// each) and, per token c, the int16 activations as int32 pairs (int32 i of block b = positions 2i,
+// 2i + 1), the block scales d and the sums s (quantize.h).
+template <int C>
+struct GroupTileInputs {
+    const uint8_t* w;
+    uint64_t block_bytes;
+    const int32_t* xq[C];
+    const float* xd[C];
+    const float* xs[C];
+    GroupTileInputs(const MatmulJob& j, int G, int64_t g, int t0) {
+        block_bytes = pack_block_bytes(j.dtype, G);
+        w = j.w + (uint64_t)g * (uint64_t)j.acts.nb * block_bytes;
+        for (int c = 0; c < C; c++) {
+            xq[c] = (const int32_t*)qa_q16(j.acts, t0 + c);
+            xd[c] = qa_d(j.acts, t0 + c);
+            xs[c] = qa_s(j.acts, t0 + c);
+        }
+    }
+};
+
 // The row-group kernels' driver: per group, tiles of 4 tokens (each widened weight vector serves 4),
 // then one tile of the 1..3 left. Tile<Q4, C>::run(job, g, t0) computes tokens t0..t0+C-1 of group g;
 // Q4: Q4_0 or Q4_1 (packed alike), else Q8_0. `who` names the kernel in the error for other dtypes.

@@ -34,22 +34,16 @@ constexpr int G = 8;   // rows per group: one int32 lane each in a 256-bit vecto
 // contiguous run of its groups (hardware prefetch). Q4: Q4_0 and Q4_1 (packed alike), else Q8_0.
 template <bool Q4, int C>
 inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
-    const uint64_t BB = pack_block_bytes(Q4 ? DType::Q4_1 : DType::Q8_0, G);
+    const GroupTileInputs<C> in(j, G, g, t0);
     const int64_t nb = j.acts.nb;
-    const uint8_t* pg = j.w + (uint64_t)g * (uint64_t)nb * BB;
-    const int32_t* xq[C];
-    const float* xd[C];
-    const float* xs[C];
-    for (int c = 0; c < C; c++) {
-        xq[c] = (const int32_t*)qa_q16(j.acts, t0 + c);  // int32 i of block b = positions 2i, 2i + 1
-        xd[c] = qa_d(j.acts, t0 + c);
-        xs[c] = qa_s(j.acts, t0 + c);
-    }
+    const int32_t* const* xq = in.xq;
+    const float* const* xd = in.xd;
+    const float* const* xs = in.xs;
     __m256 acc[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t* blk = pg + (uint64_t)b * BB;
+        const uint8_t* blk = in.w + (uint64_t)b * in.block_bytes;
         const uint8_t* q = blk + (Q4 ? 4 * G : 2 * G);
         __m256i isum[C];
 #pragma GCC unroll 4

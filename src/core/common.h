@@ -54,6 +54,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t n);
 int remove_stale_temps(const std::string& path_prefix);
 
 double now_seconds();          // monotonic clock
+double thread_cpu_seconds();   // CPU time of the calling thread (a busy machine's preemptions do not count)
 size_t peak_rss_bytes();       // from getrusage (ru_maxrss)
 
 // UTF-8: true if s is valid UTF-8; else *bad_offset gets the first bad byte offset.

@@ -33,7 +33,9 @@ private:
 
 // Seconds of one verify pass of T tokens (tokens[0..T) as a chain, with its tree mask) after the
 // model's current n_past, best of `reps`; the cache is truncated back after each. T <= max_batch.
-double time_verify(Llama& m, const int* tokens, int T, int reps);
+// clock: now_seconds (wall time), or thread_cpu_seconds for a one-thread model (CPU time, which a busy
+// machine's preemptions do not inflate: a quiet machine's wall time, to a few percent).
+double time_verify(Llama& m, const int* tokens, int T, int reps, double (*clock)() = now_seconds);
 
 // --total-tokens auto: times target forwards of T tokens after a context of up to 160 tokens on this
 // machine (T on a grid up to max_nodes; 5 interleaved sweeps, the median per T; interpolated linearly,

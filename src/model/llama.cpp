@@ -138,9 +138,9 @@ void Llama::run(const int* tokens, const int* pos, int T, const std::vector<Attn
         float* v = kv_rows ? v_new_ : vcache_[l] + (parts[0].row0 + first_row) * kv_dim;
         // attention block
         ops_.rmsnorm(xb_, x_, w.attn_norm, T, dim, c.rms_eps);
-        ops_.matmul(q_, xb_, w.wq, T);
-        ops_.matmul(k, xb_, w.wk, T);
-        ops_.matmul(v, xb_, w.wv, T);
+        float* qkv[3] = {q_, k, v};
+        const Weight* wqkv[3] = {&w.wq, &w.wk, &w.wv};
+        ops_.matmul_n(3, qkv, xb_, wqkv, T);
         ops_.rope(q_, pos, T, c.n_heads, rope_, false);
         ops_.rope(k, pos, T, c.n_kv_heads, rope_, false);
         if (kv_rows) {
@@ -154,8 +154,9 @@ void Llama::run(const int* tokens, const int* pos, int T, const std::vector<Attn
         ops_.add(x_, xb2_, (size_t)T * dim);
         // SwiGLU MLP block
         ops_.rmsnorm(xb_, x_, w.ffn_norm, T, dim, c.rms_eps);
-        ops_.matmul(hb_, xb_, w.w_gate, T);
-        ops_.matmul(hb2_, xb_, w.w_up, T);
+        float* gate_up[2] = {hb_, hb2_};
+        const Weight* wgu[2] = {&w.w_gate, &w.w_up};
+        ops_.matmul_n(2, gate_up, xb_, wgu, T);
         ops_.swiglu(hb_, hb_, hb2_, (size_t)T * c.ffn_dim);
         ops_.matmul(xb2_, hb_, w.w_down, T);
         ops_.add(x_, xb2_, (size_t)T * dim);

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 # test_bench_outputs.py: `beagle bench` and `beagle bench-sd` end to end through the CLI on stories260K:
-# bench's JSON holds the verify cost curve (T = 1 first with cost 1, times > 0, max_speedup = T / cost);
+# bench's JSON holds one object per matmul ISA path (avx2 always, avx512 where the CPU has it), each with
+# the verify cost curve (T = 1..16 each, cost of T = 1 is 1, times > 0, max_speedup = T / cost), and at the
+# top level the default path's fields; --isa with an unknown path is an error;
 # bench-sd's JSON holds every category and mode with the promised fields, no output differs from plain
 # greedy decoding, every mode produced the same number of tokens as plain decoding (same outputs), the
 # totals add up, the "mt_bench" aggregate covers exactly the MT-Bench categories, and both PNGs are valid
@@ -25,14 +27,26 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 0, f"bench failed ({r.returncode}): {r.stderr[-600:]}")
     if r.returncode == 0:
         b = json.load(open(f"{tmp}/b.json"))
-        vc = b.get("verify_cost", [])
-        Ts = [v["T"] for v in vc]
-        check(len(vc) >= 5 and Ts[0] == 1 and Ts == sorted(set(Ts)), f"verify_cost T values {Ts}")
-        check(all(v["ms"] > 0 for v in vc), "verify times > 0")
-        check(abs(vc[0]["cost"] - 1) < 1e-6, "cost of T = 1 is 1")
-        for v in vc:
-            check(abs(v["max_speedup"] - v["T"] / v["cost"]) < 1e-2 * v["max_speedup"], f"max_speedup of T {v['T']}")
-        check(b["decode_tok_s"] > 0 and b["prefill_tok_s"] > 0, "bench speeds > 0")
+        paths = b.get("paths", [])
+        names = [p.get("isa") for p in paths]
+        has512 = "avx512_vnni" in open("/proc/cpuinfo").read()
+        check(names == (["avx2", "avx512"] if has512 else ["avx2"]), f"bench paths {names} (avx512 vnni: {has512})")
+        check(b.get("isa") in names and b.get("verify_cost") == paths[names.index(b["isa"])]["verify_cost"]
+              if b.get("isa") in names else False, f"top-level isa {b.get('isa')} repeats its path's fields")
+        for p in paths:
+            vc = p.get("verify_cost", [])
+            Ts = [v["T"] for v in vc]
+            check(Ts[:16] == list(range(1, 17)) and Ts == sorted(set(Ts)), f"{p['isa']}: verify_cost T values {Ts}")
+            check(all(v["ms"] > 0 for v in vc), f"{p['isa']}: verify times > 0")
+            check(abs(vc[0]["cost"] - 1) < 1e-6, f"{p['isa']}: cost of T = 1 is 1")
+            for v in vc:
+                check(abs(v["max_speedup"] - v["T"] / v["cost"]) < 1e-2 * v["max_speedup"],
+                      f"{p['isa']}: max_speedup of T {v['T']}")
+            check(p["decode_tok_s"] > 0 and p["prefill_tok_s"] > 0 and p["roofline_fraction"] > 0,
+                  f"{p['isa']}: bench speeds > 0")
+    r = run(["bench"] + M + ["--isa", "sse2", "--reps", "1"])
+    check(r.returncode != 0 and "expected 'auto', 'avx2' or 'avx512'" in r.stderr and "sse2" in r.stderr,
+          f"bench --isa sse2: exit {r.returncode}, {r.stderr[-300:]}")
 
     # beagle bench-sd: two categories, one of them an MT-Bench category
     prompts = f"{tmp}/p.jsonl"

@@ -55,7 +55,7 @@ def main():
         print(f"FAIL: {tool} not built (make tests)"); return 1
     reader = gguf.GGUFReader(model)
     tensors = {t.name: t for t in reader.tensors}
-    isas = ["avx2", "avx512", "avx512-packed"]  # the last: row-group copy (cpu_pack_weight)
+    isas = ["avx2", "avx2-packed", "avx512", "avx512-packed"]  # -packed: the row-group copy (cpu_pack_weight)
     widths = [(16, 32767.0), (8, 127.0)]  # activation bits, QMAX
     rng = np.random.default_rng(11)
     failures = 0
@@ -106,9 +106,9 @@ def main():
                 tol_p = tol + (nround_p - nround) * U * ((np.abs(xd) + half) @ absW.T)
                 tol_model_p = tol_model * (nround_p / nround)
                 for isa in isas:
-                    if isa == "avx512-packed" and bits != 16:
+                    if isa.endswith("-packed") and bits != 16:
                         continue  # 8-bit activations never use the packed copy
-                    tol_i, tol_model_i = (tol_p, tol_model_p) if isa == "avx512-packed" else (tol, tol_model)
+                    tol_i, tol_model_i = (tol_p, tol_model_p) if isa.endswith("-packed") else (tol, tol_model)
                     p = subprocess.run([tool, "--apply", qtype, str(rows), str(cols), str(T), wfile, xfile, yfile, isa],
                                        capture_output=True, text=True, env=dict(os.environ, BEAGLE_ACT_BITS=str(bits)))
                     if p.returncode != 0:

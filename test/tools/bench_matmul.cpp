@@ -1,12 +1,17 @@
 // bench_matmul.cpp: micro-benchmark of cpu_matmul (src/backend/cpu/matmul.cpp): decode (T = 1) GB/s
 // against measured read bandwidth, and prefill (T = 128, ...) GFLOP/s, per ISA, activation width
 // (int16 / int8, quantized weights only) and thread count, for single SmolLM2-135M shapes and the whole
-// model's weight set (30 layers + Q8_0 lm_head, ~98 MB).
-// Build and run: bash scripts/bench_matmul.sh [--quick] [--threads N] [--model-only]
+// model's weight set (30 layers + Q8_0 lm_head, ~98 MB); "packed" variants use the row-group copy of
+// the ISA (cpu_pack_weight). --sweep: per variant, the whole model's matmuls at T = 1, 2, 4, 8, 16 with
+// each matrix timed alone in model order and the best of the rounds kept per matrix, then summed (a
+// busy machine preempts whole rounds, rarely one 10-100 us call: the sum estimates a quiet machine).
+// Build and run: bash scripts/bench_matmul.sh [--quick] [--threads N] [--model-only] [--sweep]
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,6 +55,45 @@ static Mat make_mat(DType dt, int64_t rows, int64_t cols, std::mt19937& g) {
     return m;
 }
 
+// Re-lay the quantized matrices of `mats` in row groups of the current ISA (packed) or drop them.
+static void set_packed(std::vector<Mat>& mats, bool packed, std::vector<std::vector<uint8_t>>& store) {
+    store.clear();
+    store.reserve(mats.size());
+    for (Mat& m : mats) {
+        m.W.packed = nullptr;
+        m.W.packed_rows = 0;
+        if (!packed || !cpu_can_pack(m.dt)) continue;
+        store.push_back(cpu_pack_weight(m.W, cpu_pack_rows()));
+        m.W.packed = store.back().data();
+        m.W.packed_rows = cpu_pack_rows();
+    }
+}
+
+// Seconds of the whole set at T tokens: each matrix timed alone, in order, best of `reps` per matrix, summed.
+static double time_set_per_matrix(std::vector<Mat>& mats, int T, ThreadPool& pool, int reps) {
+    int64_t maxc = 0, maxr = 0;
+    for (auto& m : mats) maxc = std::max(maxc, m.cols), maxr = std::max(maxr, m.rows);
+    std::vector<float> x((size_t)T * maxc), y((size_t)T * maxr);
+    std::mt19937 g(1);
+    for (auto& v : x) v = (float)((int)(g() % 2001) - 1000) / 1000.0f;
+    auto clock = [&]() {
+        if (pool.size() > 1) return now_seconds();
+        timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    };
+    std::vector<double> best(mats.size(), 1e30);
+    for (int r = 0; r < reps; r++)
+        for (size_t i = 0; i < mats.size(); i++) {
+            double t0 = clock();
+            cpu_matmul(y.data(), x.data(), mats[i].W, T, pool);
+            best[i] = std::min(best[i], clock() - t0);
+        }
+    double sum = 0;
+    for (double b : best) sum += b;
+    return sum;
+}
+
 // Best-of read bandwidth over `bytes` with the pool's threads (GB/s).
 static double read_bandwidth(ThreadPool& pool, size_t bytes) {
     std::vector<uint8_t> buf(bytes, 1);
@@ -89,24 +133,27 @@ static double time_set(std::vector<Mat>& mats, int T, ThreadPool& pool, int reps
 }
 
 int main(int argc, char** argv) {
-    bool quick = false, model_only = false;
+    bool quick = false, model_only = false, sweep = false;
     std::vector<int> thread_counts = {1, 2};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--model-only") == 0) model_only = true;
+        else if (strcmp(argv[i], "--sweep") == 0) sweep = true;
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) thread_counts = {atoi(argv[++i])};
         else {
-            fprintf(stderr, "usage: %s [--quick] [--threads N] [--model-only]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--threads N] [--model-only] [--sweep]\n", argv[0]);
             return 2;
         }
     }
     std::mt19937 g(123);
     std::vector<const char*> isas = {"avx2"};
     if (cpu_has_avx512_vnni()) isas.push_back("avx512");
-    struct Variant { const char* isa; int bits; };  // ISA x activation bits
+    struct Variant { const char* isa; int bits; bool packed; };  // ISA x activation bits x row groups
     std::vector<Variant> variants;
-    for (const char* isa : isas)
-        for (int bits : {16, 8}) variants.push_back({isa, bits});
+    for (const char* isa : isas) {
+        for (int bits : {16, 8}) variants.push_back({isa, bits, false});
+        variants.push_back({isa, 16, true});
+    }
 
     struct Shape { const char* name; DType dt; int64_t rows, cols; };
     std::vector<Shape> shapes = {{"ffn_down Q4_1 576x1536", DType::Q4_1, 576, 1536},
@@ -125,6 +172,27 @@ int main(int argc, char** argv) {
     }
     model.push_back(make_mat(DType::Q8_0, 49152, 576, g));
     for (auto& m : model) model_bytes += m.bytes.size();
+    std::vector<std::vector<uint8_t>> packs;
+
+    if (sweep) {
+        for (int nt : thread_counts) {
+            ThreadPool pool(nt);
+            for (const Variant& v : variants) {
+                if (v.bits != 16) continue;
+                cpu_matmul_set_isa(v.isa);
+                cpu_matmul_set_act_bits(16);
+                set_packed(model, v.packed, packs);
+                std::vector<double> sec;
+                for (int T : {1, 2, 4, 8, 16}) sec.push_back(time_set_per_matrix(model, T, pool, quick ? 5 : 15));
+                printf("sweep t%d %-6s %-8s T=1 %.2f ms (%.1f GB/s); cost T=2/4/8/16 %.2f/%.2f/%.2f/%.2f x T=1\n", nt,
+                       v.isa, v.packed ? "packed" : "unpacked", sec[0] * 1e3, model_bytes / sec[0] / 1e9, sec[1] / sec[0],
+                       sec[2] / sec[0], sec[3] / sec[0], sec[4] / sec[0]);
+                fflush(stdout);
+            }
+        }
+        cpu_matmul_set_isa("auto");
+        return 0;
+    }
 
     for (int nt : thread_counts) {
         ThreadPool pool(nt);
@@ -134,11 +202,13 @@ int main(int argc, char** argv) {
             cpu_matmul_set_isa(v.isa);
             cpu_matmul_set_act_bits(v.bits);
             char tag[32];
-            snprintf(tag, sizeof tag, "%s int%d", v.isa, v.bits);
+            snprintf(tag, sizeof tag, "%s int%d%s", v.isa, v.bits, v.packed ? " packed" : "");
             for (auto& s : shapes) {
                 if (model_only || (v.bits == 8 && !dtype_is_quantized(s.dt))) continue;  // float weights: no bits
                 std::vector<Mat> one;
                 one.push_back(make_mat(s.dt, s.rows, s.cols, g));
+                std::vector<std::vector<uint8_t>> one_pack;
+                set_packed(one, v.packed, one_pack);
                 double bytes = (double)one[0].bytes.size();
                 for (int T : {1, 128}) {
                     if (quick && T == 128 && s.dt != DType::Q4_1) continue;
@@ -148,6 +218,7 @@ int main(int argc, char** argv) {
                            T, sec * 1e6, gflops, bytes / sec / 1e9);
                 }
             }
+            set_packed(model, v.packed, packs);
             double dec = time_set(model, 1, pool, quick ? 3 : 10);
             printf("  %-12s t%d whole model T=1 (decode): %.2f ms/token, %.1f GB/s = %.0f%% of read bandwidth\n", tag, nt,
                    dec * 1e3, model_bytes / dec / 1e9, 100.0 * model_bytes / dec / 1e9 / bw);

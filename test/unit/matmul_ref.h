@@ -131,10 +131,10 @@ static bool check_result(DType dt, const uint8_t* wb, const std::vector<float>& 
                 for (int i = 0; i < 32; i++)
                     act_err += std::fabs((double)w[b * 32 + i]) * (dx / 2 + 3 * U * std::fabs(xt[b * 32 + i]));
             }
-            // row-group kernel (avx512-packed): per block one term fl(d_w d_x) float(I) (float(I) rounds
+            // row-group kernels (avx2-packed, avx512-packed): per block one term fl(d_w d_x) float(I) (float(I) rounds
             // once for Q8_0, |I| up to 2^27) and, for Q4, one m s term, all added in sequence into one
             // float: at most 2 nb terms, each with <= 2 roundings of its own, so (2 nb + 2) u S
-            double tol_model = strcmp(isa, "avx512-packed") == 0 ? (2 * nb + 2) * U * S : (nb + (nb + 7) / 8 + 5) * U * S;
+            double tol_model = strstr(isa, "-packed") ? (2 * nb + 2) * U * S : (nb + (nb + 7) / 8 + 5) * U * S;
             if (!(std::fabs(got - model) <= tol_model)) {
                 CHECK(false, "%s int%d %s rows %lld cols %lld T %d: y[%d, %lld] = %.9g, model %.9g (diff %.3g), tol %.3g",
                       isa, bits, dtype_name(dt), (long long)rows, (long long)cols, T, t, (long long)o, got, model,

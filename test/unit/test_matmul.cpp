@@ -104,8 +104,8 @@ static std::vector<float> make_x(int T, int64_t cols, Rng& rng) {
     return x;
 }
 
-// With g_pack set, quantized weights also carry their row-group copy (cpu_pack_weight), which
-// cpu_matmul uses on the AVX-512 path with 16-bit activations (kept alive in g_packs).
+// With g_pack set, quantized weights also carry their row-group copy for the current ISA
+// (cpu_pack_weight(W, cpu_pack_rows())), which cpu_matmul uses with 16-bit activations (kept alive in g_packs).
 static bool g_pack = false;
 static std::vector<std::vector<uint8_t>> g_packs;
 
@@ -116,15 +116,17 @@ static Weight make_W(DType dt, const std::vector<uint8_t>& wb, int64_t rows, int
     W.rows = rows;
     W.cols = cols;
     if (g_pack && cpu_can_pack(dt)) {
-        g_packs.push_back(cpu_pack_weight(W));
+        g_packs.push_back(cpu_pack_weight(W, cpu_pack_rows()));
         W.packed = g_packs.back().data();
+        W.packed_rows = cpu_pack_rows();
     }
     return W;
 }
 
-// The kernel under test, for messages and tolerances: "avx2", "avx512" or "avx512-packed".
+// The kernel under test, for messages and tolerances: "avx2", "avx512", "avx2-packed" or "avx512-packed".
 static const char* kernel_name(const char* isa, int bits) {
-    return g_pack && bits == 16 && strcmp(isa, "avx512") == 0 ? "avx512-packed" : isa;
+    if (!g_pack || bits != 16) return isa;
+    return strcmp(isa, "avx512") == 0 ? "avx512-packed" : "avx2-packed";
 }
 
 // The library's quantizer equals the scalar model bit for bit (q, d, s, padding, the int16 nibble
@@ -311,15 +313,41 @@ static void test_pack_errors() {
     W.dtype = DType::F16;
     W.rows = 2;
     W.cols = 32;
-    CHECK_THROWS(cpu_pack_weight(W), "cannot be packed");
+    CHECK_THROWS(cpu_pack_weight(W, 8), "cannot be packed");
     W.dtype = DType::Q4_1;
     W.cols = 40;
-    CHECK_THROWS(cpu_pack_weight(W), "multiple of 32");
-    W.dtype = DType::Q4_0;
+    CHECK_THROWS(cpu_pack_weight(W, 16), "multiple of 32");
     W.cols = 32;
+    CHECK_THROWS(cpu_pack_weight(W, 4), "must be 8 or 16, found 4");
+    W.dtype = DType::Q4_0;
     const uint16_t big = f32_to_f16(60000.0f);
     memcpy(wb.data() + 18, &big, 2);  // row 1, block 0
-    CHECK_THROWS(cpu_pack_weight(W), "row 1 block 0");
+    CHECK_THROWS(cpu_pack_weight(W, 8), "row 1 block 0");
+}
+
+// The two row-group kernels do the same float steps on exact integer block sums (matmul.h), so the
+// AVX2 one (groups of 8) and the AVX-512 one (groups of 16) give the same bits, every dtype, T and
+// a row count that leaves partial groups on both.
+static void test_packed_isas_agree(ThreadPool& pool) {
+    cpu_matmul_set_act_bits(16);
+    Rng rng(7);
+    for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1})
+        for (int64_t cols : {(int64_t)96, (int64_t)576}) {
+            const int64_t rows = 37;
+            const int T = 7;
+            std::vector<uint8_t> wb = make_weight(dt, rows, cols, rng);
+            std::vector<float> x = make_x(T, cols, rng);
+            std::vector<float> y2((size_t)T * rows, NAN), y5((size_t)T * rows, NAN);
+            cpu_matmul_set_isa("avx2");
+            Weight W2 = make_W(dt, wb, rows, cols);
+            cpu_matmul(y2.data(), x.data(), W2, T, pool);
+            cpu_matmul_set_isa("avx512");
+            Weight W5 = make_W(dt, wb, rows, cols);
+            cpu_matmul(y5.data(), x.data(), W5, T, pool);
+            CHECK(W2.packed_rows == 8 && W5.packed_rows == 16, "packed groups %d and %d", W2.packed_rows, W5.packed_rows);
+            CHECK(memcmp(y2.data(), y5.data(), y2.size() * 4) == 0,
+                  "%s cols %lld: the AVX2 and AVX-512 row-group kernels differ", dtype_name(dt), (long long)cols);
+        }
 }
 
 // Ops::matmul_weight's packed copies belong to the matrix's bytes and live while a Weight holds them:
@@ -344,7 +372,7 @@ static void test_pack_lifetime() {
     std::vector<uint8_t> A, B;
     quantized(&A);
     quantized(&B);
-    const int T = 4;  // the packed kernel serves T > 1 (one token goes through the original rows)
+    const int T = 4;
     std::vector<float> x((size_t)T * cols), y((size_t)T * rows), yref((size_t)T * rows);
     for (float& v : x) v = nd(rng);
     Tensor t;
@@ -371,6 +399,46 @@ static void test_pack_lifetime() {
     CHECK(err <= 1e-4 * scale + 1e-6, "matrix B through matmul_weight: max |diff| %.3g vs its own product (scale %.3g): a stale packed copy?",
           err, scale);
     CHECK(wb.packed && wb.packed == wb2.packed, "two Weights of one matrix share one packed copy");
+}
+
+// cpu_matmul_n over a set (Q/K/V-like: three row counts, partial groups) gives the bits of one
+// cpu_matmul per matrix, packed or not, with 1 and 2 threads; a set with one unpacked matrix too.
+static void test_matmul_n(const char* isa, ThreadPool& pool1, ThreadPool& pool2) {
+    cpu_matmul_set_isa(isa);
+    cpu_matmul_set_act_bits(16);
+    Rng rng(31);
+    const int64_t cols = 96, rows[3] = {37, 13, 8};
+    for (DType dt : {DType::Q4_1, DType::Q8_0})
+        for (bool pack : {true, false})
+            for (int T : {1, 5}) {
+                g_pack = pack;
+                std::vector<uint8_t> wb[3];
+                Weight W[3];
+                for (int i = 0; i < 3; i++) {
+                    wb[i] = make_weight(dt, rows[i], cols, rng);
+                    W[i] = make_W(dt, wb[i], rows[i], cols);
+                }
+                if (!pack) W[1] = make_W(DType::Q4_1, wb[1], rows[1], cols);  // (unpacked either way)
+                std::vector<float> x = make_x(T, cols, rng);
+                for (ThreadPool* p : {&pool1, &pool2}) {
+                    std::vector<float> ref[3], got[3];
+                    float* ys[3];
+                    const Weight* ws[3];
+                    for (int i = 0; i < 3; i++) {
+                        ref[i].assign((size_t)T * rows[i], NAN);
+                        got[i].assign((size_t)T * rows[i], NAN);
+                        cpu_matmul(ref[i].data(), x.data(), W[i], T, *p);
+                        ys[i] = got[i].data();
+                        ws[i] = &W[i];
+                    }
+                    cpu_matmul_n(3, ys, x.data(), ws, T, *p);
+                    bool same = true;
+                    for (int i = 0; i < 3; i++) same &= memcmp(ref[i].data(), got[i].data(), ref[i].size() * 4) == 0;
+                    CHECK(same, "%s %s packed %d T %d threads %d: cpu_matmul_n differs from cpu_matmul per matrix", isa,
+                          dtype_name(dt), pack, T, p->size());
+                }
+            }
+    g_pack = false;
 }
 
 // Default activation bits: 16, or env BEAGLE_ACT_BITS (checked before anything fixes the choice).
@@ -400,20 +468,25 @@ int main() {
             test_invariance(isa, bits, pool1, pool2);
             test_nan(isa, bits, pool2);
         }
-    // the row-group kernel (and, with 8-bit activations, the fallback to the original bytes)
-    if (cpu_has_avx512_vnni()) {
-        g_pack = true;
+    // the row-group kernels (and, with 8-bit activations, the fallback to the original bytes)
+    g_pack = true;
+    for (const char* isa : isas)
         for (int bits : {16, 8}) {
-            test_accuracy("avx512", bits, pool2);
-            test_invariance("avx512", bits, pool1, pool2);
-            test_nan("avx512", bits, pool2);
+            test_accuracy(isa, bits, pool2);
+            test_invariance(isa, bits, pool1, pool2);
+            test_nan(isa, bits, pool2);
         }
-        test_pack_errors();
-        cpu_matmul_set_act_bits(16);  // the packed kernel's setting
+    if (cpu_has_avx512_vnni()) test_packed_isas_agree(pool2);
+    for (const char* isa : isas) test_matmul_n(isa, pool1, pool2);
+    g_pack = true;
+    test_pack_errors();
+    cpu_matmul_set_act_bits(16);  // the packed kernels' setting
+    for (const char* isa : isas) {
+        cpu_matmul_set_isa(isa);
         test_pack_lifetime();
-        g_pack = false;
-        g_packs.clear();
     }
+    g_pack = false;
+    g_packs.clear();
     cpu_matmul_set_isa("auto");
     cpu_matmul_set_act_bits(16);
     printf("checked %d output values\n", g_cases);

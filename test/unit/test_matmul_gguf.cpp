@@ -129,8 +129,11 @@ static int apply_mode(int argc, char** argv) {
     if (wb.size() != dtype_row_bytes(dt, cols) * rows) fail("weight file has %zu bytes, expected %llu", wb.size(),
                                                              (unsigned long long)(dtype_row_bytes(dt, cols) * rows));
     if (xb.size() != (size_t)T * cols * 4) fail("x file has %zu bytes, expected %lld", xb.size(), (long long)T * cols * 4);
-    const bool packed = argc > 9 && strcmp(argv[9], "avx512-packed") == 0;  // avx512 on the row-group copy
-    if (argc > 9) cpu_matmul_set_isa(packed ? "avx512" : argv[9]);
+    // ISA[-packed]: the ISA's kernel, on the row-group copy with "-packed"
+    std::string isa = argc > 9 ? argv[9] : "";
+    const bool packed = isa.size() > 7 && isa.compare(isa.size() - 7, 7, "-packed") == 0;
+    if (packed) isa.resize(isa.size() - 7);
+    if (argc > 9) cpu_matmul_set_isa(isa.c_str());
     Weight W;
     W.data = wb.data();
     W.dtype = dt;
@@ -138,8 +141,9 @@ static int apply_mode(int argc, char** argv) {
     W.cols = cols;
     std::vector<uint8_t> pk;
     if (packed) {
-        pk = cpu_pack_weight(W);
+        pk = cpu_pack_weight(W, cpu_pack_rows());
         W.packed = pk.data();
+        W.packed_rows = cpu_pack_rows();
     }
     std::vector<float> y((size_t)T * rows);
     ThreadPool pool(2);
@@ -179,10 +183,11 @@ int main(int argc, char** argv) {
     MappedFile f(path);
     std::vector<GgufTensor> ts = gguf_tensors(f);
 
-    std::vector<const char*> isas = {"avx2"};
+    // ISA-packed: the row-group copy of that ISA (cpu_pack_weight), int16 activations
+    std::vector<const char*> isas = {"avx2", "avx2-packed"};
     if (cpu_has_avx512_vnni()) {
         isas.push_back("avx512");
-        isas.push_back("avx512-packed");  // the row-group copy (cpu_pack_weight), int16 activations
+        isas.push_back("avx512-packed");
     }
     ThreadPool pool(2);
     std::mt19937_64 g(5);
@@ -206,13 +211,16 @@ int main(int argc, char** argv) {
         std::vector<float> x((size_t)T * cols);
         std::normal_distribution<double> nd(0.0, 1.0);
         for (auto& v : x) v = (float)nd(g);
-        std::vector<uint8_t> pk = cpu_can_pack(dt) ? cpu_pack_weight(W) : std::vector<uint8_t>();
         for (const char* isa : isas)
             for (int bits : {16, 8}) {
-                const bool packed = strcmp(isa, "avx512-packed") == 0;
+                const bool packed = strstr(isa, "-packed") != nullptr;
                 if (packed && bits != 16) continue;  // 8-bit activations never use the packed copy
+                if (packed && !cpu_can_pack(dt)) continue;
+                const int G = strncmp(isa, "avx512", 6) == 0 ? 16 : 8;
+                std::vector<uint8_t> pk = packed ? cpu_pack_weight(W, G) : std::vector<uint8_t>();
                 W.packed = packed ? pk.data() : nullptr;
-                cpu_matmul_set_isa(packed ? "avx512" : isa);
+                W.packed_rows = packed ? G : 0;
+                cpu_matmul_set_isa(G == 16 ? "avx512" : "avx2");
                 cpu_matmul_set_act_bits(bits);
                 std::vector<float> y((size_t)T * rows), y1(rows);
                 cpu_matmul(y.data(), x.data(), W, T, pool);

@@ -27,6 +27,7 @@ public:
     Weight matmul_weight(const Tensor& t) override;
 
     void matmul(float* y, const float* x, const Weight& W, int T) override;
+    void matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T) override;
     void embed(float* x, const Weight& E, const int* tokens, int T) override;
     void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) override;
     void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
@@ -68,14 +69,16 @@ public:
 private:
     ThreadPool pool_;
     std::vector<std::vector<float>> scratch_;  // per-thread attention scores
-    // matmul_weight: row-group copies (AVX-512), found by the matrix's bytes (data pointer, size, dtype,
-    // shape) and alive while some Weight holds them: a tensor freed and another allocated at the same
-    // address never gets the old copy (its Weights died with it, so the entry expired).
+    // matmul_weight: row-group copies (the current ISA's rows per group), found by the matrix's bytes
+    // (data pointer, size, dtype, shape, group rows) and alive while some Weight holds them: a tensor
+    // freed and another allocated at the same address never gets the old copy (its Weights died with
+    // it, so the entry expired).
     struct Pack {
         const void* data;
         uint64_t nbytes;
         DType dtype;
         int64_t rows, cols;
+        int group_rows;
         std::weak_ptr<const std::vector<uint8_t>> bytes;
     };
     std::vector<Pack> packs_;

@@ -438,20 +438,24 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, float* scratch
 
 bool cpu_can_pack(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
 
-std::vector<uint8_t> cpu_pack_weight(const Weight& W) {
+int cpu_pack_rows() { return current_isa() == ISA_AVX512 ? 16 : 8; }
+
+std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G) {
     const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
     if (!cpu_can_pack(W.dtype))
         fail("cpu_pack_weight: %s: dtype %s cannot be packed (expected Q8_0, Q4_0 or Q4_1)", name, dtype_name(W.dtype));
     if (W.rows < 1 || W.cols < QK || W.cols % QK != 0 || !W.data)
         fail("cpu_pack_weight: %s: shape %lld x %lld, expected rows >= 1 and columns a positive multiple of %d", name,
              (long long)W.rows, (long long)W.cols, QK);
+    if (G != 8 && G != 16) fail("cpu_pack_weight: %s: rows per group must be 8 or 16, found %d", name, G);
     const DType dt = W.dtype;
-    const int64_t nb = W.cols / QK, ngroups = (W.rows + PACK_ROWS - 1) / PACK_ROWS;
-    const uint64_t BB = pack_block_bytes(dt), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
+    const int64_t nb = W.cols / QK, ngroups = (W.rows + G - 1) / G;
+    const uint64_t BB = pack_block_bytes(dt, G), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
     const uint64_t src_blk = dtype_row_bytes(dt, QK);  // bytes of one stored block
+    const uint64_t chunk = 2 * (uint64_t)G;            // bytes of one chunk (G rows x 2 positions)
     std::vector<uint8_t> out((size_t)(ngroups * nb * BB), 0);
     for (int64_t r = 0; r < W.rows; r++) {
-        const int64_t g = r / PACK_ROWS, l = r % PACK_ROWS;
+        const int64_t g = r / G, l = r % G;
         const uint8_t* row = (const uint8_t*)W.data + (uint64_t)r * src_row;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t* src = row + (uint64_t)b * src_blk;
@@ -460,7 +464,7 @@ std::vector<uint8_t> cpu_pack_weight(const Weight& W) {
             if (dt == DType::Q8_0) {
                 const int8_t* qs = (const int8_t*)(src + 2);
                 for (int p = 0; p < 16; p++)
-                    for (int e = 0; e < 2; e++) blk[32 + 32 * p + 2 * l + e] = (uint8_t)qs[q16_element(2 * p + e)];
+                    for (int e = 0; e < 2; e++) blk[chunk + chunk * p + 2 * l + e] = (uint8_t)qs[q16_element(2 * p + e)];
                 continue;
             }
             uint16_t m16;
@@ -475,19 +479,23 @@ std::vector<uint8_t> cpu_pack_weight(const Weight& W) {
                     fail("cpu_pack_weight: %s: row %lld block %lld: scale %g too large to pack (8 d overflows f16)", name,
                          (long long)r, (long long)b, f16_to_f32(d16));
             }
-            memcpy(blk + 32 + 2 * l, &m16, 2);
+            memcpy(blk + chunk + 2 * l, &m16, 2);
             const uint8_t* qs = src + (dt == DType::Q4_1 ? 4 : 2);
             auto nib = [&](int e) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; };
             for (int k = 0; k < 8; k++)
                 for (int e = 0; e < 2; e++)
-                    blk[64 + 32 * k + 2 * l + e] =
+                    blk[2 * chunk + chunk * k + 2 * l + e] =
                         (uint8_t)(nib(q16_element(4 * k + e)) | nib(q16_element(4 * k + 2 + e)) << 4);
         }
     }
     return out;
 }
 
-void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& pool) {
+namespace {
+
+// cpu_matmul's argument checks (Error on bad ones); false when there is nothing to compute (T = 0, no
+// rows, or no columns: then y = 0 is written here).
+bool matmul_args_ok(float* y, const float* x, const Weight& W, int T) {
     const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
     if (T < 0) fail("cpu_matmul: %s: token count T must be >= 0, found %d", name, T);
     if (W.rows < 0 || W.cols < 0)
@@ -502,15 +510,17 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     if (dtype_is_quantized(W.dtype) && W.cols % QK != 0)
         fail("cpu_matmul: %s: %s weight has %lld columns, expected a multiple of %d", name, dtype_name(W.dtype),
              (long long)W.cols, QK);
-    if (T == 0 || W.rows == 0) return;
+    if (T == 0 || W.rows == 0) return false;
     if (!y || !x) fail("cpu_matmul: %s: null input or output buffer", name);
     if (W.cols == 0) {
         memset(y, 0, sizeof(float) * (size_t)T * (size_t)W.rows);
-        return;
+        return false;
     }
     if (!W.data) fail("cpu_matmul: %s: weight has no data", name);
+    return true;
+}
 
-    const int isa = current_isa();
+MatmulJob make_job(float* y, const float* x, const Weight& W, int T) {
     MatmulJob job;
     job.y = y;
     job.x = x;
@@ -520,32 +530,29 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     job.cols = W.cols;
     job.row_bytes = dtype_row_bytes(W.dtype, (uint64_t)W.cols);
     job.T = T;
+    return job;
+}
 
-    const int nth = pool.size();
-    // row groups (matmul_groups_avx512.cpp): plain int16 activation rows, no per-thread scratch
-    const bool packed = W.packed && isa == ISA_AVX512 && current_act_bits() == 16;
-    if (packed) job.w = W.packed;
+// The original row layout (matmul_rows_avx2 / matmul_rows_avx512): every dtype, 8- or 16-bit activations.
+void matmul_unpacked(float* y, const float* x, const Weight& W, int T, ThreadPool& pool) {
+    if (!matmul_args_ok(y, x, W, T)) return;
+    const int isa = current_isa();
+    MatmulJob job = make_job(y, x, W, T);
     size_t act_bytes = 0;
     if (dtype_is_quantized(W.dtype)) {
         const int bits = current_act_bits();
-        const bool interleaved = isa == ISA_AVX512 && !packed;
+        const bool interleaved = isa == ISA_AVX512;
         quant_acts_layout(job.acts, W.cols, bits, interleaved,
                           /*with_corr=*/bits == 8 && interleaved && W.dtype == DType::Q8_0);
         act_bytes = job.acts.stride * (size_t)T;
     }
-    const size_t per_thread = packed ? 0 : ((size_t)matmul_scratch_floats(job) * sizeof(float) + 63) / 64 * 64;
-    uint8_t* scratch = scratch_bytes(act_bytes + per_thread * (size_t)nth);
+    const size_t per_thread = ((size_t)matmul_scratch_floats(job) * sizeof(float) + 63) / 64 * 64;
+    uint8_t* scratch = scratch_bytes(act_bytes + per_thread * (size_t)pool.size());
     if (dtype_is_quantized(W.dtype)) {
         job.acts.base = scratch;
         pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
             for (int64_t t = b; t < e; t++) quantize_act_row(job.acts, x + t * W.cols, t);
         }, 8 * W.cols);  // cost hint: ~8 operations per value; a few rows stay on the caller
-    }
-    if (packed) {
-        const int64_t ngroups = (W.rows + PACK_ROWS - 1) / PACK_ROWS;
-        pool.parallel_for(ngroups, [&](int64_t b, int64_t e, int) { matmul_groups_avx512(job, b, e); },
-                          (int64_t)PACK_ROWS * W.cols * T);
-        return;
     }
     float* thread_scratch = (float*)(scratch + act_bytes);
     const int64_t ntiles = (W.rows + RT - 1) / RT;
@@ -559,26 +566,86 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     }, (int64_t)RT * W.cols * T);  // cost hint: tiny matrices run on the caller alone
 }
 
-// ---- the op interface: matmul of a model Weight, and its weights packed in row groups (AVX-512)
+}  // namespace
+
+void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& pool) {
+    const Weight* w = &W;
+    cpu_matmul_n(1, &y, x, &w, T, pool);
+}
+
+void cpu_matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T, ThreadPool& pool) {
+    // The row-group kernels (matmul_groups_*.cpp) serve a set whose matrices all carry this ISA's packed
+    // copy and share x's width, with 16-bit activations; anything else goes one matrix at a time.
+    const int isa = current_isa(), G = isa == ISA_AVX512 ? 16 : 8;
+    bool packed = n >= 1 && current_act_bits() == 16;
+    for (int i = 0; i < n && packed; i++)
+        packed = Ws[i]->packed && Ws[i]->packed_rows == G && Ws[i]->cols == Ws[0]->cols;
+    if (!packed) {
+        for (int i = 0; i < n; i++) {
+            if (n > 1) cpu_matmul_n(1, ys + i, x, Ws + i, T, pool);  // one of them may be packed
+            else matmul_unpacked(ys[i], x, *Ws[i], T, pool);
+        }
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        if (!matmul_args_ok(ys[i], x, *Ws[i], T)) return;  // packed: rows, cols >= 1, so only T = 0 gets here
+    const int64_t cols = Ws[0]->cols;
+    std::vector<MatmulJob> jobs(n);
+    std::vector<int64_t> first(n + 1, 0);  // matrix i owns groups [first[i], first[i + 1]) of the set
+    for (int i = 0; i < n; i++) {
+        jobs[i] = make_job(ys[i], x, *Ws[i], T);
+        jobs[i].w = Ws[i]->packed;
+        first[i + 1] = first[i] + (Ws[i]->rows + G - 1) / G;
+    }
+    // x quantized once for the set: plain int16 activation rows, no per-thread scratch
+    QuantActs acts;
+    quant_acts_layout(acts, cols, 16, /*interleaved=*/false, /*with_corr=*/false);
+    acts.base = scratch_bytes(acts.stride * (size_t)T);
+    pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
+        for (int64_t t = b; t < e; t++) quantize_act_row(acts, x + t * cols, t);
+    }, 8 * cols);
+    for (MatmulJob& j : jobs) j.acts = acts;
+    // one split of all groups of the set over the threads: one barrier for the set, not one per matrix
+    pool.parallel_for(first[n], [&](int64_t b, int64_t e, int) {
+        for (int i = 0; i < n; i++) {
+            const int64_t g0 = std::max(b, first[i]) - first[i], g1 = std::min(e, first[i + 1]) - first[i];
+            if (g0 >= g1) continue;
+            if (isa == ISA_AVX512)
+                matmul_groups_avx512(jobs[i], g0, g1);
+            else
+                matmul_groups_avx2(jobs[i], g0, g1);
+        }
+    }, (int64_t)G * cols * T);
+}
+
+// ---- the op interface: matmul of a model Weight, and its weights packed in row groups of the current ISA
 Weight CpuOps::matmul_weight(const Tensor& t) {
     Weight w = weight(t);
-    if (strcmp(cpu_matmul_isa(), "avx512") != 0 || !cpu_can_pack(w.dtype) || w.cols % QK != 0 || w.rows < 1) return w;
+    if (!cpu_can_pack(w.dtype) || w.cols % QK != 0 || w.rows < 1) return w;
+    const int G = cpu_pack_rows();
     packs_.erase(std::remove_if(packs_.begin(), packs_.end(), [](const Pack& p) { return p.bytes.expired(); }),
                  packs_.end());
     for (const Pack& p : packs_)  // tied weights (lm_head = tok_embd) are packed once
-        if (p.data == t.data && p.nbytes == t.nbytes && p.dtype == w.dtype && p.rows == w.rows && p.cols == w.cols)
+        if (p.data == t.data && p.nbytes == t.nbytes && p.dtype == w.dtype && p.rows == w.rows && p.cols == w.cols &&
+            p.group_rows == G)
             if (std::shared_ptr<const std::vector<uint8_t>> b = p.bytes.lock()) {
                 w.packed = b->data();
+                w.packed_rows = G;
                 w.keep = b;
                 return w;
             }
-    auto b = std::make_shared<const std::vector<uint8_t>>(cpu_pack_weight(w));
-    packs_.push_back({t.data, t.nbytes, w.dtype, w.rows, w.cols, b});
+    auto b = std::make_shared<const std::vector<uint8_t>>(cpu_pack_weight(w, G));
+    packs_.push_back({t.data, t.nbytes, w.dtype, w.rows, w.cols, G, b});
     w.packed = b->data();
+    w.packed_rows = G;
     w.keep = b;
     return w;
 }
 
 void CpuOps::matmul(float* y, const float* x, const Weight& W, int T) { cpu_matmul(y, x, W, T, pool_); }
+
+void CpuOps::matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T) {
+    cpu_matmul_n(n, ys, x, Ws, T, pool_);
+}
 
 }  // namespace beagle

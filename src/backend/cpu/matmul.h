@@ -1,10 +1,12 @@
 // matmul.h: the CPU backend's matrix multiply y = x W^T (the hot loop of inference), called by
 // CpuOps::matmul (matmul.cpp), the tests (test/unit/test_matmul*.cpp) and the bench (test/tools/bench_matmul.cpp).
-// Kernels: matmul.cpp (dispatch, threading, AVX2+FMA) and matmul_avx512.cpp (AVX-512 VNNI).
+// Kernels: matmul.cpp (dispatch, threading, AVX2+FMA), matmul_avx512.cpp (AVX-512 VNNI), and for packed
+// quantized weights matmul_groups_avx2.cpp / matmul_groups_avx512.cpp.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "../../core/common.h"
 #include "../../core/threadpool.h"
 #include "../ops.h"
 #include "quantize.h"
@@ -18,6 +20,10 @@ namespace beagle {
 // Batch invariant: y[t, o] is bit-identical whatever T, the thread count or the tiling, for a given
 // ISA (the AVX2 and AVX-512 paths may differ from each other in the last bits).
 void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& pool);
+// ys[i] = x Ws[i]^T for i < n, the same bits as n cpu_matmul calls. When every W carries this ISA's
+// packed copy and all have the same cols, x is quantized once and one split of all the matrices' row
+// groups over the threads serves the set (one thread barrier instead of n: Q/K/V, gate/up).
+void cpu_matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T, ThreadPool& pool);
 
 // Force the kernel set: "auto" (AVX-512 VNNI if the CPU has it, else AVX2), "avx2", "avx512"
 // (Error if the CPU lacks avx512f/bw/vl/vnni). Default: env BEAGLE_ISA, else "auto".
@@ -32,22 +38,26 @@ bool cpu_has_avx512_vnni();           // runtime CPU check (cpuid + OS support)
 void cpu_matmul_set_act_bits(int bits);
 int cpu_matmul_act_bits();            // what cpu_matmul uses now
 
-// Row-group packing (AVX-512, 16-bit activations): a Q8_0, Q4_0 or Q4_1 matrix re-laid so that one
-// 512-bit vector holds 16 output rows (one int32 lane per row). Block b of group g (rows 16g..16g+15,
-// zero rows past the end) is PACK_BLOCK_BYTES(dtype) bytes at (g * nb + b) * that:
-//   Q4_0/Q4_1: d[16] f16, m[16] f16 (Q4_0: m = -8 d, exact in f16), then 8 chunks of 32 bytes; byte
-//              2l + e of chunk j = row l's element at position 4j + e (low nibble) and 4j + 2 + e (high
+// Row-group packing (16-bit activations): a Q8_0, Q4_0 or Q4_1 matrix re-laid so that one vector
+// register holds G output rows, one int32 lane per row: G = 16 on the AVX-512 path (512-bit vectors,
+// matmul_groups_avx512.cpp), G = 8 on the AVX2 path (256-bit, matmul_groups_avx2.cpp); cpu_pack_rows()
+// says which the current ISA uses. Block b of group g (rows Gg..Gg+G-1, zero rows past the end) is
+// pack_block_bytes(dtype, G) bytes at (g * nb + b) * that:
+//   Q4_0/Q4_1: d[G] f16, m[G] f16 (Q4_0: m = -8 d, exact in f16), then 8 chunks of 2G bytes; byte 2l + e
+//              of chunk k = row l's element at position 4k + e (low nibble) and 4k + 2 + e (high
 //              nibble), positions in the int16 nibble order of quantize.h (element q16_element(p));
-//   Q8_0:      d[16] f16, then 16 chunks of 32 int8; byte 2l + e of chunk p = row l, position 2p + e.
-// So zero-extending a chunk to 32 words gives, per row lane, the weights of two consecutive activation
-// positions: one vpdpwssd with the activation pair broadcast to all lanes adds 16 rows x 2 products.
-// Same bytes as the original (20 or 34 per 32 weights); matmul_groups_avx512 computes per (row, token)
-// y = sum_b [fl(d_w d_x) * float(I_b) + m s_x] in block order (I_b exact, |I_b| <= 32 * 15 * 32767 for
-// Q4; Q8_0 up to 32 * 128 * 32767 rounds once in float): batch invariant like the other kernels.
-constexpr int PACK_ROWS = 16;
-inline uint64_t pack_block_bytes(DType t) { return t == DType::Q8_0 ? 32 + 512 : 64 + 256; }
+//   Q8_0:      d[G] f16, then 16 chunks of 2G int8; byte 2l + e of chunk p = row l, position 2p + e.
+// So zero-extending a chunk to 2G words gives, per row lane, the weights of two consecutive activation
+// positions: one vpdpwssd (AVX-512) or vpmaddwd (AVX2) with the activation pair broadcast to all lanes
+// gives G rows x 2 products. Same bytes as the original (20 or 34 per 32 weights). Both kernels compute
+// per (row, token) y = sum_b [fl(d_w d_x) * float(I_b) + m s_x] in block order with the same float steps
+// (I_b exact, |I_b| <= 32 * 15 * 32767 for Q4; Q8_0 up to 32 * 128 * 32767 rounds once in float): batch
+// invariant, and the two packed kernels give the same bits as each other.
+inline uint64_t pack_block_bytes(DType t, int G) { return t == DType::Q8_0 ? 34ull * G : 20ull * G; }
 bool cpu_can_pack(DType t);                              // Q8_0, Q4_0, Q4_1
-std::vector<uint8_t> cpu_pack_weight(const Weight& W);   // Error for other dtypes or cols % 32 != 0
+int cpu_pack_rows();                                     // G of the current ISA: 16 (avx512) or 8 (avx2)
+// Error for other dtypes, cols % 32 != 0 or G other than 8 or 16.
+std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G);
 
 // ---- internal: shared by matmul.cpp and matmul_avx512.cpp
 struct MatmulJob {
@@ -66,6 +76,53 @@ int64_t matmul_scratch_floats(const MatmulJob& job);
 void matmul_rows_avx2(const MatmulJob& job, int64_t r0, int64_t r1, float* scratch);
 void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1, float* scratch);
 // Packed weights (job.w = cpu_pack_weight bytes, job.acts int16 non-interleaved): row groups [g0, g1).
-void matmul_groups_avx512(const MatmulJob& job, int64_t g0, int64_t g1);
+void matmul_groups_avx512(const MatmulJob& job, int64_t g0, int64_t g1);  // G = 16
+void matmul_groups_avx2(const MatmulJob& job, int64_t g0, int64_t g1);    // G = 8
+
+// What a row-group tile of C tokens from t0 reads: group g's packed blocks (pack_block_bytes(dtype, G)
+// each) and, per token c, the int16 activations as int32 pairs (int32 i of block b = positions 2i,
+// 2i + 1), the block scales d and the sums s (quantize.h).
+template <int C>
+struct GroupTileInputs {
+    const uint8_t* w;
+    uint64_t block_bytes;
+    const int32_t* xq[C];
+    const float* xd[C];
+    const float* xs[C];
+    GroupTileInputs(const MatmulJob& j, int G, int64_t g, int t0) {
+        block_bytes = pack_block_bytes(j.dtype, G);
+        w = j.w + (uint64_t)g * (uint64_t)j.acts.nb * block_bytes;
+        for (int c = 0; c < C; c++) {
+            xq[c] = (const int32_t*)qa_q16(j.acts, t0 + c);
+            xd[c] = qa_d(j.acts, t0 + c);
+            xs[c] = qa_s(j.acts, t0 + c);
+        }
+    }
+};
+
+// The row-group kernels' driver: per group, tiles of 4 tokens (each widened weight vector serves 4),
+// then one tile of the 1..3 left. Tile<Q4, C>::run(job, g, t0) computes tokens t0..t0+C-1 of group g;
+// Q4: Q4_0 or Q4_1 (packed alike), else Q8_0. `who` names the kernel in the error for other dtypes.
+template <template <bool, int> class Tile, bool Q4>
+inline void groups_tiles(const MatmulJob& j, int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; g++) {
+        int t = 0;
+        for (; t + 4 <= j.T; t += 4) Tile<Q4, 4>::run(j, g, t);
+        switch (j.T - t) {
+            case 1: Tile<Q4, 1>::run(j, g, t); break;
+            case 2: Tile<Q4, 2>::run(j, g, t); break;
+            case 3: Tile<Q4, 3>::run(j, g, t); break;
+            default: break;
+        }
+    }
+}
+template <template <bool, int> class Tile>
+inline void groups_run(const MatmulJob& j, int64_t g0, int64_t g1, const char* who) {
+    switch (j.dtype) {
+        case DType::Q8_0: groups_tiles<Tile, false>(j, g0, g1); break;
+        case DType::Q4_0: case DType::Q4_1: groups_tiles<Tile, true>(j, g0, g1); break;
+        default: fail("%s: packed weights must be Q8_0, Q4_0 or Q4_1 (code %d)", who, (int)j.dtype);
+    }
+}
 
 }  // namespace beagle

@@ -1,5 +1,5 @@
 // matmul_groups_avx512.cpp: the AVX-512 VNNI kernel of cpu_matmul for quantized weights packed in
-// row groups (cpu_pack_weight, layout in matmul.h): 16 output rows per 512-bit vector, one int32 lane
+// row groups of 16 (cpu_pack_weight(W, 16), layout in matmul.h): 16 output rows per 512-bit vector, one int32 lane
 // per row, so a block's 16 dot products need no horizontal sum and one float step scales 16 rows.
 // Compiled with AVX-512 flags; reached only after cpu_has_avx512_vnni() (internal linkage, as in
 // matmul_avx512.cpp).
@@ -16,7 +16,7 @@ namespace beagle {
 
 namespace {
 
-constexpr int CT = 4;  // tokens per tile: each expanded weight vector serves CT tokens
+constexpr int G = 16;  // rows per group: one int32 lane each in a 512-bit vector
 
 // y[t0 + c, 16 g + l] for c < C, lanes l < n_rows. Per block b, for each token c:
 //   I = sum over the block's 16 position pairs of vpdpwssd(w_pair (16 rows x 2 int16), x_pair broadcast)
@@ -27,22 +27,16 @@ constexpr int CT = 4;  // tokens per tile: each expanded weight vector serves CT
 template <bool Q4, int C>
 inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     constexpr int NA = C == 1 ? 4 : 2;  // independent dpwssd chains per token (latency)
-    const uint64_t BB = pack_block_bytes(Q4 ? DType::Q4_1 : DType::Q8_0);
+    const GroupTileInputs<C> in(j, G, g, t0);
     const int64_t nb = j.acts.nb;
-    const uint8_t* pg = j.w + (uint64_t)g * (uint64_t)nb * BB;
-    const int32_t* xq[C];
-    const float* xd[C];
-    const float* xs[C];
-    for (int c = 0; c < C; c++) {
-        xq[c] = (const int32_t*)qa_q16(j.acts, t0 + c);  // int32 i of block b = positions 2i, 2i + 1
-        xd[c] = qa_d(j.acts, t0 + c);
-        xs[c] = qa_s(j.acts, t0 + c);
-    }
+    const int32_t* const* xq = in.xq;
+    const float* const* xd = in.xd;
+    const float* const* xs = in.xs;
     __m512 acc[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t* blk = pg + (uint64_t)b * BB;
+        const uint8_t* blk = in.w + (uint64_t)b * in.block_bytes;
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)blk));
         const uint8_t* q = blk + (Q4 ? 64 : 32);
         __m512i isum[C][NA];
@@ -85,34 +79,19 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
             if constexpr (Q4) acc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[c][b]), acc[c]);
         }
     }
-    const int64_t left = j.rows - (int64_t)g * PACK_ROWS;
+    const int64_t left = j.rows - (int64_t)g * G;
     const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
 #pragma GCC unroll 4
-    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * PACK_ROWS, m, acc[c]);
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * G, m, acc[c]);
 }
 
-template <bool Q4>
-void groups_loop(const MatmulJob& j, int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; g++) {
-        int t = 0;
-        for (; t + CT <= j.T; t += CT) group_tile<Q4, CT>(j, g, t);
-        switch (j.T - t) {
-            case 1: group_tile<Q4, 1>(j, g, t); break;
-            case 2: group_tile<Q4, 2>(j, g, t); break;
-            case 3: group_tile<Q4, 3>(j, g, t); break;
-            default: break;
-        }
-    }
-}
+template <bool Q4, int C>
+struct GroupTile {
+    static void run(const MatmulJob& j, int64_t g, int t0) { group_tile<Q4, C>(j, g, t0); }
+};
 
 }  // namespace
 
-void matmul_groups_avx512(const MatmulJob& j, int64_t g0, int64_t g1) {
-    switch (j.dtype) {
-        case DType::Q8_0: groups_loop<false>(j, g0, g1); break;
-        case DType::Q4_0: case DType::Q4_1: groups_loop<true>(j, g0, g1); break;
-        default: fail("matmul_groups_avx512: packed weights must be Q8_0, Q4_0 or Q4_1 (code %d)", (int)j.dtype);
-    }
-}
+void matmul_groups_avx512(const MatmulJob& j, int64_t g0, int64_t g1) { groups_run<GroupTile>(j, g0, g1, "matmul_groups_avx512"); }
 
 }  // namespace beagle

@@ -1,0 +1,114 @@
+// matmul_groups_avx2.cpp: the AVX2 kernel of cpu_matmul for quantized weights packed in row groups of
+// 8 (cpu_pack_weight(W, 8), layout in matmul.h): 8 output rows per 256-bit vector, one int32 lane per
+// row, so a block's 8 x C dot products need no horizontal sum and one float step scales 8 rows. The
+// AVX2 twin of matmul_groups_avx512.cpp (vpmaddwd + vpaddd in place of vpdpwssd), same float steps.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "../../core/common.h"
+#include "matmul.h"
+
+namespace beagle {
+
+namespace {
+
+// An empty asm that says it changes v, so v is a register at this point: without it GCC re-associates
+// a block's integer sums (legal for integers) into one tree over all 8 x C madd results, computes them
+// all first and spills most to the stack (16 ymm registers), which halves the kernel's speed.
+inline void in_register(__m256i& v) { asm("" : "+x"(v)); }
+
+constexpr int G = 8;   // rows per group: one int32 lane each in a 256-bit vector
+// Token tiles of up to 4 (groups_run, matmul.h): 4 int + 4 float accumulators + 3 weight vectors +
+// broadcasts fit the 16 ymm registers.
+
+// y[t0 + c, 8 g + l] for c < C, lanes l < 8 (rows past the end are not stored). Per block b, token c:
+//   I = sum over the block's 16 position pairs p of madd(w_p (8 rows x 2 int16), x pair p broadcast)
+//     (vpmaddwd: per lane w0 x0 + w1 x1, exact in int32; the pair sums are added in int32, exact, so
+//     the order of the integer additions does not matter)
+//   acc = fma(float(I), d_w * d_x[b], acc);  Q4: acc = fma(m_w, s_x[b], acc)
+// These float steps per (row, token) are the same whatever C, the lane or the thread (batch
+// invariant), and the same as matmul_groups_avx512.cpp's (the two packed paths agree bit for bit).
+// Why it is fast: each weight byte is loaded and widened once per 4 tokens, two integer ops per 16
+// multiply-adds, no per-row scale gathers and no horizontal sums; the weight stream of a thread is one
+// contiguous run of its groups (hardware prefetch). Q4: Q4_0 and Q4_1 (packed alike), else Q8_0.
+template <bool Q4, int C>
+inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
+    const GroupTileInputs<C> in(j, G, g, t0);
+    const int64_t nb = j.acts.nb;
+    const int32_t* const* xq = in.xq;
+    const float* const* xd = in.xd;
+    const float* const* xs = in.xs;
+    __m256 acc[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t* blk = in.w + (uint64_t)b * in.block_bytes;
+        const uint8_t* q = blk + (Q4 ? 4 * G : 2 * G);
+        __m256i isum[C];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) isum[c] = _mm256_setzero_si256();
+        if constexpr (Q4) {
+            const __m256i low4 = _mm256_set1_epi16(0x0F);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {  // chunk k: positions 4k, 4k+1 (low nibbles), 4k+2, 4k+3 (high)
+                const __m256i z = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(q + 2 * G * k)));
+                const __m256i wlo = _mm256_and_si256(z, low4);
+                const __m256i whi = _mm256_srli_epi16(z, 4);
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    const int32_t* xp = xq[c] + 16 * b + 2 * k;
+                    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(wlo, _mm256_set1_epi32(xp[0])),
+                                                       _mm256_madd_epi16(whi, _mm256_set1_epi32(xp[1])));
+                    isum[c] = _mm256_add_epi32(isum[c], p);
+                    in_register(isum[c]);
+                }
+            }
+        } else {
+#pragma GCC unroll 8
+            for (int p = 0; p < 16; p += 2) {  // chunks p, p + 1: positions 2p .. 2p + 3
+                const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(q + 2 * G * p)));
+                const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(q + 2 * G * (p + 1))));
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    const int32_t* xp = xq[c] + 16 * b + p;
+                    const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_set1_epi32(xp[0])),
+                                                       _mm256_madd_epi16(w1, _mm256_set1_epi32(xp[1])));
+                    isum[c] = _mm256_add_epi32(isum[c], s);
+                    in_register(isum[c]);
+                }
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
+        __m256 mw = _mm256_setzero_ps();
+        if constexpr (Q4) mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(blk + 2 * G)));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xd[c][b]));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), sc, acc[c]);
+            if constexpr (Q4) acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xs[c][b]), acc[c]);
+        }
+    }
+    const int64_t left = j.rows - (int64_t)g * G;
+    float* yg = j.y + g * G;
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        if (left >= G)
+            _mm256_storeu_ps(yg + (int64_t)(t0 + c) * j.rows, acc[c]);
+        else
+            _mm256_maskstore_ps(yg + (int64_t)(t0 + c) * j.rows,
+                                _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                acc[c]);
+    }
+}
+
+template <bool Q4, int C>
+struct GroupTile {
+    static void run(const MatmulJob& j, int64_t g, int t0) { group_tile<Q4, C>(j, g, t0); }
+};
+
+}  // namespace
+
+void matmul_groups_avx2(const MatmulJob& j, int64_t g0, int64_t g1) { groups_run<GroupTile>(j, g0, g1, "matmul_groups_avx2"); }
+
+}  // namespace beagle

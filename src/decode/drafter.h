@@ -4,6 +4,8 @@
 #pragma once
 #include <vector>
 
+#include "../core/common.h"
+
 #include "sampling.h"
 #include "tree.h"
 
@@ -24,6 +26,15 @@ public:
     // The engine's target forward of this round took `seconds` for T tokens (cost-aware drafters learn
     // their verify cost from it, see VerifyCost in verify_cost.h).
     virtual void observe_verify(int T, double seconds) {}
+    // A round this drafter did not propose (mode auto ran another drafter, auto_drafter.h): the root and
+    // the accepted path, n tokens, were committed with these true states (n x dim, host). A drafter
+    // that keeps per-position state appends them here so that it stays in step with the target.
+    virtual void accept_skipped(const float* states, int n) {
+        fail("drafter %s cannot sit out a round (it keeps no way to catch up with %d committed tokens)", name(), n);
+    }
+    // The mode that proposed the last round (statistics: SpecStats::rounds_by_mode); name() unless a
+    // drafter switches modes (auto).
+    virtual const char* round_mode() const { return name(); }
 };
 
 }  // namespace beagle

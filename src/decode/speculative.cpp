@@ -99,6 +99,7 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
     double tc = now_seconds();
     d_.accept(tree, path, path_states_.data());
     st_->draft_s += now_seconds() - tc;
+    st_->rounds_by_mode[d_.round_mode()]++;
     root_ = bonus;
     out->push_back(bonus);
 }

@@ -5,6 +5,7 @@
 // shipped trained draft when present (accepted often: exercises long accepted paths + compaction).
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,12 @@ int main() {
         BeagleDraftParams hybrid_fixed = tree;
         hybrid_fixed.lookup_ngram = 3;
         dcases.push_back({"random hybrid, cost-aware", "hybrid", &rnd, hybrid});
+        // mode auto (the default of generate -d): per round hybrid or cost-aware lookup / plain; a draft
+        // round's drafting is modelled as kDraftCost decode steps (its timings would make the choices vary)
+        const double kDraftCost = 0.15;
+        BeagleDraftParams autop = hybrid;
+        autop.auto_draft_cost = kDraftCost;
+        dcases.push_back({"random auto", "auto", &rnd, autop});
         dcases.push_back({"random hybrid", "hybrid", &rnd, hybrid_fixed});
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
@@ -75,12 +82,15 @@ int main() {
             dcases.push_back({"trained tree 60", "tree", &trained, big});
             dcases.push_back({"trained tree, cost-aware", "tree", &trained, aware});
             dcases.push_back({"trained hybrid, cost-aware", "hybrid", &trained, hybrid});
+            dcases.push_back({"trained auto", "auto", &trained, autop});
         } else {
             SKIP_PART("%s not present: the trained-draft cases did not run", shipped.c_str());
         }
         std::vector<std::unique_ptr<Drafter>> drafters;
         for (auto& c : dcases) drafters.push_back(make_drafter(s, c.mode, c.p, c.w, c.name));
         std::vector<double> tau_sum(dcases.size(), 0), committed(dcases.size(), 0), model_cost(dcases.size(), 0);
+        std::vector<std::map<std::string, int>> modes(dcases.size());  // rounds by mode (auto switches)
+        std::vector<double> draft_rounds(dcases.size(), 0);              // rounds that ran the draft
         std::unique_ptr<Drafter> lookup_aware;
         double lookup_committed[2] = {0, 0}, lookup_cost[2] = {0, 0};
         for (size_t i = 0; i < prompts.size(); i++) {
@@ -127,6 +137,10 @@ int main() {
                 tau_sum[k] += st.tau();
                 committed[k] += st.gen_tokens_after_root;
                 model_cost[k] += st.rounds + 0.3 * st.drafted;  // the cost model above, summed over rounds
+                for (const auto& kv : st.rounds_by_mode) {
+                    modes[k][kv.first] += kv.second;
+                    if (kv.first != "lookup" && kv.first != "plain") draft_rounds[k] += kv.second;
+                }
             }
         }
         // tokens per unit of modelled verify cost (a plain step = 1): the cost-aware tree must beat every
@@ -139,6 +153,23 @@ int main() {
         for (size_t k = 0; k < dcases.size(); k++)
             printf("%s: mean tau %.3f, tokens per modelled cost %.3f\n", dcases[k].name, tau_sum[k] / prompts.size(),
                    committed[k] / model_cost[k]);
+        // with the draft's own cost too (kDraftCost per round that ran it): what mode auto optimises
+        auto per_cost_d = [&](const char* name) {
+            for (size_t k = 0; k < dcases.size(); k++)
+                if (std::string(dcases[k].name) == name) return committed[k] / (model_cost[k] + kDraftCost * draft_rounds[k]);
+            return -1.0;
+        };
+        auto rounds_of = [&](const char* name, const char* mode) {
+            for (size_t k = 0; k < dcases.size(); k++)
+                if (std::string(dcases[k].name) == name) return modes[k].count(mode) ? modes[k][mode] : 0;
+            return -1;
+        };
+        for (const char* name : {"random auto", "trained auto"})
+            if (rounds_of(name, "hybrid") >= 0)
+                printf("%s: rounds hybrid %d, lookup %d, plain %d; tokens per modelled cost with drafting %.3f\n", name,
+                       rounds_of(name, "hybrid"), rounds_of(name, "lookup"), rounds_of(name, "plain"), per_cost_d(name));
+        for (const char* name : {"random hybrid, cost-aware", "trained hybrid, cost-aware", "trained tree, cost-aware"})
+            printf("%s: tokens per modelled cost with drafting %.3f\n", name, per_cost_d(name));
         double rnd_aware = per_cost("random tree, cost-aware");
         CHECK(rnd_aware >= 0.95 && rnd_aware > 2 * per_cost("random tree"),
               "random draft, cost-aware: %.3f tokens per cost (fixed tree %.3f); expected >= 0.95 (about plain)", rnd_aware,

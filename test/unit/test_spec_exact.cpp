@@ -1,8 +1,10 @@
 // test_spec_exact.cpp: greedy speculative decoding is token-identical to plain greedy decoding.
 // stories260K, 50 prompts x 256 tokens, against the plain decoding loop: prompt lookup (several
 // n-gram/gamma settings), chain and tree drafting with a random-weights Beagle draft (which is
-// rejected almost everywhere, exercising every rejection path), tree without concat, the hybrid (tree + lookup candidates), and the
-// shipped trained draft when present (accepted often: exercises long accepted paths + compaction).
+// rejected almost everywhere, exercising every rejection path), tree without concat, the hybrid (tree +
+// lookup candidates), auto (per round hybrid or lookup / plain: the draft sits rounds out and catches
+// up), and the shipped trained draft when present (accepted often: exercises long accepted paths +
+// compaction).
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -170,6 +172,15 @@ int main() {
                        rounds_of(name, "hybrid"), rounds_of(name, "lookup"), rounds_of(name, "plain"), per_cost_d(name));
         for (const char* name : {"random hybrid, cost-aware", "trained hybrid, cost-aware", "trained tree, cost-aware"})
             printf("%s: tokens per modelled cost with drafting %.3f\n", name, per_cost_d(name));
+        // auto, random draft (never pays): both arms ran (so the exactness above covers switching), and it
+        // does about as well as the cost-aware lookup alone (5% slack: its lookup sends up to --gamma 5
+        // tokens, that one up to 8) and better than always drafting (hybrid) once drafting costs something
+        CHECK(rounds_of("random auto", "hybrid") > 0 && rounds_of("random auto", "plain") + rounds_of("random auto", "lookup") > 0,
+              "random auto: rounds hybrid %d, lookup %d, plain %d; expected both the draft and lookup / plain",
+              rounds_of("random auto", "hybrid"), rounds_of("random auto", "lookup"), rounds_of("random auto", "plain"));
+        CHECK(per_cost_d("random auto") > per_cost_d("random hybrid, cost-aware"),
+              "random auto: %.3f tokens per modelled cost with drafting, not above always-hybrid's %.3f",
+              per_cost_d("random auto"), per_cost_d("random hybrid, cost-aware"));
         double rnd_aware = per_cost("random tree, cost-aware");
         CHECK(rnd_aware >= 0.95 && rnd_aware > 2 * per_cost("random tree"),
               "random draft, cost-aware: %.3f tokens per cost (fixed tree %.3f); expected >= 0.95 (about plain)", rnd_aware,
@@ -182,6 +193,8 @@ int main() {
         CHECK(rnd_hybrid >= 0.95 * lk_aware && rnd_hybrid > rnd_aware,
               "random draft, hybrid: %.3f tokens per cost; cost-aware lookup %.3f, cost-aware tree %.3f", rnd_hybrid,
               lk_aware, rnd_aware);
+        CHECK(per_cost_d("random auto") >= 0.95 * lk_aware, "random auto: %.3f tokens per modelled cost with drafting, "
+              "below 0.95 x the cost-aware lookup's %.3f", per_cost_d("random auto"), lk_aware);
         CHECK(lk_aware > lk_fixed && lk_aware >= 0.95, "cost-aware lookup: %.3f tokens per modelled cost, fixed gamma 5: %.3f",
               lk_aware, lk_fixed);
         if (trained.cfg.dim) {
@@ -190,6 +203,15 @@ int main() {
             CHECK(tr_hybrid > tr_aware && tr_hybrid > lk_aware,
                   "trained draft: hybrid %.3f tokens per cost, not above the cost-aware tree %.3f and lookup %.3f",
                   tr_hybrid, tr_aware, lk_aware);
+            // auto, trained draft (it pays here): mostly draft rounds, and within 3% of always drafting
+            // (the price of its warm-up and of sitting out up to 16 rounds after a bad stretch)
+            CHECK(rounds_of("trained auto", "hybrid") * 2 > rounds_of("trained auto", "lookup") + rounds_of("trained auto", "plain") &&
+                      per_cost_d("trained auto") >= 0.97 * per_cost_d("trained hybrid, cost-aware") &&
+                      per_cost_d("trained auto") > per_cost_d("trained tree, cost-aware"),
+                  "trained auto: %.3f tokens per modelled cost with drafting (hybrid %.3f, tree %.3f), rounds hybrid %d, "
+                  "lookup %d, plain %d", per_cost_d("trained auto"), per_cost_d("trained hybrid, cost-aware"),
+                  per_cost_d("trained tree, cost-aware"), rounds_of("trained auto", "hybrid"),
+                  rounds_of("trained auto", "lookup"), rounds_of("trained auto", "plain"));
             for (const char* fixed : {"trained tree", "trained tree 60"})
                 CHECK(tr_aware > per_cost(fixed), "trained draft: cost-aware %.3f tokens per cost, not above %s's %.3f",
                       tr_aware, fixed, per_cost(fixed));

@@ -97,7 +97,7 @@ def llama_plain(bin_dir, model, prompt, n, threads, ctx, log):
 
 def llama_lookup(bin_dir, model, prompt, n, threads, ctx, log):
     out, err = run([os.path.join(bin_dir, "llama-lookup"), "-m", model, "-p", prompt, "-n", str(n), "--temp", "0",
-                    "-t", str(threads), "-c", str(ctx), "--no-warmup", "-s", "1"], log, stdin=subprocess.DEVNULL)
+                    "-t", str(threads), "-c", str(ctx), "-s", "1"], log, stdin=subprocess.DEVNULL)
     m = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds", err + out)
     if not m:
         sys.exit("bench_peer: no timings in llama-lookup's output (log: %s)" % log.name)

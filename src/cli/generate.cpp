@@ -66,8 +66,10 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     a.flag("--json", &o->json, "print statistics as one JSON object on stderr's last line");
     a.flag("--no-stream", &o->no_stream, "print the text once at the end instead of token by token");
     a.str("-d,--draft", &o->draft, "Beagle draft weights (enables speculative decoding)");
-    a.str("--spec", &o->spec, "none | lookup | chain | tree | hybrid (default: tree with a draft, else none);\n"
-                              "hybrid = tree with the prompt-lookup continuation (--ngram) merged into the candidates");
+    a.str("--spec", &o->spec, "none | lookup | chain | tree | hybrid | auto (default: auto with a draft, tree with --server\n"
+                              "or a numeric --total-tokens, else none); hybrid = tree with the prompt-lookup continuation\n"
+                              "(--ngram) merged into the candidates; auto = per round hybrid while the draft pays for its\n"
+                              "measured cost here, else cost-aware lookup or a plain step (the statistics count each mode's rounds)");
     o->d.declare(a);
     a.str("--total-tokens", &o->total_tokens, "tree: nodes per verify pass, or 'auto' (per round, as many as pay for their verify cost measured here;\n"
           "with --server, plus the round trip to it)");
@@ -96,19 +98,20 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     if (o->threads < 1 || o->threads > 256) fail("beagle generate: -t must be in 1..256, got %ld", o->threads);
     if (o->batch < 1 || o->batch > 4096) fail("beagle generate: -b must be in 1..4096, got %ld", o->batch);
     if (o->ctx < 0) fail("beagle generate: -c must be >= 0, got %ld", o->ctx);
-    if (o->spec.empty()) o->spec = o->draft.empty() ? "none" : "tree";
+    // auto decides from measured costs; with a fixed tree size or a remote target it would have none
+    if (o->spec.empty()) o->spec = o->draft.empty() ? "none" : o->server.empty() && o->total_tokens == "auto" ? "auto" : "tree";
     const std::string& spec = o->spec;
-    if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid")
-        fail("beagle generate: --spec must be none, lookup, chain, tree or hybrid, got '%s'", spec.c_str());
-    const bool uses_draft = spec == "chain" || spec == "tree" || spec == "hybrid";
+    if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid" && spec != "auto")
+        fail("beagle generate: --spec must be none, lookup, chain, tree, hybrid or auto, got '%s'", spec.c_str());
+    const bool uses_draft = spec == "chain" || spec == "tree" || spec == "hybrid" || spec == "auto";
     if (uses_draft && o->draft.empty()) fail("beagle generate: --spec %s needs a draft model (-d DRAFT)", spec.c_str());
     if (o->d.gamma < 1 || o->d.gamma > 63) fail("beagle generate: --gamma must be in 1..63, got %ld", o->d.gamma);
     if (o->d.depth < 1 || o->d.depth > 32) fail("beagle generate: --depth must be in 1..32, got %ld", o->d.depth);
     if (o->d.topk < 1 || o->d.topk > 64) fail("beagle generate: --topk must be in 1..64, got %ld", o->d.topk);
     if (o->d.ngram < 1) fail("beagle generate: --ngram must be >= 1, got %ld", o->d.ngram);
     if (o->max_tree < 1 || o->max_tree > 1024) fail("beagle generate: --max-tree must be in 1..1024, got %ld", o->max_tree);
-    if (!o->server.empty() && (spec == "lookup" || o->temp != 0 || o->compare))
-        fail("beagle generate: --server needs --temp 0, without --compare, and --spec none (remote plain decoding), tree, chain or hybrid");
+    if (!o->server.empty() && (spec == "lookup" || spec == "auto" || o->temp != 0 || o->compare))
+        fail("beagle generate: --server needs --temp 0, without --compare, and --spec none (remote plain decoding), tree, chain or hybrid (not auto)");
     if (o->server.empty() && (!o->net_delay.empty() || o->net_rate != 0))
         fail("beagle generate: --net-delay and --net-rate simulate the network to a --server; give --server URL");
     if (o->server_states != "f32" && o->server_states != "q8")
@@ -137,6 +140,9 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
         if (!ok || *end || !std::isfinite(r.delay_ms) || !std::isfinite(r.delay_sd_ms) || r.delay_ms < 0 || r.delay_sd_ms < 0)
             fail("beagle generate: --net-delay expects MS[,SD] (non-negative milliseconds), 5g or 4g; got '%s'", o->net_delay.c_str());
     }
+    if (spec == "auto" && o->total_tokens != "auto")
+        fail("beagle generate: --spec auto chooses from measured costs: it needs --total-tokens auto, got '%s'",
+             o->total_tokens.c_str());
     if (uses_draft) o->tree_nodes = auto_or_integer(o->total_tokens, 2, 1024, "beagle generate: --total-tokens");
     return true;
 }
@@ -150,11 +156,11 @@ SamplingParams sampling_params(const GenerateOptions& o) {
     return sp;
 }
 
-// The drafter for o.spec (lookup, chain, tree or hybrid). --total-tokens auto: the verify cost is measured
-// here first (lookup, tree, hybrid: each round sends what pays for its cost). Raises *max_tree to hold
-// the largest tree a Beagle drafter sends.
+// The drafter for o.spec (lookup, chain, tree, hybrid or auto). --total-tokens auto: the verify cost is
+// measured here first (lookup, tree, hybrid, auto: each round sends what pays for its cost). Raises
+// *max_tree to hold the largest tree a Beagle drafter sends.
 std::unique_ptr<Drafter> set_up_drafter(Session& s, const GenerateOptions& o, int* max_tree) {
-    const bool lookup = o.spec == "lookup", tree = o.spec == "tree" || o.spec == "hybrid";
+    const bool lookup = o.spec == "lookup", tree = o.spec == "tree" || o.spec == "hybrid" || o.spec == "auto";
     DraftWeights w;
     if (!lookup) w = load_draft_for(s, o.draft);
     BeagleDraftParams p = o.d.params();
@@ -164,9 +170,14 @@ std::unique_ptr<Drafter> set_up_drafter(Session& s, const GenerateOptions& o, in
         // same target (a stand-in for the server's machine)
         const double trip = o.server.empty() ? 0.0 : remote_round_trip_s(o.remote);
         if (!o.server.empty()) fprintf(stderr, "%s: round trip to the server %.2f ms (measured + simulated)\n", o.spec.c_str(), trip * 1e3);
-        p.verify_cost = measure_verify_cost(s, (int)o.max_tree, (int)(lookup ? o.d.gamma : o.d.depth) + 1, trip);
+        const long commit = lookup ? o.d.gamma : o.spec == "auto" ? std::max(o.d.depth, o.d.gamma) : o.d.depth;
+        p.verify_cost = measure_verify_cost(s, (int)o.max_tree, (int)commit + 1, trip);
         const std::vector<double>& c = p.verify_cost;
-        if (lookup)
+        if (o.spec == "auto")
+            fprintf(stderr, "auto: each round runs the draft (hybrid) while it pays for its measured draft + verify cost, "
+                    "else prompt lookup or a plain step (measured here: verifying 2 / 4 / %d tokens costs %.2f / %.2f / "
+                    "%.2f decode steps)\n", (int)c.size() - 1, c[2], c[std::min<size_t>(4, c.size() - 1)], c.back());
+        else if (lookup)
             fprintf(stderr, "lookup: --total-tokens auto: each round sends the part of the match worth its verify cost "
                     "(up to --gamma %ld tokens)\n", o.d.gamma);
         else
@@ -228,10 +239,13 @@ void report_plain(const GenStats& st, int threads, bool json) {
 void report_spec(const std::string& mode, const SpecStats& st, int threads, bool json, const GenStats* plain,
                  const RemoteStats* rs = nullptr) {
     const double tok_s = tokens_per_s(st);
-    fprintf(stderr, "%s: %d tokens in %.3f s (%.1f tok/s), %d target passes, tau %.3f, draft %.1f ms, verify %.1f ms%s%s\n",
+    std::string rounds;  // the mode of each round, counted: "hybrid 40, lookup 3, plain 120"
+    for (const auto& kv : st.rounds_by_mode) rounds += strfmt("%s%s %d", rounds.empty() ? "" : ", ", kv.first.c_str(), kv.second);
+    fprintf(stderr, "%s: %d tokens in %.3f s (%.1f tok/s), %d target passes, tau %.3f, draft %.1f ms (%.2f ms/round), "
+            "verify %.1f ms; rounds: %s%s%s\n",
             mode.c_str(), st.gen_tokens, st.decode_s, tok_s, st.target_passes, st.tau(), st.draft_s * 1e3,
-            st.verify_s * 1e3, st.stopped_eog ? "; stopped at end-of-generation token" : "",
-            st.stopped_ctx ? "; stopped: context full" : "");
+            st.rounds ? st.draft_s * 1e3 / st.rounds : 0.0, st.verify_s * 1e3, rounds.empty() ? "none" : rounds.c_str(),
+            st.stopped_eog ? "; stopped at end-of-generation token" : "", st.stopped_ctx ? "; stopped: context full" : "");
     const double plain_tok_s = plain ? tokens_per_s(*plain) : 0, speedup = plain_tok_s > 0 ? tok_s / plain_tok_s : 0.0;
     if (plain)
         fprintf(stderr, "plain: %d tokens in %.3f s (%.1f tok/s); speedup %.3fx\n", plain->gen_tokens, plain->decode_s,
@@ -255,6 +269,9 @@ void report_spec(const std::string& mode, const SpecStats& st, int threads, bool
     js["target_passes"] = st.target_passes;
     js["tau"] = rounded(st.tau(), 4);
     js["drafted"] = st.drafted;
+    js["rounds"] = st.rounds;
+    js["rounds_by_mode"] = Json::object();
+    for (const auto& kv : st.rounds_by_mode) js["rounds_by_mode"][kv.first] = kv.second;
     js["accept_by_depth"] = accept;
     js["reached_by_depth"] = st.reached_by_depth;
     js["prefill_ms"] = rounded(st.prefill_s * 1e3, 3);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "../backend/backend.h"
 #include "../core/common.h"
 #include "../model/draft.h"
 #include "lookup_drafter.h"
@@ -24,7 +25,12 @@ public:
           rates_(std::max(p.lookup_ngram, 1), std::max(p.depth, 1)) {
         int max_pred = p.tree ? 1 + p.topk * std::max(0, p.depth - 1) : p.gamma;
         max_pred = std::max(max_pred, 1);
-        draft_.reset(new Draft(w, fz, *s.ops, s.llama->ctx(), max_pred + 1, std::max(p.topk, 1)));
+        Ops* ops = s.ops.get();
+        if (p.threads > 0 && p.threads != s.threads && std::string(ops->name()) == "cpu") {
+            own_ops_ = make_ops("cpu", p.threads);  // host buffers: the target's states and weights are shared as is
+            ops = own_ops_.get();
+        }
+        draft_.reset(new Draft(w, fz, *ops, s.llama->ctx(), max_pred + 1, std::max(p.topk, 1)));
         draft_->use_target_weights(s.llama->tok_embd_weight(), s.llama->lm_head_weight());
         if (p.q8) draft_->use_q8_weights(w);
         draft_->set_concat(p.concat);
@@ -47,6 +53,16 @@ public:
     void accept_rows(const DraftTree& tree, const std::vector<int>& path, Ops&, const float* states, int) override {
         accepted(tree, path);
         draft_->add_true_state_rows(states, path.data(), (int)path.size(), path_tokens(tree, path));  // never leaves the backend
+    }
+
+    // Another drafter's round (mode auto): the new true states join the draft's keys (their K/V are
+    // computed with the next draft forward); this round's tree was not ours, so nothing is learnt from it.
+    void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
+        shadow_tok_ = shadow_lk_tok_ = -1;
+        sent_score_.clear();
+        lk_sent_.clear();
+        draft_->clear_pred();
+        draft_->add_true_states(path_states, (int)path.size(), path_tokens(tree, path));
     }
 
     void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) override {
@@ -88,6 +104,7 @@ private:
         draft_->clear_pred();
     }
 
+    std::unique_ptr<Ops> own_ops_;  // the draft's own thread pool (p_.threads), destroyed after draft_
     BeagleDraftParams p_;
     int V_, Vt_, words_;          // draft logits per row; the target's vocabulary
     std::vector<int32_t> d2t_;    // reduced vocabulary: draft logit i is target token d2t_[i] (empty: identity)
@@ -312,6 +329,7 @@ std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftF
     BEAGLE_CHECK(p.topk >= 1, "--topk must be >= 1, got %d", p.topk);
     BEAGLE_CHECK(p.gamma >= 1, "--gamma must be >= 1, got %d", p.gamma);
     BEAGLE_CHECK(p.total_tokens >= 2, "--total-tokens must be >= 2, got %d", p.total_tokens);
+    BEAGLE_CHECK(p.threads >= 0 && p.threads <= 256, "--draft-threads must be in 0..256, got %d", p.threads);
     BEAGLE_CHECK(p.verify_cost.empty() || p.verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
     BEAGLE_CHECK(p.concat || w.cfg.arch != ARCH_EAGLE,
                  "--no-concat is a Beagle draft's mode: an EAGLE draft's self-attention always sees its own predictions");

@@ -21,12 +21,17 @@ struct BeagleDraftParams {
     double lookup_skip = 0.5;  // hybrid: a match whose first token's learnt acceptance rate is at least this
                                // is sent alone, without running the draft (> 1: always run the draft)
     bool q8 = true;          // draft matrices from a Q8_0 copy (Draft::use_q8_weights); false: the f32 weights
+    int threads = 1;         // CPU backend: threads of the draft's forwards, its own pool (0: the target's pool).
+                             // Its matmuls are small (a few rows of at most 8192 x 576), so on 2 cores one
+                             // thread without barriers drafts as fast as two, and 4-10x faster under load
     // Non-empty (--total-tokens auto): verify_cost[T] = cost of verifying T tokens in decode steps
     // (measure_verify_cost). Each round then keeps the best-ranked n candidates that maximise the
     // expected tokens per unit of cost, (1 + a sum_{i<n} exp(score_i)) / verify_cost[n + 1], with
     // a the draft's calibration (accepted / predicted, learnt online); n = 0 is a plain decode
     // step. Depths whose frontier cannot pay for a node are not expanded. total_tokens is ignored.
     std::vector<double> verify_cost;
+    double auto_draft_cost = -1;  // mode auto (auto_drafter.h): a draft round's drafting cost in decode steps;
+                                  // < 0: measured each round (tests fix it to make the choices reproducible)
 };
 struct DraftWeights;
 struct DraftFrozen;

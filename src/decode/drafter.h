@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "../backend/ops.h"
+#include "../core/common.h"
+
 #include "sampling.h"
 #include "tree.h"
 
@@ -39,6 +41,16 @@ public:
     // position (kept as a key for the next call). Returns the draft's greedy next token, or -1 if this
     // drafter cannot continue alone (lookup).
     virtual int draft_alone(int root) { return -1; }
+    // A round this drafter did not propose (mode auto ran another drafter, auto_drafter.h): the root and
+    // the accepted path of `tree` were committed with these true states (path.size() x dim, host). A
+    // drafter that keeps per-position state appends them here so that it stays in step with the target.
+    virtual void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) {
+        fail("drafter %s cannot sit out a round (it keeps no way to catch up with %zu committed tokens)", name(),
+             path.size());
+    }
+    // The mode that proposed the last round (statistics: SpecStats::rounds_by_mode); name() unless a
+    // drafter switches modes (auto).
+    virtual const char* round_mode() const { return name(); }
 };
 
 }  // namespace beagle

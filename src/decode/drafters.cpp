@@ -15,8 +15,14 @@ DraftWeights load_draft_for(const Session& s, const std::string& path) {
 std::unique_ptr<Drafter> make_drafter(Session& s, const std::string& mode, BeagleDraftParams p, const DraftWeights* w,
                                       const std::string& draft_name) {
     if (mode == "lookup") return make_lookup_drafter(p.lookup_ngram, p.gamma, p.verify_cost);
+    if (mode == "auto") {
+        if (p.verify_cost.empty()) fail("mode auto needs the measured verify cost (--total-tokens auto)");
+        return make_auto_drafter(make_drafter(s, "hybrid", p, w, draft_name),
+                                 make_lookup_drafter(p.lookup_ngram, p.gamma, p.verify_cost), p.verify_cost,
+                                 p.auto_draft_cost);
+    }
     if (mode != "chain" && mode != "tree" && mode != "hybrid")
-        fail("unknown speculative mode '%s' (expected lookup, chain, tree or hybrid)", mode.c_str());
+        fail("unknown speculative mode '%s' (expected lookup, chain, tree, hybrid or auto)", mode.c_str());
     if (!w) fail("mode %s needs a Beagle draft model", mode.c_str());
     check_draft_fits_target(w->cfg, s.mf->config, s.tok->spec(), draft_name);
     p.tree = mode != "chain";

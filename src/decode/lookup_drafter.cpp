@@ -46,6 +46,7 @@ public:
         matched_ = m;
     }
     void observe_verify(int T, double seconds) override { cost_.observe(T, seconds); }
+    void accept_skipped(const DraftTree&, const std::vector<int>&, const float*) override { shadow_tok_ = -1; }  // the shadow was of another round
     void accept(const DraftTree& tree, const std::vector<int>& path, const float*) override {
         if (cost_.empty()) return;
         std::vector<int> chain(tree.size() - 1);  // the tree is the chain itself: node k at depth k

@@ -145,6 +145,7 @@ void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* v
         d_.accept(tree, path, path_states_.data());
     }
     st_->draft_s += now_seconds() - tc;
+    st_->rounds_by_mode[d_.round_mode()]++;
     root_ = bonus;
     out->push_back(bonus);
 }

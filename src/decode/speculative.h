@@ -7,6 +7,7 @@
 // Drafters (drafter.h) come from make_drafter (drafters.h).
 #pragma once
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ struct SpecStats : GenStats {
     double draft_s = 0, verify_s = 0;
     double tau() const { return rounds ? (double)gen_tokens_after_root / rounds : 1.0; }
     int gen_tokens_after_root = 0;       // tokens committed by verify rounds
+    std::map<std::string, int> rounds_by_mode;  // Drafter::round_mode() of each round (auto switches)
 };
 
 struct SpecParams {

@@ -52,8 +52,11 @@ if timeout 60 "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -n 600 --
 D=$BEAGLE_ROOT/weights/beagle-stories260K.bin
 S=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
 expect_error "tree without a draft" "needs a draft model (-d DRAFT)" "$B" generate "${S[@]}" --spec tree -p hi
-expect_error "unknown --spec" "--spec must be none, lookup, chain, tree or hybrid, got 'forest'" "$B" generate "${S[@]}" -d "$D" --spec forest -p hi
+expect_error "unknown --spec" "--spec must be none, lookup, chain, tree, hybrid or auto, got 'forest'" "$B" generate "${S[@]}" -d "$D" --spec forest -p hi
 expect_error "hybrid without a draft" "--spec hybrid needs a draft model" "$B" generate "${S[@]}" --spec hybrid -p hi
+expect_error "auto with a fixed tree size" "--spec auto chooses from measured costs: it needs --total-tokens auto, got '60'" \
+  "$B" generate "${S[@]}" -d "$D" --spec auto --total-tokens 60 -p hi
+expect_error "--draft-threads -1" "--draft-threads must be in 0..256, got -1" "$B" generate "${S[@]}" -d "$D" --draft-threads -1 -p hi
 expect_error "--depth 0" "--depth must be in 1..32, got 0" "$B" generate "${S[@]}" -d "$D" --depth 0 -p hi
 expect_error "--total-tokens 1" "--total-tokens must be 'auto' or an integer in 2..1024" "$B" generate "${S[@]}" -d "$D" --total-tokens 1 -p hi
 expect_error "--gamma 0" "--gamma" "$B" generate "${S[@]}" -d "$D" --spec chain --gamma 0 -p hi
@@ -71,8 +74,9 @@ if timeout 20 "$B" info "$D" > "$tmp/info" 2>&1 && grep -q "format:  Beagle draf
   echo "ok   info on a draft file"; else echo "FAIL info on a draft file"; cat "$tmp/info"; fails=$((fails+1)); fi
 expect_error "info on a truncated draft" "truncated" "$B" info "$tmp/trunc.bin"
 # a tree larger than the context left: the tree is cut to fit, the text equals plain greedy decoding
-for spec in tree chain lookup; do
-  if timeout 60 "$B" generate "${S[@]}" -d "$D" --spec $spec --gamma 40 --total-tokens 500 --max-tree 600 -c 48 -p "Once upon" --temp 0 -n 100 > "$tmp/sd" 2> "$tmp/err" &&
+for spec in tree chain lookup auto; do
+  tt=500; [ $spec = auto ] && tt=auto  # auto sizes its trees from the measured verify cost
+  if timeout 60 "$B" generate "${S[@]}" -d "$D" --spec $spec --gamma 40 --total-tokens $tt --max-tree 600 -c 48 -p "Once upon" --temp 0 -n 100 > "$tmp/sd" 2> "$tmp/err" &&
      timeout 60 "$B" generate "${S[@]}" --spec none -c 48 -p "Once upon" --temp 0 -n 100 > "$tmp/plain" 2>/dev/null &&
      cmp -s "$tmp/sd" "$tmp/plain" && grep -q "context full" "$tmp/err"; then
     echo "ok   --spec $spec, tree > context left: same text as plain, stopped at context full"

@@ -1,7 +1,8 @@
 // test_spec_exact.cpp: greedy speculative decoding is token-identical to plain greedy decoding.
 // stories260K, 50 prompts x 256 tokens, against the plain decoding loop: prompt lookup (several
 // n-gram/gamma settings), chain and tree drafting with a random-weights Beagle draft and EAGLE draft (which are
-// rejected almost everywhere, exercising every rejection path), tree without concat, the hybrid (tree + lookup candidates), and the
+// rejected almost everywhere, exercising every rejection path), tree without concat, the hybrid (tree + lookup candidates),
+// auto (per round hybrid or lookup / plain: the draft sits rounds out and catches up), the
 // shipped trained drafts when present, Beagle and EAGLE (accepted often: exercises long accepted paths +
 // compaction, and the EAGLE draft's predicted keys over deep trees).
 // Tokens alone would miss a verify row that is off by an ulp without changing an argmax, so every
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,12 @@ int main() {
         BeagleDraftParams hybrid_fixed = tree;
         hybrid_fixed.lookup_ngram = 3;
         dcases.push_back({"random hybrid, cost-aware", "hybrid", &rnd, hybrid});
+        // mode auto (the default of generate -d): per round hybrid or cost-aware lookup / plain; a draft
+        // round's drafting is modelled as kDraftCost decode steps (its timings would make the choices vary)
+        const double kDraftCost = 0.15;
+        BeagleDraftParams autop = hybrid;
+        autop.auto_draft_cost = kDraftCost;
+        dcases.push_back({"random auto", "auto", &rnd, autop});
         dcases.push_back({"random hybrid", "hybrid", &rnd, hybrid_fixed});
         // the EAGLE-style draft (arch eagle): same engine, its self-attention KV cache grows with the tree
         DraftConfig ec = draft_config_for_target(s.mf->config, s.tok->spec());
@@ -87,6 +95,7 @@ int main() {
             dcases.push_back({"trained tree 60", "tree", &trained, big});
             dcases.push_back({"trained tree, cost-aware", "tree", &trained, aware});
             dcases.push_back({"trained hybrid, cost-aware", "hybrid", &trained, hybrid});
+            dcases.push_back({"trained auto", "auto", &trained, autop});
         } else {
             SKIP_PART("%s not present: the trained-draft cases did not run", shipped.c_str());
         }
@@ -129,6 +138,8 @@ int main() {
         std::vector<std::unique_ptr<Drafter>> drafters;
         for (auto& c : dcases) drafters.push_back(make_drafter(s, c.mode, c.p, c.w, c.name));
         std::vector<double> tau_sum(dcases.size(), 0), committed(dcases.size(), 0), model_cost(dcases.size(), 0);
+        std::vector<std::map<std::string, int>> modes(dcases.size());  // rounds by mode (auto switches)
+        std::vector<double> draft_rounds(dcases.size(), 0);              // rounds that ran the draft
         std::unique_ptr<Drafter> lookup_aware;
         double lookup_committed[2] = {0, 0}, lookup_cost[2] = {0, 0};
         for (size_t i = 0; i < prompts.size(); i++) {
@@ -185,6 +196,10 @@ int main() {
                 tau_sum[k] += st.tau();
                 committed[k] += st.gen_tokens_after_root;
                 model_cost[k] += st.rounds + 0.3 * st.drafted;  // the cost model above, summed over rounds
+                for (const auto& kv : st.rounds_by_mode) {
+                    modes[k][kv.first] += kv.second;
+                    if (kv.first != "lookup" && kv.first != "plain") draft_rounds[k] += kv.second;
+                }
             }
             if (i == 0) {  // the checker fails on the smallest error: one logit of one verify row one ulp off
                 SpecParams spp;
@@ -211,6 +226,32 @@ int main() {
         for (size_t k = 0; k < dcases.size(); k++)
             printf("%s: mean tau %.3f, tokens per modelled cost %.3f\n", dcases[k].name, tau_sum[k] / prompts.size(),
                    committed[k] / model_cost[k]);
+        // with the draft's own cost too (kDraftCost per round that ran it): what mode auto optimises
+        auto per_cost_d = [&](const char* name) {
+            for (size_t k = 0; k < dcases.size(); k++)
+                if (std::string(dcases[k].name) == name) return committed[k] / (model_cost[k] + kDraftCost * draft_rounds[k]);
+            return -1.0;
+        };
+        auto rounds_of = [&](const char* name, const char* mode) {
+            for (size_t k = 0; k < dcases.size(); k++)
+                if (std::string(dcases[k].name) == name) return modes[k].count(mode) ? modes[k][mode] : 0;
+            return -1;
+        };
+        for (const char* name : {"random auto", "trained auto"})
+            if (rounds_of(name, "hybrid") >= 0)
+                printf("%s: rounds hybrid %d, lookup %d, plain %d; tokens per modelled cost with drafting %.3f\n", name,
+                       rounds_of(name, "hybrid"), rounds_of(name, "lookup"), rounds_of(name, "plain"), per_cost_d(name));
+        for (const char* name : {"random hybrid, cost-aware", "trained hybrid, cost-aware", "trained tree, cost-aware"})
+            printf("%s: tokens per modelled cost with drafting %.3f\n", name, per_cost_d(name));
+        // auto, random draft (never pays): both arms ran (so the exactness above covers switching), and it
+        // does about as well as the cost-aware lookup alone (5% slack: its lookup sends up to --gamma 5
+        // tokens, that one up to 8) and better than always drafting (hybrid) once drafting costs something
+        CHECK(rounds_of("random auto", "hybrid") > 0 && rounds_of("random auto", "plain") + rounds_of("random auto", "lookup") > 0,
+              "random auto: rounds hybrid %d, lookup %d, plain %d; expected both the draft and lookup / plain",
+              rounds_of("random auto", "hybrid"), rounds_of("random auto", "lookup"), rounds_of("random auto", "plain"));
+        CHECK(per_cost_d("random auto") > per_cost_d("random hybrid, cost-aware"),
+              "random auto: %.3f tokens per modelled cost with drafting, not above always-hybrid's %.3f",
+              per_cost_d("random auto"), per_cost_d("random hybrid, cost-aware"));
         double rnd_aware = per_cost("random tree, cost-aware");
         CHECK(rnd_aware >= 0.95 && rnd_aware > 2 * per_cost("random tree"),
               "random draft, cost-aware: %.3f tokens per cost (fixed tree %.3f); expected >= 0.95 (about plain)", rnd_aware,
@@ -223,6 +264,8 @@ int main() {
         CHECK(rnd_hybrid >= 0.95 * lk_aware && rnd_hybrid > rnd_aware,
               "random draft, hybrid: %.3f tokens per cost; cost-aware lookup %.3f, cost-aware tree %.3f", rnd_hybrid,
               lk_aware, rnd_aware);
+        CHECK(per_cost_d("random auto") >= 0.95 * lk_aware, "random auto: %.3f tokens per modelled cost with drafting, "
+              "below 0.95 x the cost-aware lookup's %.3f", per_cost_d("random auto"), lk_aware);
         CHECK(lk_aware > lk_fixed && lk_aware >= 0.95, "cost-aware lookup: %.3f tokens per modelled cost, fixed gamma 5: %.3f",
               lk_aware, lk_fixed);
         if (trained.cfg.dim) {
@@ -231,6 +274,15 @@ int main() {
             CHECK(tr_hybrid > tr_aware && tr_hybrid > lk_aware,
                   "trained draft: hybrid %.3f tokens per cost, not above the cost-aware tree %.3f and lookup %.3f",
                   tr_hybrid, tr_aware, lk_aware);
+            // auto, trained draft (it pays here): mostly draft rounds, and within 3% of always drafting
+            // (the price of its warm-up and of sitting out up to 16 rounds after a bad stretch)
+            CHECK(rounds_of("trained auto", "hybrid") * 2 > rounds_of("trained auto", "lookup") + rounds_of("trained auto", "plain") &&
+                      per_cost_d("trained auto") >= 0.97 * per_cost_d("trained hybrid, cost-aware") &&
+                      per_cost_d("trained auto") > per_cost_d("trained tree, cost-aware"),
+                  "trained auto: %.3f tokens per modelled cost with drafting (hybrid %.3f, tree %.3f), rounds hybrid %d, "
+                  "lookup %d, plain %d", per_cost_d("trained auto"), per_cost_d("trained hybrid, cost-aware"),
+                  per_cost_d("trained tree, cost-aware"), rounds_of("trained auto", "hybrid"),
+                  rounds_of("trained auto", "lookup"), rounds_of("trained auto", "plain"));
             for (const char* fixed : {"trained tree", "trained tree 60"})
                 CHECK(tr_aware > per_cost(fixed), "trained draft: cost-aware %.3f tokens per cost, not above %s's %.3f",
                       tr_aware, fixed, per_cost(fixed));

@@ -1,0 +1,104 @@
+// auto_drafter.cpp: mode auto (see auto_drafter.h): per round, the Beagle draft (hybrid) while its
+// measured tokens per unit of cost beat plain decoding, else cost-aware prompt lookup; probes back.
+#include "auto_drafter.h"
+
+#include <algorithm>
+
+#include "../core/common.h"
+#include "verify_cost.h"
+
+namespace beagle {
+
+class AutoDrafter : public Drafter {
+public:
+    AutoDrafter(std::unique_ptr<Drafter> draft, std::unique_ptr<Drafter> lookup, std::vector<double> verify_cost,
+                double draft_cost)
+        : draft_(std::move(draft)), lookup_(std::move(lookup)), cost_(std::move(verify_cost)), draft_cost_(draft_cost) {}
+    const char* name() const override { return "auto"; }
+    const char* round_mode() const override { return use_draft_ ? draft_->name() : sent_ ? lookup_->name() : "plain"; }
+
+    void begin(const std::vector<int>& prompt, const float* states) override {
+        draft_->begin(prompt, states);
+        lookup_->begin(prompt, states);
+        since_draft_ = 0;
+    }
+
+    void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) override {
+        use_draft_ = choose_draft();
+        const double t0 = now_seconds();
+        (use_draft_ ? draft_ : lookup_)->propose(history, tree, room, sp, rng);
+        draft_s_ = now_seconds() - t0;
+        sent_ = tree->size() > 1;
+    }
+
+    void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
+        if (!use_draft_) {
+            lookup_->accept(tree, path, path_states);
+            draft_->accept_skipped(tree, path, path_states);
+            return;
+        }
+        const double t0 = now_seconds();
+        draft_->accept(tree, path, path_states);
+        draft_s_ += now_seconds() - t0;
+        lookup_->accept_skipped(tree, path, path_states);
+        // this draft round: path.size() tokens committed for a verify of tree.size() tokens plus drafting
+        const int T = std::min(tree.size(), cost_.max_tokens());
+        double c = cost_[T];
+        if (draft_cost_ >= 0) c += draft_cost_;
+        else if (t1_ > 0) c += draft_s_ / t1_;
+        tokens_ = tokens_ * (1 - kDecay) + (double)path.size();
+        steps_ = steps_ * (1 - kDecay) + c;
+        draft_rounds_++;
+        if (gain() > 1) gap_ = kMinGap;
+    }
+
+    void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
+        draft_->accept_skipped(tree, path, path_states);
+        lookup_->accept_skipped(tree, path, path_states);
+    }
+
+    void observe_verify(int T, double seconds) override {
+        draft_->observe_verify(T, seconds);
+        lookup_->observe_verify(T, seconds);
+        cost_.observe(T, seconds);
+        if (T <= cost_.max_tokens() && seconds > 0) {  // one decode step's time, from any verify pass
+            const double t1 = seconds / cost_[T];
+            t1_ = t1_ > 0 ? t1_ + (t1 - t1_) * kDecay : t1;
+        }
+    }
+
+private:
+    static constexpr double kDecay = 1.0 / 16;
+    static constexpr int kWarm = 4, kMinGap = 4, kMaxGap = 16;
+    std::unique_ptr<Drafter> draft_, lookup_;
+    VerifyCost cost_;
+    double draft_cost_;             // >= 0: fixed decode steps per draft round (tests)
+    double t1_ = 0;                 // seconds of one decode step (estimate)
+    double tokens_ = 0, steps_ = 0; // draft rounds: decayed sums of tokens committed and cost in steps
+    int draft_rounds_ = 0, since_draft_ = 0, gap_ = kMinGap;
+    bool use_draft_ = true, sent_ = false;
+    double draft_s_ = 0;            // this round's drafting time (draft rounds)
+
+    double gain() const { return steps_ > 0 ? tokens_ / steps_ : 0; }
+
+    bool choose_draft() {
+        if (draft_rounds_ < kWarm || gain() > 1) {
+            since_draft_ = 0;
+            return true;
+        }
+        if (++since_draft_ < gap_) return false;
+        since_draft_ = 0;  // a probe: if it leaves the gain at or below 1, wait twice as long next time
+        gap_ = std::min(2 * gap_, kMaxGap);
+        return true;
+    }
+};
+
+std::unique_ptr<Drafter> make_auto_drafter(std::unique_ptr<Drafter> draft, std::unique_ptr<Drafter> lookup,
+                                           std::vector<double> verify_cost, double draft_cost) {
+    BEAGLE_CHECK(draft && lookup, "mode auto needs a draft and a lookup drafter");
+    BEAGLE_CHECK(verify_cost.size() >= 3, "mode auto needs the measured verify cost (--total-tokens auto)");
+    return std::unique_ptr<Drafter>(
+        new AutoDrafter(std::move(draft), std::move(lookup), std::move(verify_cost), draft_cost));
+}
+
+}  // namespace beagle

@@ -50,7 +50,9 @@ plan (output in $OUT):
   3. test/cli/test_cuda_emu_generate.sh            with BEAGLE_CUDA_BIN=build/beagle-cuda: golden stories260K,
                                                    greedy SD (lookup, chain, tree) == plain, SmolLM2 == CPU
   4. bench-sd SmolLM2 + $SMOL_DRAFT on 40 MT-Bench turns, none + chain + tree-60 (outputs checked == plain)
-  5. train 8 steps (stories260K datagen data) on cuda and on cpu: per-step losses agree (rtol 1e-3)
+  5. train 8 steps (stories260K datagen data) on cuda and on cpu: per-step losses agree (rtol 1e-3);
+     data-parallel on NCCL (docs/distributed.md): mpirun -np 1 == one process bit for bit, then -np 2 on
+     this one GPU (NCCL may refuse two ranks on one device: then its error, exit non-zero, no hang)
   6. bench.json: beagle bench (decode tok/s, verify cost T = 1..64), the bench-sd speedups, training step
      time and device memory at SmolLM2 size (train --max-steps 8 on SmolLM2 datagen data), generate --json
      runtime counters per round (plain, chain, tree)
@@ -96,6 +98,16 @@ train_cmp() {
     END { if (NR < 9) { print "only " NR - 1 " steps"; exit 1 } exit bad > 0 }'
 }
 step train_vs_cpu train_cmp
+# data-parallel training over NCCL (issue 21): the same bits as one process with the same global batch
+nccl_ranks() {
+  local C=(--data "$OUT/data" --seq-len 32 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1 --batch 8 -q)
+  build/beagle-cuda train "${T[@]}" "${C[@]}" -o "$OUT/dp1.bin"
+  mpirun --allow-run-as-root -np 1 build/beagle-cuda train "${T[@]}" "${C[@]}" -o "$OUT/dpm1.bin"
+  cmp "$OUT/dp1.bin" "$OUT/dpm1.bin"
+  timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 build/beagle-cuda train "${T[@]}" "${C[@]}" -o "$OUT/dpm2.bin"
+  cmp "$OUT/dp1.bin" "$OUT/dpm2.bin"
+}
+if command -v mpirun > /dev/null 2>&1; then step nccl_ranks nccl_ranks; else echo "FAIL nccl_ranks: mpirun missing (scripts/sysdeps.sh test installs openmpi-bin)"; fails=$((fails+1)); fi
 
 # benchmarks
 step bench build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench.json.part"

@@ -135,12 +135,12 @@ private:
             int tok = tree->token[node], pos = P + k, row = 0;
             const bool greedy = sp.temperature <= 0;  // greedy: only the argmax comes to the host
             draft_->forward(&tok, &pos, 1, k ? mask.data() : nullptr, words_, nullptr, greedy ? nullptr : logits_.data());
+            int next = -1;
+            if (greedy) draft_->top_k(1, &next, nullptr, nullptr);  // before keep_pred: EAGLE's consumes the query rows
             int pr = draft_->keep_pred(&row, 1);
             mask[pr / 64] |= 1ULL << (pr % 64);
-            int next;
             const float* q = nullptr;
             if (greedy) {
-                draft_->top_k(1, &next, nullptr, nullptr);
                 next = tok_of(next);
             } else {  // speculative sampling: draw from the draft's own (warped) distribution q
                 warp_dense(logits_.data(), V_, sp, &qsub_);

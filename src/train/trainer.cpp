@@ -144,7 +144,7 @@ void DraftTrainerT<O>::run_eagle(const TrainBatch& b, const R* f, const R* s, co
     const DraftConfig& c = m_.cfg;
     const int n = b.T - 1;
     if (n <= 0) {
-        stats->step_loss.push_back(0.0);
+        log_losses(nullptr, 0, loss_scale);  // a step without loss rows (finish_losses: step loss 0)
         stats->step_rows.push_back(0);
         return;
     }
@@ -222,10 +222,10 @@ IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_
     if (c.arch == ARCH_EAGLE) {
         run_eagle(b, f, s, pos, loss_scale, backward, &stats);
         for (R** p : {&f, &s}) al_.release(*p);
-        stats.loss = (stats.ce + stats.vloss) / loss_scale;
-        stats.ce /= loss_scale;
-        stats.vloss /= loss_scale;
-        return stats;
+        pending_.push_back({stats, loss_scale, std::move(cur_steps_)});  // its losses: as below
+        cur_steps_.clear();
+        if (defer_losses) return stats;
+        return finish_losses().back();
     }
     R* ns = al_.alloc(Td);
     R* rstd = al_.alloc(T);

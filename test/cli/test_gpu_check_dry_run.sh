@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_gpu_check_dry_run.sh: scripts/gpu_check.sh --dry-run (what CI runs without a GPU) builds the CUDA
 # binary and the device tests (build/test-device/, linked with the nvcc objects), prints the plan and
-# exits 0 without touching a GPU; a missing model file or an unknown argument is refused with a
+# exits 0 without touching a GPU (also before the default model is fetched, as on CI's fresh clone); a missing ../shared file or an unknown argument is refused with a
 # message naming it. Cheap after test_cuda_build.sh (make cuda is then up to date: only the device
 # tests are linked). Skipped (exit 77, says so) when nvcc is absent.
 set -u
@@ -28,6 +28,13 @@ if BEAGLE_SHARED="$tmp/none" bash scripts/gpu_check.sh --dry-run > "$tmp/miss" 2
 else
   grep -q "missing $tmp/none/data/models/stories260K.bin" "$tmp/miss" && ok "missing model named: $(head -1 "$tmp/miss")" ||
     { bad "unclear message"; cat "$tmp/miss"; }
+fi
+# CI runs the dry run on a fresh clone before make test has fetched the default model: built, said, exit 0
+if BEAGLE_MODEL="$tmp/none.gguf" bash scripts/gpu_check.sh --dry-run > "$tmp/nomodel" 2>&1 &&
+   grep -q "missing $tmp/none.gguf (make model fetches it)" "$tmp/nomodel"; then
+  ok "dry run without the fetched default model: says so, exit 0"
+else
+  bad "dry run without the fetched default model"; tail -5 "$tmp/nomodel"
 fi
 bash scripts/gpu_check.sh --bogus > "$tmp/arg" 2>&1
 rc=$?

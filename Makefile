@@ -152,9 +152,9 @@ bench-peer: $(BUILD)/beagle $(MODEL)
 # every test but those listed with their reason in test/sanitizer-exclude.txt (printed as EXCL).
 # ASAN_FILTER narrows it to the tests whose names match a regex (e.g. ASAN_FILTER='loader|tokenizer').
 ASAN_FILTER ?= .
-test-asan: model pydeps testdeps
+test-asan: model pydeps testdeps $(BUILD)/beagle-cuda-emu
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" tests
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 EXCLUDE=test/sanitizer-exclude.txt bash scripts/run_tests.sh build-asan '$(ASAN_FILTER)'
+	BEAGLE_CUDA_EMU_BIN=$(BUILD)/beagle-cuda-emu ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=16 UBSAN_OPTIONS=print_stacktrace=1 EXCLUDE=test/sanitizer-exclude.txt bash scripts/run_tests.sh build-asan '$(ASAN_FILTER)'
 
 # Fault injection on stories260K (scripts/chaos.py, docs/reliability.md): datagen and train killed
 # CHAOS_KILLS times each at seeded random moments and resumed (bit-identical to an uninterrupted run),

@@ -17,7 +17,17 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
 ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fails=$((fails+1)); }
-mpi() { local np=$1; shift; mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" "$@"; }
+# Under ASan (make test-asan) the ranks run without LeakSanitizer: Open MPI's plugins leak at MPI_Finalize
+# from dlopen'ed modules already unloaded at exit, which no suppression can name; memory errors are still
+# checked in every rank, and leaks in the 1-process runs of the same code.
+mpi() {
+  local np=$1; shift
+  if [ -n "${ASAN_OPTIONS:-}" ]; then
+    ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" mpirun --oversubscribe --allow-run-as-root --bind-to none -x ASAN_OPTIONS -np "$np" "$@"
+  else
+    mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" "$@"
+  fi
+}
 # two checkpoints equal in every byte but the text header's train_seconds line (and the CRC over it)
 same_ckpt() {
   python3 - "$1" "$2" <<'PY'
@@ -69,7 +79,7 @@ BEAGLE_DEBUG_FLAT_GRADS=1 mpi 2 -x BEAGLE_DEBUG_FLAT_GRADS "$B" train "${T[@]}" 
 same_run "$tmp/f1.bin" "$tmp/f2.bin" && bad "planted rank-dependent reduction not caught" || ok "planted rank-dependent reduction caught (2 ranks differ from 1 process)"
 
 # ---- the CUDA backend in the emulator: gradients exchanged with ncclSend/ncclRecv (the stand-in)
-E=$(dirname "$B")/beagle-cuda-emu
+E=${BEAGLE_CUDA_EMU_BIN:-$(dirname "$B")/beagle-cuda-emu}  # make test-asan: the -O2 build (the emulator is not built with ASan)
 if [ -x "$E" ]; then
   CE=(--data "$tmp/d1" --seq-len 32 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1 --max-steps 4 --batch 4 -t 1)
   "$E" train "${T[@]}" "${CE[@]}" -q -o "$tmp/es.bin" > /dev/null 2> "$tmp/es.log" || { bad "emulator train, 1 process"; cat "$tmp/es.log"; }

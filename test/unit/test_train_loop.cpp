@@ -28,18 +28,22 @@ using namespace beagle;
 
 static std::string g_tmp;
 
+// Equal sizes and bytes (a tensor of 0 elements, e.g. an EAGLE-only one in a Beagle draft, has no data).
+static bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && (a.empty() || memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
 static bool same_weights(const std::string& a, const std::string& b) {
     DraftWeights x = load_draft(a), y = load_draft(b);
     for (int i = 0; i < DT_COUNT; i++)
-        if (x.t[i].size() != y.t[i].size() || memcmp(x.t[i].data(), y.t[i].data(), x.t[i].size() * 4) != 0) return false;
+        if (!same_bytes(x.t[i], y.t[i])) return false;
     return true;
 }
 
 static bool same_state(const std::string& a, const std::string& b) {
     Checkpoint x = load_checkpoint(a), y = load_checkpoint(b);
     for (int i = 0; i < DT_COUNT; i++) {
-        if (memcmp(x.m[i].data(), y.m[i].data(), x.m[i].size() * 4) != 0) return false;
-        if (memcmp(x.v[i].data(), y.v[i].data(), x.v[i].size() * 4) != 0) return false;
+        if (!same_bytes(x.m[i], y.m[i]) || !same_bytes(x.v[i], y.v[i])) return false;
     }
     if (x.history.size() != y.history.size()) return false;
     for (size_t i = 0; i < x.history.size(); i++)

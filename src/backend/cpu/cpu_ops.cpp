@@ -20,9 +20,15 @@ float* CpuOps::alloc(size_t n) {
     return (float*)p;
 }
 void CpuOps::release(float* p) { free(p); }
-void CpuOps::upload(float* dst, const float* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
-void CpuOps::download(float* dst, const float* src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
-void CpuOps::copy(float* dst, const float* src, size_t n) { memmove(dst, src, n * sizeof(float)); }
+void CpuOps::upload(float* dst, const float* src, size_t n) {
+    if (n) memcpy(dst, src, n * sizeof(float));
+}
+void CpuOps::download(float* dst, const float* src, size_t n) {
+    if (n) memcpy(dst, src, n * sizeof(float));
+}
+void CpuOps::copy(float* dst, const float* src, size_t n) {
+    if (n) memmove(dst, src, n * sizeof(float));
+}
 
 Weight CpuOps::weight(const Tensor& t) {
     Weight w;
@@ -33,7 +39,9 @@ Weight CpuOps::weight(const Tensor& t) {
     w.cols = t.cols();
     return w;
 }
-void CpuOps::zero(float* p, size_t n) { memset(p, 0, n * sizeof(float)); }
+void CpuOps::zero(float* p, size_t n) {
+    if (n) memset(p, 0, n * sizeof(float));  // a tensor of 0 elements (an EAGLE-only one in a Beagle draft) may be null
+}
 
 void CpuOps::add(float* y, const float* x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];

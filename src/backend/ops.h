@@ -120,12 +120,26 @@ struct DeviceCounters {
     }
 };
 
+// The largest calls a model will make (Ops::reserve): a device backend sizes the scratch behind the
+// host arrays of those calls (token ids, positions, masks, row indices, top-k results, quantized
+// activations, split-KV partials) for them up front, so that no round allocates after the first.
+struct ScratchSizes {
+    int rows = 0;        // rows of one call: tokens, positions, queries, gathered / moved rows, top-k rows
+    int mask_words = 0;  // 64-bit words per row of a tree mask or of a draft's predicted-key mask
+    int cols = 0;        // the widest input of a matmul
+    int topk = 0;        // the largest k of topk_rows
+    int n_heads = 0, head_dim = 0, keys = 0;  // causal / tree attention: heads, head size, most keys seen
+};
+
 class Ops {
 public:
     virtual ~Ops() = default;
     virtual const char* name() const = 0;
     // The runtime counters of a device backend; nullptr for the CPU backend (nothing to count).
     virtual const DeviceCounters* device_counters() const { return nullptr; }
+    // Size the backend's scratch for calls up to s (several calls: the largest of each); the CPU
+    // backend keeps no scratch.
+    virtual void reserve(const ScratchSizes& s) {}
 
     // ---- memory (element counts are floats)
     virtual float* alloc(size_t n) = 0;           // zero-initialised

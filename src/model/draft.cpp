@@ -339,6 +339,8 @@ struct Draft::Acts {
     QueryActs<float> A;
     float *xn = nullptr, *rstd = nullptr, *logits = nullptr;
     float* feat = nullptr;  // EAGLE: the queries' input features f_{p-1}
+    float *key_ns = nullptr, *key_rstd = nullptr;  // Beagle: ensure_kv's normed states, kept between rounds
+    int key_rows = 0;                              //   (grown only past the largest batch of new keys)
 };
 
 Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, int max_pred, int max_queries)
@@ -365,6 +367,27 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
     a_->xn = al.alloc((size_t)max_queries * c.dim);
     a_->rstd = al.alloc(max_queries);
     a_->logits = al.alloc((size_t)max_queries * c.head_rows());
+    // a round's new keys: at most the accepted path (max_pred + 1 states) or the kept predictions
+    key_rows(std::max(max_pred + 1, max_queries));
+    // a device backend's scratch for the largest query batch (top-k rows of at most max_queries
+    // children each: BeagleDrafter's k <= its topk = max_queries) and the largest batch of new keys
+    ScratchSizes sz;
+    sz.rows = std::max(max_pred + 1, max_queries);
+    sz.mask_words = (max_pred + 1 + 63) / 64;
+    sz.cols = std::max({c.dim, c.q_dim(), c.ffn_dim});
+    sz.topk = max_queries;
+    ops.reserve(sz);
+}
+
+// ensure_kv's temporaries for n new keys: grown (only ever) at the prompt or a longer batch than before.
+void Draft::key_rows(int n) {
+    if (n <= a_->key_rows) return;
+    BufAlloc<Ops>& al = a_->al;
+    al.release(a_->key_ns);
+    al.release(a_->key_rstd);
+    a_->key_ns = al.alloc((size_t)n * m_->cfg.dim);
+    a_->key_rstd = al.alloc(n);
+    a_->key_rows = n;
 }
 
 Draft::~Draft() = default;  // BufAlloc releases every buffer
@@ -527,13 +550,10 @@ void Draft::ensure_kv() {
         int r0 = set == 0 ? n_true_cached_ : n_pred_cached_;
         std::vector<int> pos(n);
         for (int i = 0; i < n; i++) pos[i] = set == 0 ? r0 + i : pred_pos_[r0 + i];
-        float* ns = al.alloc((size_t)n * c.dim);
-        float* rstd = al.alloc(n);
+        key_rows(n);
         float* K = (set == 0 ? kt_ : kp_) + (size_t)r0 * kvd;
         float* V = (set == 0 ? vt_ : vp_) + (size_t)r0 * kvd;
-        key_forward(*m_, set == 0 ? stage_t_ : stage_p_, ns, rstd, K, V, n, pos.data());
-        al.release(ns);
-        al.release(rstd);
+        key_forward(*m_, set == 0 ? stage_t_ : stage_p_, a_->key_ns, a_->key_rstd, K, V, n, pos.data());
         if (set == 0) {
             n_true_cached_ += n;
             n_true_pending_ = 0;

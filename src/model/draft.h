@@ -178,6 +178,7 @@ public:
 
 private:
     void ensure_kv();
+    void key_rows(int n);
     void eagle_forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words);
     Ops& ops_;
     std::unique_ptr<DraftModelT<Ops>> m_;

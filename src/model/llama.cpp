@@ -54,6 +54,17 @@ Llama::Llama(const ModelFile& mf, Ops& ops, int ctx, int max_batch, int n_seq)
     logits_ = ops.alloc(B * c.vocab_size);
     k_new_ = ops.alloc(B * kv_dim);
     v_new_ = ops.alloc(B * kv_dim);
+    // a device backend's scratch for the largest forward (max_batch tokens, a tree mask over them,
+    // every key of the context) and its argmax, sized now: decoding rounds then allocate nothing
+    ScratchSizes sz;
+    sz.rows = max_batch;
+    sz.mask_words = (max_batch + 63) / 64;
+    sz.cols = std::max({c.dim, q_dim, c.ffn_dim});
+    sz.topk = 1;
+    sz.n_heads = c.n_heads;
+    sz.head_dim = c.head_dim;
+    sz.keys = ctx;
+    ops.reserve(sz);
 }
 
 Llama::~Llama() {

@@ -260,6 +260,24 @@ TrainState resume(const std::string& path, const KV& config, const Schedule& sc,
 
 // ---- one optimizer step ----------------------------------------------------------------------------
 
+// Item `it` as a training batch: its f16 states as f32 in *states, its loss mask in *lmask.
+TrainBatch item_batch(const Dataset& ds, const Item& it, const TrainLoopOptions& o, int dim, std::vector<float>* states,
+                      std::vector<uint8_t>* lmask) {
+    SeqView v = ds.seq(it.seq);
+    states->resize((size_t)it.len * dim);
+    const uint16_t* src = v.states + (size_t)it.start * dim;
+    for (size_t i = 0; i < states->size(); i++) (*states)[i] = f16_to_f32(src[i]);
+    lmask->resize(it.len);
+    for (int q = 0; q < it.len; q++) (*lmask)[q] = o.loss_on_prompt || it.start + q >= v.n_prompt;
+    TrainBatch b;
+    b.tokens = v.tokens + it.start;
+    b.states = states->data();
+    b.loss_mask = lmask->data();
+    b.T = it.len;
+    b.pos0 = it.start;
+    return b;
+}
+
 struct StepLoss {
     double loss = 0, ce = 0, vl = 0;
     int64_t tokens = 0;
@@ -286,19 +304,8 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
     std::vector<int> ran;  // the items this rank ran, in order
     tree.run(nb, [&](int k) {
         const Item& it = items[st.order[st.pos + k]];
-        SeqView v = ds.seq(it.seq);
-        states.resize((size_t)it.len * dim);
-        const uint16_t* src = v.states + (size_t)it.start * dim;
-        for (size_t i = 0; i < states.size(); i++) states[i] = f16_to_f32(src[i]);
+        TrainBatch b = item_batch(ds, it, o, dim, &states, &lmask);
         if (st.step + 1 == nan_step && k == 0) states[(size_t)(it.len - 1) * dim] = NAN;
-        lmask.resize(it.len);
-        for (int q = 0; q < it.len; q++) lmask[q] = o.loss_on_prompt || it.start + q >= v.n_prompt;
-        TrainBatch b;
-        b.tokens = v.tokens + it.start;
-        b.states = states.data();
-        b.loss_mask = lmask.data();
-        b.T = it.len;
-        b.pos0 = it.start;
         trainer.run(b, offsets[k], seeds[k], 1.0f / nb, true);  // losses deferred (make_trainer)
         *peak = std::max(*peak, trainer.mem().peak_bytes());
         rows[(size_t)k * W + 3] = it.len;
@@ -324,6 +331,24 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
     return r;
 }
 
+// A device backend, before the first step: a batch of the longest item (every row a loss row), each window offset in turn,
+// through a stage's trainer, its gradients dropped (every step starts with zero_grads) and its losses
+// too. The caching allocator (cuda_rt.h) then holds blocks for the largest iteration of every stage
+// this process will run, and its loss log the size of a full batch, so that no later step calls
+// cudaMalloc (allocs_after_first_step). No random stream is drawn: the run's numbers are unchanged.
+void warm_up(DraftTrainer& trainer, const Dataset& ds, const std::vector<Item>& items, int nb,
+             const TrainLoopOptions& o, int dim) {
+    const Item* longest = &items[0];
+    for (const Item& it : items)
+        if (it.len > longest->len) longest = &it;
+    std::vector<float> states;
+    std::vector<uint8_t> lmask;
+    TrainBatch b = item_batch(ds, *longest, o, dim, &states, &lmask);
+    b.loss_mask = nullptr;  // every row a loss row: the most any item of this length has
+    for (int k = 0; k < nb; k++) trainer.run(b, k % o.w, 0, 1.0f / nb, true);
+    trainer.finish_losses();
+}
+
 std::unique_ptr<DraftTrainer> make_trainer(DraftModelT<Ops>& model, const TrainLoopOptions& o, int stage) {
     TrainOptions to;
     to.stage = stage;
@@ -335,6 +360,8 @@ std::unique_ptr<DraftTrainer> make_trainer(DraftModelT<Ops>& model, const TrainL
     to.loss.hard_labels = o.hard_labels;
     std::unique_ptr<DraftTrainer> t(new DraftTrainer(model, to));
     t->defer_losses = true;  // accumulate_grads collects them once per optimizer step
+    // a device backend: the trainer's buffers stay in its own pool (warm_up fills it at the largest shapes)
+    if (model.ops.device_counters()) t->mem().keep_released(true);
     return t;
 }
 
@@ -479,8 +506,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     // the loop
     const char* nan_env = getenv("BEAGLE_DEBUG_NAN_STEP");  // tests: poison an input state of step N
     const long nan_step = nan_env ? atol(nan_env) : -1;
-    std::unique_ptr<DraftTrainer> trainer;
-    int trainer_stage = 0;
+    std::unique_ptr<DraftTrainer> trainers[2];  // per stage, made when first needed (a device backend: all up front)
     size_t iter_peak[2] = {0, 0};  // per stage: the largest iteration's buffer peak (BufAlloc), this process's steps
     long stage_steps[2] = {0, 0};
     double stage_seconds[2] = {0, 0};
@@ -492,6 +518,13 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     const DeviceCounters* dev = ops->device_counters();  // a device backend: count each step's runtime work
     TrainTotals devt;
     devt.has_device = dev != nullptr;
+    if (dev && st.step < sc.stop_at)  // the stages still to run: their largest iterations' buffers now
+        for (int stage = 1; stage <= 2; stage++) {
+            const bool runs = stage == 1 ? st.epoch < o.stage1_epochs : o.stage2_epochs > 0;
+            if (!runs) continue;
+            trainers[stage - 1] = make_trainer(model, o, stage);
+            warm_up(*trainers[stage - 1], ds, items, std::min(o.batch, n_items), o, cfg.dim);
+        }
     auto checkpoint = [&]() {
         double now = now_seconds();
         st.train_seconds += now - t_seg;
@@ -509,12 +542,13 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
             shuffle(st);
         }
         const int stage = st.epoch < o.stage1_epochs ? 1 : 2;
-        if (stage != trainer_stage) trainer = make_trainer(model, o, trainer_stage = stage);
+        if (!trainers[stage - 1]) trainers[stage - 1] = make_trainer(model, o, stage);
+        DraftTrainer& trainer = *trainers[stage - 1];
         const int nb = std::min(o.batch, n_items - st.pos);
         const DeviceCounters c0 = dev ? *dev : DeviceCounters();
         model.zero_grads();
         const double t_step = now_seconds();
-        StepLoss sl = accumulate_grads(*trainer, tree, ds, items, st, nb, o, cfg.dim, nan_step, &iter_peak[stage - 1]);
+        StepLoss sl = accumulate_grads(trainer, tree, ds, items, st, nb, o, cfg.dim, nan_step, &iter_peak[stage - 1]);
         seg_tokens += sl.tokens;
         run_tokens += sl.tokens;
         const char* last = last_good.empty() ? "none written yet" : last_good.c_str();

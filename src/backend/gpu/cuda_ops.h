@@ -26,6 +26,7 @@ public:
     ~CudaOps() override;
     const char* name() const override { return "cuda"; }
     const DeviceCounters* device_counters() const override;
+    void reserve(const ScratchSizes& s) override;
 
     float* alloc(size_t n) override;
     void release(float* p) override;

@@ -90,6 +90,23 @@ void* CudaOps::scratch(int slot, size_t bytes) {
     return slot_ptr_[slot];
 }
 
+// Each slot at its largest use by calls up to s, with the formulas of the ops below (the split-KV
+// partials: the most query rows that split, ATTN_SPLIT_MAX_T, over s.keys keys).
+void CudaOps::reserve(const ScratchSizes& s) {
+    const int R = std::max(s.rows, 1);
+    for (int slot : {S_TOKENS, S_POS, S_START, S_LEN, S_IDX, S_IDX2, S_QROW}) scratch(slot, (size_t)R * sizeof(int));
+    if (s.mask_words > 0) {
+        scratch(S_MASK, (size_t)R * s.mask_words * sizeof(uint64_t));
+        scratch(S_BITS, (size_t)R * s.mask_words * sizeof(uint64_t));
+    }
+    if (s.cols > 0 && s.cols % 32 == 0) scratch(S_QACT, matmul_q_scratch_bytes(R, s.cols));
+    if (s.topk > 0) scratch(S_TOPK, (size_t)R * s.topk * (sizeof(int) + sizeof(float)) + (size_t)R * sizeof(float));
+    if (s.n_heads > 0 && s.keys > 0) {
+        const int T = std::min(R, ATTN_SPLIT_MAX_T);
+        scratch(S_ATTN_PART, attn_split_scratch_bytes(T, s.n_heads, s.head_dim, std::max(s.keys - T, 0)));
+    }
+}
+
 void* CudaOps::stage(int slot, const void* host, size_t bytes) {
     void* d = scratch(slot, bytes);
     std::vector<unsigned char>& held = slot_host_[slot];

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# test_cuda_emu_counters.sh: the CUDA backend's runtime counters (docs/gpu.md) under the emulator
+# (build/beagle-cuda-emu), read from `generate --json` and the training summary:
+#   - greedy SD with the shipped stories260K draft, chain and tree of 24: no cudaMalloc after the
+#     first round (allocs_after_warmup 0: Llama and Draft size the scratch up front, Ops::reserve, and
+#     the draft's key temporaries are kept), at most one sync per draft step plus the verify's
+#     (chain: gamma + 1 = 6; tree: depth + 1 = 6), at most 16 KiB down per round (ids and top-k
+#     values, never logits or states);
+#   - training stage 1 then stage 2 (batch 2, window 2, 2 simulation steps): no cudaMalloc after the
+#     first optimizer step (the trainer's pool, warmed at the largest shapes before the first step) and
+#     at most 2 syncs per step (one loss download, one gradient norm).
+# The counts are exact (every runtime call runs in the emulator), so the bounds are the design's, not
+# tolerances. BEAGLE_CUDA_BIN=build/beagle-cuda runs the same checks on a GPU.
+set -u
+cd "$(dirname "$0")/../.."
+B=$(dirname "${BEAGLE_BIN:-build/beagle}")
+EMU=${BEAGLE_CUDA_BIN:-$B/beagle-cuda-emu}
+CPU=${BEAGLE_BIN:-build/beagle}
+M=${BEAGLE_SHARED:-../shared}/data/models
+D=weights/beagle-stories260K.bin
+[ -x "$EMU" ] || { echo "FAIL: $EMU missing (make cuda-emu)"; exit 1; }
+[ -f "$D" ] || { echo "SKIP: no draft at $D"; exit 77; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0
+# check name json-file python-expression-over-g (the "gpu" object)
+check() {
+  local name=$1 file=$2 expr=$3
+  if python3 - "$file" "$expr" <<'EOF'
+import json, sys
+line = [l for l in open(sys.argv[1]) if l.startswith("{")][-1]
+g = json.loads(line)["gpu"]
+ok = eval(sys.argv[2], {}, {"g": g})
+print("     " + json.dumps(g))
+sys.exit(0 if ok else 1)
+EOF
+  then echo "ok   $name"; else echo "FAIL $name: $expr"; fails=$((fails+1)); fi
+}
+P="Once upon a time, there was a little dog named Max who liked to run"
+for mode in "chain" "tree --total-tokens 24"; do
+  "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 40 --temp 0 -d "$D" --spec $mode --json \
+    > /dev/null 2> "$tmp/g.json" || { echo "FAIL $mode: exit $?"; cat "$tmp/g.json"; fails=$((fails+1)); continue; }
+  check "$mode: allocs_after_warmup == 0, syncs_per_round <= 6, d2h_bytes_per_round <= 16384" "$tmp/g.json" \
+    'g["rounds"] >= 3 and g["allocs_after_warmup"] == 0 and g["syncs_per_round"] <= 6 and g["d2h_bytes_per_round"] <= 16384'
+done
+T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
+"$CPU" datagen "${T[@]}" --sample 8 -n 64 --shard-seqs 4 -o "$tmp/d" -t 1 2> "$tmp/err.txt" || { echo "FAIL datagen"; cat "$tmp/err.txt"; exit 1; }
+"$EMU" train "${T[@]}" --data "$tmp/d" --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1 \
+  --batch 2 -t 1 -q -o "$tmp/t.bin" > /dev/null 2> "$tmp/err.txt" || { echo "FAIL train: exit $?"; cat "$tmp/err.txt"; exit 1; }
+python3 -c "import json; print(json.dumps(json.load(open('$tmp/t.bin.json'))))" > "$tmp/t.json"
+check "train stage 1 + 2: allocs_after_first_step == 0, syncs_per_step <= 2" "$tmp/t.json" \
+  'g["steps"] >= 4 and g["allocs_after_first_step"] == 0 and g["syncs_per_step"] <= 2'
+echo "$fails failures"
+[ $fails -eq 0 ]

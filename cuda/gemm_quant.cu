@@ -2,11 +2,11 @@
 // quantized linear layers (forward only: the target is frozen). Launched (launch_* at the end) by the CUDA backend's
 // matmul (src/backend/gpu/ops_cuda.cu); tested by test/kernels/cuda_emu_kernels_gemm_quant.cpp.
 //
-// quantize_block32 (quantize_q8_kernel: one thread per block; the dp4a kernels: in shared memory):
-//   each 32-value block of an activation row becomes int8 q, d = max|x| / 127 and s = d * sum q (one
-//   thread per block: the max is exact and the sum an integer, so any order gives the same bits),
-//   rounding as the CPU backend's 8-bit mode (src/backend/cpu/quantize.h): q = round-half-even(x * (1 /
-//   d)), a NaN makes d NaN. One function, so both paths quantize to the same bits.
+// quantize_block32 (quantize_q8_kernel, one thread per block) and quantize_chunk_part (the dp4a
+//   kernels, four threads per block): each 32-value block of an activation row becomes int8 q,
+//   d = max|x| / 127 and s = d * sum q (the max is exact and the sum an integer, so any order and any
+//   thread split give the same bits), rounding as the CPU backend's 8-bit mode
+//   (src/backend/cpu/quantize.h): q = round-half-even(x * (1 / d)), a NaN makes d NaN.
 // The product, ONE order for every kernel below (batch invariance): per 32-block b the integer dot
 //   I_b = sum_j w_j q_j is exact (w_j = q for Q8_0, q - 8 for Q4_0, the nibble q for Q4_1), and
 //   y[t, o] is the fma chain, b = 0, 1, ..., nb - 1 in order from 0:
@@ -16,18 +16,19 @@
 // gemm_q{8_0,4_0,4_1}_kernel (T <= QGEMM_TOKENS: decode, short verify): a block of 4 warps covers 4
 //   weight rows (one per warp) x 4 tokens of matrix blockIdx.z (Q/K/V or gate/up in one launch: the
 //   grid's x extent is the tallest matrix's, blocks past a shorter one exit at once). Per 32 blocks of
-//   the row (1024 columns), thread (warp i, lane j) first quantizes token i's block c0 + j into shared
-//   memory (int8 q, d, s: 4.5 KiB for 4 tokens), so the activations need no launch of their own: the
-//   f32 x (T x cols, 2.3 KB per SmolLM2 token, L2-resident) is read once per block instead of int8 x
-//   once per block after a separate quantize pass; at decode sizes the launch saved (~2-4 us) is worth
-//   far more than the few hundred extra L2 bytes per block. Then lane j takes whole 32-blocks b = c0 + j
-//   (a warp reads 32 consecutive blocks: 1088 contiguous bytes for Q8_0) and computes I_b for the 4
-//   tokens with dp4a (the weight bytes loaded once for all of them); the (d_w d_x, I_b) pairs go through
-//   shared memory and lane i runs token i's chain over the 32 blocks in order.
+//   the row (1024 columns), the block's 128 threads first quantize its tokens' blocks c0 .. c0 + 31 into
+//   shared memory (4 threads per 32-block, coalesced loads; int8 q, d, s: 4.5 KiB for 4 tokens), so the
+//   activations need no launch of their own. The price: every block reads the f32 x (4 bytes per column
+//   and token, L2-resident) instead of int8 x + scales (1.25); at decode the launch saved (2-3 us) is
+//   worth far more for small models (docs/gpu.md: the numbers for SmolLM2 and a 7B shape). Then lane j
+//   takes whole 32-blocks b = c0 + j (a warp reads 32 consecutive blocks: 1088 contiguous bytes for Q8_0)
+//   and computes I_b for the 4 tokens with dp4a (the weight bytes loaded once for all of them); the
+//   (d_w d_x, I_b) pairs go through shared memory and lane i runs token i's chain over the 32 blocks in
+//   order.
 // gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_TOKENS: prefill and verify): tensor cores, after one
 //   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
-//   warps covers 64 weight rows x 64 tokens of matrix blockIdx.z, so a verify of up to 64 tokens reads every weight byte
-//   ONCE (the 4-token kernel would read it cdiv(T, 4) times). Per 32-block: the weights (unpacked to
+//   warps covers 64 weight rows x 64 tokens of matrix blockIdx.z, so a verify of up to 64 tokens reads
+//   every weight byte ONCE (the 4-token kernel would read it cdiv(T, 4) times). Per 32-block: the weights (unpacked to
 //   int8: Q4 nibbles, Q4_0 minus 8) and the int8 activations are staged in shared memory, warp w
 //   computes the 16 x 16 integer tiles I[t, o] of its 16 rows for every 16-token group with
 //   wmma m16n16k16 s8 x s8 -> s32 (exact, two k-halves), and each thread applies the scales of its 32
@@ -97,9 +98,48 @@ __device__ __forceinline__ void load_block_words(const uint8_t* blk, int* w) {
 }
 
 // ---- few tokens: dp4a, a warp per weight row ------------------------------------------------------
+// Token t's 32-blocks c0 .. c0 + 31 into shared memory (q[j], d[j], s[j] for block c0 + j), by all 128
+// threads of the block: thread = (block j = tid / 4, quarter p = tid % 4) loads the 8 values 8 p .. 8 p + 7
+// (a warp reads 1 KB contiguous) and the 4 threads of a block combine max|x|, the NaN flag and sum q with
+// shuffles. quantize_block32's rule on the same values: the max is exact and the sum an integer in any
+// order, so d, s and every q have its bits (the tests check it against quantize_q8_kernel).
+__device__ __forceinline__ void quantize_chunk_part(const QGemmArgs& a, int t, int c0, int nb, int8_t (*q)[32],
+                                                    float* d, float* s) {
+    static_assert(QGEMM_WARPS == 4, "128 threads: 4 per 32-block, 32 blocks per chunk");
+    const int j = threadIdx.x / 4, p = threadIdx.x % 4, b = c0 + j;
+    float v[8];
+    for (int k = 0; k < 8; k++) v[k] = 0.0f;
+    if (b < nb) {
+        const float* xb = a.x + (long long)t * a.cols + (long long)b * 32 + 8 * p;
+        for (int k = 0; k < 8; k++) v[k] = xb[k];
+    }
+    float amax = 0.0f;
+    int nan = 0;
+    for (int k = 0; k < 8; k++) {
+        amax = fmaxf(amax, fabsf(v[k]));
+        nan |= v[k] != v[k];
+    }
+    for (int o = 1; o <= 2; o <<= 1) {  // the 4 threads of the block (whole warps take part)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        nan |= __shfl_xor_sync(0xffffffffu, nan, o);
+    }
+    const float dv = nan ? __int_as_float(0x7fc00000) : amax / 127.0f;
+    const float id = dv != 0.0f ? 1.0f / dv : 0.0f;
+    int qsum = 0;
+    for (int k = 0; k < 8; k++) {
+        const int qv = __float2int_rn(v[k] * id);
+        qsum += qv;
+        q[j][8 * p + k] = (int8_t)qv;
+    }
+    for (int o = 1; o <= 2; o <<= 1) qsum += __shfl_xor_sync(0xffffffffu, qsum, o);
+    if (p == 0 && b < nb) {
+        d[j] = dv;
+        s[j] = dv * (float)qsum;
+    }
+}
+
 template <int DT>
 __device__ void gemm_q_body(const QGemmArgs& a) {
-    static_assert(QGEMM_WARPS == QGEMM_TOKENS, "warp i quantizes token i's blocks");
     constexpr int BS = QBlock<DT>::bytes;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int m = blockIdx.z, rows = a.rows[m];
@@ -118,9 +158,7 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
     float acc = 0.0f;  // lane i < nt: token t0 + i
     for (int c0 = 0; c0 < nb; c0 += 32) {
         const int b = c0 + lane;
-        if (warp < nt && b < nb)
-            quantize_block32(a.x + (long long)(t0 + warp) * a.cols + (long long)b * 32, xq[warp][lane], &xd[warp][lane],
-                             &xs[warp][lane]);
+        for (int i = 0; i < nt; i++) quantize_chunk_part(a, t0 + i, c0, nb, xq[i], xd[i], xs[i]);
         __syncthreads();
         if (row && b < nb) {
             const uint8_t* blk = wrow + (long long)b * BS;

@@ -211,6 +211,23 @@ static void check_group(int dt, int T) {
     }
 }
 
+// The dp4a kernels' own quantization on an all-zero block (d = 0, q = 0) and a NaN block (d NaN: that
+// token's outputs NaN, as the tensor-core kernels' after quantize_q8_kernel); the other token bit-identical.
+static void check_zero_nan(int dt) {
+    const int T = 2, rows = 9, cols = 96;
+    QWeights w = make_weights(dt, rows, cols);
+    std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f);
+    for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;  // token 0, block 1
+    x[cols + 64 + 27] = NAN;                        // token 1, block 2, its last quarter
+    QActs a = quantize(x, T, cols, 256, "zero and NaN blocks");
+    std::vector<float> y = run_gemm(w, x, a, T, false), ym = run_gemm(w, x, a, T, true);
+    int nan_ok = 0;
+    for (int o = 0; o < rows; o++) nan_ok += std::isnan(y[rows + o]) && std::isnan(ym[rows + o]);
+    CHECK(!memcmp(y.data(), ym.data(), rows * 4) && nan_ok == rows,
+          "%s: zero block not bit-identical to the tensor-core kernel, or %d of %d NaN outputs", qname(dt, false).c_str(),
+          nan_ok, rows);
+}
+
 int main() {
     const int shapes[][3] = {{1, 32, 1}, {5, 64, 3}, {37, 288, 4}, {130, 96, 5}, {8, 1024, 9}, {3, 544, 2},
                              {70, 160, 17}, {64, 96, 64}, {21, 64, 70}};
@@ -218,6 +235,7 @@ int main() {
         for (auto& s : shapes) check_case(dt, s[0], s[1], s[2], "");
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (int T : {1, 3, 6}) check_group(dt, T);
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_zero_nan(dt);
     // quantizer with block sizes 32 and 1024, zero blocks and a NaN block
     for (int block : {32, 1024}) {
         int T = 3, cols = 96;

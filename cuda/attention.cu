@@ -89,12 +89,9 @@ __global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw) {
     const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
     const long long q_dim = (long long)a.n_heads * hd, kv_dim = (long long)a.n_kv_heads * hd;
     const int nt = min(nq, a.T - t0), ntasks = nt * group;
-    AttnTile tl;
-    tl.ld = hd + 1;
-    tl.Ks = smem;
-    tl.Vs = smem + ATTN_BK * tl.ld;
-    float* qs = tl.Vs + ATTN_BK * tl.ld;  // [task][hd]
-    float* sc = qs + nq * group * hd + warp * ATTN_BK;
+    const AttnTiledSmem sm = attn_tiled_smem(smem, hd, nq * group);
+    const AttnTile tl = sm.tile;
+    float *qs = sm.qs, *sc = sm.sc;  // qs[task][hd], this warp's scores
     // the block's key range: the union of its queries' ranges
     int blo = 0x7fffffff, bhi = 0;
     for (int i = 0; i < nt; i++) {

@@ -166,6 +166,25 @@ __device__ void attn_tiled_walk(const AttnTile& tl, const float* K, const float*
     }
 }
 
+// Dynamic shared memory carve-up of the query-tiled forward kernels (attn_fwd_tiled_kernel,
+// xattn_fwd_kernel): the K and V tiles (ATTN_BK rows of hd + 1 floats: the +1 keeps a column's reads
+// conflict-free), the block's staged queries qs[task][hd] for up to `tasks` (query, head) tasks, then
+// each warp's ATTN_BK scores sc.
+struct AttnTiledSmem {
+    AttnTile tile;
+    float* qs;  // [task][hd]
+    float* sc;  // this warp's ATTN_BK scores
+};
+__device__ __forceinline__ AttnTiledSmem attn_tiled_smem(float* base, int hd, int tasks) {
+    AttnTiledSmem s;
+    s.tile.ld = hd + 1;
+    s.tile.Ks = base;
+    s.tile.Vs = base + ATTN_BK * s.tile.ld;
+    s.qs = s.tile.Vs + ATTN_BK * s.tile.ld;
+    s.sc = s.qs + (long long)tasks * hd + (threadIdx.x / 32) * ATTN_BK;
+    return s;
+}
+
 // Dynamic shared memory carve-up for `warps` warps.
 struct AttnSmem {
     AttnTile tile;

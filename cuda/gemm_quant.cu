@@ -2,10 +2,11 @@
 // quantized linear layers (forward only: the target is frozen). Launched (launch_* at the end) by the CUDA backend's
 // matmul (src/backend/gpu/ops_cuda.cu); tested by test/kernels/cuda_emu_kernels_gemm_quant.cpp.
 //
-// quantize_q8_kernel: each 32-value block of an activation row becomes int8 q, d = max|x| / 127 and
-//   s = d * sum q (one thread per block: the max is exact and the sum an integer, so any order gives
-//   the same bits), rounding as the CPU backend's 8-bit mode (src/backend/cpu/quantize.h):
-//   q = round-half-even(x * (1 / d)), a NaN makes d NaN.
+// quantize_block32 (quantize_q8_kernel, one thread per block) and quantize_chunk_part (the dp4a
+//   kernels, four threads per block): each 32-value block of an activation row becomes int8 q,
+//   d = max|x| / 127 and s = d * sum q (the max is exact and the sum an integer, so any order and any
+//   thread split give the same bits), rounding as the CPU backend's 8-bit mode
+//   (src/backend/cpu/quantize.h): q = round-half-even(x * (1 / d)), a NaN makes d NaN.
 // The product, ONE order for every kernel below (batch invariance): per 32-block b the integer dot
 //   I_b = sum_j w_j q_j is exact (w_j = q for Q8_0, q - 8 for Q4_0, the nibble q for Q4_1), and
 //   y[t, o] is the fma chain, b = 0, 1, ..., nb - 1 in order from 0:
@@ -13,13 +14,21 @@
 //   Nothing in it depends on T, the token's slot or the kernel, so a token's row has the same bits in
 //   decode (T = 1), a prefill chunk or a verify pass of any size, whichever kernel ran it.
 // gemm_q{8_0,4_0,4_1}_kernel (T <= QGEMM_TOKENS: decode, short verify): a block of 4 warps covers 4
-//   weight rows (one per warp) x 4 tokens. Lane j takes whole 32-blocks b = 32 c + j (a warp reads 32
-//   consecutive blocks: 1088 contiguous bytes for Q8_0) and computes I_b for the 4 tokens with dp4a
-//   (the weight bytes loaded once for all of them); the (d_w d_x, I_b) pairs go through shared memory
-//   and lane i runs token i's chain over the 32 blocks in order (two warp barriers per 32 blocks).
-// gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_TOKENS: prefill and verify): tensor cores. A block of 4
-//   warps covers 64 weight rows x 64 tokens, so a verify of up to 64 tokens reads every weight byte
-//   ONCE (the 4-token kernel would read it cdiv(T, 4) times). Per 32-block: the weights (unpacked to
+//   weight rows (one per warp) x 4 tokens of matrix blockIdx.z (Q/K/V or gate/up in one launch: the
+//   grid's x extent is the tallest matrix's, blocks past a shorter one exit at once). Per 32 blocks of
+//   the row (1024 columns), the block's 128 threads first quantize its tokens' blocks c0 .. c0 + 31 into
+//   shared memory (4 threads per 32-block, coalesced loads; int8 q, d, s: 4.5 KiB for 4 tokens), so the
+//   activations need no launch of their own. The price: every block reads the f32 x (4 bytes per column
+//   and token, L2-resident) instead of int8 x + scales (1.25); at decode the launch saved (2-3 us) is
+//   worth far more for small models (docs/gpu.md: the numbers for SmolLM2 and a 7B shape). Then lane j
+//   takes whole 32-blocks b = c0 + j (a warp reads 32 consecutive blocks: 1088 contiguous bytes for Q8_0)
+//   and computes I_b for the 4 tokens with dp4a (the weight bytes loaded once for all of them); the
+//   (d_w d_x, I_b) pairs go through shared memory and lane i runs token i's chain over the 32 blocks in
+//   order.
+// gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_TOKENS: prefill and verify): tensor cores, after one
+//   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
+//   warps covers 64 weight rows x 64 tokens of matrix blockIdx.z, so a verify of up to 64 tokens reads
+//   every weight byte ONCE (the 4-token kernel would read it cdiv(T, 4) times). Per 32-block: the weights (unpacked to
 //   int8: Q4 nibbles, Q4_0 minus 8) and the int8 activations are staged in shared memory, warp w
 //   computes the 16 x 16 integer tiles I[t, o] of its 16 rows for every 16-token group with
 //   wmma m16n16k16 s8 x s8 -> s32 (exact, two k-halves), and each thread applies the scales of its 32
@@ -33,12 +42,8 @@
 // against the plain f32 product, and for bit-identity of both kernels for every token at every T.
 #include "kernels.cuh"
 
-__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols) {
-    const int nb = cols / 32;
-    const long long blk = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // one thread per 32-block
-    if (blk >= (long long)T * nb) return;
-    const long long t = blk / nb, b = blk % nb;
-    const float* xb = x + t * cols + b * 32;
+// The 32 values xb[0..31] -> q[0..31], *d, *s (see the header).
+__device__ __forceinline__ void quantize_block32(const float* xb, int8_t* q, float* d_out, float* s_out) {
     float amax = 0.0f;
     bool nan = false;
     for (int j = 0; j < 32; j++) {
@@ -48,14 +53,21 @@ __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float*
     const float d = nan ? __int_as_float(0x7fc00000) : amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     int qsum = 0;
-    int8_t* qb = xq + t * cols + b * 32;
     for (int j = 0; j < 32; j++) {
-        const int q = __float2int_rn(xb[j] * id);
-        qsum += q;
-        qb[j] = (int8_t)q;
+        const int v = __float2int_rn(xb[j] * id);
+        qsum += v;
+        q[j] = (int8_t)v;
     }
-    xd[t * nb + b] = d;
-    xs[t * nb + b] = d * (float)qsum;
+    *d_out = d;
+    *s_out = d * (float)qsum;
+}
+
+__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols) {
+    const int nb = cols / 32;
+    const long long blk = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // one thread per 32-block
+    if (blk >= (long long)T * nb) return;
+    const long long t = blk / nb, b = blk % nb;
+    quantize_block32(x + t * cols + b * 32, xq + t * cols + b * 32, &xd[t * nb + b], &xs[t * nb + b]);
 }
 
 // 32-bit word from a 2-byte aligned address (little-endian).
@@ -86,31 +98,76 @@ __device__ __forceinline__ void load_block_words(const uint8_t* blk, int* w) {
 }
 
 // ---- few tokens: dp4a, a warp per weight row ------------------------------------------------------
+// Token t's 32-blocks c0 .. c0 + 31 into shared memory (q[j], d[j], s[j] for block c0 + j), by all 128
+// threads of the block: thread = (block j = tid / 4, quarter p = tid % 4) loads the 8 values 8 p .. 8 p + 7
+// (a warp reads 1 KB contiguous) and the 4 threads of a block combine max|x|, the NaN flag and sum q with
+// shuffles. quantize_block32's rule on the same values: the max is exact and the sum an integer in any
+// order, so d, s and every q have its bits (the tests check it against quantize_q8_kernel).
+__device__ __forceinline__ void quantize_chunk_part(const QGemmArgs& a, int t, int c0, int nb, int8_t (*q)[32],
+                                                    float* d, float* s) {
+    static_assert(QGEMM_WARPS == 4, "128 threads: 4 per 32-block, 32 blocks per chunk");
+    const int j = threadIdx.x / 4, p = threadIdx.x % 4, b = c0 + j;
+    float v[8];
+    for (int k = 0; k < 8; k++) v[k] = 0.0f;
+    if (b < nb) {
+        const float* xb = a.x + (long long)t * a.cols + (long long)b * 32 + 8 * p;
+        for (int k = 0; k < 8; k++) v[k] = xb[k];
+    }
+    float amax = 0.0f;
+    int nan = 0;
+    for (int k = 0; k < 8; k++) {
+        amax = fmaxf(amax, fabsf(v[k]));
+        nan |= v[k] != v[k];
+    }
+    for (int o = 1; o <= 2; o <<= 1) {  // the 4 threads of the block (whole warps take part)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        nan |= __shfl_xor_sync(0xffffffffu, nan, o);
+    }
+    const float dv = nan ? __int_as_float(0x7fc00000) : amax / 127.0f;
+    const float id = dv != 0.0f ? 1.0f / dv : 0.0f;
+    int qsum = 0;
+    for (int k = 0; k < 8; k++) {
+        const int qv = __float2int_rn(v[k] * id);
+        qsum += qv;
+        q[j][8 * p + k] = (int8_t)qv;
+    }
+    for (int o = 1; o <= 2; o <<= 1) qsum += __shfl_xor_sync(0xffffffffu, qsum, o);
+    if (p == 0 && b < nb) {
+        d[j] = dv;
+        s[j] = dv * (float)qsum;
+    }
+}
+
 template <int DT>
 __device__ void gemm_q_body(const QGemmArgs& a) {
     constexpr int BS = QBlock<DT>::bytes;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int m = blockIdx.z, rows = a.rows[m];
+    if ((int)blockIdx.x * QGEMM_WARPS >= rows) return;  // the whole block: past a shorter matrix
     const int o = blockIdx.x * QGEMM_WARPS + warp;
+    const bool row = o < rows;  // warps past the last row still quantize (barriers below)
     const int t0 = blockIdx.y * QGEMM_TOKENS;
-    if (o >= a.rows) return;  // whole warps
     const int nt = min(QGEMM_TOKENS, a.T - t0);
     const int nb = a.cols / 32;
+    __shared__ __align__(16) int8_t xq[QGEMM_TOKENS][32][32];  // token i's int8 block c0 + j
+    __shared__ float xd[QGEMM_TOKENS][32], xs[QGEMM_TOKENS][32];
     __shared__ float sc[QGEMM_WARPS][QGEMM_TOKENS][32];  // d_w d_x of (token, block)
     __shared__ int dot[QGEMM_WARPS][QGEMM_TOKENS][32];   // I_b of (token, block)
     __shared__ float mw[QGEMM_WARPS][32];                // Q4_1: m_w of the block
-    const uint8_t* wrow = a.w + (long long)o * a.row_bytes;
+    const uint8_t* wrow = a.w[m] + (long long)o * a.row_bytes;
     float acc = 0.0f;  // lane i < nt: token t0 + i
     for (int c0 = 0; c0 < nb; c0 += 32) {
         const int b = c0 + lane;
-        if (b < nb) {
+        for (int i = 0; i < nt; i++) quantize_chunk_part(a, t0 + i, c0, nb, xq[i], xd[i], xs[i]);
+        __syncthreads();
+        if (row && b < nb) {
             const uint8_t* blk = wrow + (long long)b * BS;
             const float dw = f16_bits_to_float(load_u16(blk));
             int w[8];
             load_block_words<DT>(blk, w);
             if (DT == KD_Q4_1) mw[warp][lane] = f16_bits_to_float(load_u16(blk + 2));
             for (int i = 0; i < nt; i++) {
-                const long long t = t0 + i;
-                const int* x = reinterpret_cast<const int*>(a.xq + t * a.cols + (long long)b * 32);
+                const int* x = reinterpret_cast<const int*>(xq[i][lane]);
                 int I = 0;
                 for (int p = 0; p < 8; p++) I = dot4_i8(w[p], x[p], I);
                 if (DT == KD_Q4_0) {  // sum (q - 8) x = sum q x - 8 sum x, exact
@@ -119,20 +176,19 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
                     I -= 8 * sx;
                 }
                 dot[warp][i][lane] = I;
-                sc[warp][i][lane] = dw * a.xd[t * nb + b];
+                sc[warp][i][lane] = dw * xd[i][lane];
             }
         }
         __syncwarp();
-        if (lane < nt) {
-            const long long t = t0 + lane;
+        if (row && lane < nt) {
             for (int j = 0; j < 32 && c0 + j < nb; j++) {
                 acc = fmaf(sc[warp][lane][j], (float)dot[warp][lane][j], acc);
-                if (DT == KD_Q4_1) acc = fmaf(mw[warp][j], a.xs[t * nb + c0 + j], acc);
+                if (DT == KD_Q4_1) acc = fmaf(mw[warp][j], xs[lane][j], acc);
             }
         }
-        __syncwarp();  // the next 32 blocks overwrite sc, dot, mw
+        __syncthreads();  // the next 32 blocks overwrite xq, xd, xs, sc, dot, mw
     }
-    if (lane < nt) a.y[(long long)(t0 + lane) * a.rows + o] = acc;
+    if (row && lane < nt) a.y[m][(long long)(t0 + lane) * rows + o] = acc;
 }
 
 __global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0>(a); }
@@ -152,7 +208,9 @@ __device__ void gemm_q_mma_body(const QGemmArgs& a) {
     __shared__ __align__(32) int Is[QMMA_TOKENS * LDI];           // Is[t][o] = I_b
     __shared__ float dws[QMMA_ROWS], mws[QMMA_ROWS], dxs[QMMA_TOKENS], sxs[QMMA_TOKENS];
     const int tid = threadIdx.x, warp = tid / 32;
+    const int m = blockIdx.z, rows = a.rows[m];
     const int o0 = blockIdx.x * QMMA_ROWS, t0 = blockIdx.y * QMMA_TOKENS;
+    if (o0 >= rows) return;  // the whole block: past a shorter matrix of the launch
     const int nt = min(QMMA_TOKENS, a.T - t0), groups = cdiv(nt, 16);
     const int nb = a.cols / 32;
     float acc[PER];
@@ -163,8 +221,8 @@ __device__ void gemm_q_mma_body(const QGemmArgs& a) {
             const int r = tid / 2, half = tid % 2;
             signed char* wd = Ws + r * LDX + 16 * half;
             const int o = o0 + r;
-            if (o < a.rows) {
-                const uint8_t* blk = a.w + (long long)o * a.row_bytes + (long long)b * BS;
+            if (o < rows) {
+                const uint8_t* blk = a.w[m] + (long long)o * a.row_bytes + (long long)b * BS;
                 int w[8];
                 load_block_words<DT>(blk, w);
                 for (int p = 0; p < 4; p++) {
@@ -218,7 +276,7 @@ __device__ void gemm_q_mma_body(const QGemmArgs& a) {
     }
     for (int i = 0; i < PER; i++) {
         const int idx = tid + 32 * QMMA_WARPS * i, t = idx / QMMA_ROWS, o = idx % QMMA_ROWS;
-        if (t < nt && o0 + o < a.rows) a.y[(long long)(t0 + t) * a.rows + o0 + o] = acc[i];
+        if (t < nt && o0 + o < rows) a.y[m][(long long)(t0 + t) * rows + o0 + o] = acc[i];
     }
 }
 
@@ -234,36 +292,45 @@ size_t matmul_q_scratch_bytes(int T, int cols) {
     return matmul_q_act_bytes(T, cols) + 2 * (size_t)T * (cols / 32) * sizeof(float);
 }
 
-void launch_matmul_q(float* y, const float* x, const uint8_t* W, int dtype, long long row_bytes, int rows, int cols,
-                     int T, void* scratch, KernelRunner& kr) {
+void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* const* Ws, const int* rows, int dtype,
+                     long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr) {
     kcheck(kr, dtype == KD_Q8_0 || dtype == KD_Q4_0 || dtype == KD_Q4_1,
            "quantized matmul: weight dtype %d is not Q8_0, Q4_0 or Q4_1", dtype);
     kcheck(kr, cols % 32 == 0, "quantized matmul: %d columns, not a multiple of 32", cols);
+    kcheck(kr, n >= 1 && n <= QGEMM_MATS, "quantized matmul: %d matrices in one launch, expected 1..%d", n, QGEMM_MATS);
     if (T <= 0) return;
+    QGemmArgs a = {};
+    a.n = n;
+    int max_rows = 0;
+    for (int m = 0; m < n; m++) {
+        a.w[m] = Ws[m];
+        a.y[m] = ys[m];
+        a.rows[m] = rows[m];
+        max_rows = rows[m] > max_rows ? rows[m] : max_rows;
+        const bool overlap = ys[m] < x + (long long)T * cols && x < ys[m] + (long long)T * rows[m];
+        kcheck(kr, !overlap, "quantized matmul: output %d overlaps the input", m);
+    }
+    a.row_bytes = row_bytes;
+    a.cols = cols;
+    a.x = x;
+    a.T = T;
+    if (T <= QGEMM_TOKENS) {  // the kernel quantizes x itself; same bits as the tensor-core path
+        dim3 grid(cdiv(max_rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS), n);
+        if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel, a);
+        if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel, a);
+        if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel, a);
+        return;
+    }
     const int nb = cols / 32;
     uint8_t* base = (uint8_t*)scratch;
     int8_t* xq = (int8_t*)base;
     float* xd = (float*)(base + matmul_q_act_bytes(T, cols));
     float* xs = xd + (size_t)T * nb;
     KRUN(kr, cdiv(T * nb, 256), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);
-    QGemmArgs a;
-    a.w = W;
-    a.row_bytes = row_bytes;
-    a.rows = rows;
-    a.cols = cols;
     a.xq = xq;
     a.xd = xd;
     a.xs = xs;
-    a.y = y;
-    a.T = T;
-    if (T <= QGEMM_TOKENS) {  // same bits as the tensor-core kernel: batch invariant either way
-        dim3 grid(cdiv(rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS));
-        if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel, a);
-        if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel, a);
-        if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel, a);
-        return;
-    }
-    dim3 grid(cdiv(rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS));
+    dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);
     if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel, a);
     if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_kernel, a);
     if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_kernel, a);

@@ -85,35 +85,46 @@ void launch_matmul_wmma(float* y, const float* x, const void* W, int dtype, int 
                         KernelRunner& kr);
 
 // ---- gemm_quant.cu: y[t, o] = sum_i W[o, i] x[t, i] with W stored as Q8_0 / Q4_0 / Q4_1 blocks ----
-// x is first quantized to int8 blocks of 32 (q, d = max|x| / 127, s = d * sum q: quantize_q8_kernel),
-// then every 32-block is an exact integer dot product (dp4a) scaled by d_w * d_x.
+// x is quantized to int8 blocks of 32 (q, d = max|x| / 127, s = d * sum q: quantize_block32), then every
+// 32-block is an exact integer dot product (dp4a) scaled by d_w * d_x. One launch multiplies the same x
+// by up to QGEMM_MATS matrices of the same dtype and cols (Q/K/V, gate/up): blockIdx.z picks the matrix.
+constexpr int QGEMM_MATS = 3;
 struct QGemmArgs {
-    const uint8_t* w;           // rows x cols weights, row_bytes per row (GGUF blocks)
+    const uint8_t* w[QGEMM_MATS];  // matrix m < n: rows[m] x cols weights, row_bytes per row (GGUF blocks)
+    float* y[QGEMM_MATS];          // matrix m: T x rows[m] outputs
+    int rows[QGEMM_MATS];
+    int n;                         // matrices in the launch (gridDim.z)
     long long row_bytes;
-    int rows, cols;             // cols % 32 == 0
-    const int8_t* xq;           // T x cols
-    const float* xd;            // T x cols/32 block scales
-    const float* xs;            // T x cols/32: d * sum(q) of each block
-    float* y;                   // T x rows
+    int cols;                      // cols % 32 == 0
+    const float* x;                // T x cols f32: the dp4a kernels quantize it themselves (shared memory)
+    const int8_t* xq;              // T x cols: the tensor-core kernels read quantize_q8_kernel's output
+    const float* xd;               // T x cols/32 block scales
+    const float* xs;               // T x cols/32: d * sum(q) of each block
     int T;
-    template <class F> void pointers(F f) const { f(w); f(xq); f(xd); f(xs); f(y); }
+    template <class F> void pointers(F f) const {
+        for (int m = 0; m < QGEMM_MATS; m++) { f(w[m]); f(y[m]); }
+        f(x); f(xq); f(xd); f(xs);
+    }
 };
 constexpr int QGEMM_WARPS = 4, QGEMM_TOKENS = 4;  // a block: 4 weight rows (one per warp) x 4 tokens
 constexpr int QMMA_WARPS = 4, QMMA_ROWS = 64, QMMA_TOKENS = 64;  // tensor cores: 64 rows x 64 tokens per block
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);  // thread per 32-block
-// T <= QGEMM_TOKENS: grid (cdiv(rows, 4), cdiv(T, 4)), 128 threads (dp4a)
+// T <= QGEMM_TOKENS: grid (cdiv(max rows, 4), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32)
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_kernel(QGemmArgs a);
-// T > QGEMM_TOKENS: grid (cdiv(rows, 64), cdiv(T, 64)), 128 threads (int8 wmma); the same bits per token
+// T > QGEMM_TOKENS: grid (cdiv(max rows, 64), cdiv(T, 64), n), 128 threads (int8 wmma); reads xq, xd, xs;
+// the same bits per token
 __global__ void gemm_q8_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_mma_kernel(QGemmArgs a);
-// y = x W^T with W (rows x cols, row_bytes per row) stored as KD_Q8_0 / KD_Q4_0 / KD_Q4_1; scratch: device
-// memory of matmul_q_scratch_bytes(T, cols) for the quantized activations.
+// ys[m] = x Ws[m]^T for m < n (1 <= n <= QGEMM_MATS), every Ws[m] (rows[m] x cols, row_bytes per row)
+// stored as the same KD_Q8_0 / KD_Q4_0 / KD_Q4_1; one launch for T <= QGEMM_TOKENS, two (quantize, GEMM)
+// above. scratch: device memory of matmul_q_scratch_bytes(T, cols) for the quantized activations (T >
+// QGEMM_TOKENS only). No ys[m] may overlap x (the dp4a kernels read x while other blocks write y).
 size_t matmul_q_scratch_bytes(int T, int cols);
-void launch_matmul_q(float* y, const float* x, const uint8_t* W, int dtype, long long row_bytes, int rows, int cols,
-                     int T, void* scratch, KernelRunner& kr);
+void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* const* Ws, const int* rows, int dtype,
+                     long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr);
 
 // ---- rmsnorm.cu -------------------------------------------------------------------------------
 // y[t] = x[t] * rstd[t] * w, rstd = 1/sqrt(mean(x^2) + eps); one block per row (rstd may be null).
@@ -123,17 +134,22 @@ __global__ void rmsnorm_bwd_dx_kernel(float* dx, const float* dy, const float* x
                                       int dim);
 // dw[i] += sum_t dy[t, i] x[t, i] rstd[t]; one thread per column, t in order.
 __global__ void rmsnorm_bwd_dw_kernel(float* dw, const float* dy, const float* x, const float* rstd, int T, int dim);
+// x[t] += dx[t], then y[t] = rmsnorm(x[t]) * w: add_kernel then rmsnorm_fwd_kernel in one pass, the same bits.
+__global__ void add_rmsnorm_kernel(float* y, float* x, const float* dx, const float* w, int dim, float eps);
 // ops.h rmsnorm / rmsnorm_f32 (rstd null: not saved) and rmsnorm_f32_bwd (dx or dw null: skipped).
 void launch_rmsnorm(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps, KernelRunner& kr);
+void launch_add_rmsnorm(float* y, float* x, const float* dx, const float* w, int T, int dim, float eps, KernelRunner& kr);
 void launch_rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
                         int dim, KernelRunner& kr);
 
 // ---- rope.cu: rotate the adjacent pairs (2i, 2i+1) of every head by pos[t] * freq[i] (inverse: by
-// minus that angle, which is RoPE's backward). One thread per (row, head, pair).
-__global__ void rope_kernel(float* x, const int* pos, const float* freq, int T, int n_heads, int head_dim, int inverse);
+// minus that angle, which is RoPE's backward). One thread per (buffer, row, head, pair): x (n_heads heads
+// per row) and x2 (n_heads2; may be null with 0) at the same positions in one launch (q and k).
+__global__ void rope_kernel(float* x, int n_heads, float* x2, int n_heads2, const int* pos, const float* freq, int T,
+                            int head_dim, int inverse);
 // pos: T positions, freq: head_dim / 2 inverse frequencies (device).
-void launch_rope(float* x, const int* pos, const float* freq, int T, int n_heads, int head_dim, bool inverse,
-                 KernelRunner& kr);
+void launch_rope(float* x, int n_heads, float* x2, int n_heads2, const int* pos, const float* freq, int T, int head_dim,
+                 bool inverse, KernelRunner& kr);
 
 // ---- swiglu.cu ----------------------------------------------------------------------------------
 __global__ void swiglu_fwd_kernel(float* out, const float* gate, const float* up, long long n);

@@ -1,5 +1,5 @@
 // rmsnorm.cu: RMSNorm forward and backward. Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/:
-// rmsnorm, rmsnorm_f32, rmsnorm_f32_bwd); tested by test/kernels/cuda_emu_kernels_rows.cpp.
+// rmsnorm, add_rmsnorm, rmsnorm_f32, rmsnorm_f32_bwd); tested by test/kernels/cuda_emu_kernels_rows.cpp.
 //
 // rmsnorm_fwd_kernel: one block per row. Each thread sums x_i^2 over i = tid, tid + blockDim, ...;
 //   common.cuh block_sum (warp butterflies, then warp 0) gives the row total; rstd = 1 / sqrt(ss / dim
@@ -7,11 +7,16 @@
 //   the backward when the pointer is not null. The backend picks the block size from dim alone (32,
 //   128 or 256 threads), so a row's reduction order never depends on the number of rows (batch
 //   invariance).
+// add_rmsnorm_kernel: the residual add and the next norm (x += dx; y = rmsnorm(x) w), one block per
+//   row: each thread adds its own columns i = tid, tid + blockDim, ... (x_i + dx_i, as add_kernel),
+//   stores them and sums their squares in rmsnorm_fwd_kernel's order, then the same block_sum, rstd and
+//   y. Same block size rule, so the same bits as the two kernels; one launch and one read of x instead
+//   of two launches (add: read x, dx, write x; rmsnorm: read x again). Used twice per target layer.
 // rmsnorm_bwd_dx_kernel: one block per row: g.x = sum_i dy_i w_i x_i (block_sum), then
 //   dx_i += rstd (dy_i w_i) - rstd^3 (g.x) / dim * x_i (accumulates, the op's convention).
 // rmsnorm_bwd_dw_kernel: one thread per column i walks the rows t = 0..T-1 in order:
 //   dw_i += dy[t, i] x[t, i] rstd[t] (one fma chain from dw_i: deterministic, no atomics).
-// All three run-tested under the emulator with block sizes 32/256/1024 on ragged rows against a
+// All four run-tested under the emulator with block sizes 32/256/1024 on ragged rows against a
 // double reference (forward/backward formulas derived independently in the test). No PTX paths.
 #include "kernels.cuh"
 
@@ -26,6 +31,23 @@ __global__ void rmsnorm_fwd_kernel(float* y, float* rstd, const float* x, const 
     float* yr = y + row * dim;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = w[i] * (r * xr[i]);
     if (rstd && threadIdx.x == 0) rstd[row] = r;
+}
+
+__global__ void add_rmsnorm_kernel(float* y, float* x, const float* dx, const float* w, int dim, float eps) {
+    __shared__ float red[33];
+    const long long row = blockIdx.x;
+    float* xr = x + row * dim;
+    const float* dxr = dx + row * dim;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float v = xr[i] + dxr[i];
+        xr[i] = v;
+        ss = fmaf(v, v, ss);
+    }
+    ss = block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / (float)dim + eps);
+    float* yr = y + row * dim;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = w[i] * (r * xr[i]);
 }
 
 __global__ void rmsnorm_bwd_dx_kernel(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
@@ -57,6 +79,10 @@ static int rmsnorm_block(int dim) { return dim <= 256 ? 32 : dim <= 1024 ? 128 :
 
 void launch_rmsnorm(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps, KernelRunner& kr) {
     if (T > 0) KRUN(kr, T, rmsnorm_block(dim), 0, rmsnorm_fwd_kernel, y, rstd, x, w, dim, eps);
+}
+
+void launch_add_rmsnorm(float* y, float* x, const float* dx, const float* w, int T, int dim, float eps, KernelRunner& kr) {
+    if (T > 0) KRUN(kr, T, rmsnorm_block(dim), 0, add_rmsnorm_kernel, y, x, dx, w, dim, eps);
 }
 
 void launch_rmsnorm_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,

@@ -84,12 +84,9 @@ __global__ void xattn_fwd_kernel(XAttnArgs a, int nq, int tpw) {
     const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
     const long long q_dim = (long long)a.n_heads * hd, kv_dim = (long long)a.n_kv_heads * hd;
     const int nt = min(nq, a.n_q - t0), ntasks = nt * group;
-    AttnTile tl;
-    tl.ld = hd + 1;
-    tl.Ks = smem;
-    tl.Vs = smem + ATTN_BK * tl.ld;
-    float* qs = tl.Vs + ATTN_BK * tl.ld;  // [task][hd]
-    float* sc = qs + nq * group * hd + warp * ATTN_BK;
+    const AttnTiledSmem sm = attn_tiled_smem(smem, hd, nq * group);
+    const AttnTile tl = sm.tile;
+    float *qs = sm.qs, *sc = sm.sc;  // qs[task][hd], this warp's scores
     // the block's key ranges: set 0 [0, hi0), set 1 [lo1, hi1), unions over its queries
     int hi0 = 0, lo1 = 0x7fffffff, hi1 = 0;
     for (int i = 0; i < nt; i++) {

@@ -35,7 +35,9 @@
 //   8.8 MB at T = 16) and its unpacking is paid once per 4 tokens. The exact integer dot I_b of each
 //   (token, block) and its scale d_w d_x go through shared memory and one lane per token runs the fma
 //   chain over the blocks in order: a fixed order per output that v5 reproduces exactly, so y[t] has
-//   the same bits whatever T is and whichever kernel ran (batch invariance).
+//   the same bits whatever T is and whichever kernel ran (batch invariance). It reads the f32 x and
+//   quantizes its tokens' blocks into shared memory itself (the same quantize_block32 as the quantize
+//   kernel), so a decode matmul is one launch, not two.
 // version 5 (shipped for T > 4, gemm_q4_1_mma_kernel): int8 tensor cores. A block covers 64 rows x 64
 //   tokens: W is read ONCE for a verify of up to 64 tokens (0.55 MB at T = 16, 4x less than v4).
 //   Per 32-block the rows' nibbles (unpacked to int8) and the tokens' int8 activations are staged in
@@ -120,18 +122,18 @@ static void qmatmul_cpu(const std::vector<uint8_t>& w, int rows, int cols, const
 // ---- version 1: one thread per output, byte loops -------------------------------------------------
 __global__ void qmatmul_v1_kernel(QGemmArgs a) {
     const int o = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
-    if (o >= a.rows) return;
+    if (o >= a.rows[0]) return;
     const int nb = a.cols / 32;
     float acc = 0.0f;
     for (int b = 0; b < nb; b++) {
-        const uint8_t* blk = a.w + (long long)o * a.row_bytes + (long long)b * Q41_BYTES;
+        const uint8_t* blk = a.w[0] + (long long)o * a.row_bytes + (long long)b * Q41_BYTES;
         const int8_t* xb = a.xq + (long long)t * a.cols + b * 32;
         int I = 0;
         for (int j = 0; j < 16; j++) I += (blk[4 + j] & 0x0F) * xb[j] + (blk[4 + j] >> 4) * xb[16 + j];
         acc = fmaf(f16_bits_to_float(load_u16(blk)) * a.xd[t * nb + b], (float)I, acc);
         acc = fmaf(f16_bits_to_float(load_u16(blk + 2)), a.xs[t * nb + b], acc);
     }
-    a.y[(long long)t * a.rows + o] = acc;
+    a.y[0][(long long)t * a.rows[0] + o] = acc;
 }
 
 // ---- versions 2 and 3: one warp per (t, o), lanes split the blocks ---------------------------------
@@ -140,11 +142,11 @@ __global__ void qmatmul_v1_kernel(QGemmArgs a) {
 template <bool PACKED>
 __global__ void qmatmul_warp_kernel(QGemmArgs a) {
     const int lane = threadIdx.x % 32, o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, t = blockIdx.y;
-    if (o >= a.rows) return;  // whole warps
+    if (o >= a.rows[0]) return;  // whole warps
     const int nb = a.cols / 32, sub = lane / 4, part = lane % 4;
     float acc = 0.0f;
     for (int b = sub; b < nb; b += 8) {
-        const uint8_t* blk = a.w + (long long)o * a.row_bytes + (long long)b * Q41_BYTES;
+        const uint8_t* blk = a.w[0] + (long long)o * a.row_bytes + (long long)b * Q41_BYTES;
         const int8_t* xb = a.xq + (long long)t * a.cols + b * 32;
         int I = 0;
         if (PACKED) {  // v3: one 32-bit load of 8 nibbles, two of 4 activations each, two dp4a
@@ -162,22 +164,22 @@ __global__ void qmatmul_warp_kernel(QGemmArgs a) {
         if (part == 0) acc = fmaf(f16_bits_to_float(load_u16(blk + 2)), a.xs[t * nb + b], acc);
     }
     acc = warp_sum(acc);
-    if (lane == 0) a.y[(long long)t * a.rows + o] = acc;
+    if (lane == 0) a.y[0][(long long)t * a.rows[0] + o] = acc;
 }
 
 // ---- launchers ------------------------------------------------------------------------------------
 static void qmatmul_run(int version, const QGemmArgs& a) {
-    const dim3 warp_grid(cdiv(a.rows, 4), a.T);  // v2, v3: 4 warps per block, one (t, o) each
+    const dim3 warp_grid(cdiv(a.rows[0], 4), a.T);  // v2, v3: 4 warps per block, one (t, o) each
     switch (version) {
-        case 1: KLAUNCH(dim3(cdiv(a.rows, 128), a.T), 128, 0, 0, qmatmul_v1_kernel)(a); break;
+        case 1: KLAUNCH(dim3(cdiv(a.rows[0], 128), a.T), 128, 0, 0, qmatmul_v1_kernel)(a); break;
         case 2: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<false>)(a); break;
         case 3: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<true>)(a); break;
         case 4:  // the shipped launch for T <= QGEMM_TOKENS (cuda/gemm_quant.cu launch_matmul_q)
-            KLAUNCH(dim3(cdiv(a.rows, QGEMM_WARPS), cdiv(a.T, QGEMM_TOKENS)), 32 * QGEMM_WARPS, 0, 0,
+            KLAUNCH(dim3(cdiv(a.rows[0], QGEMM_WARPS), cdiv(a.T, QGEMM_TOKENS)), 32 * QGEMM_WARPS, 0, 0,
                     gemm_q4_1_kernel)(a);
             break;
         case 5:  // the shipped launch for T > QGEMM_TOKENS
-            KLAUNCH(dim3(cdiv(a.rows, QMMA_ROWS), cdiv(a.T, QMMA_TOKENS)), 32 * QMMA_WARPS, 0, 0,
+            KLAUNCH(dim3(cdiv(a.rows[0], QMMA_ROWS), cdiv(a.T, QMMA_TOKENS)), 32 * QMMA_WARPS, 0, 0,
                     gemm_q4_1_mma_kernel)(a);
             break;
     }
@@ -206,9 +208,10 @@ int main(int argc, char** argv) {
     quantize_cpu(x, T, cols, xq, xd, xs);
     const float* d_x = dev_upload(x);
     QGemmArgs a{};
-    a.w = dev_upload(w);
+    a.n = 1;
+    a.w[0] = dev_upload(w);
     a.row_bytes = (long long)nb * Q41_BYTES;
-    a.rows = rows;
+    a.rows[0] = rows;
     a.cols = cols;
     a.T = T;
     int8_t* d_xq = dev_zeros<int8_t>((size_t)T * cols);
@@ -221,6 +224,7 @@ int main(int argc, char** argv) {
         printf("qmatmul FAIL: quantize_q8_kernel differs from the CPU quantization\n");
         return 1;
     }
+    a.x = d_x;  // v4 (the shipped dp4a kernel) quantizes x itself, the others read xq, xd, xs
     a.xq = d_xq;
     a.xd = d_xd;
     a.xs = d_xs;
@@ -229,10 +233,10 @@ int main(int argc, char** argv) {
     qmatmul_cpu(w, rows, cols, xq, xd, xs, T, ref, tol);
     for (int v = 1; v <= versions; v++) {
         if (!dev_want(argc, argv, v)) continue;
-        a.y = dev_zeros<float>((size_t)T * rows);
+        a.y[0] = dev_zeros<float>((size_t)T * rows);
         qmatmul_run(v, a);
-        dev_compare("qmatmul", v, dev_download(a.y, (size_t)T * rows), ref, tol, v == versions && dev_planted("qmatmul"));
-        DEV_CHECK(cudaFree(a.y));
+        dev_compare("qmatmul", v, dev_download(a.y[0], (size_t)T * rows), ref, tol, v == versions && dev_planted("qmatmul"));
+        DEV_CHECK(cudaFree(a.y[0]));
     }
     return g_dev_failures ? 1 : 0;
 }

@@ -176,6 +176,12 @@ public:
     virtual void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) = 0;
     // y[t, :] = x[t, :] * rstd[t] * w, rstd[t] = 1 / sqrt(mean(x[t, :]^2) + eps) (rstd saved)
     virtual void rmsnorm_f32(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) = 0;
+    // The residual add and the next norm in one op: x[t, :] += dx[t, :], then y[t, :] = rmsnorm(x[t, :]) * w.
+    // The same floats as add then rmsnorm (a device backend does both in one pass over x).
+    virtual void add_rmsnorm(float* y, float* x, const float* dx, const Weight& w, int T, int dim, float eps) {
+        add(x, dx, (size_t)T * dim);
+        rmsnorm(y, x, w, T, dim, eps);
+    }
     // backward of rmsnorm_f32: dx accumulates (nullptr: skip), dw accumulates (nullptr: frozen)
     virtual void rmsnorm_f32_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w,
                                  const float* rstd, int T, int dim) = 0;
@@ -183,6 +189,13 @@ public:
     // in place: rotate the adjacent pairs of each of n_heads heads of row t (n_heads * head_dim) by
     // pos[t] * freq_i (inverse: by -pos[t] * freq_i, which is RoPE's backward)
     virtual void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) = 0;
+
+    // rope of q (n_heads heads per row) and k (n_kv_heads) at the same positions, forward: the same bits
+    // as two rope calls (a device backend does both in one launch)
+    virtual void rope_qk(float* q, float* k, const int* pos, int T, int n_heads, int n_kv_heads, const RopeParams& rp) {
+        rope(q, pos, T, n_heads, rp, false);
+        rope(k, pos, T, n_kv_heads, rp, false);
+    }
 
     // x[t, :] = E[tokens[t], :] (dequantized)
     virtual void embed(float* x, const Weight& E, const int* tokens, int T) = 0;

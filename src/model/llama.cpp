@@ -142,18 +142,19 @@ void Llama::run(const int* tokens, const int* pos, int T, const std::vector<Attn
     const LlamaConfig& c = cfg_;
     int dim = c.dim, kv_dim = c.n_kv_heads * c.head_dim, q_dim = c.n_heads * c.head_dim;
     ops_.embed(x_, tok_embd_, tokens, T);
+    // each layer's residual adds are fused with the norm that follows them (add_rmsnorm): the attention
+    // norm of layer l > 0 comes with layer l - 1's MLP residual
+    ops_.rmsnorm(xb_, x_, layers_[0].attn_norm, T, dim, c.rms_eps);
     for (int l = 0; l < c.n_layers; l++) {
         const LayerW& w = layers_[l];
         // new K/V rows: straight into the cache when contiguous, else staged and scattered
         float* k = kv_rows ? k_new_ : kcache_[l] + (parts[0].row0 + first_row) * kv_dim;
         float* v = kv_rows ? v_new_ : vcache_[l] + (parts[0].row0 + first_row) * kv_dim;
-        // attention block
-        ops_.rmsnorm(xb_, x_, w.attn_norm, T, dim, c.rms_eps);
+        // attention block (xb_ = attention norm of x_)
         float* qkv[3] = {q_, k, v};
         const Weight* wqkv[3] = {&w.wq, &w.wk, &w.wv};
         ops_.matmul_n(3, qkv, xb_, wqkv, T);
-        ops_.rope(q_, pos, T, c.n_heads, rope_, false);
-        ops_.rope(k, pos, T, c.n_kv_heads, rope_, false);
+        ops_.rope_qk(q_, k, pos, T, c.n_heads, c.n_kv_heads, rope_);
         if (kv_rows) {
             ops_.scatter_rows(kcache_[l], k, kv_rows, T, kv_dim, false);
             ops_.scatter_rows(vcache_[l], v, kv_rows, T, kv_dim, false);
@@ -162,15 +163,17 @@ void Llama::run(const int* tokens, const int* pos, int T, const std::vector<Attn
             ops_.attention(att_ + (size_t)a.row * q_dim, q_ + (size_t)a.row * q_dim, kcache_[l] + a.row0 * kv_dim,
                            vcache_[l] + a.row0 * kv_dim, a.T, c.n_heads, c.n_kv_heads, c.head_dim, a.mask);
         ops_.matmul(xb2_, att_, w.wo, T);
-        ops_.add(x_, xb2_, (size_t)T * dim);
         // SwiGLU MLP block
-        ops_.rmsnorm(xb_, x_, w.ffn_norm, T, dim, c.rms_eps);
+        ops_.add_rmsnorm(xb_, x_, xb2_, w.ffn_norm, T, dim, c.rms_eps);
         float* gate_up[2] = {hb_, hb2_};
         const Weight* wgu[2] = {&w.w_gate, &w.w_up};
         ops_.matmul_n(2, gate_up, xb_, wgu, T);
         ops_.swiglu(hb_, hb_, hb2_, (size_t)T * c.ffn_dim);
         ops_.matmul(xb2_, hb_, w.w_down, T);
-        ops_.add(x_, xb2_, (size_t)T * dim);
+        if (l + 1 < c.n_layers)
+            ops_.add_rmsnorm(xb_, x_, xb2_, layers_[l + 1].attn_norm, T, dim, c.rms_eps);
+        else
+            ops_.add(x_, xb2_, (size_t)T * dim);
     }
 }
 

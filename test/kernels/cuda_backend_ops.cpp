@@ -1,6 +1,7 @@
 // cuda_backend_ops.cpp -> build/test/test_cuda_backend_ops: every method of the op interface
 // (src/backend/ops.h) on the CUDA backend (src/backend/gpu/, kernels in the CPU emulator) against the
-// CPU backend on the same inputs: memory, matmul for every stored weight type, embed, rmsnorm, rope,
+// CPU backend on the same inputs: memory, matmul for every stored weight type, the fused ops of the
+// target's forward (matmul_n in one launch, rope_qk, add_rmsnorm: the same bits as unfused), embed, rmsnorm, rope,
 // attention with each AttnMask kind, swiglu, add, move_rows/scatter_rows, and every training op
 // (dense products and transposes, rmsnorm fwd/bwd, rope inverse, xattn fwd/bwd with PREFIX and BLOCK
 // masks, swiglu bwd, chunked cross-entropy, SmoothL1, sumsq, AdamW), plus topk_rows (drafting, greedy
@@ -189,6 +190,108 @@ static void test_matmul() {
                y.n, worst);
         rel(x);
         rel(y);
+    }
+}
+
+// The fused ops of the target's forward (Llama::run): each gives the same bits as the unfused calls on
+// the same backend (memcmp) in fewer launches, and matches the CPU backend (rope_qk, add_rmsnorm: fp32
+// tolerances as rope and rmsnorm below; CpuOps has the ops.h defaults, checked bit-identical too).
+static long long launches() { return g_gpu->device_counters()->launches; }
+static void test_fused_ops() {
+    // matmul_n: Q/K/V-like weights of different heights in one launch (T <= 4: the GEMM quantizes x
+    // itself) or two (T > 4: quantize + tensor-core GEMM), the same bits as one matmul each
+    for (int T : {1, 3, 6}) {
+        HostTensor W0 = make_tensor(DType::Q4_1, 37, 96, "wq"), W1 = make_tensor(DType::Q4_1, 9, 96, "wk"),
+                   W2 = make_tensor(DType::Q4_1, 20, 96, "wv");
+        Weight w[3] = {g_gpu->weight(W0.t), g_gpu->weight(W1.t), g_gpu->weight(W2.t)};
+        const Weight* ws[3] = {&w[0], &w[1], &w[2]};
+        Buf x = mk(rvec((size_t)T * 96, -2, 2));
+        float* ys[3];
+        float* ones[3];
+        for (int m = 0; m < 3; m++) {
+            ys[m] = g_gpu->alloc((size_t)T * w[m].rows);
+            ones[m] = g_gpu->alloc((size_t)T * w[m].rows);
+            g_gpu->matmul(ones[m], x.g, w[m], T);
+        }
+        const long long l0 = launches();
+        g_gpu->matmul_n(3, ys, x.g, ws, T);
+        const long long n = launches() - l0;
+        CHECK(n == (T <= 4 ? 1 : 2), "matmul_n of 3 Q4_1 weights at T = %d: %lld launches", T, n);
+        int bad = 0;
+        for (int m = 0; m < 3; m++) {
+            bad += get(*g_gpu, ys[m], (size_t)T * w[m].rows) != get(*g_gpu, ones[m], (size_t)T * w[m].rows);
+            g_gpu->release(ys[m]);
+            g_gpu->release(ones[m]);
+        }
+        CHECK(bad == 0, "matmul_n T = %d: %d of 3 outputs differ from one matmul each", T, bad);
+        printf("  %-44s %lld launch(es), same bits as 3 matmuls\n", strfmt("matmul_n 3 x Q4_1 T%d", T).c_str(), n);
+        // mixed dtypes: one matmul per weight (still correct)
+        HostTensor W3 = make_tensor(DType::Q8_0, 9, 96, "wk8");
+        Weight w3 = g_gpu->weight(W3.t);
+        const Weight* mixed[2] = {&w[0], &w3};
+        float* ym[2] = {g_gpu->alloc((size_t)T * 37), g_gpu->alloc((size_t)T * 9)};
+        float* y1 = g_gpu->alloc((size_t)T * 9);
+        g_gpu->matmul_n(2, ym, x.g, mixed, T);
+        g_gpu->matmul(y1, x.g, w3, T);
+        CHECK(get(*g_gpu, ym[1], (size_t)T * 9) == get(*g_gpu, y1, (size_t)T * 9), "matmul_n Q4_1 + Q8_0 T = %d", T);
+        g_gpu->release(ym[0]);
+        g_gpu->release(ym[1]);
+        g_gpu->release(y1);
+        // the dp4a GEMM reads x while other blocks write y: an output over the input is refused
+        if (T == 1) CHECK_THROWS(g_gpu->matmul(x.g, x.g, w[0], T), "overlaps the input");
+        rel(x);
+    }
+    // rope_qk: q (6 heads) and k (2 heads) in one launch
+    {
+        RopeParams rp;
+        rp.head_dim = 64;
+        std::vector<int> pos = {0, 5, 1000, 4099};
+        std::vector<float> qh = rvec(4 * 6 * 64), kh = rvec(4 * 2 * 64);
+        Buf q = mk(qh), k = mk(kh), q1 = mk(qh), k1 = mk(kh);
+        g_cpu->rope_qk(q.c, k.c, pos.data(), 4, 6, 2, rp);
+        const long long l0 = launches();
+        g_gpu->rope_qk(q.g, k.g, pos.data(), 4, 6, 2, rp);
+        CHECK(launches() - l0 == 1, "rope_qk: %lld launches", launches() - l0);
+        cmp("rope_qk q", q, 1e-6, 1e-5);
+        cmp("rope_qk k", k, 1e-6, 1e-5);
+        for (Ops* o : {(Ops*)g_cpu, (Ops*)g_gpu}) {
+            float* qp = o == g_cpu ? q1.c : q1.g;
+            float* kp = o == g_cpu ? k1.c : k1.g;
+            o->rope(qp, pos.data(), 4, 6, rp, false);
+            o->rope(kp, pos.data(), 4, 2, rp, false);
+            CHECK(get(*o, qp, q.n) == get(*o, o == g_cpu ? q.c : q.g, q.n) &&
+                      get(*o, kp, k.n) == get(*o, o == g_cpu ? k.c : k.g, k.n),
+                  "%s rope_qk differs from two rope calls", o->name());
+        }
+        rel(q);
+        rel(k);
+        rel(q1);
+        rel(k1);
+    }
+    // add_rmsnorm: x += dx; y = rmsnorm(x) w, at SmolLM2's width
+    {
+        const int T = 3, dim = 576;
+        HostTensor w = make_tensor(DType::F32, 1, dim, "norm");
+        w.t.ndim = 1;
+        w.t.shape[0] = dim;
+        Weight wc = g_cpu->weight(w.t), wg = g_gpu->weight(w.t);
+        std::vector<float> xh = rvec((size_t)T * dim, -3, 3), dxh = rvec((size_t)T * dim);
+        Buf x = mk(xh), dx = mk(dxh), y = mk((size_t)T * dim), x1 = mk(xh), y1 = mk((size_t)T * dim);
+        g_cpu->add_rmsnorm(y.c, x.c, dx.c, wc, T, dim, 1e-5f);
+        const long long l0 = launches();
+        g_gpu->add_rmsnorm(y.g, x.g, dx.g, wg, T, dim, 1e-5f);
+        CHECK(launches() - l0 == 1, "add_rmsnorm: %lld launches", launches() - l0);
+        cmp("add_rmsnorm x", x, 0, 0);  // one fp32 add each: exact
+        cmp("add_rmsnorm y", y, 1e-6, 1e-5);
+        for (Ops* o : {(Ops*)g_cpu, (Ops*)g_gpu}) {
+            const bool c = o == g_cpu;
+            o->add(c ? x1.c : x1.g, c ? dx.c : dx.g, (size_t)T * dim);
+            o->rmsnorm(c ? y1.c : y1.g, c ? x1.c : x1.g, c ? wc : wg, T, dim, 1e-5f);
+            CHECK(get(*o, c ? x1.c : x1.g, x.n) == get(*o, c ? x.c : x.g, x.n) &&
+                      !memcmp(get(*o, c ? y1.c : y1.g, y.n).data(), get(*o, c ? y.c : y.g, y.n).data(), y.n * 4),
+                  "%s add_rmsnorm differs from add then rmsnorm", o->name());
+        }
+        for (Buf* b : {&x, &dx, &y, &x1, &y1}) rel(*b);
     }
 }
 
@@ -552,6 +655,7 @@ int main() {
     g_gpu = static_cast<CudaOps*>(gpu.get());
     test_memory();
     test_matmul();
+    test_fused_ops();
     test_inference_ops();
     test_training_ops();
     test_xattn();

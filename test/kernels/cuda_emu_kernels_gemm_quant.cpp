@@ -1,13 +1,15 @@
 // cuda_emu_kernels_gemm_quant.cpp -> build/test/test_emu_kernels_gemm_quant: the quantized matmul of
 // cuda/gemm_quant.cu in the CPU emulator. quantize_q8_kernel against the CPU backend's rule
 // (src/backend/cpu/quantize.h: d = max|x| / 127, q = round-half-even(x / d), s = d sum q; a NaN makes d
-// NaN) - q exact, d and s exact; gemm_q8_0/q4_0/q4_1_kernel (dp4a) and gemm_q*_mma_kernel (int8
-// tensor cores, bit-identical to the dp4a kernels: checked on every case) against a double reference that
+// NaN) - q exact, d and s exact; gemm_q8_0/q4_0/q4_1_kernel (dp4a, quantizing x in shared memory) and
+// gemm_q*_mma_kernel (int8 tensor cores, reading quantize_q8_kernel's output; bit-identical to the dp4a
+// kernels: checked on every case) against a double reference that
 // dequantizes the GGUF blocks with the formulas of src/core/dtype.cpp and uses the int8 activations
 // the kernel saw (tolerance atol 1e-6 K, rtol 1e-5: only fp32 accumulation error remains), and against
 // the plain f32 product within the int8 rounding bound sum_k |w_k| d_x(k) / 2. Ragged shapes (T = 1..70,
 // rows not a multiple of 4 or 64, 32-blocks per row not a multiple of 8 or 32), debug schedules, batch
-// invariance (a token alone == in a batch of 7 or of 70 tokens, bit for bit).
+// invariance (a token alone == in a batch of 7 or of 70 tokens, bit for bit), and three matrices of
+// different heights in one launch (grid z) == one launch each, bit for bit.
 #include "cuda_kernel_test.h"
 #include "core/dtype.h"
 #include "gemm_quant.cu"
@@ -105,31 +107,46 @@ static QActs quantize(const std::vector<float>& x, int T, int cols, int block, c
     return a;
 }
 
-// mma: the tensor-core kernels (64 rows x 64 tokens per block), else the dp4a kernels (4 x 4).
-static std::vector<float> run_gemm(const QWeights& w, const QActs& a, int T, bool mma) {
-    std::vector<float> y((size_t)T * w.rows, -7.0f);
-    QGemmArgs g;
-    g.w = w.bytes.data();
-    g.row_bytes = w.row_bytes;
-    g.rows = w.rows;
-    g.cols = w.cols;
+// mma: the tensor-core kernels (64 rows x 64 tokens per block, reading the quantized a), else the dp4a
+// kernels (4 x 4, quantizing x themselves). n > 1: matrices ws[0..n-1] (same cols) in one launch (grid z).
+static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* ws, const std::vector<float>& x,
+                                                  const QActs& a, int T, bool mma) {
+    std::vector<std::vector<float>> y(n);
+    QGemmArgs g = {};
+    g.n = n;
+    int max_rows = 0;
+    for (int m = 0; m < n; m++) {
+        y[m].assign((size_t)T * ws[m]->rows, -7.0f);
+        g.w[m] = ws[m]->bytes.data();
+        g.y[m] = y[m].data();
+        g.rows[m] = ws[m]->rows;
+        max_rows = std::max(max_rows, ws[m]->rows);
+    }
+    g.row_bytes = ws[0]->row_bytes;
+    g.cols = ws[0]->cols;
+    g.x = x.data();
     g.xq = a.q.data();
     g.xd = a.d.data();
     g.xs = a.s.data();
-    g.y = y.data();
     g.T = T;
+    const int dt = ws[0]->dt;
     if (mma) {
-        dim3 grid(cdiv(w.rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS));
-        if (w.dt == KD_Q8_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel)(g);
-        if (w.dt == KD_Q4_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_kernel)(g);
-        if (w.dt == KD_Q4_1) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_kernel)(g);
+        dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);
+        if (dt == KD_Q8_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel)(g);
+        if (dt == KD_Q4_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_kernel)(g);
+        if (dt == KD_Q4_1) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_kernel)(g);
         return y;
     }
-    dim3 grid(cdiv(w.rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS));
-    if (w.dt == KD_Q8_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel)(g);
-    if (w.dt == KD_Q4_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel)(g);
-    if (w.dt == KD_Q4_1) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel)(g);
+    dim3 grid(cdiv(max_rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS), n);
+    if (dt == KD_Q8_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel)(g);
+    if (dt == KD_Q4_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel)(g);
+    if (dt == KD_Q4_1) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel)(g);
     return y;
+}
+
+static std::vector<float> run_gemm(const QWeights& w, const std::vector<float>& x, const QActs& a, int T, bool mma) {
+    const QWeights* ws[1] = {&w};
+    return run_gemm_n(1, ws, x, a, T, mma)[0];
 }
 
 static std::string qname(int dt, bool mma) {
@@ -159,7 +176,7 @@ static void check_case(int dt, int rows, int cols, int T, const std::string& tag
         }
     std::vector<float> first;
     for (bool mma : {false, true}) {
-        std::vector<float> y = run_gemm(w, a, T, mma);
+        std::vector<float> y = run_gemm(w, x, a, T, mma);
         const std::string name = qname(dt, mma);
         int outside = 0;
         for (size_t i = 0; i < y.size(); i++) outside += std::fabs(y[i] - exact[i]) > bound[i] * 1.001 + 1e-5;
@@ -174,11 +191,51 @@ static void check_case(int dt, int rows, int cols, int T, const std::string& tag
     }
 }
 
+// Q/K/V-like: three matrices of different heights (not multiples of 4 or 64) in one launch, each output
+// bit-identical to its own launch, for both kernels (matrices shorter than the grid's x extent exit).
+static void check_group(int dt, int T) {
+    const int cols = 160;
+    QWeights w0 = make_weights(dt, 37, cols), w1 = make_weights(dt, 9, cols), w2 = make_weights(dt, 70, cols);
+    const QWeights* ws[3] = {&w0, &w1, &w2};
+    std::vector<float> x = kt_vec((size_t)T * cols);
+    QActs a = quantize(x, T, cols, 256, "group");
+    for (bool mma : {false, true}) {
+        std::vector<std::vector<float>> y = run_gemm_n(3, ws, x, a, T, mma);
+        int bad = 0;
+        for (int m = 0; m < 3; m++) {
+            std::vector<float> one = run_gemm(*ws[m], x, a, T, mma);
+            bad += memcmp(one.data(), y[m].data(), one.size() * 4) != 0;
+        }
+        CHECK(bad == 0, "%s T%d: %d of 3 matrices in one launch differ from their own launch", qname(dt, mma).c_str(), T,
+              bad);
+    }
+}
+
+// The dp4a kernels' own quantization on an all-zero block (d = 0, q = 0) and a NaN block (d NaN: that
+// token's outputs NaN, as the tensor-core kernels' after quantize_q8_kernel); the other token bit-identical.
+static void check_zero_nan(int dt) {
+    const int T = 2, rows = 9, cols = 96;
+    QWeights w = make_weights(dt, rows, cols);
+    std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f);
+    for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;  // token 0, block 1
+    x[cols + 64 + 27] = NAN;                        // token 1, block 2, its last quarter
+    QActs a = quantize(x, T, cols, 256, "zero and NaN blocks");
+    std::vector<float> y = run_gemm(w, x, a, T, false), ym = run_gemm(w, x, a, T, true);
+    int nan_ok = 0;
+    for (int o = 0; o < rows; o++) nan_ok += std::isnan(y[rows + o]) && std::isnan(ym[rows + o]);
+    CHECK(!memcmp(y.data(), ym.data(), rows * 4) && nan_ok == rows,
+          "%s: zero block not bit-identical to the tensor-core kernel, or %d of %d NaN outputs", qname(dt, false).c_str(),
+          nan_ok, rows);
+}
+
 int main() {
     const int shapes[][3] = {{1, 32, 1}, {5, 64, 3}, {37, 288, 4}, {130, 96, 5}, {8, 1024, 9}, {3, 544, 2},
                              {70, 160, 17}, {64, 96, 64}, {21, 64, 70}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto& s : shapes) check_case(dt, s[0], s[1], s[2], "");
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
+        for (int T : {1, 3, 6}) check_group(dt, T);
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_zero_nan(dt);
     // quantizer with block sizes 32 and 1024, zero blocks and a NaN block
     for (int block : {32, 1024}) {
         int T = 3, cols = 96;
@@ -198,12 +255,12 @@ int main() {
             QWeights w = make_weights(dt, rows, cols);
             std::vector<float> x = kt_vec((size_t)T * cols);
             QActs a = quantize(x, T, cols, 256, "batch");
-            std::vector<float> y = run_gemm(w, a, T, T > QGEMM_TOKENS);
+            std::vector<float> y = run_gemm(w, x, a, T, T > QGEMM_TOKENS);
             int bad = 0;
             for (int t = 0; t < T; t += T / 7) {
                 std::vector<float> xt(x.begin() + (size_t)t * cols, x.begin() + (size_t)(t + 1) * cols);
                 QActs at = quantize(xt, 1, cols, 256, "batch row");
-                std::vector<float> yt = run_gemm(w, at, 1, false);
+                std::vector<float> yt = run_gemm(w, xt, at, 1, false);
                 bad += memcmp(yt.data(), y.data() + (size_t)t * rows, rows * sizeof(float)) != 0;
             }
             CHECK(bad == 0, "%s: %d tokens differ between a batch of %d and single-token products",

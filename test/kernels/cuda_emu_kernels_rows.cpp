@@ -1,7 +1,7 @@
 // cuda_emu_kernels_rows.cpp -> build/test/test_emu_kernels_rows: the row-wise and element-wise kernels
 // in the CPU emulator against plain double references written here from the math: RMSNorm forward
-// and backward (cuda/rmsnorm.cu), RoPE forward and inverse (rope.cu; adjacent pairs, Llama-3 scaled
-// frequencies), SwiGLU forward and backward (swiglu.cu), residual add (add.cu), the dequantizing
+// and backward and the fused residual add + RMSNorm (cuda/rmsnorm.cu; bit-identical to add then norm), RoPE
+// forward and inverse (rope.cu; adjacent pairs, Llama-3 scaled frequencies, q and k in one launch), SwiGLU forward and backward (swiglu.cu), residual add (add.cu), the dequantizing
 // embedding gather for every stored type (embed.cu, bit-exact), row gather / ordered scatter-add /
 // in-place KV-cache row moves (rows.cu, exact), and the emulator's sample kernel (sample_reduce.cu).
 // Ragged sizes (odd dims, partial warps), block sizes 32/256/1024, poisoned shared memory and
@@ -54,6 +54,33 @@ static void test_rmsnorm(int T, int dim, int block, const std::string& tag) {
     CHECK(!memcmp(y2.data(), y.data(), y.size() * 4), "rmsnorm_fwd_kernel without rstd differs");
 }
 
+// The fused residual add + norm: the same bits as add_kernel then rmsnorm_fwd_kernel (memcmp of x and
+// y), and y against the double reference of rmsnorm(x + dx) (tolerance as rmsnorm_fwd_kernel's).
+static void test_add_rmsnorm(int T, int dim, int block, const std::string& tag) {
+    const float eps = 1e-5f;
+    std::vector<float> x0 = kt_vec((size_t)T * dim, -2, 2), dx = kt_vec((size_t)T * dim), w = kt_vec(dim, 0.5f, 1.5f);
+    std::vector<float> x = x0, y((size_t)T * dim, -3), x2 = x0, y2((size_t)T * dim, -4);
+    TLAUNCH(T, block, 0, add_rmsnorm_kernel)(y.data(), x.data(), dx.data(), w.data(), dim, eps);
+    TLAUNCH(cdiv(T * dim, block), block, 0, add_kernel)(x2.data(), dx.data(), (long long)T * dim);
+    TLAUNCH(T, block, 0, rmsnorm_fwd_kernel)(y2.data(), nullptr, x2.data(), w.data(), dim, eps);
+    std::string what = kt_fmt("T%d dim%d block%d %s", T, dim, block, tag.c_str());
+    CHECK(!memcmp(x.data(), x2.data(), x.size() * 4), "add_rmsnorm_kernel %s: x differs from add_kernel's", what.c_str());
+    CHECK(!memcmp(y.data(), y2.data(), y.size() * 4), "add_rmsnorm_kernel %s: y differs from rmsnorm_fwd_kernel's",
+          what.c_str());
+    std::vector<double> ry((size_t)T * dim);
+    for (int t = 0; t < T; t++) {
+        double ss = 0;
+        for (int i = 0; i < dim; i++) {
+            double v = (float)(x0[(size_t)t * dim + i] + dx[(size_t)t * dim + i]);
+            ss += v * v;
+        }
+        double r = 1.0 / std::sqrt(ss / dim + eps);
+        for (int i = 0; i < dim; i++)
+            ry[(size_t)t * dim + i] = w[i] * (double)(float)(x0[(size_t)t * dim + i] + dx[(size_t)t * dim + i]) * r;
+    }
+    kt_compare("add_rmsnorm_kernel", y, ry, 1e-6, 1e-5, what);  // as rmsnorm_fwd_kernel: fp32 sum of dim squares
+}
+
 // ---- RoPE ----------------------------------------------------------------------------------------
 static std::vector<float> rope_freqs(int hd, float theta, bool llama3) {  // as CpuOps::rope_freqs
     std::vector<float> f(hd / 2);
@@ -78,7 +105,7 @@ static void test_rope(int T, int n_heads, int hd, bool llama3, int block, const 
     for (int t = 0; t < T; t++) pos[t] = (int)(kt_rand() * 3000);
     std::vector<float> x0 = kt_vec((size_t)T * n_heads * hd), x = x0;
     const long long n = (long long)T * n_heads * hd / 2;
-    TLAUNCH(cdiv((int)n, block), block, 0, rope_kernel)(x.data(), pos.data(), freq.data(), T, n_heads, hd, 0);
+    TLAUNCH(cdiv((int)n, block), block, 0, rope_kernel)(x.data(), n_heads, nullptr, 0, pos.data(), freq.data(), T, hd, 0);
     std::vector<double> ref(x.size());
     for (int t = 0; t < T; t++)
         for (int h = 0; h < n_heads; h++)
@@ -91,9 +118,30 @@ static void test_rope(int T, int n_heads, int hd, bool llama3, int block, const 
     std::string what = kt_fmt("T%d heads%d hd%d%s block%d %s", T, n_heads, hd, llama3 ? " llama3" : "", block, tag.c_str());
     kt_compare("rope_kernel", x, ref, 1e-6, 1e-5, what);  // cosf/sinf of the float angle: a few ulp
     std::vector<float> back = x;
-    TLAUNCH(cdiv((int)n, block), block, 0, rope_kernel)(back.data(), pos.data(), freq.data(), T, n_heads, hd, 1);
+    TLAUNCH(cdiv((int)n, block), block, 0, rope_kernel)(back.data(), n_heads, nullptr, 0, pos.data(), freq.data(), T, hd,
+                                                        1);
     std::vector<double> orig(x0.begin(), x0.end());
     kt_compare("rope_kernel", back, orig, 1e-6, 1e-5, what + " inverse(forward(x)) = x");
+    // two buffers in one launch (q with n_heads heads, k with n_kv heads: ops.h rope_qk) == one launch each,
+    // bit for bit, and k against the reference
+    const int n_kv = n_heads > 1 ? n_heads / 2 : 1;
+    std::vector<float> k0 = kt_vec((size_t)T * n_kv * hd), q2 = x0, k2 = k0, k1 = k0;
+    const long long n2 = (long long)T * (n_heads + n_kv) * hd / 2, nk = (long long)T * n_kv * hd / 2;
+    TLAUNCH(cdiv((int)n2, block), block, 0, rope_kernel)(q2.data(), n_heads, k2.data(), n_kv, pos.data(), freq.data(), T,
+                                                         hd, 0);
+    TLAUNCH(cdiv((int)nk, block), block, 0, rope_kernel)(k1.data(), n_kv, nullptr, 0, pos.data(), freq.data(), T, hd, 0);
+    CHECK(!memcmp(q2.data(), x.data(), x.size() * 4) && !memcmp(k2.data(), k1.data(), k1.size() * 4),
+          "rope_kernel %s: q and k in one launch differ from one launch each", what.c_str());
+    std::vector<double> refk(k0.size());
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < n_kv; h++)
+            for (int i = 0; i < hd / 2; i++) {
+                double a = (double)(float)((float)pos[t] * freq[i]);
+                size_t k = ((size_t)t * n_kv + h) * hd + 2 * i;
+                refk[k] = k0[k] * std::cos(a) - k0[k + 1] * std::sin(a);
+                refk[k + 1] = k0[k] * std::sin(a) + k0[k + 1] * std::cos(a);
+            }
+    kt_compare("rope_kernel", k2, refk, 1e-6, 1e-5, what + " second buffer");
 }
 
 // ---- SwiGLU, add -----------------------------------------------------------------------------------
@@ -243,6 +291,8 @@ int main() {
         test_rmsnorm(5, 64, block, "");
         test_rmsnorm(3, 1000, block, "");
         test_rmsnorm(2, 7, block, "");
+        test_add_rmsnorm(3, 1000, block, "");
+        test_add_rmsnorm(2, 7, block, "");
         test_rope(3, 5, 8, false, block, "");
         test_rope(2, 3, 128, true, block, "");
         test_swiglu(1000, block, 3, "");
@@ -251,6 +301,7 @@ int main() {
         test_center_rows(3, 100, block);
     }
     test_rmsnorm(4, 576, 256, "");
+    test_add_rmsnorm(4, 576, 128, "");
     test_rope(7, 9, 64, false, 128, "");
     test_swiglu(1, 32, 1, "");
     test_swiglu(5000, 256, 40, "");
@@ -260,6 +311,7 @@ int main() {
     kt_debug_modes([](const char* mode) {
         test_rmsnorm(3, 300, 256, mode);
         test_rmsnorm(2, 33, 64, mode);
+        test_add_rmsnorm(2, 300, 128, mode);
         test_rope(2, 3, 16, false, 64, mode);
         test_swiglu(300, 64, 2, mode);
         test_rows(20, 7, 45, 32);

@@ -36,8 +36,10 @@ public:
     Weight weight(const Tensor& t) override;
 
     void matmul(float* y, const float* x, const Weight& W, int T) override;
+    void matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T) override;
     void embed(float* x, const Weight& E, const int* tokens, int T) override;
     void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) override;
+    void add_rmsnorm(float* y, float* x, const float* dx, const Weight& w, int T, int dim, float eps) override;
     void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
                    int n_kv_heads, int head_dim, const AttnMask& mask) override;
     void swiglu(float* out, const float* gate, const float* up, size_t n) override;
@@ -54,6 +56,7 @@ public:
     void rmsnorm_f32_bwd(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* rstd, int T,
                      int dim) override;
     void rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) override;
+    void rope_qk(float* q, float* k, const int* pos, int T, int n_heads, int n_kv_heads, const RopeParams& rp) override;
     void xattn(float* out, float* lse, const float* q, const int* qrow, int n_q, const XAttnKeys& keys, int n_heads,
                    int n_kv_heads, int head_dim, const XAttnMask& mask) override;
     void xattn_bwd(float* dq, const XAttnGrads& dkeys, const float* dout, const float* out, const float* lse,

@@ -191,17 +191,38 @@ void CudaOps::matmul(float* y, const float* x, const Weight& W, int T) {
         case DType::Q8_0:
         case DType::Q4_0:
         case DType::Q4_1: {
-            BEAGLE_CHECK(cols % 32 == 0, "matmul: quantized weight '%s' has %d columns, not a multiple of 32",
-                         W.host ? W.host->name.c_str() : "?", cols);
-            void* acts = scratch(S_QACT, matmul_q_scratch_bytes(T, cols));
-            launch_matmul_q(y, x, (const uint8_t*)W.data, (int)W.dtype,
-                            (long long)dtype_row_bytes(W.dtype, (uint64_t)cols), rows, cols, T, acts, *run_);
+            const Weight* Ws[1] = {&W};
+            matmul_n(1, &y, x, Ws, T);
             return;
         }
         default:
             fail("matmul: weight '%s' has dtype %s, which the CUDA backend does not support",
                  W.host ? W.host->name.c_str() : "?", dtype_name(W.dtype));
     }
+}
+
+// Quantized weights of one dtype and width: one launch for all of them (Q/K/V, gate/up; T <= 4 also
+// quantizes x inside the GEMM). Anything else: one matmul per weight.
+void CudaOps::matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T) {
+    if (T <= 0) return;
+    const DType dt = Ws[0]->dtype;
+    bool grouped = n >= 1 && n <= QGEMM_MATS && (dt == DType::Q8_0 || dt == DType::Q4_0 || dt == DType::Q4_1);
+    for (int i = 1; i < n && grouped; i++) grouped = Ws[i]->dtype == dt && Ws[i]->cols == Ws[0]->cols;
+    if (!grouped) {
+        Ops::matmul_n(n, ys, x, Ws, T);
+        return;
+    }
+    const int cols = (int)Ws[0]->cols;
+    BEAGLE_CHECK(cols % 32 == 0, "matmul: quantized weight '%s' has %d columns, not a multiple of 32",
+                 Ws[0]->host ? Ws[0]->host->name.c_str() : "?", cols);
+    const uint8_t* w[QGEMM_MATS];
+    int rows[QGEMM_MATS];
+    for (int i = 0; i < n; i++) {
+        w[i] = (const uint8_t*)Ws[i]->data;
+        rows[i] = (int)Ws[i]->rows;
+    }
+    void* acts = T > QGEMM_TOKENS ? scratch(S_QACT, matmul_q_scratch_bytes(T, cols)) : nullptr;
+    launch_matmul_q(n, ys, x, w, rows, (int)dt, (long long)dtype_row_bytes(dt, (uint64_t)cols), cols, T, acts, *run_);
 }
 
 void CudaOps::matmul_f32(float* y, const float* x, const float* W, int T, int n_in, int n_out) {
@@ -220,6 +241,11 @@ void CudaOps::matmul_f32_bwd_w(float* dW, const float* dy, const float* x, int T
 void CudaOps::rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) {
     BEAGLE_CHECK(w.dtype == DType::F32, "rmsnorm weight must be F32, got %s", dtype_name(w.dtype));
     launch_rmsnorm(y, nullptr, x, (const float*)w.data, T, dim, eps, *run_);
+}
+
+void CudaOps::add_rmsnorm(float* y, float* x, const float* dx, const Weight& w, int T, int dim, float eps) {
+    BEAGLE_CHECK(w.dtype == DType::F32, "rmsnorm weight must be F32, got %s", dtype_name(w.dtype));
+    launch_add_rmsnorm(y, x, dx, (const float*)w.data, T, dim, eps, *run_);
 }
 
 void CudaOps::rmsnorm_f32(float* y, float* rstd, const float* x, const float* w, int T, int dim, float eps) {
@@ -254,7 +280,14 @@ void CudaOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParam
     if (T <= 0 || n_heads <= 0) return;
     const float* freq = rope_freq(rp);
     const int* d_pos = (const int*)stage(S_POS, pos, (size_t)T * sizeof(int));
-    launch_rope(x, d_pos, freq, T, n_heads, rp.head_dim, inverse, *run_);
+    launch_rope(x, n_heads, nullptr, 0, d_pos, freq, T, rp.head_dim, inverse, *run_);
+}
+
+void CudaOps::rope_qk(float* q, float* k, const int* pos, int T, int n_heads, int n_kv_heads, const RopeParams& rp) {
+    if (T <= 0) return;
+    const float* freq = rope_freq(rp);
+    const int* d_pos = (const int*)stage(S_POS, pos, (size_t)T * sizeof(int));
+    launch_rope(q, n_heads, k, n_kv_heads, d_pos, freq, T, rp.head_dim, false, *run_);
 }
 
 // ---- rows (embed.cu, rows.cu) ------------------------------------------------------------------------

@@ -359,8 +359,8 @@ std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int 
     return {{"draft K/V of the true states (2 x ctx x kv_dim)", 2 * f * ctx * kv},
             {"draft K/V of kept predictions (2 x max_pred x kv_dim)", 2 * f * max_pred * kv},
             {"draft true / predicted state staging ((ctx + max_pred) x dim)", f * ((double)ctx + max_pred) * c.dim},
-            {"draft query activations (max_queries x (6 dim + 2 q_dim + 3 ffn + heads + 2))",
-             f * N * (6.0 * c.dim + 2.0 * c.q_dim() + 3.0 * c.ffn_dim + c.n_heads + 2)},
+            {"draft query activations (max_queries x (5 dim + 2 q_dim + 3 ffn + heads + 2))",
+             f * N * (5.0 * c.dim + 2.0 * c.q_dim() + 3.0 * c.ffn_dim + c.n_heads + 2)},
             {"draft final norm out + rstd (max_queries x (dim + 1))", f * N * (c.dim + 1.0)},
             {"draft logits (max_queries x head rows)", f * N * c.head_rows()}};
 }

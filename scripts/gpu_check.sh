@@ -148,7 +148,7 @@ r7b_bench() {
   local R=$OUT/r7b/r7b-2l-v32000.gguf P="Once upon a time there was"
   [ -s "$R" ] || build/test/tool_random_llama "$R" --layers 2 --vocab 32000
   build/beagle-cuda datagen -m "$R" --sample 16 -n 64 --batch 16 --shard-seqs 16 -o "$OUT/r7b_data" > /dev/null
-  build/beagle-cuda train -m "$R" --data "$OUT/r7b_data" --batch 2 --seq-len 64 --window 2 --stage1-epochs 1 --stage2-epochs 1 \
+  build/beagle-cuda train -m "$R" --data "$OUT/r7b_data" --batch 2 --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1 \
     --max-steps 8 -q -o "$OUT/r7b_draft.bin"
   build/beagle-cuda generate -m "$R" -p "$P" -n 64 --temp 0 --json -c 512 > "$OUT/r7b_plain.txt" 2> "$OUT/r7b_plain.json"
   build/beagle-cuda generate -m "$R" -d "$OUT/r7b_draft.bin" --spec tree -p "$P" -n 64 --temp 0 --json -c 512 \

@@ -13,7 +13,11 @@
 #      backends with different summation orders);
 #   5. the benchmark JSON (build/gpu_check/bench.json): decode tok/s and the verify cost T = 1..64
 #      (beagle bench), the SD speedup on 40 MT-Bench turns with a tree of 60 (bench-sd), training step time
-#      and device memory at SmolLM2 size, and the runtime counters per round (generate --json "gpu").
+#      and device memory at SmolLM2 size, and the runtime counters per round (generate --json "gpu");
+#   6. 7B-shaped: test/cli/test_7b_shaped.sh on the device (a 2-layer dim-4096 random-weights target: plan
+#      vs measured device memory, training, greedy SD == plain), then 8 training steps of its draft (step
+#      time, peak_device_bytes) and its SD rounds (tree, checked == plain) into bench.json, with the
+#      inference plan of the real 7B (32 layers, Q4_1, ctx 4096: generate --plan).
 # --dry-run (no GPU needed; CI runs it): builds everything of step 1, prints the plan, exits 0.
 # Usage: scripts/gpu_check.sh [--dry-run] [--out DIR]
 set -euo pipefail
@@ -46,7 +50,10 @@ if [ ! -f "$SMOL" ]; then
 fi
 
 echo "== build: make cuda, the CPU build, the device tests ($JOBS jobs)"
-make -j"$JOBS" cuda build/beagle cuda-device-tests
+make -j"$JOBS" cuda build/beagle cuda-device-tests build/test/tool_random_llama
+# the inference memory plan of a 7B-class target (32 layers, Mistral/Llama-3-8B MLP) at Q4_1, ctx 4096, with its draft
+PLAN7B=(generate --plan 7b,ffn=14336,q4_1 -c 4096)
+plan7b_line="7B plan (build/beagle ${PLAN7B[*]}): $(build/beagle "${PLAN7B[@]}" | grep '^TOTAL' | awk '{print $(NF-3), "GiB", $(NF-2), $(NF-1), $NF}' || true)"
 
 plan() {
   cat <<EOF
@@ -62,7 +69,10 @@ plan (output in $OUT):
   6. bench.json: beagle bench (decode tok/s, verify cost T = 1..64), the bench-sd speedups, training step
      time and device memory at SmolLM2 size (train --max-steps 8 on SmolLM2 datagen data), generate --json
      runtime counters per round (plain, chain, tree)
-  not covered here: a 7B-shaped draft with random weights (no such target path in this build yet)
+  7. test/cli/test_7b_shaped.sh                    with BEAGLE_CUDA_BIN=build/beagle-cuda: 7B-shaped 2-layer random target
+                                                   (build/test/tool_random_llama): plan vs peak_device_bytes, training, SD == plain
+  8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain)
+  $plan7b_line
 EOF
 }
 if [ $DRY = 1 ]; then
@@ -132,6 +142,23 @@ counters() {
 }
 step counters counters
 
+# 7B-shaped: the test on the device, then the benchmark runs (random Q4_1 weights, 2 layers, vocab 32000)
+step r7b_test env BEAGLE_CUDA_BIN=build/beagle-cuda R7B_DIR="$OUT/r7b" bash test/cli/test_7b_shaped.sh
+r7b_bench() {
+  local R=$OUT/r7b/r7b-2l-v32000.gguf P="Once upon a time there was"
+  [ -s "$R" ] || build/test/tool_random_llama "$R" --layers 2 --vocab 32000
+  build/beagle-cuda datagen -m "$R" --sample 16 -n 64 --batch 16 --shard-seqs 16 -o "$OUT/r7b_data" > /dev/null
+  build/beagle-cuda train -m "$R" --data "$OUT/r7b_data" --batch 2 --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1 \
+    --max-steps 8 -q -o "$OUT/r7b_draft.bin"
+  build/beagle-cuda generate -m "$R" -p "$P" -n 64 --temp 0 --json -c 512 > "$OUT/r7b_plain.txt" 2> "$OUT/r7b_plain.json"
+  build/beagle-cuda generate -m "$R" -d "$OUT/r7b_draft.bin" --spec tree -p "$P" -n 64 --temp 0 --json -c 512 \
+    > "$OUT/r7b_tree.txt" 2> "$OUT/r7b_tree.json"
+  cmp "$OUT/r7b_plain.txt" "$OUT/r7b_tree.txt"
+  build/beagle generate -m "$R" -d "$OUT/r7b_draft.bin" --plan model -c 512 > "$OUT/r7b_plan.txt"
+  build/beagle "${PLAN7B[@]}" > "$OUT/plan_7b.txt"
+}
+step r7b_bench r7b_bench
+
 python3 - "$OUT" <<'EOF'
 import json, os, sys
 out = sys.argv[1]
@@ -148,6 +175,16 @@ s = load("bench_sd.json")
 if s: r["bench_sd_mt_bench_40_tree60"] = s
 t = load("smol.bin.json")
 if t: r["train_smollm2"] = {k: t.get(k) for k in ("steps", "train_seconds", "tokens_trained", "gpu")}
+t = load("r7b_draft.bin.json")
+if t: r["train_7b_shaped_draft"] = {k: t.get(k) for k in ("steps", "seconds_per_step", "train_seconds", "gpu")}
+def total_bytes(name):
+    p = os.path.join(out, name)
+    if not os.path.exists(p): return None
+    return [float(l.split()[1]) for l in open(p) if l.startswith("total_bytes")][0]
+r["sd_7b_shaped_2l"] = {m: {k: (load("r7b_%s.json" % m, True) or {}).get(k) for k in ("tokens", "tau", "tok_s", "gpu")}
+                        for m in ("plain", "tree")}
+r["sd_7b_shaped_2l"]["planned_bytes_tree"] = total_bytes("r7b_plan.txt")
+r["plan_7b_q4_1_ctx4096_bytes"] = total_bytes("plan_7b.txt")
 r["generate_counters"] = {m: (load("gen_%s.json" % m, True) or {}).get("gpu") for m in ("none", "chain", "tree")}
 json.dump(r, open(os.path.join(out, "bench.json"), "w"), indent=2)
 print("wrote", os.path.join(out, "bench.json"))

@@ -22,6 +22,7 @@
 #include "args.h"
 #include "draft_options.h"
 #include "commands.h"
+#include "plan.h"
 
 namespace beagle {
 
@@ -29,7 +30,7 @@ namespace {
 
 // The command line of `beagle generate`.
 struct GenerateOptions {
-    std::string model, tok_path, prompt, prompt_file, system, backend;
+    std::string model, tok_path, prompt, prompt_file, system, backend, plan;
     long n_predict = 256, threads = default_threads(), seed = -1, top_k = 0, ctx = 0, batch = 64;
     double temp = 0.8, top_p = 0.9;
     bool chat = false, json = false, no_stream = false, compare = false;
@@ -84,10 +85,13 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
           "call, drawn with --seed; 5g = 10,10; 4g = 21,19 with --net-rate 20 (seed 003's profiles)");
     a.number("--net-rate", &o->net_rate, "simulated bandwidth for --server in Mbit/s (0 = unlimited): each call also waits its bytes");
     a.flag("--compare", &o->compare, "also run plain decoding on the same prompt and report the speedup");
+    a.str("--plan", &o->plan, "print the device memory budget of this run and exit: 'model' (the -m file), or a geometry\n"
+          "(7b | 7b-mha | 7b-llama3 | 70b, plus key=value: dim, heads, kv, ffn, vocab, layers, and q4_0 | q4_1 | q8_0 |\n"
+          "f16 | bf16 | f32), with -c, -b and the draft flags; exit 2 when it is not under 24 GiB");
     a.str("--backend", &o->backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return false;
     if (!a.positional.empty()) fail("beagle generate: unexpected argument '%s'", a.positional[0].c_str());
-    if (o->model.empty()) fail("beagle generate: -m MODEL is required (see --help)");
+    if (o->model.empty() && o->plan.empty()) fail("beagle generate: -m MODEL is required (see --help)");
     if (!o->prompt_file.empty()) {
         if (!o->prompt.empty()) fail("beagle generate: give -p or -f, not both");
         o->prompt = read_file(o->prompt_file);
@@ -104,7 +108,7 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid" && spec != "auto")
         fail("beagle generate: --spec must be none, lookup, chain, tree, hybrid or auto, got '%s'", spec.c_str());
     const bool uses_draft = spec == "chain" || spec == "tree" || spec == "hybrid" || spec == "auto";
-    if (uses_draft && o->draft.empty()) fail("beagle generate: --spec %s needs a draft model (-d DRAFT)", spec.c_str());
+    if (uses_draft && o->draft.empty() && o->plan.empty()) fail("beagle generate: --spec %s needs a draft model (-d DRAFT)", spec.c_str());
     if (o->d.gamma < 1 || o->d.gamma > 63) fail("beagle generate: --gamma must be in 1..63, got %ld", o->d.gamma);
     if (o->d.depth < 1 || o->d.depth > 32) fail("beagle generate: --depth must be in 1..32, got %ld", o->d.depth);
     if (o->d.topk < 1 || o->d.topk > 64) fail("beagle generate: --topk must be in 1..64, got %ld", o->d.topk);
@@ -306,6 +310,7 @@ int cmd_generate(int argc, char** argv) {
     GenerateOptions o;
     if (!parse_options(argc, argv, &o)) return 0;
 
+    if (!o.plan.empty()) return generate_plan(o.plan, o.model, o.draft, (int)o.ctx, (int)o.batch, o.d, o.spec != "chain");
     if (!o.backend.empty()) select_backend(o.backend);
     Session s(o.model, o.tok_path, (int)o.threads, (int)o.ctx, (int)o.batch);
     const SamplingParams sp = sampling_params(o);

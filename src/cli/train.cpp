@@ -8,10 +8,9 @@
 #include "../train/train_loop.h"
 #include "args.h"
 #include "commands.h"
+#include "plan.h"
 
 namespace beagle {
-
-int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch);
 
 int cmd_train(int argc, char** argv) {
     TrainLoopOptions o;

@@ -12,6 +12,7 @@
 #include "../model/draft.h"
 #include "../train/data_parallel.h"
 #include "../train/trainer.h"
+#include "plan.h"
 
 namespace beagle {
 
@@ -42,29 +43,7 @@ void print_ranks(const TrainMemory& m, int ranks, int batch) {
 }  // namespace
 
 int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch) {
-    // presets, then key=value overrides: dim, heads, kv, ffn, vocab
-    std::map<std::string, long> g = {{"dim", 4096}, {"heads", 32}, {"kv", 8}, {"ffn", 11008}, {"vocab", 32000}};
-    std::string rest = geometry;
-    if (rest.rfind("70b", 0) == 0) {  // Llama-3-70B-shaped: dim 8192, 64/8 heads, ffn 28672, vocab 128256
-        g = {{"dim", 8192}, {"heads", 64}, {"kv", 8}, {"ffn", 28672}, {"vocab", 128256}};
-        rest = rest.substr(3);
-    } else if (rest.rfind("7b-mha", 0) == 0) { g["kv"] = 32; rest = rest.substr(6); }
-    else if (rest.rfind("7b-llama3", 0) == 0) { g["vocab"] = 128256; rest = rest.substr(9); }
-    else if (rest.rfind("7b", 0) == 0) rest = rest.substr(2);
-    for (size_t b = 0; b < rest.size();) {
-        if (rest[b] == ',') { b++; continue; }
-        size_t e = rest.find(',', b);
-        if (e == std::string::npos) e = rest.size();
-        std::string kv = rest.substr(b, e - b);
-        size_t eq = kv.find('=');
-        if (eq == std::string::npos || !g.count(kv.substr(0, eq)))
-            fail("beagle train --plan: expected 7b, 7b-mha, 7b-llama3, 70b and/or key=value with keys dim, heads, kv, ffn, vocab; got '%s'", kv.c_str());
-        char* end = nullptr;
-        long v = strtol(kv.c_str() + eq + 1, &end, 10);
-        if (*end || v <= 0) fail("beagle train --plan: '%s' needs a positive integer", kv.c_str());
-        g[kv.substr(0, eq)] = v;
-        b = e + 1;
-    }
+    std::map<std::string, long> g = parse_plan_geometry(geometry, "beagle train --plan", false).g;
     DraftConfig c;
     c.dim = (int)g["dim"];
     c.n_heads = (int)g["heads"];

@@ -343,6 +343,32 @@ struct Draft::Acts {
     int key_rows = 0;                              //   (grown only past the largest batch of new keys)
 };
 
+std::vector<MemLine> draft_weight_buffers(const DraftConfig& c, bool q8) {
+    double f32 = 0, q = 0;
+    for (int t = 0; t < DT_COUNT; t++) {
+        f32 += 4.0 * c.numel(t);
+        bool matrix = t != DT_NORM_Q && t != DT_NORM_KV && t != DT_NORM_M;
+        if (q8 && matrix && c.has(t) && c.cols(t) % QK == 0) q += (double)c.rows(t) * dtype_row_bytes(DType::Q8_0, c.cols(t));
+    }
+    std::vector<MemLine> v = {{"draft weights (f32)", f32}, {"draft final norm (f32, the target's)", 4.0 * c.dim}};
+    if (q8) v.push_back({"draft matrices in Q8_0 (inference copies)", q});
+    return v;
+}
+
+std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int max_pred, int max_queries) {
+    BEAGLE_CHECK(c.arch == ARCH_BEAGLE, "draft_inference_buffers: Beagle drafts only");
+    const double f = 4, kv = c.kv_dim(), N = max_queries;
+    return {{"draft K/V of the true states (2 x ctx x kv_dim)", 2 * f * ctx * kv},
+            {"draft K/V of kept predictions (2 x max_pred x kv_dim)", 2 * f * max_pred * kv},
+            {"draft true / predicted state staging ((ctx + max_pred) x dim)", f * ((double)ctx + max_pred) * c.dim},
+            {"draft query activations (max_queries x (5 dim + 2 q_dim + 3 ffn + heads + 2))",
+             f * N * (5.0 * c.dim + 2.0 * c.q_dim() + 3.0 * c.ffn_dim + c.n_heads + 2)},
+            {"draft final norm out + rstd (max_queries x (dim + 1))", f * N * (c.dim + 1.0)},
+            {"draft logits (max_queries x head rows)", f * N * c.head_rows()},
+            {"draft new-key temporaries (max(max_pred + 1, max_queries) x (dim + 1); a longer prompt grows them)",
+             f * std::max((double)max_pred + 1, N) * (c.dim + 1.0)}};
+}
+
 Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, int max_pred, int max_queries)
     : ops_(ops), m_(new DraftModelT<Ops>(ops, w, fz)), ctx_(ctx), max_pred_(max_pred), max_q_(max_queries) {
     BEAGLE_CHECK(ctx >= 1 && max_pred >= 1 && max_queries >= 1, "Draft: ctx %d, max_pred %d, max_queries %d must be >= 1",
@@ -377,6 +403,12 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
     sz.cols = std::max({c.dim, c.q_dim(), c.ffn_dim});
     sz.topk = max_queries;
     ops.reserve(sz);
+    if (c.arch == ARCH_BEAGLE) {  // the plan of `generate --plan` lists exactly these buffers
+        double planned = 0;
+        for (const MemLine& l : draft_inference_buffers(c, ctx, max_pred, max_queries)) planned += l.bytes;
+        BEAGLE_CHECK(planned == (double)al.current_bytes(), "draft_inference_buffers: %.0f bytes planned, %zu allocated",
+                     planned, al.current_bytes());
+    }
 }
 
 // ensure_kv's temporaries for n new keys: grown (only ever) at the prompt or a longer batch than before.

@@ -14,6 +14,7 @@
 #include "../backend/ops.h"
 #include "../io/model_file.h"
 #include "../io/llama_config.h"
+#include "llama.h"  // MemLine
 
 namespace beagle {
 
@@ -113,6 +114,14 @@ struct DraftFrozen {
     std::vector<float> embd, out_norm, lm_head;  // lm_head empty when tied to embd
 };
 DraftFrozen frozen_from_target(const ModelFile& mf, bool tables = true);  // tables false: out_norm only
+
+// The device buffers of an inference Draft(w, fz, ops, ctx, max_pred, max_queries) of a Beagle draft,
+// by name with their bytes (`beagle generate --plan`): first its weights (the trainable tensors in f32,
+// the frozen final norm, with q8 the Q8_0 copies of the matrices that use_q8_weights uploads; the
+// embedding and LM head are the target's), then what the constructor allocates, whose sum it checks
+// against its allocator's count.
+std::vector<MemLine> draft_weight_buffers(const DraftConfig& c, bool q8);
+std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int max_pred, int max_queries);
 
 template <class O>
 struct DraftModelT;  // backend-resident weights (src/model/draft_layers.h)

@@ -8,6 +8,32 @@
 
 namespace beagle {
 
+std::vector<LlamaBuffer> llama_buffers(const LlamaConfig& c, int ctx, int max_batch, int n_seq) {
+    const size_t kv_dim = (size_t)c.n_kv_heads * c.head_dim, q_dim = (size_t)c.n_heads * c.head_dim, B = max_batch;
+    const size_t cache = (size_t)n_seq * ctx * kv_dim;
+    return {{"K cache (per layer: n_seq x ctx x kv_dim)", cache, c.n_layers},
+            {"V cache (per layer)", cache, c.n_layers},
+            {"x (max_batch x dim)", B * c.dim, 1},
+            {"xb (max_batch x dim)", B * c.dim, 1},
+            {"q (max_batch x q_dim)", B * q_dim, 1},
+            {"att (max_batch x q_dim)", B * q_dim, 1},
+            {"xb2 (max_batch x dim)", B * c.dim, 1},
+            {"hb (max_batch x ffn)", B * c.ffn_dim, 1},
+            {"hb2 (max_batch x ffn)", B * c.ffn_dim, 1},
+            {"logits (max_batch x vocab)", B * c.vocab_size, 1},
+            {"k_new (max_batch x kv_dim)", B * kv_dim, 1},
+            {"v_new (max_batch x kv_dim)", B * kv_dim, 1}};
+}
+
+double llama_weight_bytes(const LlamaWeights& w) {
+    double bytes = (double)w.tok_embd.nbytes + w.out_norm.nbytes;
+    if (w.lm_head.data != w.tok_embd.data) bytes += (double)w.lm_head.nbytes;
+    for (const LayerWeights& l : w.layers)
+        for (const Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
+            bytes += (double)t->nbytes;
+    return bytes;
+}
+
 Llama::Llama(const ModelFile& mf, Ops& ops, int ctx, int max_batch, int n_seq)
     : cfg_(mf.config), ops_(ops), ctx_(ctx), max_batch_(max_batch), seq_len_(n_seq, 0) {
     BEAGLE_CHECK(n_seq >= 1, "n_seq must be >= 1, got %d", n_seq);
@@ -38,22 +64,16 @@ Llama::Llama(const ModelFile& mf, Ops& ops, int ctx, int max_batch, int n_seq)
         lw.w_down = ops.matmul_weight(l.w_down);
         layers_.push_back(lw);
     }
-    int kv_dim = c.n_kv_heads * c.head_dim, q_dim = c.n_heads * c.head_dim;
+    // KV caches and activations from the list that `generate --plan` prints (llama_buffers)
+    const std::vector<LlamaBuffer> b = llama_buffers(c, ctx, max_batch, n_seq);
+    float** acts[] = {&x_, &xb_, &q_, &att_, &xb2_, &hb_, &hb2_, &logits_, &k_new_, &v_new_};
+    BEAGLE_CHECK(b.size() == 2 + sizeof acts / sizeof acts[0], "llama_buffers: %zu buffers", b.size());
     for (int l = 0; l < c.n_layers; l++) {
-        kcache_.push_back(ops.alloc((size_t)n_seq * ctx * kv_dim));
-        vcache_.push_back(ops.alloc((size_t)n_seq * ctx * kv_dim));
+        kcache_.push_back(ops.alloc(b[0].floats));
+        vcache_.push_back(ops.alloc(b[1].floats));
     }
-    size_t B = (size_t)max_batch;
-    x_ = ops.alloc(B * c.dim);
-    xb_ = ops.alloc(B * c.dim);
-    q_ = ops.alloc(B * q_dim);
-    att_ = ops.alloc(B * q_dim);
-    xb2_ = ops.alloc(B * c.dim);
-    hb_ = ops.alloc(B * c.ffn_dim);
-    hb2_ = ops.alloc(B * c.ffn_dim);
-    logits_ = ops.alloc(B * c.vocab_size);
-    k_new_ = ops.alloc(B * kv_dim);
-    v_new_ = ops.alloc(B * kv_dim);
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) *acts[i] = ops.alloc(b[2 + i].floats);
+    const int q_dim = c.n_heads * c.head_dim;
     // a device backend's scratch for the largest forward (max_batch tokens, a tree mask over them,
     // every key of the context) and its argmax, sized now: decoding rounds then allocate nothing
     ScratchSizes sz;

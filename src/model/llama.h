@@ -4,12 +4,32 @@
 // All compute goes through the op interface (src/backend/ops.h).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "../backend/ops.h"
 #include "../io/model_file.h"
 
 namespace beagle {
+
+// One entry of a memory plan: what a buffer holds and its bytes (the model's and the trainer's buffer
+// lists that `beagle generate --plan` and `beagle train --plan` print).
+struct MemLine {
+    std::string name;
+    double bytes;
+};
+
+// The device buffers a Llama(config, ops, ctx, max_batch, n_seq) allocates besides its weights, in the
+// order its constructor allocates them from this list: `count` buffers of `floats` floats each.
+struct LlamaBuffer {
+    const char* name;
+    size_t floats;
+    int count;
+};
+std::vector<LlamaBuffer> llama_buffers(const LlamaConfig& c, int ctx, int max_batch, int n_seq = 1);
+// Bytes of the weights as a backend holds them: every role tensor in its stored dtype, a tied LM head
+// once (CudaOps::weight uploads each distinct tensor once).
+double llama_weight_bytes(const LlamaWeights& w);
 
 class Llama {
 public:

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../model/draft_layers.h"
+#include "../model/llama.h"  // MemLine
 #include "losses.h"
 
 namespace beagle {
@@ -111,10 +112,6 @@ using DraftTrainer = DraftTrainerT<Ops>;
 // Memory of one training iteration (default detached mode, or stage 1): every buffer the trainer
 // allocates, by name, with the bytes the code allocates (checked against the counting allocator
 // by test/unit/test_stage2_memory.cpp). sizeof_real: 4 (float) or 8.
-struct MemLine {
-    std::string name;
-    double bytes;
-};
 struct TrainMemory {
     std::vector<MemLine> lines;      // persistent (weights, grads, AdamW, frozen) and per-iteration
     double iteration_peak = 0;       // peak bytes of run() (what BufAlloc measures)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_gpu_check_dry_run.sh: scripts/gpu_check.sh --dry-run (what CI runs without a GPU) builds the CUDA
 # binary and the device tests (build/test-device/, linked with the nvcc objects), prints the plan and
-# exits 0 without touching a GPU (also before the default model is fetched, as on CI's fresh clone); a missing ../shared file or an unknown argument is refused with a
+# exits 0 without touching a GPU, with the 7B target's inference plan line (under 24 GiB at Q4_1, ctx 4096) (also before the default model is fetched, as on CI's fresh clone); a missing ../shared file or an unknown argument is refused with a
 # message naming it. Cheap after test_cuda_build.sh (make cuda is then up to date: only the device
 # tests are linked). Skipped (exit 77, says so) when nvcc is absent.
 set -u
@@ -17,10 +17,12 @@ ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fails=$((fails+1)); }
 if JOBS=2 bash scripts/gpu_check.sh --dry-run > "$tmp/out" 2>&1; then ok "--dry-run exits 0"; else bad "--dry-run failed"; tail -20 "$tmp/out"; fi
 grep -q "^dry run: built everything, no GPU used" "$tmp/out" && ok "says it used no GPU" || bad "no dry-run line"
-for s in test_cuda_backend_ops test_cuda_backend_train test_cuda_emu_generate.sh bench-sd bench.json; do
+for s in test_cuda_backend_ops test_cuda_backend_train test_cuda_emu_generate.sh bench-sd bench.json test_7b_shaped.sh; do
   grep -q "$s" "$tmp/out" && ok "plan names $s" || bad "plan does not name $s"
 done
-for b in build/beagle-cuda build/test-device/test_cuda_backend_ops build/test-device/test_cuda_backend_train; do
+grep -Eq "^  7B plan \(build/beagle generate --plan 7b,ffn=14336,q4_1 -c 4096\): [0-9.]+ GiB < 24 GiB" "$tmp/out" &&
+  ok "plan line of the 7B target: $(grep '7B plan' "$tmp/out")" || { bad "no 7B plan line"; grep -i 7b "$tmp/out"; }
+for b in build/beagle-cuda build/test/tool_random_llama build/test-device/test_cuda_backend_ops build/test-device/test_cuda_backend_train; do
   [ -x "$b" ] && ok "built $b" || bad "$b not built"
 done
 if BEAGLE_SHARED="$tmp/none" bash scripts/gpu_check.sh --dry-run > "$tmp/miss" 2>&1; then

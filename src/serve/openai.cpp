@@ -115,7 +115,7 @@ GenRequest parse_request(const std::string& body_text, bool chat, int max_ctx, u
     json body;
     try {
         body = json::parse(body_text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past double (1e309)
         api_fail(400, "", "invalid_json", "the request body is not valid JSON: %s", e.what());
     }
     if (!body.is_object()) api_fail(400, "", "invalid_type", "the request body must be a JSON object, got %s", type_name(body));

@@ -34,19 +34,20 @@ fuzz-build: | $(SYS_HDRS)
 ifdef FUZZING
 SAN := $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_INSTRUMENTED := $(filter $(BUILD)/obj/src/core/% $(BUILD)/obj/src/io/% $(BUILD)/obj/src/tokenizer/% \
-                       $(BUILD)/obj/src/data/%, $(OBJ)) $(BUILD)/obj/src/model/draft.o $(BUILD)/obj/src/train/train_loop.o
+                       $(BUILD)/obj/src/data/%, $(OBJ)) $(BUILD)/obj/src/model/draft.o $(BUILD)/obj/src/train/train_loop.o \
+                     $(BUILD)/obj/src/serve/openai.o $(BUILD)/obj/src/serve/remote.o
 $(filter-out $(FUZZ_INSTRUMENTED), $(OBJ)): SAN := -DBEAGLE_FUZZ
 endif
 fuzz-bins: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 $(BUILD)/fuzz/fuzz_%: test/fuzz/fuzz_%.cpp $(FUZZ_HDRS) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -fsanitize=fuzzer -Isrc -Itest -Itest/unit -o $@ $< $(LIB) $(LDFLAGS)
+	$(CXX) $(CXXFLAGS) -fsanitize=fuzzer -Isrc -Itest -Itest/unit -o $@ $< $(LIB) $(LDFLAGS) $(HTTPLIB_LIBS)
 
 # The same harnesses as replay programs, and the seed writer, in the normal build.
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/test/fuzz/replay_%)
 $(REPLAY_BIN): $(BUILD)/test/fuzz/replay_%: test/fuzz/fuzz_%.cpp $(FUZZ_HDRS) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -DFUZZ_REPLAY -Isrc -Itest -Itest/unit -o $@ $< $(LIB) $(LDFLAGS)
+	$(CXX) $(CXXFLAGS) -DFUZZ_REPLAY -Isrc -Itest -Itest/unit -o $@ $< $(LIB) $(LDFLAGS) $(HTTPLIB_LIBS)
 $(BUILD)/test/fuzz/make_seeds: test/fuzz/make_seeds.cpp $(FUZZ_HDRS) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -Isrc -Itest -Itest/unit -o $@ $< $(LIB) $(LDFLAGS)

@@ -20,6 +20,8 @@ cp "$D/models/stories260K.bin" "$OUT/llama2c/"
 cp "$D/models/tok512.bin" "$D/models/tokenizer.bin" "$OUT/tokenizer_bin/"
 cp "$D/models/tokenizer.model" "$OUT/tokenizer_model/"
 cp test/data/stories_prompts.txt "$OUT/prompts/"
+# committed hand-written seeds (test/fuzz/seeds/<harness>/: e.g. the server's request bodies)
+for d in test/fuzz/seeds/*/; do h=$(basename "$d"); mkdir -p "$OUT/$h"; cp "$d"* "$OUT/$h/"; done
 for f in "$D"/eval/*.jsonl "$D"/train/*.jsonl; do head -n 3 "$f" >"$OUT/prompts/$(basename "$f")"; done
 python3 - "$D" "$OUT" <<'PY'
 import json, os, sys, tempfile

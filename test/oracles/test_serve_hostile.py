@@ -39,6 +39,7 @@ BAD = [  # (body bytes, status, code, param)
     (b'{"prompt": "a", "max_tokens": 0}', 400, "invalid_value", "max_tokens"),
     (b'{"prompt": "a", "max_tokens": -5}', 400, "invalid_value", "max_tokens"),
     (b'{"prompt": "a", "max_tokens": 1000000000000}', 400, "invalid_value", "max_tokens"),
+    (b'{"prompt": "a", "max_tokens": 1e309}', 400, "invalid_json", None),  # past double: nlohmann out_of_range (fuzz_openai)
     (b'{"prompt": "a", "temperature": "hot"}', 400, "invalid_type", "temperature"),
     (b'{"prompt": "a", "stream": "yes"}', 400, "invalid_type", "stream"),
     (b'{"prompt": "\xc3\x28 bad utf-8"}', 400, "invalid_json", None),

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "../core/common.h"
+#include "../decode/beagle_drafter.h"
 #include "../io/model_file.h"
 #include "../model/draft.h"
 #include "../model/llama.h"
@@ -98,7 +99,7 @@ int generate_plan(const std::string& geometry, const std::string& model, const s
     if (with_draft) {
         dc = draft.empty() ? draft_config_for_target(c, TokenizerSpec()) : load_draft(draft).cfg;
         if (dc.arch != ARCH_BEAGLE) fail("beagle generate --plan: the draft '%s' is not a Beagle draft", draft.c_str());
-        int max_pred = std::max(tree ? 1 + (int)d.topk * std::max(0, (int)d.depth - 1) : (int)d.gamma, 1);
+        const int max_pred = beagle_max_pred(tree, (int)d.gamma, (int)d.depth, (int)d.topk);
         for (const MemLine& l : draft_weight_buffers(dc, !d.draft_f32)) lines.push_back(l);
         for (const MemLine& l : draft_inference_buffers(dc, ctx, max_pred + 1, std::max((int)d.topk, 1)))
             lines.push_back(l);

@@ -23,8 +23,7 @@ public:
     BeagleDrafter(const DraftWeights& w, const DraftFrozen& fz, Session& s, const BeagleDraftParams& p)
         : p_(p), V_(w.cfg.head_rows()), Vt_(w.cfg.vocab_size), d2t_(w.d2t), cost_(p.verify_cost),
           rates_(std::max(p.lookup_ngram, 1), std::max(p.depth, 1)) {
-        int max_pred = p.tree ? 1 + p.topk * std::max(0, p.depth - 1) : p.gamma;
-        max_pred = std::max(max_pred, 1);
+        const int max_pred = beagle_max_pred(p.tree, p.gamma, p.depth, p.topk);
         Ops* ops = s.ops.get();
         if (p.threads > 0 && p.threads != s.threads && std::string(ops->name()) == "cpu") {
             own_ops_ = make_ops("cpu", p.threads);  // host buffers: the target's states and weights are shared as is

@@ -2,6 +2,7 @@
 // tree, or the tree with prompt-lookup candidates merged in (hybrid). Its settings, BeagleDraftParams,
 // are every mode's settings for make_drafter (drafters.h), which sets this drafter up.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -33,6 +34,13 @@ struct BeagleDraftParams {
     double auto_draft_cost = -1;  // mode auto (auto_drafter.h): a draft round's drafting cost in decode steps;
                                   // < 0: measured each round (tests fix it to make the choices reproducible)
 };
+
+// The predicted keys a BeagleDrafter's Draft keeps at most in one round (tree: the root's child plus
+// topk per deeper level; chain: gamma), at least 1. Its Draft is built with max_pred + 1 and
+// max(topk, 1) queries; `generate --plan` sizes the same buffers from it.
+inline int beagle_max_pred(bool tree, int gamma, int depth, int topk) {
+    return std::max(tree ? 1 + topk * std::max(0, depth - 1) : gamma, 1);
+}
 struct DraftWeights;
 struct DraftFrozen;
 // w's config must fit the session's target and fz be the target's (make_drafter does both).

@@ -7,13 +7,16 @@
 # the same SEEDS. Variants (VARIANTS): s1 (Beagle stage 1 only), s12 (stage 1 + 2), s12gt (stage 1 + 2
 # with --sim-grad-through), eagle (--arch eagle). Then `beagle bench-sd` of each draft on Spec-Bench (all
 # its categories, PER prompts each, MT-Bench among them; chain, 60-node tree, cost-aware tree).
-# Not run to completion in the session that wrote it: about TIME_PER_STEP x STEPS x 4 variants x seeds of
-# CPU (roughly 1 s per step per variant on this 2-core machine, so the default budget is about 3 hours per
-# seed) plus the datagen (about an hour). It is resumable: every step skips what is finished, an
+# Cost on this 2-core machine: about 2.7 s per step per variant when alone (1 thread), so the default budget
+# is about 6 hours per seed; datagen of 608 answers about 10 minutes; a bench-sd at PER 2, NTOK 96 under load
+# about 30 minutes. docs/paper-comparison.md has a run at STEPS=400 EPOCHS=3 PER=2 NTOK=96 AUTO=0. It is resumable: every step skips what is finished, an
 # interrupted training continues from its checkpoint (--ckpt-every 50, --resume), datagen resumes its shards.
 # Env: OUT (build/compare-smollm2), LIMIT (608), STEPS (2000), EPOCHS (14: with LIMIT 608 an epoch is
 # about 152 steps, so 14 epochs outlast STEPS; two-stage variants switch to stage 2 after EPOCHS / 2),
-# SEEDS ("1"), PER (10), JOBS (1), VARIANTS ("s1 s12 s12gt eagle"). Results: $OUT/VARIANT.sSEED.bin{,.json,.bench.json}.
+# SEEDS ("1"), PER (10), NTOK (128: tokens per bench-sd prompt), AUTO (1: also the cost-aware tree), JOBS (1:
+# trainings at a time), VARIANTS ("s1 s12 s12gt eagle"). Each finished draft's bench-sd and teacher-forced
+# top-1 / top-5 (on the target's greedy answers to the 80 MT-Bench first turns) run while the next variant trains.
+# Results: $OUT/VARIANT.sSEED.bin{,.json,.bench-60.json,.bench-auto.json}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${BEAGLE_SHARED:-../shared}
@@ -25,15 +28,22 @@ EPOCHS=${EPOCHS:-14}
 HALF=$((EPOCHS / 2))
 SEEDS=${SEEDS:-"1"}
 PER=${PER:-10}
+NTOK=${NTOK:-128}
+AUTO=${AUTO:-1}
 JOBS=${JOBS:-1}
 VARIANTS=${VARIANTS:-"s1 s12 s12gt eagle"}
-B="nice -n 10 build/beagle"
-make -j2 build/beagle >/dev/null
+N="nice -n 10"
+B="$N build/beagle"
+make -j2 build/beagle build/test/draft_topk >/dev/null
 [ -f "$M" ] || bash scripts/fetch_model.sh
 mkdir -p "$OUT"
 DATA=$OUT/data
 $B datagen -m "$M" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
     -n 192 --max-prompt 256 -o "$DATA" --batch 16 --shard-seqs 32 -t 2
+# held-out: the target's greedy answers (128 tokens) to the 80 MT-Bench first turns, for the teacher-forced top-1 / top-5
+HELD=$OUT/mt-bench-greedy
+$B datagen -m "$M" --prompts "$SHARED/data/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
+    --shard-seqs 80 -t 1 -o "$HELD"
 # EPOCHS outlast STEPS (--max-steps ends every run); stage 2 starts at the same step in every two-stage variant
 flags() {
     case $1 in
@@ -55,36 +65,69 @@ train_one() {  # variant seed
         --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 -t 1 -q "${resume[@]}" \
         > "$d.log" 2>&1
 }
-running=0
-for seed in $SEEDS; do
-    for v in $VARIANTS; do
-        train_one "$v" "$seed" &
-        running=$((running + 1))
-        if [ "$running" -ge "$JOBS" ]; then wait -n || true; running=$((running - 1)); fi
+train_all() {
+    local running=0 seed v
+    for seed in $SEEDS; do
+        for v in $VARIANTS; do
+            train_one "$v" "$seed" &
+            running=$((running + 1))
+            if [ "$running" -ge "$JOBS" ]; then wait -n || true; running=$((running - 1)); fi
+        done
     done
-done
-wait
-for seed in $SEEDS; do for v in $VARIANTS; do
-    d=$OUT/$v.s$seed.bin
-    [ -f "$d.json" ] || { echo "compare_smollm2: $v seed $seed did not finish (see $d.log)" >&2; exit 1; }
-    for mode in "chain,tree 60" "tree auto"; do
+    wait
+}
+bench_one() {  # variant seed: Spec-Bench (PER prompts per category) with chain + tree-60, then the cost-aware tree (AUTO=1)
+    local d=$OUT/$1.s$2.bin mode modes total j
+    local modes_list=("chain,tree 60")
+    [ "$AUTO" = 1 ] && modes_list+=("tree auto")
+    for mode in "${modes_list[@]}"; do
         read -r modes total <<< "$mode"
         j=$d.bench-$total.json
-        [ -f "$j" ] || $B bench-sd -m "$M" -d "$d" --prompts "$SHARED/data/eval/spec_bench_question.jsonl" \
-            --per-category "$PER" -n 128 -t 2 --modes "none,$modes" --total-tokens "$total" -o "$j" > /dev/null
+        [ -f "$j" ] || { $B bench-sd -m "$M" -d "$d" --prompts "$SHARED/data/eval/spec_bench_question.jsonl" \
+            --per-category "$PER" -n "$NTOK" -t 2 --modes "none,$modes" --total-tokens "$total" -o "$j.tmp" > /dev/null &&
+            mv "$j.tmp" "$j"; }
     done
+    [ -s "$d.topk.txt" ] || { $N build/test/draft_topk "$M" "$d" "$HELD" > "$d.topk.tmp" && mv "$d.topk.tmp" "$d.topk.txt"; }
+}
+train_all &
+trainer=$!
+for seed in $SEEDS; do for v in $VARIANTS; do
+    d=$OUT/$v.s$seed.bin
+    while [ ! -f "$d.json" ] && kill -0 "$trainer" 2> /dev/null; do sleep 20; done
+    [ -f "$d.json" ] || { echo "compare_smollm2: $v seed $seed did not finish (see $d.log)" >&2; exit 1; }
+    bench_one "$v" "$seed"
 done; done
+wait "$trainer"
 python3 - "$OUT" "$SEEDS" "$VARIANTS" <<'PY'
+# The table of docs/paper-comparison.md: tau = tokens / target passes, summed over a category group's prompts
+# (MT-Bench: its 8 categories; other: Spec-Bench's translation, summarization, qa, math_reasoning, rag).
 import json, sys
 out, seeds, variants = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-print("| variant | seed | params | tau chain | tau tree-60 | tau cost-aware | mt-bench tree-60 | s / step (stage 1 / 2) | peak KiB (stage 1 / 2) |")
-print("|---|---|---|---|---|---|---|---|---|")
+MT = ["writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"]
+def tau(b, mode, cats):
+    c = [b["categories"][k][mode] for k in b["categories"] if (k in MT) == (cats == "mt")]
+    return sum(x["tokens"] for x in c) / sum(x["target_passes"] for x in c)
+def topk(path):
+    n = t1 = t5 = 0
+    for line in open(path):
+        f = line.split()
+        if len(f) < 9 or not f[0].isdigit(): continue
+        n += 1; t1 += f[2] == f[3]; t5 += f[2] in f[3:8]
+    return t1 / n, t5 / n, n
+print("| variant | seed | params | MT-Bench tau chain / tree-60 / cost-aware | other tau chain / tree-60 / cost-aware "
+      "| trainer eval tau chain / tree-60 | top-1 / top-5 | s / step (stage 1 / 2) | peak KiB (stage 1 / 2) | mismatches |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for v in variants:
     for s in seeds:
         d = f"{out}/{v}.s{s}.bin"
-        j, b60, ba = json.load(open(d + ".json")), json.load(open(d + ".bench-60.json")), json.load(open(d + ".bench-auto.json"))
-        mt = b60.get("mt_bench", {}).get("tree", {}).get("tau", float("nan"))
+        j, b60 = json.load(open(d + ".json")), json.load(open(d + ".bench-60.json"))
+        try: ba = json.load(open(d + ".bench-auto.json"))
+        except FileNotFoundError: ba = None  # AUTO=0
+        t1, t5, n = topk(d + ".topk.txt")
         sps, pk = j["seconds_per_step_by_stage"], j["iteration_peak_bytes"]
-        print(f"| {v} | {s} | {j['params']} | {b60['overall']['chain']['tau']:.3f} | {b60['overall']['tree']['tau']:.3f} "
-              f"| {ba['overall']['tree']['tau']:.3f} | {mt:.3f} | {sps[0]:.2f} / {sps[1]:.2f} | {pk[0] / 1024:.0f} / {pk[1] / 1024:.0f} |")
+        mis = sum(b["overall"][m]["mismatches"] for b in (b60, ba) if b for m in b["overall"])
+        cells = [" / ".join(f"{x:.2f}" for x in (tau(b60, "chain", g), tau(b60, "tree", g))) + (f" / {tau(ba, 'tree', g):.2f}" if ba else " / -")
+                 for g in ("mt", "other")]
+        print(f"| {v} | {s} | {j['params']:,} | {cells[0]} | {cells[1]} | {j['tau_chain']:.2f} / {j['tau_tree']:.2f} "
+              f"| {t1:.3f} / {t5:.3f} ({n} pos.) | {sps[0]:.2f} / {sps[1]:.2f} | {pk[0] / 1024:.0f} / {pk[1] / 1024:.0f} | {mis} |")
 PY

@@ -52,21 +52,24 @@ struct AttnQuery {
         return (bits[b / 64] >> (b % 64)) & 1u;
     }
 };
+// n_past from the device when a.n_past_dev is set (a captured decode step: the launch arguments stay fixed
+// from step to step, a.n_past then bounds it and sizes the split-KV grid; slices past the keys are empty).
 __device__ __forceinline__ AttnQuery attn_query(const AttnArgs& a, int t) {
     AttnQuery q;
+    const int n_past = a.n_past_dev ? *a.n_past_dev : a.n_past;
     q.lo = 0;
-    q.n_past = a.n_past;
+    q.n_past = n_past;
     q.bits = nullptr;
     if (a.kv_start) {
         q.lo = a.kv_start[t];
         q.hi = q.lo + a.kv_len[t];
         q.n_pre = a.kv_len[t];
     } else if (a.tree) {
-        q.hi = a.n_past + a.T;
+        q.hi = n_past + a.T;
         q.bits = a.tree + (long long)t * a.mask_words;
-        q.n_pre = a.n_past;
+        q.n_pre = n_past;
     } else {
-        q.hi = a.n_past + t + 1;
+        q.hi = n_past + t + 1;
         q.n_pre = q.hi;
     }
     return q;

@@ -21,6 +21,9 @@
 
 struct KernelRunner {
     cudaStream_t stream = 0;
+    // Set while the CUDA backend replays a captured step (ops_cuda.cu): launches are worked out and passed
+    // to the hooks but not made (the step's CUDA graph makes them).
+    bool skip = false;
     virtual ~KernelRunner() = default;
     virtual void before(const char* kernel) {}                   // just before each launch
     virtual void after(const char* kernel) = 0;                  // just after: check cudaGetLastError()
@@ -30,7 +33,8 @@ struct KernelRunner {
 #define KRUN(kr, grid, block, smem, kernel, ...)                            \
     do {                                                                    \
         (kr).before(#kernel);                                               \
-        KLAUNCH((grid), (block), (smem), (kr).stream, kernel)(__VA_ARGS__); \
+        if (!(kr).skip)                                                     \
+            KLAUNCH((grid), (block), (smem), (kr).stream, kernel)(__VA_ARGS__); \
         (kr).after(#kernel);                                                \
     } while (0)
 // kr.fail(printf-style message) unless cond.
@@ -190,13 +194,16 @@ struct AttnArgs {
     int T, n_heads, n_kv_heads, head_dim;
     float scale;
     // mask (ops.h AttnMask), device arrays
-    int n_past;
+    int n_past;                 // cached rows before the new ones; with n_past_dev: the most it can be (grid size)
+    const int* n_past_dev;      // non-null: the kernels read n_past here (a captured decode step, docs/gpu.md)
     const uint64_t* tree;       // null: causal
     int mask_words;
     const int* kv_start;        // non-null: query t sees cache rows [kv_start[t], kv_start[t] + kv_len[t])
     const int* kv_len;
     float* partial;             // split-KV scratch of attn_split_scratch_bytes(), or null (never split)
-    template <class F> void pointers(F f) const { f(out); f(q); f(k); f(v); f(tree); f(kv_start); f(kv_len); f(partial); }
+    template <class F> void pointers(F f) const {
+        f(out); f(q); f(k); f(v); f(n_past_dev); f(tree); f(kv_start); f(kv_len); f(partial);
+    }
 };
 constexpr int ATTN_BK = 32;     // keys per shared-memory tile (one per lane while scoring)
 constexpr int ATTN_MAX_HD = 128;

@@ -5,14 +5,15 @@
 #      linked against the nvcc-compiled kernels (make cuda-device-tests: build/test-device/);
 #   2. every op of the op interface on the device against the CPU backend (test_cuda_backend_ops: every
 #      kernel is behind one of them; the runtime counters' checks) and draft training on the device
-#      against the CPU (test_cuda_backend_train: gradients, AdamW steps, the trained draft's forward);
+#      against the CPU (test_cuda_backend_train: gradients, AdamW steps, the trained draft's forward), the
+#      captured decode step (test_cuda_backend_graph: a replayed CUDA graph == the step without, bit for bit);
 #   3. golden generation and greedy speculative exactness on the device: test_cuda_emu_generate.sh with
 #      build/beagle-cuda (stories260K == run.c's golden text; lookup / chain / tree SD == plain greedy;
 #      SmolLM2 == the CPU backend), and bench-sd on SmolLM2 (every output checked against plain greedy);
 #   4. 8 training steps of the CLI on the device vs the CPU build (per-step losses, rtol 1e-3: two fp32
 #      backends with different summation orders);
 #   5. the benchmark JSON (build/gpu_check/bench.json): decode tok/s and the verify cost T = 1..64
-#      (beagle bench), the SD speedup on 40 MT-Bench turns with a tree of 60 (bench-sd), training step time
+#      (beagle bench, with CUDA graphs and again with BEAGLE_CUDA_GRAPH=0), the SD speedup on 40 MT-Bench turns with a tree of 60 (bench-sd), training step time
 #      and device memory at SmolLM2 size, and the runtime counters per round (generate --json "gpu");
 #   6. 7B-shaped: test/cli/test_7b_shaped.sh on the device (a 2-layer dim-4096 random-weights target: plan
 #      vs measured device memory, training, greedy SD == plain), then 8 training steps of its draft (step
@@ -60,13 +61,14 @@ plan() {
 plan (output in $OUT):
   1. build/test-device/test_cuda_backend_ops       every op on the device vs the CPU backend; runtime counters
   2. build/test-device/test_cuda_backend_train     draft training on the device vs the CPU (grads, AdamW, forward)
+     build/test-device/test_cuda_backend_graph     the captured decode step (CUDA graph) == the step without, bit for bit
   3. test/cli/test_cuda_emu_generate.sh            with BEAGLE_CUDA_BIN=build/beagle-cuda: golden stories260K,
                                                    greedy SD (lookup, chain, tree) == plain, SmolLM2 == CPU
   4. bench-sd SmolLM2 + $SMOL_DRAFT on 40 MT-Bench turns, none + chain + tree-60 (outputs checked == plain)
   5. train 8 steps (stories260K datagen data) on cuda and on cpu: per-step losses agree (rtol 1e-3);
      data-parallel on NCCL (docs/distributed.md): mpirun -np 1 == one process bit for bit, then -np 2 on
      this one GPU (NCCL may refuse two ranks on one device: then its error, exit non-zero, no hang)
-  6. bench.json: beagle bench (decode tok/s, verify cost T = 1..64), the bench-sd speedups, training step
+  6. bench.json: beagle bench (decode tok/s, verify cost T = 1..64; again with BEAGLE_CUDA_GRAPH=0), the bench-sd speedups, training step
      time and device memory at SmolLM2 size (train --max-steps 8 on SmolLM2 datagen data), generate --json
      runtime counters per round (plain, chain, tree)
   7. test/cli/test_7b_shaped.sh                    with BEAGLE_CUDA_BIN=build/beagle-cuda: 7B-shaped 2-layer random target
@@ -97,6 +99,7 @@ step() {  # name, command...
 export BEAGLE_SHARED=$SHARED BEAGLE_MODEL=$SMOL BEAGLE_BIN=$PWD/build/beagle
 step backend_ops build/test-device/test_cuda_backend_ops
 step backend_train build/test-device/test_cuda_backend_train
+step backend_graph build/test-device/test_cuda_backend_graph
 step generate env BEAGLE_CUDA_BIN=build/beagle-cuda bash test/cli/test_cuda_emu_generate.sh
 step bench_sd build/beagle-cuda bench-sd -m "$SMOL" -d "$SMOL_DRAFT" --prompts "$MTBENCH" --per-category 5 \
   --modes none,chain,tree --total-tokens 60 -n 128 -o "$OUT/bench_sd.json"
@@ -127,6 +130,7 @@ if command -v mpirun > /dev/null 2>&1; then step nccl_ranks nccl_ranks; else ech
 
 # benchmarks
 step bench build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench.json.part"
+step bench_nograph env BEAGLE_CUDA_GRAPH=0 build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench_nograph.json.part"
 smol_train() {
   build/beagle-cuda datagen -m "$SMOL" --prompts "$MTBENCH" --limit 16 -n 128 -o "$OUT/smol_data" > /dev/null
   build/beagle-cuda train -m "$SMOL" --data "$OUT/smol_data" --batch 4 --seq-len 256 --stage1-epochs 1 --stage2-epochs 1 \
@@ -171,6 +175,8 @@ def load(name, last_line=False):
 r = {"device": open(os.path.join(out, "device.txt")).read().strip()}
 b = load("bench.json.part")
 if b: r["bench"] = b
+b = load("bench_nograph.json.part")
+if b: r["bench_without_cuda_graphs"] = b
 s = load("bench_sd.json")
 if s: r["bench_sd_mt_bench_40_tree60"] = s
 t = load("smol.bin.json")

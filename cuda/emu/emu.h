@@ -89,12 +89,16 @@ bool poison_enabled();
 
 // ---- launch ----------------------------------------------------------------------------------
 typedef void (*Thunk)(void* ctx);
+typedef void* (*CloneCtx)(const void* ctx);  // a heap copy of the launch's closure (kernel + arguments)
+typedef void (*FreeCtx)(void* ctx);          // deletes such a copy
 // Validates the configuration (like the real runtime: cudaErrorInvalidConfiguration,
 // cudaErrorInvalidValue, cudaErrorInvalidResourceHandle), then runs every block and returns when
 // the grid is done. Errors go to cudaGetLastError(); a deadlock or divergent barrier aborts the
 // launch with cudaErrorLaunchFailure and a message naming kernel and block (last_error_detail()).
+// On a stream that is capturing (cudaStreamBeginCapture) nothing runs: a copy of the closure
+// (clone) is recorded as a kernel node of the stream's graph and cudaGraphLaunch runs it later.
 cudaError_t launch_grid(const char* name, const void* func, dim3 grid, dim3 block, size_t smem,
-                        cudaStream_t stream, Thunk thunk, void* ctx);
+                        cudaStream_t stream, Thunk thunk, void* ctx, CloneCtx clone, FreeCtx free_ctx);
 // Fails a launch without running it (a fault the hardware would raise): message and error as a failed launch.
 cudaError_t reject_launch(const std::string& msg, cudaError_t e);
 
@@ -130,6 +134,8 @@ struct Closure {
         Closure* c = static_cast<Closure*>(ctx);
         std::apply(c->fn, c->args);  // each CUDA thread gets the kernel's parameters by value
     }
+    static void* clone(const void* ctx) { return new Closure(*static_cast<const Closure*>(ctx)); }
+    static void free_ctx(void* ctx) { delete static_cast<Closure*>(ctx); }
 };
 
 template <class... P>
@@ -156,8 +162,9 @@ struct Launch {
                 return;
             }
         }
-        launch_grid(name, reinterpret_cast<const void*>(fn), grid, block, smem, stream,
-                    &Closure<void (*)(P...), Tuple>::run, &c);
+        typedef Closure<void (*)(P...), Tuple> C;
+        launch_grid(name, reinterpret_cast<const void*>(fn), grid, block, smem, stream, &C::run, &c, &C::clone,
+                    &C::free_ctx);
     }
 };
 template <class... P>

@@ -998,8 +998,13 @@ static std::string smem_over_limit(const char* name, const void* func, size_t st
                limit == kSmemPerBlock ? " without cudaFuncSetAttribute(MaxDynamicSharedMemorySize)" : "");
 }
 
+void set_error_detail(const char* message) {
+    std::lock_guard<std::mutex> lk(g_detail_mu);
+    g_detail = message;
+}
+
 cudaError_t launch_grid(const char* name, const void* func, dim3 grid, dim3 block, size_t smem,
-                        cudaStream_t stream, Thunk thunk, void* ctx) {
+                        cudaStream_t stream, Thunk thunk, void* ctx, CloneCtx clone, FreeCtx free_ctx) {
     if (t_worker && t_worker->cur >= 0) {
         fprintf(stderr, "beagle-emu: kernel '%s' launched from inside kernel '%s': dynamic parallelism is not "
                         "emulated\n", name, t_worker->job ? t_worker->job->name : "?");
@@ -1015,7 +1020,28 @@ cudaError_t launch_grid(const char* name, const void* func, dim3 grid, dim3 bloc
             g_detail = msg;
         }
         set_last_error(bad);
+        if (bad != cudaErrorInvalidResourceHandle) capture_invalidate(stream);  // a graph must not miss the node
         return bad;
+    }
+    // Stream capture: the launch becomes a node of the graph (its closure copied: the caller's copy
+    // lives on its stack), checked again and run by each cudaGraphLaunch.
+    bool capturing = false;
+    const cudaError_t cap = capture_check(stream, "kernel launch", &capturing);
+    if (cap != cudaSuccess) {
+        set_error_detail(fmt("beagle-emu: launch of kernel '%s' on the legacy stream while a blocking stream is "
+                             "capturing: %s (the capture is invalidated)", name, cudaGetErrorName(cap)).c_str());
+        set_last_error(cap);
+        return cap;
+    }
+    if (capturing) {
+        if (!clone) {  // a graph's node replayed into a capturing stream (cudaGraphLaunch refuses that first)
+            capture_invalidate(stream);
+            set_last_error(cudaErrorNotSupported);
+            return cudaErrorNotSupported;
+        }
+        capture_kernel(stream, KernelNode{name, func, grid, block, smem, thunk,
+                                          std::shared_ptr<void>(clone(ctx), free_ctx)});
+        return cudaSuccess;
     }
     size_t static_smem = 0;
     bool known = false;

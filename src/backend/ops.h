@@ -114,9 +114,11 @@ struct DeviceCounters {
     // levels, not counts (a difference keeps the later value): device bytes held from cudaMalloc now
     // (live buffers, the allocator's cache, weights, scratch) and at most so far
     long long device_bytes = 0, peak_device_bytes = 0;
+    long long graph_launches = 0;  // cudaGraphLaunch calls (each also one of `launches`)
     DeviceCounters operator-(const DeviceCounters& o) const {
         return {launches - o.launches, syncs - o.syncs, h2d_bytes - o.h2d_bytes, d2h_bytes - o.d2h_bytes,
-                allocs - o.allocs, frees - o.frees, device_bytes, peak_device_bytes};
+                allocs - o.allocs, frees - o.frees, device_bytes, peak_device_bytes,
+                graph_launches - o.graph_launches};
     }
 };
 
@@ -140,6 +142,16 @@ public:
     // Size the backend's scratch for calls up to s (several calls: the largest of each); the CPU
     // backend keeps no scratch.
     virtual void reserve(const ScratchSizes& s) {}
+
+    // A fixed-shape step as one unit the backend may capture once and replay (the CUDA backend: a CUDA
+    // graph of a plain decode step, docs/gpu.md). step_begin(owner, variant, max_past) == true: the op
+    // calls up to step_end() are that step; the first time for (owner, variant) they are captured, later
+    // they must be the same calls with the same buffers (only staged host arrays and AttnMask::n_past may
+    // differ, n_past <= max_past) and the captured graph runs instead of their launches. false (every other
+    // backend, or graphs off): run the ops as usual, no step_end. step_drop(owner): its buffers are gone.
+    virtual bool step_begin(const void* owner, int variant, int max_past) { return false; }
+    virtual void step_end() {}
+    virtual void step_drop(const void* owner) {}
 
     // ---- memory (element counts are floats)
     virtual float* alloc(size_t n) = 0;           // zero-initialised

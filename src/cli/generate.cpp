@@ -209,6 +209,7 @@ Json gpu_json(const GenStats& st) {
     Json g;
     g["rounds"] = st.rounds_counted;
     g["launches_per_round"] = rounded(st.device.launches / r, 2);
+    g["graph_launches_per_round"] = rounded(st.device.graph_launches / r, 2);
     g["syncs_per_round"] = rounded(st.device.syncs / r, 2);
     g["h2d_bytes_per_round"] = rounded(st.device.h2d_bytes / r, 1);
     g["d2h_bytes_per_round"] = rounded(st.device.d2h_bytes / r, 1);

@@ -88,6 +88,7 @@ Llama::Llama(const ModelFile& mf, Ops& ops, int ctx, int max_batch, int n_seq)
 }
 
 Llama::~Llama() {
+    ops_.step_drop(this);
     for (float* p : kcache_) ops_.release(p);
     for (float* p : vcache_) ops_.release(p);
     for (float* p : {x_, xb_, q_, att_, xb2_, hb_, hb2_, logits_, k_new_, v_new_}) ops_.release(p);
@@ -106,7 +107,15 @@ void Llama::forward(const int* tokens, const int* pos, int T, const uint64_t* tr
     mask.n_past = n_past;
     mask.tree_mask = tree_mask;
     mask.mask_words = mask_words;
-    run(tokens, pos, T, {{0, T, mask, (size_t)cur_ * ctx_}}, nullptr, n_past);
+    if (T == 1 && !tree_mask && ops_.step_begin(this, cur_, ctx_ - 1)) {
+        // a plain step the backend replays as one graph: every launch argument the same at each step, so
+        // the new K/V row goes to the cache through a staged row index, not a pointer into it
+        const int row = cur_ * ctx_ + n_past;
+        run(tokens, pos, 1, {{0, 1, mask, (size_t)cur_ * ctx_}}, &row, n_past);
+        ops_.step_end();
+    } else {
+        run(tokens, pos, T, {{0, T, mask, (size_t)cur_ * ctx_}}, nullptr, n_past);
+    }
     n_past += T;
     outputs(T, logits, n_logits, states, n_states);
 }

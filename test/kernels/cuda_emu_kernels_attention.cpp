@@ -58,8 +58,11 @@ static void ref_head(const float* q, const std::vector<const float*>& K, const s
 }
 
 // mode: nq > 0 runs attn_fwd_tiled_kernel with nq queries per block; nq == 0 the shipped tiling
-// (attn_tiling); nq < 0 the split-KV pair attn_split_kernel + attn_combine_kernel.
-static std::vector<float> run_attn(const AttnCase& c, int nq) {
+// (attn_tiling); nq < 0 the split-KV pair attn_split_kernel + attn_combine_kernel over `slices` slices
+// (0: attn_slices(n_past, T), what launch_attention launches; more: the trailing ones are empty).
+// device_n_past: the kernels read n_past through AttnArgs::n_past_dev (a captured decode step), the
+// argument n_past is a bound (slices * ATTN_SPLIT - T).
+static std::vector<float> run_attn(const AttnCase& c, int nq, int slices = 0, bool device_n_past = false) {
     std::vector<float> out((size_t)c.T * c.n_heads * c.hd, -5.0f);
     std::vector<int> s = c.start, l = c.len;
     AttnArgs a;
@@ -72,7 +75,8 @@ static std::vector<float> run_attn(const AttnCase& c, int nq) {
     a.n_kv_heads = c.n_kv;
     a.head_dim = c.hd;
     a.scale = 1.0f / sqrtf((float)c.hd);
-    a.n_past = c.n_past;
+    a.n_past = device_n_past ? slices * ATTN_SPLIT - c.T : c.n_past;
+    a.n_past_dev = device_n_past ? &c.n_past : nullptr;
     a.tree = c.tree.empty() ? nullptr : c.tree.data();
     a.mask_words = c.words;
     a.kv_start = s.empty() ? nullptr : s.data();
@@ -80,8 +84,8 @@ static std::vector<float> run_attn(const AttnCase& c, int nq) {
     a.partial = nullptr;
     const int group = c.n_heads / c.n_kv;
     if (nq < 0) {
-        const int n_slices = attn_slices(c.n_past, c.T), warps = std::min(group, ATTN_QT_WARPS);
-        std::vector<float> part(attn_split_scratch_bytes(c.T, c.n_heads, c.hd, c.n_past) / 4, -7.0f);
+        const int n_slices = slices > 0 ? slices : attn_slices(c.n_past, c.T), warps = std::min(group, ATTN_QT_WARPS);
+        std::vector<float> part((size_t)c.T * c.n_heads * n_slices * (c.hd + 3), -7.0f);
         a.partial = part.data();
         TLAUNCH(dim3(c.T, c.n_kv, n_slices), 32 * warps, attn_smem_floats(c.hd, warps) * 4, attn_split_kernel)(a, n_slices);
         TLAUNCH(dim3(c.T, c.n_heads), 32, 0, attn_combine_kernel)(a, n_slices);
@@ -189,6 +193,22 @@ static void test_attention() {
         c.tree = {1, 3, 5, 13};
         check_attn(c, {0, 1}, mode);
     });
+    // A decode step with the slice count fixed by the context (a captured CUDA graph's grid cannot follow
+    // n_past; docs/gpu.md): the split pair over attn_slices(ctx - 1, 1) slices, the trailing ones empty,
+    // n_past read from memory (AttnArgs::n_past_dev), gives the bits of the launch made without a graph
+    // (the tiled kernel for one slice, else split over the slices the keys span), at every n_past
+    // around the slice boundaries.
+    {
+        const int ctx = 1024, fixed = attn_slices(ctx - 1, 1);
+        int bad = 0;
+        for (int n_past : {0, 1, 254, 255, 256, 511, 600, 1023}) {
+            AttnCase c = make_attn(1, 9, 3, 64, n_past);
+            const std::vector<float> now = run_attn(c, attn_slices(n_past, 1) > 1 ? -1 : 0);
+            const std::vector<float> graph = run_attn(c, -1, fixed, true);
+            bad += memcmp(now.data(), graph.data(), now.size() * 4) != 0;
+        }
+        CHECK(bad == 0, "attention: %d of 8 decode steps changed bits with %d fixed slices", bad, fixed);
+    }
     // batch invariance 1: a query computed alone (T = 1, n_past + t: split-KV when its keys span two
     // slices) equals its row in a causal batch (query-tiled)
     for (int n_past : {20, 250}) {

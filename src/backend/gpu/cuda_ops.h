@@ -27,6 +27,9 @@ public:
     const char* name() const override { return "cuda"; }
     const DeviceCounters* device_counters() const override;
     void reserve(const ScratchSizes& s) override;
+    bool step_begin(const void* owner, int variant, int max_past) override;
+    void step_end() override;
+    void step_drop(const void* owner) override;
 
     float* alloc(size_t n) override;
     void release(float* p) override;
@@ -82,7 +85,7 @@ public:
 private:
     // device scratch slots (host arrays staged for kernels, temporaries)
     enum Slot : int { S_TOKENS, S_POS, S_MASK, S_START, S_LEN, S_IDX, S_IDX2, S_QROW, S_BITS, S_QACT, S_D, S_PART,
-                      S_FREQ, S_LABELS, S_TMP, S_TOPK, S_ATTN_PART, S_COUNT };
+                      S_FREQ, S_LABELS, S_TMP, S_TOPK, S_ATTN_PART, S_NPAST, S_COUNT };
     // Device copy of a host array in scratch slot `slot` (grown on demand, reused by the next call),
     // uploaded asynchronously through the pinned arena; bytes equal to what the slot already holds
     // are not uploaded again (the positions of a forward go up once, not at every layer's RoPE).
@@ -104,6 +107,27 @@ private:
     std::vector<std::vector<unsigned char>> slot_host_;  // what each staged slot holds (the last upload)
     RopeParams rope_rp_;
     bool rope_valid_ = false;
+
+    // CUDA graphs of plain decode steps (step_begin .. step_end; docs/gpu.md "CUDA graphs"). A step's
+    // staged host arrays go through a fixed pinned mirror of their slot (the graph's copy node reads it).
+    struct StepGraph {
+        void* exec = nullptr;                        // cudaGraphExec_t
+        int max_past = 0;
+        std::vector<const char*> kernels;            // the captured launches, in order
+        std::vector<std::pair<int, size_t>> stages;  // the staged slots and their bytes, in order
+        long long h2d_bytes = 0;
+    };
+    enum StepMode { STEP_OFF, STEP_CAPTURE, STEP_REPLAY };
+    void* stage_step(int slot, const void* host, size_t bytes);
+    void drop_graphs();
+    std::map<std::pair<const void*, int>, StepGraph> graphs_;
+    bool graphs_on_ = true;                      // BEAGLE_CUDA_GRAPH=0: off
+    StepMode step_mode_ = STEP_OFF;
+    StepGraph* step_ = nullptr;                  // the graph being captured or replayed
+    size_t step_stage_i_ = 0;
+    std::vector<bool> step_staged_;              // slots staged in this step
+    unsigned char* step_pinned_ = nullptr;       // S_COUNT mirrors of STEP_SLOT_BYTES
+    long long syncs_at_graph_ = -1;              // rt_->n.syncs after the last graph launch
 };
 
 // The CUDA backend, or Error "no CUDA device found (...)" when cudaGetDeviceCount fails or finds none.

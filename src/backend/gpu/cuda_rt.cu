@@ -16,6 +16,10 @@ static void rt_check(cudaError_t e, const char* what) {
 static constexpr size_t ARENA_BYTES = (size_t)4 << 20;
 
 CudaRt::CudaRt() {
+    if (cudaStreamCreate(&stream) != cudaSuccess) {
+        cudaGetLastError();  // the legacy stream then: correct, but no graphs
+        stream = 0;
+    }
     void* p = nullptr;
     if (cudaMallocHost(&p, ARENA_BYTES) == cudaSuccess) {
         arena_ = (unsigned char*)p;
@@ -29,6 +33,8 @@ CudaRt::~CudaRt() {
     for (auto& kv : free_) cudaFree(kv.second);
     for (auto& kv : live_) cudaFree(kv.first);  // buffers their owners never released
     if (arena_) cudaFreeHost(arena_);
+    for (void* p : pinned_) cudaFreeHost(p);
+    if (stream) cudaStreamDestroy(stream);
 }
 
 // Size classes: 256-byte granules below 64 KiB, else the next of m * 2^k with m in 8..15 (at most
@@ -149,5 +155,44 @@ void CudaRt::sync() {
 }
 
 void CudaRt::synced() { arena_used_ = 0; }
+
+void* CudaRt::pinned(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    pinned_.push_back(p);
+    return p;
+}
+
+void CudaRt::h2d_pinned(void* dst, const void* pinned, size_t bytes) {
+    if (bytes) rt_check(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (pinned to device)");
+}
+
+void CudaRt::begin_capture() {
+    BEAGLE_CHECK(stream != 0, "CUDA graphs need a created stream");
+    rt_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+}
+
+void* CudaRt::end_capture() {
+    cudaGraph_t g = nullptr;
+    rt_check(cudaStreamEndCapture(stream, &g), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);  // the executable graph does not need it
+    rt_check(e, "cudaGraphInstantiate");
+    return (void*)exec;
+}
+
+void CudaRt::graph_launch(void* exec) {
+    rt_check(cudaGraphLaunch((cudaGraphExec_t)exec, stream), "cudaGraphLaunch");
+    n.launches++;
+    n.graph_launches++;
+}
+
+void CudaRt::graph_destroy(void* exec) {
+    if (exec) cudaGraphExecDestroy((cudaGraphExec_t)exec);
+}
 
 }  // namespace beagle

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <map>
 #include <unordered_map>
+#include <vector>
 
 #include "../ops.h"
 #include "compat.cuh"
@@ -26,7 +27,9 @@ public:
     CudaRt& operator=(const CudaRt&) = delete;
 
     DeviceCounters n;           // what has happened so far
-    cudaStream_t stream = 0;    // the one stream every op runs on (the legacy default stream)
+    // The one stream every op runs on: created blocking (the legacy stream cannot be captured into a graph;
+    // a blocking stream still orders with the blocking cudaMemcpy of d2h / h2d_sync). 0 if it could not be made.
+    cudaStream_t stream = 0;
 
     // Device memory from the caching allocator: a released block goes to a free list of its size class
     // and is handed out again (best fit, up to twice the size asked for; zeroed when asked) without
@@ -50,6 +53,16 @@ public:
     void sync();                                               // cudaStreamSynchronize: a sync
     void launched() { n.launches++; }
 
+    // CUDA graphs (a captured decode step, ops_cuda.cu). Between begin_capture and end_capture the
+    // stream's work is recorded, not run (nothing may sync or allocate); end_capture returns the
+    // instantiated graph (a cudaGraphExec_t). graph_launch: one launch (launches and graph_launches).
+    void* pinned(size_t bytes);                                // cudaMallocHost, freed with the CudaRt
+    void h2d_pinned(void* dst, const void* pinned, size_t bytes);  // cudaMemcpyAsync from pinned memory, not counted
+    void begin_capture();
+    void* end_capture();
+    void graph_launch(void* exec);
+    void graph_destroy(void* exec);
+
 private:
     static size_t size_class(size_t bytes);
     void synced();  // after any sync: the arena's copies are done, reuse it
@@ -58,6 +71,7 @@ private:
     std::unordered_map<void*, size_t> sizes_;    // every cudaMalloc'd block -> its bytes
     size_t cached_ = 0;
     unsigned char* arena_ = nullptr;             // pinned host staging
+    std::vector<void*> pinned_;                  // pinned() blocks
     size_t arena_bytes_ = 0, arena_used_ = 0;
 };
 

@@ -34,10 +34,30 @@ struct CudaRunner : KernelRunner {
     std::map<std::string, double> seconds;
     bool sync_each = false, profile = false;
     double t0 = 0;
+    // A captured decode step (CudaOps::step_begin): capture records the kernels in order (they run at the
+    // graph launch, counted there); replay (skip set) checks the same kernels come in the same order.
+    std::vector<const char*>* step_kernels = nullptr;
+    const std::vector<const char*>* step_expect = nullptr;
+    size_t step_i = 0;
     void before(const char*) override {
         if (profile) t0 = now_seconds();
     }
     void after(const char* kernel) override {
+        if (skip) {
+            if (step_i >= step_expect->size() || strcmp((*step_expect)[step_i], kernel) != 0)
+                fail(strfmt("CUDA graph: the replayed step launches %s where the captured one launched %s", kernel,
+                            step_i < step_expect->size() ? (*step_expect)[step_i] : "nothing"));
+            step_i++;
+            return;
+        }
+        if (step_kernels) {
+            step_kernels->push_back(kernel);
+            cudaError_t e = cudaGetLastError();
+            if (e != cudaSuccess)
+                fail(strfmt("CUDA kernel %s failed in a captured step: %s (%s)", kernel, cudaGetErrorName(e),
+                            cudaGetErrorString(e)));
+            return;
+        }
         launches[kernel]++;
         rt.launched();
         cudaError_t e = cudaGetLastError();
@@ -54,14 +74,19 @@ struct CudaRunner : KernelRunner {
 
 CudaOps::CudaOps()
     : rt_(new CudaRt), run_(new CudaRunner(*rt_)), slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0),
-      slot_host_(S_COUNT) {
+      slot_host_(S_COUNT), step_staged_(S_COUNT, false) {
+    run_->stream = rt_->stream;
     const char* s = getenv("BEAGLE_CUDA_SYNC");
     run_->sync_each = s && atoi(s) > 0;
     const char* p = getenv("BEAGLE_CUDA_PROFILE");
     run_->profile = p && atoi(p) > 0;
+    const char* g = getenv("BEAGLE_CUDA_GRAPH");
+    // a synchronized launch cannot be captured; the legacy stream cannot capture
+    graphs_on_ = !(g && atoi(g) == 0) && !run_->sync_each && !run_->profile && rt_->stream != 0;
 }
 
 CudaOps::~CudaOps() {
+    drop_graphs();
     if (run_->profile) {
         fprintf(stderr, "CUDA backend profile (synchronized launches):\n");
         for (auto& kv : run_->launches)
@@ -78,6 +103,9 @@ const DeviceCounters* CudaOps::device_counters() const { return &rt_->n; }
 void* CudaOps::scratch(int slot, size_t bytes) {
     if (bytes == 0) bytes = 1;
     if (slot_bytes_[slot] < bytes) {
+        BEAGLE_CHECK(step_mode_ == STEP_OFF, "CUDA graph: scratch slot %d grows to %zu bytes inside a captured step",
+                     slot, bytes);
+        drop_graphs();  // they hold the old block's address
         rt_->free_raw(slot_ptr_[slot]);
         slot_ptr_[slot] = nullptr;
         slot_bytes_[slot] = 0;
@@ -108,6 +136,7 @@ void CudaOps::reserve(const ScratchSizes& s) {
 }
 
 void* CudaOps::stage(int slot, const void* host, size_t bytes) {
+    if (step_mode_ != STEP_OFF) return stage_step(slot, host, bytes);
     void* d = scratch(slot, bytes);
     std::vector<unsigned char>& held = slot_host_[slot];
     if (held.size() == bytes && (bytes == 0 || memcmp(held.data(), host, bytes) == 0)) return d;
@@ -161,6 +190,7 @@ Weight CudaOps::weight(const Tensor& t) {
     const uint64_t fp = weight_fingerprint(t);
     auto it = weights_.find(t.data);
     if (it != weights_.end() && (it->second.nbytes != t.nbytes || it->second.fingerprint != fp)) {
+        drop_graphs();  // they may read the old copy
         rt_->free_raw(it->second.d);
         weights_.erase(it);
         it = weights_.end();
@@ -266,7 +296,7 @@ const float* CudaOps::rope_freq(const RopeParams& rp) {
                 rp.llama3_scaling == rope_rp_.llama3_scaling && rp.factor == rope_rp_.factor &&
                 rp.low_freq_factor == rope_rp_.low_freq_factor && rp.high_freq_factor == rope_rp_.high_freq_factor &&
                 rp.orig_max_pos == rope_rp_.orig_max_pos;
-    if (!same) {
+    if (!same || step_mode_ != STEP_OFF) {  // a captured step uploads them at each launch (one copy node)
         std::vector<float> f(rp.head_dim / 2);
         CpuOps::rope_freqs(rp, f.data());
         stage(S_FREQ, f.data(), bytes);
@@ -336,19 +366,26 @@ void CudaOps::attention(float* out, const float* q, const float* kcache, const f
     a.head_dim = head_dim;
     a.scale = 1.0f / sqrtf((float)head_dim);
     a.n_past = mask.n_past;
+    a.n_past_dev = nullptr;
     a.tree = nullptr;
     a.mask_words = mask.mask_words;
     a.kv_start = nullptr;
     a.kv_len = nullptr;
     a.partial = nullptr;
+    if (step_mode_ != STEP_OFF && !mask.kv_start && !mask.tree_mask) {  // a captured step: n_past from the device
+        BEAGLE_CHECK(mask.n_past <= step_->max_past, "CUDA graph: n_past %d above the step's bound %d", mask.n_past,
+                     step_->max_past);
+        a.n_past = step_->max_past;
+        a.n_past_dev = (const int*)stage(S_NPAST, &mask.n_past, sizeof(int));
+    }
     if (mask.kv_start) {
         a.kv_start = (const int*)stage(S_START, mask.kv_start, (size_t)T * sizeof(int));
         a.kv_len = (const int*)stage(S_LEN, mask.kv_len, (size_t)T * sizeof(int));
     } else if (mask.tree_mask) {
         a.tree = (const uint64_t*)stage(S_MASK, mask.tree_mask, (size_t)T * mask.mask_words * sizeof(uint64_t));
     }
-    if (!mask.kv_start && T <= ATTN_SPLIT_MAX_T && attn_slices(mask.n_past, T) > 1)  // split-KV partials
-        a.partial = (float*)scratch(S_ATTN_PART, attn_split_scratch_bytes(T, n_heads, head_dim, mask.n_past));
+    if (!mask.kv_start && T <= ATTN_SPLIT_MAX_T && attn_slices(a.n_past, T) > 1)  // split-KV partials
+        a.partial = (float*)scratch(S_ATTN_PART, attn_split_scratch_bytes(T, n_heads, head_dim, a.n_past));
     launch_attention(a, *run_);
 }
 
@@ -509,6 +546,113 @@ void CudaOps::topk_rows(int* idx, float* val, float* lse, const float* x, int ro
         for (int r = 0; r < rows; r++) idx[r] = std::max(idx[r], 0);
     if (val) memcpy(val, h.data() + nk * sizeof(int), nk * sizeof(float));
     if (lse) memcpy(lse, h.data() + nk * 8, (size_t)rows * sizeof(float));
+}
+
+// ---- CUDA graphs of a plain decode step (ops.h step_begin; docs/gpu.md "CUDA graphs") -------------------
+// The first step of (owner, variant) is captured on the stream and launched as a graph; later steps run
+// the same op calls with the kernel launches skipped (their arguments are the same: the K/V row goes
+// through a staged index, attention reads n_past from a staged slot) and launch the graph. What differs
+// between steps are the staged host arrays: each is written into a fixed pinned mirror of its slot, which
+// a copy node of the graph uploads.
+static constexpr size_t STEP_SLOT_BYTES = 1024;
+
+bool CudaOps::step_begin(const void* owner, int variant, int max_past) {
+    if (!graphs_on_) return false;
+    BEAGLE_CHECK(step_mode_ == STEP_OFF, "CUDA graph: step_begin inside a step");
+    if (!step_pinned_) {
+        step_pinned_ = (unsigned char*)rt_->pinned(S_COUNT * STEP_SLOT_BYTES);
+        if (!step_pinned_) {  // no pinned memory: no graphs (the ops run as usual)
+            graphs_on_ = false;
+            return false;
+        }
+    }
+    for (int slot : {S_TOKENS, S_POS, S_IDX, S_NPAST}) scratch(slot, sizeof(int));  // nothing allocated inside
+    scratch(S_FREQ, STEP_SLOT_BYTES);
+    if (rt_->n.syncs == syncs_at_graph_) rt_->sync();  // the last graph's copies may still read the mirrors
+    StepGraph& g = graphs_[std::make_pair(owner, variant)];
+    if (g.exec && g.max_past != max_past) {
+        rt_->graph_destroy(g.exec);
+        g = StepGraph();
+    }
+    std::fill(step_staged_.begin(), step_staged_.end(), false);
+    step_stage_i_ = 0;
+    step_ = &g;
+    if (g.exec) {
+        step_mode_ = STEP_REPLAY;
+        run_->skip = true;
+        run_->step_expect = &g.kernels;
+        run_->step_i = 0;
+    } else {
+        g.max_past = max_past;
+        step_mode_ = STEP_CAPTURE;
+        run_->step_kernels = &g.kernels;
+        rt_->begin_capture();
+    }
+    return true;
+}
+
+void* CudaOps::stage_step(int slot, const void* host, size_t bytes) {
+    BEAGLE_CHECK(bytes <= STEP_SLOT_BYTES && slot_bytes_[slot] >= bytes,
+                 "CUDA graph: a captured step stages %zu bytes into slot %d (%zu allocated)", bytes, slot,
+                 slot_bytes_[slot]);
+    void* d = slot_ptr_[slot];
+    unsigned char* pin = step_pinned_ + (size_t)slot * STEP_SLOT_BYTES;
+    std::vector<unsigned char>& held = slot_host_[slot];
+    if (step_staged_[slot]) {  // once per step: the graph has one copy node per slot
+        BEAGLE_CHECK(held.size() == bytes && memcmp(held.data(), host, bytes) == 0,
+                     "CUDA graph: a step stages two different arrays into slot %d", slot);
+        return d;
+    }
+    step_staged_[slot] = true;
+    if (step_mode_ == STEP_CAPTURE) {
+        step_->stages.emplace_back(slot, bytes);
+        step_->h2d_bytes += (long long)bytes;
+        rt_->h2d_pinned(d, pin, bytes);  // recorded: reads the mirror at each launch
+    } else {
+        BEAGLE_CHECK(step_stage_i_ < step_->stages.size() && step_->stages[step_stage_i_] == std::make_pair(slot, bytes),
+                     "CUDA graph: the replayed step stages slot %d (%zu bytes) where the captured one did not", slot,
+                     bytes);
+    }
+    step_stage_i_++;
+    memcpy(pin, host, bytes);
+    held.assign((const unsigned char*)host, (const unsigned char*)host + bytes);  // what the slot holds after the step
+    return d;
+}
+
+void CudaOps::step_end() {
+    BEAGLE_CHECK(step_mode_ != STEP_OFF, "CUDA graph: step_end without step_begin");
+    StepGraph& g = *step_;
+    if (step_mode_ == STEP_CAPTURE) {
+        run_->step_kernels = nullptr;
+        g.exec = rt_->end_capture();
+    } else {
+        run_->skip = false;
+        run_->step_expect = nullptr;
+        BEAGLE_CHECK(run_->step_i == g.kernels.size() && step_stage_i_ == g.stages.size(),
+                     "CUDA graph: the replayed step made %zu launches and %zu uploads, the captured one %zu and %zu",
+                     run_->step_i, step_stage_i_, g.kernels.size(), g.stages.size());
+    }
+    step_mode_ = STEP_OFF;
+    step_ = nullptr;
+    rt_->graph_launch(g.exec);
+    rt_->n.h2d_bytes += g.h2d_bytes;
+    syncs_at_graph_ = rt_->n.syncs;
+}
+
+void CudaOps::step_drop(const void* owner) {
+    for (auto it = graphs_.begin(); it != graphs_.end();) {
+        if (it->first.first == owner) {
+            rt_->graph_destroy(it->second.exec);
+            it = graphs_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void CudaOps::drop_graphs() {
+    for (auto& kv : graphs_) rt_->graph_destroy(kv.second.exec);
+    graphs_.clear();
 }
 
 // ---- factory -------------------------------------------------------------------------------------

@@ -167,11 +167,13 @@ void launch_swiglu_bwd(float* dgate, float* dup, const float* dout, const float*
 __global__ void add_kernel(float* y, const float* x, long long n);
 void launch_add(float* y, const float* x, long long n, KernelRunner& kr);
 
-// ---- embed.cu: x[t, :] = dequantized row tokens[t] of the stored table E (grid: T rows) ---------
+// ---- embed.cu: x[t, :] = dequantized row tokens[t] (map: map[tokens[t]]) of the stored table E (grid: T rows)
 // Its backward, the scatter-add of rows into dE, is rows_scatter_kernel (rows.cu) with accumulate.
-__global__ void embed_kernel(float* x, const uint8_t* E, int dtype, long long row_bytes, const int* tokens, int dim);
-void launch_embed(float* x, const uint8_t* E, int dtype, long long row_bytes, const int* tokens, int T, int dim,
-                  KernelRunner& kr);
+__global__ void embed_kernel(float* x, const uint8_t* E, int dtype, long long row_bytes, const int* tokens,
+                             const int* map, int dim);
+// tokens, map (may be null): device
+void launch_embed(float* x, const uint8_t* E, int dtype, long long row_bytes, const int* tokens, const int* map, int T,
+                  int dim, KernelRunner& kr);
 
 // ---- rows.cu: row gather / scatter(-add) / in-place move (KV-cache compaction) ------------------
 __global__ void rows_gather_kernel(float* dst, const float* src, const int* idx, int n, int width);
@@ -334,6 +336,7 @@ void launch_sumsq(const float* x, long long n, double* partial, KernelRunner& kr
 void launch_adamw(const AdamWArgs& a, KernelRunner& kr);
 
 // ---- topk.cu: the k largest entries of each row (descending; ties: lower index first); k = 1 is argmax
+// (a row without a number: id 0, as the CPU's argmax())
 __global__ void topk_kernel(const float* x, int n_cols, int k, int* idx, float* val);
 // idx, val: rows x k (device)
 void launch_topk(const float* x, int rows, int n_cols, int k, int* idx, float* val, KernelRunner& kr);

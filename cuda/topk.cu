@@ -7,7 +7,9 @@
 //   lower index - so round r needs no list of earlier picks: each thread scans its strided columns for
 //   the best entry strictly below the previous pick, and a block argmax (warp butterflies on
 //   (value, index) pairs, then warp 0) picks the next. O(k * n / threads) work, no sorting, no
-//   atomics; NaN entries are never picked. Run-tested under the emulator (ties, k = 1..20, rows shorter
+//   atomics; NaN entries are never picked. k = 1 (argmax) of a row without a number writes id 0, the
+//   CPU's argmax(), so an id left on the device for the next draft step's embedding is always a row
+//   (k > 1 pads with -1). Run-tested under the emulator (ties, k = 1..20, rows shorter
 //   than k, block sizes 32/256/1024) against a sort-based reference. No PTX paths.
 // row_lse_kernel: lse[r] = log sum_c exp(x[r, c]) for the drafter's scores (log-softmax of its top-k
 //   children), so the row itself never leaves the GPU. One block per row: a block max (NaN ignored, as
@@ -89,7 +91,8 @@ __global__ void topk_kernel(const float* x, int n_cols, int k, int* idx, float* 
             idx[row * k + r] = pi;
             val[row * k + r] = pi >= 0 ? pv : -INFINITY;
         }
-        if (pi < 0) {  // fewer than k candidates: pad the rest
+        if (pi < 0) {  // fewer than k candidates: pad the rest (argmax of a row without a number: 0)
+            if (k == 1 && threadIdx.x == 0) idx[row] = 0;
             for (int q = r + 1 + threadIdx.x; q < k; q += blockDim.x) {
                 idx[row * k + q] = -1;
                 val[row * k + q] = -INFINITY;

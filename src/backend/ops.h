@@ -133,6 +133,8 @@ struct ScratchSizes {
     int n_heads = 0, head_dim = 0, keys = 0;  // causal / tree attention: heads, head size, most keys seen
 };
 
+static_assert(sizeof(int) == sizeof(float), "backend int buffers are float allocations (Ops::alloc)");
+
 class Ops {
 public:
     virtual ~Ops() = default;
@@ -154,7 +156,7 @@ public:
     virtual void step_drop(const void* owner) {}
 
     // ---- memory (element counts are floats)
-    virtual float* alloc(size_t n) = 0;           // zero-initialised
+    virtual float* alloc(size_t n) = 0;           // zero-initialised (a backend int buffer: n floats, cast)
     virtual void release(float* p) = 0;
     virtual void upload(float* dst, const float* src, size_t n) = 0;    // host -> backend
     virtual void download(float* dst, const float* src, size_t n) = 0;  // backend -> host
@@ -209,8 +211,13 @@ public:
         rope(k, pos, T, n_kv_heads, rp, false);
     }
 
-    // x[t, :] = E[tokens[t], :] (dequantized)
-    virtual void embed(float* x, const Weight& E, const int* tokens, int T) = 0;
+    // x[t, :] = E[tokens[t], :] (dequantized). on_backend: tokens is a backend int buffer that an op wrote
+    // (topk_rows with on_backend: the greedy draft's argmax of the step before), read through map (a
+    // backend int table, a reduced draft vocabulary's d2t: row map[tokens[t]]) when map is not null; the
+    // host never sees these ids (their range is the writer's: argmax ids < the head's rows, d2t checked at
+    // load). Without on_backend, tokens is a host array (checked against E.rows) and map must be null.
+    virtual void embed(float* x, const Weight& E, const int* tokens, int T, bool on_backend = false,
+                       const int* map = nullptr) = 0;
     // dst[i, :] = src[idx[i], :] for i < n (rows of `width`; idx host)
     virtual void gather_rows(float* dst, const float* src, const int* idx, int n, int width) = 0;
     // dst[idx[i], :] = src[i, :] (accumulate: +=), i = 0..n-1 in order
@@ -268,9 +275,11 @@ public:
     // ---- selection (the host sees ids and a few values, never the rows: drafting and greedy acceptance)
     // Per row r < rows of x (rows x n_cols): idx[r * k + j] = the j-th largest entry's column (descending;
     // ties: lower column first; NaN never chosen; -1 past the row's length), val (if not null) its
-    // value, lse[r] (if not null) log sum_c exp(x[r, c]). k = 1 is argmax (the CPU's argmax()).
-    // idx, val, lse are host arrays.
-    virtual void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) = 0;
+    // value, lse[r] (if not null) log sum_c exp(x[r, c]). k = 1 is argmax (the CPU's argmax(): a row
+    // without a number gives 0). idx, val, lse are host arrays; on_backend: idx is a backend int buffer
+    // (val, lse null) and nothing comes to the host (embed with on_backend reads the ids: the greedy chain).
+    virtual void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k,
+                           bool on_backend = false) = 0;
     // one AdamW step over n elements (see AdamWParams)
     virtual void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) = 0;
 };

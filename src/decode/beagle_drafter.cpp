@@ -124,7 +124,29 @@ private:
     std::vector<int> path_tok_;          // the accepted path's tokens (an EAGLE draft's keys need them)
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
 
+    // Greedy chain, the ids kept on the backend: step k embeds step k-1's argmax where it was chosen
+    // (Draft::forward_ids), so the gamma ids come to the host in one copy after the last step, not one
+    // sync per step. The same ids as propose_chain's host loop: the same argmax of the same logits.
+    void propose_chain_greedy(DraftTree* tree, int room) {
+        const int P = draft_->n_true(), steps = std::min(p_.gamma, room - tree->size());
+        if (steps <= 0) return;
+        std::vector<uint64_t> mask(words_, 0);
+        const int root = tree->token[0];
+        for (int k = 0; k < steps; k++) {
+            int pos = P + k, row = 0;
+            if (k == 0) draft_->forward(&root, &pos, 1, nullptr, words_, nullptr, nullptr);
+            else draft_->forward_ids(k - 1, &pos, 1, mask.data(), words_);
+            draft_->argmax_ids(k);
+            int pr = draft_->keep_pred(&row, 1);
+            mask[pr / 64] |= 1ULL << (pr % 64);
+        }
+        std::vector<int> ids(steps);
+        draft_->download_ids(ids.data(), steps);
+        for (int k = 0, node = 0; k < steps; k++) node = tree->add(node, tok_of(ids[k]), 0.0f, nullptr);
+    }
+
     void propose_chain(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
+        if (sp.temperature <= 0 && draft_->can_forward_ids()) return propose_chain_greedy(tree, room);
         int P = draft_->n_true();
         std::vector<uint64_t> mask(words_, 0);
         int node = 0;

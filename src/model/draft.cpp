@@ -341,6 +341,8 @@ struct Draft::Acts {
     float* feat = nullptr;  // EAGLE: the queries' input features f_{p-1}
     float *key_ns = nullptr, *key_rstd = nullptr;  // Beagle: ensure_kv's normed states, kept between rounds
     int key_rows = 0;                              //   (grown only past the largest batch of new keys)
+    int* ids = nullptr;  // backend ints: the greedy chain's argmax ids, one slot per step (argmax_ids)
+    int* d2t = nullptr;  // backend ints: a reduced vocabulary's d2t table (forward_ids maps its ids through it)
 };
 
 std::vector<MemLine> draft_weight_buffers(const DraftConfig& c, bool q8) {
@@ -366,7 +368,9 @@ std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int 
             {"draft final norm out + rstd (max_queries x (dim + 1))", f * N * (c.dim + 1.0)},
             {"draft logits (max_queries x head rows)", f * N * c.head_rows()},
             {"draft new-key temporaries (max(max_pred + 1, max_queries) x (dim + 1); a longer prompt grows them)",
-             f * std::max((double)max_pred + 1, N) * (c.dim + 1.0)}};
+             f * std::max((double)max_pred + 1, N) * (c.dim + 1.0)},
+            {"draft greedy chain ids ((max_pred + 1) ints)", f * (max_pred + 1.0)},
+            {"draft d2t table on the backend (draft_vocab ints)", f * c.draft_vocab}};
 }
 
 Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, int max_pred, int max_queries)
@@ -393,6 +397,11 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
     a_->xn = al.alloc((size_t)max_queries * c.dim);
     a_->rstd = al.alloc(max_queries);
     a_->logits = al.alloc((size_t)max_queries * c.head_rows());
+    a_->ids = (int*)al.alloc((size_t)max_pred + 1);
+    if (c.draft_vocab > 0) {
+        a_->d2t = (int*)al.alloc((size_t)c.draft_vocab);
+        ops.upload((float*)a_->d2t, (const float*)m_->d2t.data(), (size_t)c.draft_vocab);  // 4-byte ints, copied as is
+    }
     // a round's new keys: at most the accepted path (max_pred + 1 states) or the kept predictions
     key_rows(std::max(max_pred + 1, max_queries));
     // a device backend's scratch for the largest query batch (top-k rows of at most max_queries
@@ -517,6 +526,19 @@ void Draft::top_k(int k, int* idx, float* val, float* lse) {
     ops_.topk_rows(idx, val, lse, a_->logits, (int)last_pos_.size(), m_->cfg.head_rows(), k);
 }
 
+void Draft::argmax_ids(int slot) {
+    const int n = (int)last_pos_.size();
+    BEAGLE_CHECK(n >= 1, "draft: argmax_ids before any forward");
+    BEAGLE_CHECK(slot >= 0 && slot + n <= max_pred_ + 1, "draft: argmax_ids slots %d..%d past %d", slot, slot + n - 1,
+                 max_pred_);
+    ops_.topk_rows(a_->ids + slot, nullptr, nullptr, a_->logits, n, m_->cfg.head_rows(), 1, true);
+}
+
+void Draft::download_ids(int* out, int n) {
+    BEAGLE_CHECK(n >= 0 && n <= max_pred_ + 1, "draft: download_ids of %d ids, %d slots", n, max_pred_ + 1);
+    if (n > 0) ops_.download((float*)out, (const float*)a_->ids, (size_t)n);  // 4-byte ints, copied as is
+}
+
 void Draft::clear_pred() {
     n_pred_cached_ = n_pred_pending_ = 0;
     pred_pos_.clear();
@@ -596,10 +618,22 @@ void Draft::ensure_kv() {
     }
 }
 
+bool Draft::can_forward_ids() const { return m_->cfg.arch == ARCH_BEAGLE && m_->embd_w.data; }
+
+void Draft::forward_ids(int slot, const int* pos, int n, const uint64_t* pred_mask, int mask_words) {
+    BEAGLE_CHECK(can_forward_ids(),
+                 "draft: forward_ids needs a Beagle draft with the target's embedding (use_target_weights)");
+    BEAGLE_CHECK(n >= 1 && n <= max_q_ && slot >= 0 && slot + n <= max_pred_ + 1,
+                 "draft forward_ids: %d queries from slot %d (queries 1..%d, slots %d)", n, slot, max_q_, max_pred_ + 1);
+    ops_.embed(a_->A.u, m_->embd_w, a_->ids + slot, n, true, a_->d2t);  // u = E(d2t[id]), never on the host
+    forward(nullptr, pos, n, pred_mask, mask_words, nullptr, nullptr);
+}
+
 void Draft::forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
                     float* states_out, float* logits_out) {
     const DraftConfig& c = m_->cfg;
     BEAGLE_CHECK(n >= 1 && n <= max_q_, "draft forward: %d queries, allowed 1..%d", n, max_q_);
+    BEAGLE_CHECK(tokens || c.arch == ARCH_BEAGLE, "draft forward: an EAGLE draft needs host tokens");
     ensure_kv();
     if (c.arch == ARCH_EAGLE) {
         eagle_forward(tokens, pos, n, pred_mask, mask_words);

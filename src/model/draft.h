@@ -174,8 +174,19 @@ public:
     // EAGLE: the query at pos[i] == n_true() takes the last true state as its feature f_{p-1}; any other
     // query takes the predicted row of its mask whose position is pos[i] - 1 (its parent), and each
     // query also sees its own key (causal self-attention). Predicted rows are always seen (concat).
+    // (tokens null: the queries' embeddings are already in place; forward_ids only.)
     void forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
                  float* states_out, float* logits_out);
+    // The greedy chain without the host (SPEC's token loop, one sync for all its steps): argmax_ids(s)
+    // writes the argmax of each of the last forward's n rows (draft-vocabulary ids) to slots s..s+n-1 of
+    // an id buffer on the backend (Ops::topk_rows on_backend); forward_ids(s, ...) runs n queries whose
+    // tokens are the ids of slots s..s+n-1, embedded on the backend (Ops::embed on_backend, through the
+    // d2t table on the backend for a reduced vocabulary); download_ids brings the first n slots to the
+    // host in one copy. max_pred + 1 slots. forward_ids: Beagle drafts using the target's embedding only.
+    void argmax_ids(int slot);
+    void forward_ids(int slot, const int* pos, int n, const uint64_t* pred_mask, int mask_words);
+    void download_ids(int* out, int n);
+    bool can_forward_ids() const;
     // Keep rows[0..n) of the last forward's predicted states as predicted keys (their K/V are
     // computed when next needed). Returns the pred row index of the first one.
     int keep_pred(const int* rows, int n);

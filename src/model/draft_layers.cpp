@@ -208,7 +208,7 @@ void query_forward(DraftModelT<O>& m, QueryActs<RealOf<O>>& A, int n, const int*
     const DraftConfig& c = m.cfg;
     O& ops = m.ops;
     BEAGLE_CHECK(n <= A.n, "query_forward: %d queries but activations for %d", n, A.n);
-    draft_embed(m, A.u, tokens, n);                                               // u = E(t)
+    if (tokens) draft_embed(m, A.u, tokens, n);                                   // u = E(t) (null: A.u holds it)
     ops.rmsnorm_f32(A.nq, A.rstd_q, A.u, m.w[DT_NORM_Q], n, c.dim, c.norm_eps);   // RMSNorm_q(u)
     draft_matmul(m, DT_WQ, A.q, A.nq, n, c.dim, c.q_dim());                       // Wq .
     ops.rope(A.q, pos, n, c.n_heads, c.rope(), false);                            // RoPE_i

@@ -92,7 +92,8 @@ void query_acts_alloc(BufAlloc<O>& al, const DraftConfig& c, QueryActs<RealOf<O>
 template <class O>
 void query_acts_free(BufAlloc<O>& al, QueryActs<RealOf<O>>* A);
 
-// tokens, pos, qrow: host arrays of n (qrow: sequence row of each query, for BLOCK masks).
+// tokens, pos, qrow: host arrays of n (qrow: sequence row of each query, for BLOCK masks). tokens null:
+// A.u already holds the embeddings (inference from ids on the backend, Draft::forward_ids).
 template <class O>
 void query_forward(DraftModelT<O>& m, QueryActs<RealOf<O>>& A, int n, const int* tokens, const int* pos,
                    const int* qrow, const XAttnKeysT<RealOf<O>>& keys, const XAttnMask& mask);

@@ -5,7 +5,7 @@
 // attention with each AttnMask kind, swiglu, add, move_rows/scatter_rows, and every training op
 // (dense products and transposes, rmsnorm fwd/bwd, rope inverse, xattn fwd/bwd with PREFIX and BLOCK
 // masks, swiglu bwd, chunked cross-entropy, SmoothL1, sumsq, AdamW), plus topk_rows (drafting, greedy
-// acceptance) and the runtime counters (caching allocator, asynchronous uploads, staging once, one
+// acceptance; ids left on the backend for embed, the greedy chain) and the runtime counters (caching allocator, asynchronous uploads, staging once, one
 // sync per download). This checks the host code (argument mapping, host-array staging, masks) that
 // the kernel tests do not.
 // Tolerances: exact where both backends do the same float operations (copies, embed, elementwise
@@ -588,6 +588,54 @@ static void test_topk_rows() {
     rel(x);
 }
 
+// The greedy chain's ids on the backend: topk_rows k = 1 with on_backend writes each row's argmax to a
+// backend int buffer, embed with on_backend reads them (through a d2t-style map, or as rows directly).
+// Both backends: the same ids as the host argmax, the same rows as embed of host tokens (exact), and
+// on the CUDA backend no sync and no byte in either direction for the pair.
+static void test_ids_on_backend() {
+    const int rows = 3, n = 40, vocab = 50;
+    std::vector<float> h = rvec(rows * n, -8, 8);
+    h[n + 7] = h[n + 9] = 9.0f;  // a tie at the top of row 1: lower index
+    Buf x = mk(h);
+    std::vector<int> want(rows);
+    g_cpu->topk_rows(want.data(), nullptr, nullptr, x.c, rows, n, 1);
+    CHECK(want[1] == 7, "host argmax of the tie: %d", want[1]);
+    std::vector<int> map(n);  // d2t: draft id i -> target row vocab - 1 - i (any table of rows)
+    for (int i = 0; i < n; i++) map[i] = vocab - 1 - i;
+    HostTensor E = make_tensor(DType::Q8_0, vocab, 64, "embd_ids");
+    Weight ec = g_cpu->weight(E.t), eg = g_gpu->weight(E.t);
+    Buf ids = mk(rows), d2t = mk(n), u = mk(rows * 64), ref = mk(rows * 64);
+    const DeviceCounters& cnt = *g_gpu->device_counters();
+    for (Ops* o : {(Ops*)g_cpu, (Ops*)g_gpu}) {
+        const bool c = o == g_cpu;
+        o->upload(c ? d2t.c : d2t.g, (const float*)map.data(), n);
+        const DeviceCounters c0 = cnt;
+        o->topk_rows((int*)(c ? ids.c : ids.g), nullptr, nullptr, c ? x.c : x.g, rows, n, 1, true);
+        o->embed(c ? u.c : u.g, c ? ec : eg, (const int*)(c ? ids.c : ids.g), rows, true, (const int*)(c ? d2t.c : d2t.g));
+        const DeviceCounters d = cnt - c0;
+        if (!c)
+            CHECK(d.syncs == 0 && d.d2h_bytes == 0 && d.h2d_bytes == 0 && d.launches == 2,
+                  "argmax + embed on the backend: %lld syncs, %lld / %lld bytes down / up, %lld launches", d.syncs,
+                  d.d2h_bytes, d.h2d_bytes, d.launches);
+        std::vector<float> got = get(*o, c ? ids.c : ids.g, rows);
+        const int* gi = (const int*)got.data();
+        for (int r = 0; r < rows; r++) CHECK(gi[r] == want[r], "%s argmax on the backend row %d: %d, host %d", o->name(), r, gi[r], want[r]);
+        std::vector<int> tok(rows);
+        for (int r = 0; r < rows; r++) tok[r] = map[want[r]];
+        o->embed(c ? ref.c : ref.g, c ? ec : eg, tok.data(), rows);
+        CHECK(get(*o, c ? u.c : u.g, u.n) == get(*o, c ? ref.c : ref.g, ref.n), "%s embed of mapped backend ids != embed of host tokens",
+              o->name());
+        // without a map the ids are rows themselves
+        o->embed(c ? u.c : u.g, c ? ec : eg, (const int*)(c ? ids.c : ids.g), rows, true);
+        o->embed(c ? ref.c : ref.g, c ? ec : eg, want.data(), rows);
+        CHECK(get(*o, c ? u.c : u.g, u.n) == get(*o, c ? ref.c : ref.g, ref.n), "%s embed of backend ids != host ids", o->name());
+    }
+    cmp("embed of backend ids", u, 0, 0);
+    CHECK_THROWS(g_gpu->embed(u.g, eg, want.data(), rows, false, (const int*)d2t.g), "map is for ids on the backend");
+    CHECK_THROWS(g_gpu->topk_rows((int*)ids.g, h.data(), nullptr, x.g, rows, n, 1, true), "only the ids");
+    for (Buf* b : {&x, &ids, &d2t, &u, &ref}) rel(*b);
+}
+
 // The runtime counters (cuda_rt.h): what each kind of call costs, exactly.
 static void test_counters() {
     const DeviceCounters& n = *g_gpu->device_counters();
@@ -660,6 +708,7 @@ int main() {
     test_training_ops();
     test_xattn();
     test_topk_rows();
+    test_ids_on_backend();
     test_counters();
     printf("kernels launched by the CUDA backend:\n");
     for (auto& kv : g_gpu->launch_counts()) printf("  %-26s %ld\n", kv.first.c_str(), kv.second);

@@ -178,6 +178,22 @@ static void test_topk(int rows, int n, int k, int block, const std::string& tag)
     kt_compare("topk_kernel", val, rval, 0, 0, what + " values");
 }
 
+// k = 1 over a row without a number (all NaN): id 0, the CPU's argmax() (an id left on the device for the
+// next draft step's embedding must be a row); k > 1 pads with -1.
+static void test_topk_no_number() {
+    std::vector<float> x(2 * 40, NAN);
+    for (int c = 0; c < 40; c++) x[40 + c] = c == 17 ? 1.0f : NAN;  // row 1: one number
+    for (int k : {1, 3}) {
+        std::vector<int> idx(2 * k, -9);
+        std::vector<float> val(2 * k);
+        TLAUNCH(2, 64, 0, topk_kernel)(x.data(), 40, k, idx.data(), val.data());
+        std::vector<int> ref(2 * k, -1);
+        ref[0] = k == 1 ? 0 : -1;
+        ref[k] = 17;
+        kt_compare_int("topk_kernel", idx.data(), ref.data(), idx.size(), kt_fmt("no number, k%d", k));
+    }
+}
+
 // ---- row logsumexp -------------------------------------------------------------------------------------
 // Tolerance: |got - ref| <= 1e-5 (1 + |ref|): float exp/log per term and a float sum over <= 5000
 // terms of size <= 1 (relative error ~n * 2^-24 of a sum >= 1), far below 1e-5 at these n.
@@ -215,6 +231,7 @@ int main() {
     test_topk(2, 50000, 1, 256, "argmax");
     test_topk(2, 7, 12, 64, "k > n");
     test_topk(1, 1000, 20, 128, "");
+    test_topk_no_number();
     kt_debug_modes([](const char* mode) {
         test_ce(2, 100, 33, 64, mode);
         test_smoothl1(2, 40, 64, mode);

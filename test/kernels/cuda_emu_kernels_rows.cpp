@@ -2,7 +2,7 @@
 // in the CPU emulator against plain double references written here from the math: RMSNorm forward
 // and backward and the fused residual add + RMSNorm (cuda/rmsnorm.cu; bit-identical to add then norm), RoPE
 // forward and inverse (rope.cu; adjacent pairs, Llama-3 scaled frequencies, q and k in one launch), SwiGLU forward and backward (swiglu.cu), residual add (add.cu), the dequantizing
-// embedding gather for every stored type (embed.cu, bit-exact), row gather / ordered scatter-add /
+// embedding gather for every stored type (embed.cu, bit-exact; ids read through a d2t map too), row gather / ordered scatter-add /
 // in-place KV-cache row moves (rows.cu, exact), and the emulator's sample kernel (sample_reduce.cu).
 // Ragged sizes (odd dims, partial warps), block sizes 32/256/1024, poisoned shared memory and
 // reverse/random thread orders. Tolerances are stated at each comparison.
@@ -171,7 +171,9 @@ static void test_add(long long n, int block, int grid) {
 }
 
 // ---- embedding ---------------------------------------------------------------------------------------
-static void test_embed(int dt, int vocab, int dim, int T, int block) {
+// mapped: the ids index a d2t-style table (increasing target ids, a reduced draft vocabulary) that the
+// kernel reads them through, as the greedy chain's ids on the device.
+static void test_embed(int dt, int vocab, int dim, int T, int block, bool mapped = false) {
     using namespace beagle;
     const int bs = dt == KD_Q8_0 ? 34 : dt == KD_Q4_0 ? 18 : dt == KD_Q4_1 ? 20 : 0;
     const long long rb = dt == KD_F32 ? 4LL * dim : (dt == KD_F16 || dt == KD_BF16) ? 2LL * dim : (long long)dim / 32 * bs;
@@ -211,16 +213,22 @@ static void test_embed(int dt, int vocab, int dim, int T, int block) {
             }
         }
     }
+    std::vector<int> map;  // mapped: every third target id, the last one included
+    for (int v = vocab - 1; mapped && v >= 0; v -= 3) map.insert(map.begin(), v);
+    const int n_ids = mapped ? (int)map.size() : vocab;
     std::vector<int> tok(T);
-    for (int t = 0; t < T; t++) tok[t] = (int)(kt_rand() * vocab);
-    tok[0] = vocab - 1;
+    for (int t = 0; t < T; t++) tok[t] = (int)(kt_rand() * n_ids);
+    tok[0] = n_ids - 1;
     std::vector<float> x((size_t)T * dim, -9);
-    TLAUNCH(T, block, 0, embed_kernel)(x.data(), E.data(), dt, rb, tok.data(), dim);
+    TLAUNCH(T, block, 0, embed_kernel)(x.data(), E.data(), dt, rb, tok.data(), mapped ? map.data() : nullptr, dim);
     std::vector<double> ref((size_t)T * dim);
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < dim; i++) ref[(size_t)t * dim + i] = deq[(size_t)tok[t] * dim + i];
+    for (int t = 0; t < T; t++) {
+        const int row = mapped ? map[tok[t]] : tok[t];
+        for (int i = 0; i < dim; i++) ref[(size_t)t * dim + i] = deq[(size_t)row * dim + i];
+    }
     static const char* names[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"};
-    kt_compare("embed_kernel", x, ref, 0, 0, kt_fmt("%s vocab%d dim%d T%d block%d", names[dt], vocab, dim, T, block));
+    kt_compare("embed_kernel", x, ref, 0, 0,
+               kt_fmt("%s vocab%d dim%d T%d block%d%s", names[dt], vocab, dim, T, block, mapped ? " mapped" : ""));
 }
 
 // ---- rows ----------------------------------------------------------------------------------------------
@@ -307,6 +315,8 @@ int main() {
     test_swiglu(5000, 256, 40, "");
     for (int dt = 0; dt <= 5; dt++) test_embed(dt, 50, dt >= 3 ? 96 : 70, 6, dt == 0 ? 32 : 256);
     test_embed(KD_Q8_0, 17, 1024, 3, 1024);
+    test_embed(KD_Q8_0, 50, 96, 5, 64, true);
+    test_embed(KD_Q4_1, 50, 96, 5, 256, true);
     test_rows(9, 1, 1, 32);
     kt_debug_modes([](const char* mode) {
         test_rmsnorm(3, 300, 256, mode);

@@ -28,7 +28,8 @@ public:
 
     void matmul(float* y, const float* x, const Weight& W, int T) override;
     void matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T) override;
-    void embed(float* x, const Weight& E, const int* tokens, int T) override;
+    void embed(float* x, const Weight& E, const int* tokens, int T, bool on_backend = false,
+               const int* map = nullptr) override;
     void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) override;
     void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
                    int n_kv_heads, int head_dim, const AttnMask& mask) override;
@@ -60,7 +61,8 @@ public:
     void smoothl1(float* dx, float* loss, const float* x, const float* target, int n, int dim, float beta,
                   float scale) override;
     double sumsq(const float* x, size_t n) override;
-    void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) override;  // select.cpp
+    void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k,
+                   bool on_backend = false) override;  // select.cpp
     void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) override;
 
     // RoPE inverse frequencies (head_dim / 2 of them), with Llama-3 scaling when configured.

@@ -32,13 +32,15 @@ void scatter_rows_t(R* dst, const R* src, const int* idx, int n, int width, bool
 
 }  // namespace
 
-void CpuOps::embed(float* x, const Weight& E, const int* tokens, int T) {
+// Backend buffers are host memory here: ids on the backend are read as host ids (through map if given).
+void CpuOps::embed(float* x, const Weight& E, const int* tokens, int T, bool on_backend, const int* map) {
+    BEAGLE_CHECK(on_backend || !map, "embed: a map is for ids on the backend");
     int64_t dim = E.cols;
     uint64_t rb = dtype_row_bytes(E.dtype, (uint64_t)dim);
     for (int t = 0; t < T; t++) {
-        BEAGLE_CHECK(tokens[t] >= 0 && tokens[t] < E.rows, "token id %d out of range [0, %lld)", tokens[t],
-                     (long long)E.rows);
-        dequantize_row(E.dtype, (const uint8_t*)E.data + (uint64_t)tokens[t] * rb, x + (int64_t)t * dim, dim);
+        const int id = map ? map[tokens[t]] : tokens[t];
+        BEAGLE_CHECK(id >= 0 && id < E.rows, "token id %d out of range [0, %lld)", id, (long long)E.rows);
+        dequantize_row(E.dtype, (const uint8_t*)E.data + (uint64_t)id * rb, x + (int64_t)t * dim, dim);
     }
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "../../core/common.h"
 #include "cpu_ops.h"
 #include "simd.h"  // exp8_neg, hsum8
 
@@ -65,8 +66,9 @@ int argmax(const float* logits, int n) {
 }
 
 // Row by row with the functions above: the ids and values the drafters and acceptance used to compute
-// from downloaded logits, bit for bit.
-void CpuOps::topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) {
+// from downloaded logits, bit for bit. Backend buffers are host memory: on_backend changes nothing.
+void CpuOps::topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k, bool on_backend) {
+    BEAGLE_CHECK(!on_backend || (!val && !lse), "topk_rows: on the backend only the ids are written");
     for (int r = 0; r < rows; r++) {
         const float* xr = x + (size_t)r * n_cols;
         int* ir = idx + (size_t)r * k;

@@ -40,7 +40,8 @@ public:
 
     void matmul(float* y, const float* x, const Weight& W, int T) override;
     void matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T) override;
-    void embed(float* x, const Weight& E, const int* tokens, int T) override;
+    void embed(float* x, const Weight& E, const int* tokens, int T, bool on_backend = false,
+               const int* map = nullptr) override;
     void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) override;
     void add_rmsnorm(float* y, float* x, const float* dx, const Weight& w, int T, int dim, float eps) override;
     void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
@@ -77,7 +78,8 @@ public:
     void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) override;
 
     double sumsq_all(const float* const* xs, const size_t* ns, int count) override;
-    void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) override;
+    void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k,
+                   bool on_backend = false) override;
 
     // Kernel launches so far, by kernel name (tests check which kernels an op ran).
     const std::map<std::string, long>& launch_counts() const;

@@ -321,15 +321,18 @@ void CudaOps::rope_qk(float* q, float* k, const int* pos, int T, int n_heads, in
 }
 
 // ---- rows (embed.cu, rows.cu) ------------------------------------------------------------------------
-void CudaOps::embed(float* x, const Weight& E, const int* tokens, int T) {
+// Host ids are checked and staged; ids on the backend (and their map) go to the kernel as they are.
+void CudaOps::embed(float* x, const Weight& E, const int* tokens, int T, bool on_backend, const int* map) {
     if (T <= 0) return;
-    for (int t = 0; t < T; t++)
-        BEAGLE_CHECK(tokens[t] >= 0 && tokens[t] < E.rows, "token id %d out of range [0, %lld)", tokens[t],
-                     (long long)E.rows);
+    BEAGLE_CHECK(on_backend || !map, "embed: a map is for ids on the backend");
+    if (!on_backend)
+        for (int t = 0; t < T; t++)
+            BEAGLE_CHECK(tokens[t] >= 0 && tokens[t] < E.rows, "token id %d out of range [0, %lld)", tokens[t],
+                         (long long)E.rows);
     BEAGLE_CHECK(E.dtype != DType::I32, "embedding table '%s' has dtype I32", E.host ? E.host->name.c_str() : "?");
-    const int* d_tok = (const int*)stage(S_TOKENS, tokens, (size_t)T * sizeof(int));
+    const int* d_tok = on_backend ? tokens : (const int*)stage(S_TOKENS, tokens, (size_t)T * sizeof(int));
     long long rb = (long long)dtype_row_bytes(E.dtype, (uint64_t)E.cols);
-    launch_embed(x, (const uint8_t*)E.data, (int)E.dtype, rb, d_tok, T, (int)E.cols, *run_);
+    launch_embed(x, (const uint8_t*)E.data, (int)E.dtype, rb, d_tok, map, T, (int)E.cols, *run_);
 }
 
 void CudaOps::gather_rows(float* dst, const float* src, const int* idx, int n, int width) {
@@ -527,23 +530,27 @@ void CudaOps::adamw(float* w, float* m, float* v, const float* g, size_t n, cons
 
 // ---- selection (topk.cu) -----------------------------------------------------------------------------
 // idx (rows x k ints), val (rows x k floats) and lse (rows floats) side by side in one scratch block, so
-// one copy brings down what the host asked for.
-void CudaOps::topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k) {
+// one copy brings down what the host asked for. on_backend: the ids go straight to the caller's device
+// buffer (the values to scratch, unread) and nothing comes down: no sync.
+void CudaOps::topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k, bool on_backend) {
     if (rows <= 0 || k <= 0) return;
+    BEAGLE_CHECK(!on_backend || (!val && !lse), "topk_rows: on the backend only the ids are written");
     const size_t nk = (size_t)rows * k;
     char* d = (char*)scratch(S_TOPK, nk * (sizeof(int) + sizeof(float)) + (size_t)rows * sizeof(float));
     int* d_idx = (int*)d;
     float* d_val = (float*)(d + nk * sizeof(int));
     float* d_lse = d_val + nk;
+    if (on_backend) {
+        launch_topk(x, rows, n_cols, k, idx, d_val, *run_);
+        return;
+    }
     launch_topk(x, rows, n_cols, k, d_idx, d_val, *run_);
     if (lse) launch_row_lse(x, rows, n_cols, d_lse, *run_);
     std::vector<char> h;
     const size_t bytes = lse ? nk * 8 + (size_t)rows * 4 : val ? nk * 8 : nk * 4;
     h.resize(bytes);
     rt_->d2h(h.data(), d, bytes);
-    memcpy(idx, h.data(), nk * sizeof(int));
-    if (k == 1)  // argmax() of a row without a number is 0
-        for (int r = 0; r < rows; r++) idx[r] = std::max(idx[r], 0);
+    memcpy(idx, h.data(), nk * sizeof(int));  // k = 1: argmax, 0 for a row without a number (topk_kernel)
     if (val) memcpy(val, h.data() + nk * sizeof(int), nk * sizeof(float));
     if (lse) memcpy(lse, h.data() + nk * 8, (size_t)rows * sizeof(float));
 }

@@ -83,9 +83,8 @@ bench_one() {  # variant seed: Spec-Bench (PER prompts per category) with chain 
     for mode in "${modes_list[@]}"; do
         read -r modes total <<< "$mode"
         j=$d.bench-$total.json
-        [ -f "$j" ] || { $B bench-sd -m "$M" -d "$d" --prompts "$SHARED/data/eval/spec_bench_question.jsonl" \
-            --per-category "$PER" -n "$NTOK" -t 2 --modes "none,$modes" --total-tokens "$total" -o "$j.tmp" > /dev/null &&
-            mv "$j.tmp" "$j"; }
+        [ -f "$j" ] || $B bench-sd -m "$M" -d "$d" --prompts "$SHARED/data/eval/spec_bench_question.jsonl" \
+            --per-category "$PER" -n "$NTOK" -t 2 --modes "none,$modes" --total-tokens "$total" -o "$j" > /dev/null
     done
     [ -s "$d.topk.txt" ] || { $N build/test/draft_topk "$M" "$d" "$HELD" > "$d.topk.tmp" && mv "$d.topk.tmp" "$d.topk.txt"; }
 }
@@ -129,5 +128,5 @@ for v in variants:
         cells = [" / ".join(f"{x:.2f}" for x in (tau(b60, "chain", g), tau(b60, "tree", g))) + (f" / {tau(ba, 'tree', g):.2f}" if ba else " / -")
                  for g in ("mt", "other")]
         print(f"| {v} | {s} | {j['params']:,} | {cells[0]} | {cells[1]} | {j['tau_chain']:.2f} / {j['tau_tree']:.2f} "
-              f"| {t1:.3f} / {t5:.3f} ({n} pos.) | {sps[0]:.2f} / {sps[1]:.2f} | {pk[0] / 1024:.0f} / {pk[1] / 1024:.0f} | {mis} |")
+              f"| {t1:.3f} / {t5:.3f} ({n} pos.) | {sps[0]:.2f} / {f'{sps[1]:.2f}' if sps[1] else '-'} | {pk[0] / 1024:,.0f} / {f'{pk[1] / 1024:,.0f}' if pk[1] else '-'} | {mis} |")
 PY

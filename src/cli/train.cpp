@@ -84,6 +84,9 @@ int cmd_train(int argc, char** argv) {
     if (!plan.empty()) {
         bool seq_given = false;
         for (int i = 1; i < argc; i++) seq_given |= std::string(argv[i]).rfind("--seq-len", 0) == 0;
+        if (parse_draft_arch(arch, "beagle train: --arch") != ARCH_BEAGLE)
+            fail("beagle train: --plan models the Beagle trainer's buffers (train_memory); --arch %s is not modelled "
+                 "(an EAGLE draft's training peak is measured by the trainer: DRAFT.json iteration_peak_bytes)", arch.c_str());
         if (ranks < 0 || ranks > 4096) fail("beagle train: --ranks must be in 1..4096, got %ld", ranks);
         if (batch < 1 || batch > 4096) fail("beagle train: --batch must be in 1..4096, got %ld", batch);
         return train_plan(plan, seq_given ? (int)seq_len : 2048, (int)w, (int)S, o.sim_grad_through, (int)std::max(1L, ranks),

@@ -13,6 +13,9 @@ for g in 7b 7b-mha 7b-llama3 "7b-mha,vocab=128256"; do
   else echo "FAIL $g: rc $rc total '$total' kv '$kv'"; echo "$out"; fails=$((fails+1)); fi
 done
 "$BEAGLE_BIN" train --plan "dim=4096,bogus=3" > /dev/null 2>&1; [ $? -eq 1 ] && echo "ok   bad geometry rejected" || { echo "FAIL bad geometry"; fails=$((fails+1)); }
+# --arch eagle: not modelled, so an error, not Beagle's plan printed under EAGLE's name
+out=$("$BEAGLE_BIN" train --plan 7b --arch eagle 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "not modelled" && echo "ok   --plan --arch eagle rejected" || { echo "FAIL --plan --arch eagle: rc $rc"; echo "$out" | tail -3; fails=$((fails+1)); }
 # --ranks N: per GPU, the AdamW moments are 1/N of the replicated ones (ZeRO-1) and the totals differ by
 # exactly that; the 70B-shaped draft fits 24 GiB on 8 ranks only with the sharded moments
 out=$("$BEAGLE_BIN" train --plan 70b --ranks 8 --batch 16 2>&1)

@@ -536,26 +536,17 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind 
     return copy_now(dst, src, count, kind, true);
 }
 
+static cudaError_t stream_op(cudaStream_t stream, const char* what, const GraphNode& n);
 // On a capturing stream: the arguments are checked now, the bytes copied at each cudaGraphLaunch
 // (from what `src` holds then).
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
-    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
-    bool capturing = false;
-    if (cudaError_t c = capture_check(stream, "cudaMemcpyAsync", &capturing)) return fail(c);
-    if (!capturing) return copy_now(dst, src, count, kind, true);
-    cudaError_t e = copy_now(dst, src, count, kind, false);
-    if (e != cudaSuccess) {
-        capture_invalidate(stream);
-        return e;
-    }
     GraphNode n;
     n.kind = GraphNode::kMemcpy;
     n.dst = dst;
     n.src = src;
     n.bytes = count;
     n.dir = kind;
-    capture_node(stream, n);
-    return cudaSuccess;
+    return stream_op(stream, "cudaMemcpyAsync", n);
 }
 
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
@@ -613,22 +604,32 @@ cudaError_t cudaMemset(void* ptr, int value, size_t count) {
     return memset_now(ptr, value, count, true);
 }
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
-    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
-    bool capturing = false;
-    if (cudaError_t c = capture_check(stream, "cudaMemsetAsync", &capturing)) return fail(c);
-    if (!capturing) return memset_now(ptr, value, count, true);
-    cudaError_t e = memset_now(ptr, value, count, false);
-    if (e != cudaSuccess) {
-        capture_invalidate(stream);
-        return e;
-    }
     GraphNode n;
     n.kind = GraphNode::kMemset;
     n.dst = ptr;
     n.bytes = count;
     n.value = value;
-    capture_node(stream, n);
-    return cudaSuccess;
+    return stream_op(stream, "cudaMemsetAsync", n);
+}
+
+// A copy or memset node: run now (run), or only its arguments checked (recorded by a capture).
+static cudaError_t copy_node(const GraphNode& n, bool run) {
+    return n.kind == GraphNode::kMemcpy ? copy_now(n.dst, n.src, n.bytes, n.dir, run)
+                                        : memset_now(n.dst, n.value, n.bytes, run);
+}
+
+// cudaMemcpyAsync / cudaMemsetAsync on `stream`: done now, or on a capturing stream checked and recorded
+// as a node (a bad one invalidates the capture), its bytes moved at each cudaGraphLaunch.
+static cudaError_t stream_op(cudaStream_t stream, const char* what, const GraphNode& n) {
+    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    bool capturing = false;
+    if (cudaError_t c = capture_check(stream, what, &capturing)) return fail(c);
+    const cudaError_t e = copy_node(n, !capturing);
+    if (capturing) {
+        if (e != cudaSuccess) capture_invalidate(stream);
+        else capture_node(stream, n);
+    }
+    return e;
 }
 
 // ---- streams ------------------------------------------------------------------------------------
@@ -856,8 +857,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
             e = launch_grid(k.name, k.func, k.grid, k.block, k.smem, s, k.thunk, k.ctx.get(), nullptr, nullptr);
             break;
         }
-        case GraphNode::kMemcpy: e = copy_now(n.dst, n.src, n.bytes, n.dir, true); break;
-        case GraphNode::kMemset: e = memset_now(n.dst, n.value, n.bytes, true); break;
+        case GraphNode::kMemcpy:
+        case GraphNode::kMemset: e = copy_node(n, true); break;
         }
         if (e != cudaSuccess) return e;
     }

@@ -20,17 +20,26 @@
 #      time, peak_device_bytes) and its SD rounds (tree, checked == plain) into bench.json, with the
 #      inference plan of the real 7B (32 layers, Q4_1, ctx 4096: generate --plan).
 # --dry-run (no GPU needed; CI runs it): builds everything of step 1, prints the plan, exits 0.
-# Usage: scripts/gpu_check.sh [--dry-run] [--out DIR]
+# --prebuilt: skip the build and use the binaries already in build/ (built by `make cuda ...` on another
+#   machine with the same nvcc, e.g. when the GPU machine lacks the CPU build's libraries); --only NAMES
+#   (comma-separated step names, as printed by `== name`) runs those steps alone, for a device lease split
+#   into several calls: bench.json is written from whatever results are in --out; STEP_TIMEOUT=S bounds
+#   each step (default 900 s), so one hung step cannot eat the lease.
+# Usage: scripts/gpu_check.sh [--dry-run] [--prebuilt] [--only NAMES] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DRY=0
+PREBUILT=0
+ONLY=
 OUT=build/gpu_check
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1 ;;
+    --prebuilt) PREBUILT=1 ;;
+    --only) ONLY=,$2,; shift ;;
     --out) OUT=$2; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) echo "gpu_check.sh: unknown argument '$1' (expected --dry-run, --out DIR)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (expected --dry-run, --prebuilt, --only NAMES, --out DIR)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -47,11 +56,23 @@ done
 # before make test fetches the model) only says so; a real run needs it.
 if [ ! -f "$SMOL" ]; then
   echo "gpu_check.sh: missing $SMOL (make model fetches it)" >&2
-  [ $DRY = 1 ] || exit 1
+  # a dry run, or --only steps that do not read it, can go on
+  case "$ONLY" in
+    "") [ $DRY = 1 ] || exit 1 ;;
+    *,generate,*|*,bench_sd,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*) exit 1 ;;
+  esac
 fi
 
-echo "== build: make cuda, the CPU build, the device tests ($JOBS jobs)"
-make -j"$JOBS" cuda build/beagle cuda-device-tests build/test/tool_random_llama
+if [ $PREBUILT = 1 ]; then
+  echo "== build: skipped (--prebuilt): using the binaries in build/"
+  for f in build/beagle-cuda build/beagle build/test/tool_random_llama build/test-device/test_cuda_backend_ops \
+           build/test-device/test_cuda_backend_train build/test-device/test_cuda_backend_graph; do
+    [ -x "$f" ] || { echo "gpu_check.sh: --prebuilt but $f is missing" >&2; exit 1; }
+  done
+else
+  echo "== build: make cuda, the CPU build, the device tests ($JOBS jobs)"
+  make -j"$JOBS" cuda build/beagle cuda-device-tests build/test/tool_random_llama
+fi
 # the inference memory plan of a 7B-class target (32 layers, Mistral/Llama-3-8B MLP) at Q4_1, ctx 4096, with its draft
 PLAN7B=(generate --plan 7b,ffn=14336,q4_1 -c 4096)
 plan7b_line="7B plan (build/beagle ${PLAN7B[*]}): $(build/beagle "${PLAN7B[@]}" | grep '^TOTAL' | awk '{print $(NF-3), "GiB", $(NF-2), $(NF-1), $NF}' || true)"
@@ -91,10 +112,19 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/device.txt" 2>/dev/null || true
 plan
 fails=0
-step() {  # name, command...
+step() {  # name, command... (a function or a program; STEP_TIMEOUT bounds it: functions cannot go through timeout(1))
   local name=$1; shift
+  case "$ONLY" in ""|*,"$name",*) ;; *) return 0 ;; esac
   echo "== $name"
-  if "$@" > "$OUT/$name.log" 2>&1; then echo "ok   $name"; else echo "FAIL $name (log $OUT/$name.log)"; tail -20 "$OUT/$name.log"; fails=$((fails+1)); fi
+  local t0=$SECONDS
+  ( "$@" ) > "$OUT/$name.log" 2>&1 &
+  local pid=$!
+  ( sleep "${STEP_TIMEOUT:-900}"; echo "gpu_check.sh: step $name ran past STEP_TIMEOUT=${STEP_TIMEOUT:-900} s" >> "$OUT/$name.log"
+    pkill -TERM -P "$pid"; kill -TERM "$pid" ) 2> /dev/null &
+  local watchdog=$!
+  if wait "$pid"; then echo "ok   $name ($((SECONDS - t0)) s)"
+  else echo "FAIL $name ($((SECONDS - t0)) s, log $OUT/$name.log)"; tail -20 "$OUT/$name.log"; fails=$((fails+1)); fi
+  kill "$watchdog" 2> /dev/null || true
 }
 export BEAGLE_SHARED=$SHARED BEAGLE_MODEL=$SMOL BEAGLE_BIN=$PWD/build/beagle
 step backend_ops build/test-device/test_cuda_backend_ops
@@ -126,7 +156,11 @@ nccl_ranks() {
   timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 build/beagle-cuda train "${T[@]}" "${C[@]}" -o "$OUT/dpm2.bin"
   cmp "$OUT/dp1.bin" "$OUT/dpm2.bin"
 }
-if command -v mpirun > /dev/null 2>&1; then step nccl_ranks nccl_ranks; else echo "FAIL nccl_ranks: mpirun missing (scripts/sysdeps.sh test installs openmpi-bin)"; fails=$((fails+1)); fi
+nccl_step() {
+  command -v mpirun > /dev/null 2>&1 || { echo "mpirun missing (scripts/sysdeps.sh test installs openmpi-bin)"; return 1; }
+  nccl_ranks
+}
+step nccl_ranks nccl_step
 
 # benchmarks
 step bench build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench.json.part"

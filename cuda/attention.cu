@@ -108,7 +108,7 @@ __global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw) {
     AttnQuery tq[ATTN_QT_TPW];
     OnlineSoftmax cur[ATTN_QT_TPW], acc[ATTN_QT_TPW];
     int nvis[ATTN_QT_TPW];
-    for (int r = 0; r < ATTN_QT_TPW; r++) {
+    UNROLL for (int r = 0; r < ATTN_QT_TPW; r++) {
         const int k = warp + nw * r;
         softmax_reset(cur[r]);
         softmax_reset(acc[r]);
@@ -128,9 +128,9 @@ __global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw) {
                         softmax_step(cur[r], s, vrow, hd);
                         nvis[r]++;
                     });
-    for (int r = 0; r < tpw; r++) {
+    UNROLL for (int r = 0; r < ATTN_QT_TPW; r++) {
         const int k = warp + nw * r;
-        if (k >= ntasks) break;
+        if (r >= tpw || k >= ntasks) break;
         if (nvis[r] > 0) softmax_merge(acc[r], cur[r].m, cur[r].l, cur[r].o, hd);
         attn_write(a, t0 + k / group, kvh * group + k % group, acc[r]);
     }

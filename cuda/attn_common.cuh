@@ -28,7 +28,7 @@ struct OnlineSoftmax {
 __device__ __forceinline__ void softmax_reset(OnlineSoftmax& st) {
     st.m = -INFINITY;
     st.l = 0.0f;
-    for (int i = 0; i < ATTN_MAX_HD / 32; i++) st.o[i] = 0.0f;
+    UNROLL for (int i = 0; i < ATTN_MAX_HD / 32; i++) st.o[i] = 0.0f;
 }
 
 // One key's update of the warp's state: score s, value row vr (lane owns dims lane + 32 i).
@@ -38,7 +38,7 @@ __device__ __forceinline__ void softmax_step(OnlineSoftmax& st, float s, const f
     const float alpha = expf(st.m - m_new);  // 0 for the first key (m = -inf)
     const float p = expf(s - m_new);
     st.l = fmaf(st.l, alpha, p);
-    for (int i = 0; i < ATTN_MAX_HD / 32; i++) {
+    UNROLL for (int i = 0; i < ATTN_MAX_HD / 32; i++) {
         const int d = lane + 32 * i;
         if (d < hd) st.o[i] = fmaf(st.o[i], alpha, p * vr[d]);
     }
@@ -55,7 +55,7 @@ __device__ __forceinline__ void softmax_merge(OnlineSoftmax& acc, float mp, floa
     const float m_new = fmaxf(acc.m, mp);
     const float alpha = expf(acc.m - m_new), beta = expf(mp - m_new);
     acc.l = fmaf(acc.l, alpha, lp * beta);
-    for (int i = 0; i < ATTN_MAX_HD / 32; i++)
+    UNROLL for (int i = 0; i < ATTN_MAX_HD / 32; i++)
         if (lane + 32 * i < hd) acc.o[i] = fmaf(acc.o[i], alpha, op[i] * beta);
     acc.m = m_new;
 }
@@ -141,7 +141,9 @@ __device__ void attn_bwd_dq_segment(const AttnTile& tl, const float* K, const fl
 
 // Query-tiled pass of one block over keys [lo, hi) of K/V (row stride kv_stride, offset to the kv
 // head): 32-key tiles staged once in shared memory for all the block's (query, head) tasks; task k
-// = warp + nw r (r < tpw, k < ntasks) has its query row at qs + k hd. For each tile and task: lane j
+// = warp + nw r (r < tpw <= ATTN_QT_TPW, k < ntasks) has its query row at qs + k hd. The loop over r
+// is unrolled, so vis(r, .) and step(r, ...) see a constant r and index their per-task state in
+// registers (callers loop over r the same way). For each tile and task: lane j
 // scores key j if vis(r, row) says the task sees it, a ballot gives the visible keys, and
 // step(r, s, v_row) takes them in increasing row order. Every thread of the block calls it.
 template <class Vis, class Step>
@@ -152,9 +154,9 @@ __device__ void attn_tiled_walk(const AttnTile& tl, const float* K, const float*
     for (int k0 = lo; k0 < hi; k0 += ATTN_BK) {
         const int nk = min(ATTN_BK, hi - k0);
         attn_load_tile(tl, K, V, kv_stride, k0, nk, hd);  // its first barrier also publishes qs
-        for (int r = 0; r < tpw; r++) {
-            const int k = warp + nw * r;
-            if (k >= ntasks) break;  // warp-uniform
+        UNROLL for (int r = 0; r < ATTN_QT_TPW; r++) {    // r a constant in each copy: the callers'
+            const int k = warp + nw * r;                  // per-task arrays stay in registers
+            if (r >= tpw || k >= ntasks) break;           // warp-uniform
             const bool seen = lane < nk && vis(r, k0 + lane);
             if (seen) sc[lane] = attn_score(tl, qs + k * hd, lane, hd, scale);
             const unsigned vmask = __ballot_sync(0xffffffffu, seen);

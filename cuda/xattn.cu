@@ -100,7 +100,7 @@ __global__ void xattn_fwd_kernel(XAttnArgs a, int nq, int tpw) {
     // this warp's tasks: k = warp + nw r -> query t0 + k / group, head kvh * group + k % group
     XSegs seg[ATTN_QT_TPW];
     OnlineSoftmax st[ATTN_QT_TPW];
-    for (int r = 0; r < ATTN_QT_TPW; r++) {
+    UNROLL for (int r = 0; r < ATTN_QT_TPW; r++) {
         const int k = warp + nw * r;
         softmax_reset(st[r]);
         if (r >= tpw || k >= ntasks) continue;
@@ -117,9 +117,9 @@ __global__ void xattn_fwd_kernel(XAttnArgs a, int nq, int tpw) {
                                (!seg[r].bits || ((seg[r].bits[j / 64] >> (j % 64)) & 1u));
                     },
                     step);
-    for (int r = 0; r < tpw; r++) {
+    UNROLL for (int r = 0; r < ATTN_QT_TPW; r++) {
         const int k = warp + nw * r;
-        if (k >= ntasks) break;
+        if (r >= tpw || k >= ntasks) break;
         const int t = t0 + k / group, h = kvh * group + k % group;
         const float inv = st[r].l > 0.0f ? 1.0f / st[r].l : 0.0f;
         for (int i = 0; i < ATTN_MAX_HD / 32; i++) {

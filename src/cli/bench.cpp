@@ -2,7 +2,9 @@
 // bandwidth measured here, decode speed as a fraction of the bandwidth roofline (bandwidth / weight
 // bytes read per token), and the verify cost curve: one target forward of T tokens relative to T = 1,
 // which bounds what speculative decoding can gain here; on every matmul ISA path the CPU can run
-// (cpu_matmul_set_isa), one object per path. Writes one JSON object (-o FILE, atomically).
+// (cpu_matmul_set_isa), one object per path. On the CUDA backend (--backend cuda, the default of the
+// CUDA builds) one path named "cuda": the device's speed and verify cost, no CPU roofline or CPU-time
+// curve (they would describe the host). Writes one JSON object (-o FILE, atomically).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "../core/threadpool.h"
 #include "../decode/session.h"
 #include "../decode/verify_cost.h"
+#include "../backend/backend.h"
 #include "../backend/cpu/matmul.h"
 #include "../io/json_write.h"
 #include "args.h"
@@ -71,8 +74,8 @@ static double weight_bytes_per_token(const ModelFile& mf) {
 // the choice, so its weights are packed for that path): prefill and decode speed, decode as a fraction
 // of the roofline, and the verify cost curve.
 static Json bench_path(const std::string& model, const std::string& tok_path, int threads, int n_prompt, int n_gen,
-                       int reps, double bw, double bw1, double wb) {
-    const char* isa = cpu_matmul_isa();
+                       int reps, double bw, double bw1, double wb, bool device) {
+    const char* isa = device ? "cuda" : cpu_matmul_isa();
     // A real English prompt, repeated to length.
     const char* text =
         "The history of the city begins with a small settlement on the river, where traders met to exchange grain, "
@@ -84,7 +87,7 @@ static Json bench_path(const std::string& model, const std::string& tok_path, in
     std::vector<double> verify_s(verify_T.size(), 1e30), verify_cpu_1t(16, 1e30);
     SamplingParams greedy;
     greedy.temperature = 0;
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < (device ? 1 : 2); pass++) {
         int nt = pass == 0 ? threads : 1;
         Session s(model, tok_path, nt, n_prompt + std::max(n_gen, 64) + 8, 64);
         std::string p;
@@ -129,7 +132,6 @@ static Json bench_path(const std::string& model, const std::string& tok_path, in
     }
     double best_pf = *std::max_element(prefill_tps.begin(), prefill_tps.end());
     double best_dn = *std::max_element(decode_tps_n.begin(), decode_tps_n.end());
-    double best_d1 = *std::max_element(decode_tps_1.begin(), decode_tps_1.end());
     double roof = bw / wb;
     // "cost": verify(T) / verify(1) = the mean acceptance length tau a T-token verify needs to break even
     // with a free draft; "max_speedup": T / cost, what a draft whose every token is accepted would reach.
@@ -137,15 +139,19 @@ static Json bench_path(const std::string& model, const std::string& tok_path, in
     js["isa"] = isa;
     js["prefill_tok_s"] = rounded(best_pf, 3);
     js["decode_tok_s"] = rounded(best_dn, 3);
-    js["decode_tok_s_1t"] = rounded(best_d1, 3);
-    js["roofline_tok_s"] = rounded(roof, 3);
-    js["roofline_fraction"] = rounded(best_dn / roof, 4);
-    js["roofline_fraction_1t"] = rounded(best_d1 / (bw1 / wb), 4);
+    if (!device) {
+        double best_d1 = *std::max_element(decode_tps_1.begin(), decode_tps_1.end());
+        js["decode_tok_s_1t"] = rounded(best_d1, 3);
+        js["roofline_tok_s"] = rounded(roof, 3);
+        js["roofline_fraction"] = rounded(best_dn / roof, 4);
+        js["roofline_fraction_1t"] = rounded(best_d1 / (bw1 / wb), 4);
+    }
     js["verify_cost"] = Json::array();
     for (size_t k = 0; k < verify_T.size() && verify_s[k] < 1e29; k++)
         js["verify_cost"].push_back({{"T", verify_T[k]}, {"ms", rounded(verify_s[k] * 1e3, 3)},
                                      {"cost", rounded(verify_s[k] / verify_s[0], 3)},
                                      {"max_speedup", rounded(verify_T[k] * verify_s[0] / verify_s[k], 3)}});
+    if (device) return js;
     js["decode_tok_s_1t_cpu"] = rounded(1.0 / verify_cpu_1t[0], 3);  // one forward of 1 token, CPU time
     js["verify_cost_1t_cpu"] = Json::array();
     for (int T = 1; T <= 16 && verify_cpu_1t[T - 1] < 1e29; T++)
@@ -155,7 +161,7 @@ static Json bench_path(const std::string& model, const std::string& tok_path, in
 }
 
 int cmd_bench(int argc, char** argv) {
-    std::string model, tok_path, out, isas = "all";
+    std::string model, tok_path, out, isas = "all", backend;
     long threads = 2, n_prompt = 128, n_gen = 64, reps = 3;
     Args a("bench", "-m MODEL [options]",
            "Measure prefill and decode speed, the machine's read bandwidth, the decode roofline fraction and the\n"
@@ -170,14 +176,19 @@ int cmd_bench(int argc, char** argv) {
     a.integer("--gen-tokens", &n_gen, "tokens decoded per measurement");
     a.integer("--reps", &reps, "repetitions (best is reported)");
     a.str("--isa", &isas, "matmul paths to measure: all (every path this CPU runs), auto (the default one), avx2, avx512, or a comma list");
+    a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build); cuda measures one path, the device", default_backend()).c_str());
     if (!a.parse(argc, argv)) return 0;
+    if (!backend.empty()) select_backend(backend);
+    const bool device = selected_backend() == "cuda";
     if (model.empty()) fail("beagle bench: -m MODEL is required (see --help)");
     if (threads < 1 || n_prompt < 1 || n_gen < 1 || reps < 1) fail("beagle bench: -t, --prompt-tokens, --gen-tokens, --reps must be >= 1");
 
     // the paths: each name checked by cpu_matmul_set_isa (Error for an unknown one or one this CPU lacks)
     const std::string chosen = cpu_matmul_isa();  // the default path (BEAGLE_ISA, else the best this CPU has)
     std::vector<std::string> paths;
-    if (isas == "all") {
+    if (device) {
+        paths.push_back(chosen);  // the host's ISA for what runs on the host; the matmuls run on the device
+    } else if (isas == "all") {
         paths.push_back("avx2");
         if (cpu_has_avx512_vnni()) paths.push_back("avx512");
     } else {
@@ -190,8 +201,9 @@ int cmd_bench(int argc, char** argv) {
             b = e + 1;
         }
     }
-    double bw = measure_read_bandwidth((int)threads, (size_t)512 << 20, 5);
-    double bw1 = measure_read_bandwidth(1, (size_t)512 << 20, 5);
+    // the host's read bandwidth: the CPU paths' roofline (the CUDA path reports none)
+    double bw = device ? 0 : measure_read_bandwidth((int)threads, (size_t)512 << 20, 5);
+    double bw1 = device ? 0 : measure_read_bandwidth(1, (size_t)512 << 20, 5);
     double wb;
     {
         std::unique_ptr<ModelFile> mf = load_model(model);
@@ -199,22 +211,33 @@ int cmd_bench(int argc, char** argv) {
     }
     Json js;
     js["model"] = model;
+    js["backend"] = device ? "cuda" : "cpu";
     js["threads"] = threads;
     js["prompt_tokens"] = n_prompt;
     js["gen_tokens"] = n_gen;
-    js["bandwidth_gb_s"] = rounded(bw / 1e9, 3);
-    js["bandwidth_gb_s_1t"] = rounded(bw1 / 1e9, 3);
+    if (!device) {
+        js["bandwidth_gb_s"] = rounded(bw / 1e9, 3);
+        js["bandwidth_gb_s_1t"] = rounded(bw1 / 1e9, 3);
+    }
     js["weight_bytes_per_token"] = (int64_t)std::llround(wb);
     js["paths"] = Json::array();
     for (const std::string& isa : paths) {
         cpu_matmul_set_isa(isa.c_str());
-        Json p = bench_path(model, tok_path, (int)threads, (int)n_prompt, (int)n_gen, (int)reps, bw, bw1, wb);
+        Json p = bench_path(model, tok_path, (int)threads, (int)n_prompt, (int)n_gen, (int)reps, bw, bw1, wb, device);
         const Json& vc = p["verify_cost"];
         auto cost = [&](const Json& c, int T) {
             for (const Json& v : c)
                 if (v["T"] == T) return v["cost"].get<double>();
             return 0.0;
         };
+        if (device) {
+            fprintf(stderr, "bench: cuda   decode %.1f tok/s, prefill %.1f tok/s, verify cost T = 2/4/8/16/64: "
+                    "%.2f/%.2f/%.2f/%.2f/%.2f decode steps\n", p["decode_tok_s"].get<double>(),
+                    p["prefill_tok_s"].get<double>(), cost(vc, 2), cost(vc, 4), cost(vc, 8), cost(vc, 16), cost(vc, 64));
+            for (const char* k : {"isa", "prefill_tok_s", "decode_tok_s", "verify_cost"}) js[k] = p[k];
+            js["paths"].push_back(p);
+            continue;
+        }
         const Json& vc1 = p["verify_cost_1t_cpu"];
         fprintf(stderr, "bench: %-6s decode %.1f tok/s (%.2f of the roofline %.0f tok/s), prefill %.1f tok/s, verify cost "
                 "T = 2/4/8/16: %.2f/%.2f/%.2f/%.2f decode steps; 1 thread, CPU time: decode %.1f tok/s, verify cost "

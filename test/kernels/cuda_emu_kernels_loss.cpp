@@ -229,6 +229,7 @@ int main() {
     test_smoothl1(2, 1, 32, "");
     test_adamw(7, 32, 1);
     test_topk(2, 50000, 1, 256, "argmax");
+    test_topk(2, 49159, 10, 1024, "vocab-wide, the launcher's 1024 threads");
     test_topk(2, 7, 12, 64, "k > n");
     test_topk(1, 1000, 20, 128, "");
     test_topk_no_number();

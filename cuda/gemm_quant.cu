@@ -13,27 +13,35 @@
 //     acc = fmaf(d_w d_x, (float) I_b, acc)        (+ acc = fmaf(m_w, s_x, acc) for Q4_1: x = d q + m).
 //   Nothing in it depends on T, the token's slot or the kernel, so a token's row has the same bits in
 //   decode (T = 1), a prefill chunk or a verify pass of any size, whichever kernel ran it.
-// gemm_q{8_0,4_0,4_1}_kernel (T <= QGEMM_TOKENS: decode, short verify): a block of 4 warps covers 4
-//   weight rows (one per warp) x 4 tokens of matrix blockIdx.z (Q/K/V or gate/up in one launch: the
-//   grid's x extent is the tallest matrix's, blocks past a shorter one exit at once). Per 32 blocks of
-//   the row (1024 columns), the block's 128 threads first quantize its tokens' blocks c0 .. c0 + 31 into
-//   shared memory (4 threads per 32-block, coalesced loads; int8 q, d, s: 4.5 KiB for 4 tokens), so the
-//   activations need no launch of their own. The price: every block reads the f32 x (4 bytes per column
-//   and token, L2-resident) instead of int8 x + scales (1.25); at decode the launch saved (2-3 us) is
-//   worth far more for small models (docs/gpu.md: the numbers for SmolLM2 and a 7B shape). Then lane j
-//   takes whole 32-blocks b = c0 + j (a warp reads 32 consecutive blocks: 1088 contiguous bytes for Q8_0)
-//   and computes I_b for the 4 tokens with dp4a (the weight bytes loaded once for all of them); the
-//   (d_w d_x, I_b) pairs go through shared memory and lane i runs token i's chain over the 32 blocks in
-//   order.
+// gemm_q{8_0,4_0,4_1}_kernel (T <= QGEMM_TOKENS: decode, short verify): a block of 4 warps covers 32
+//   weight rows x 4 tokens of matrix blockIdx.z (Q/K/V or gate/up in one launch: the grid's x extent is
+//   the tallest matrix's, blocks past a shorter one exit at once). Per 32 blocks of the row (1024
+//   columns), the block's 128 threads first quantize its tokens' blocks c0 .. c0 + 31 into shared
+//   memory (4 threads per 32-block, coalesced loads; int8 q, d, s), so the activations need no launch
+//   of their own; the price, every block reading the f32 x (L2-resident), is paid once per 32 rows.
+//   Then the rows x blocks (row, 32-block) pairs are spread over all 128 threads (pair k: row k / nbc,
+//   block k % nbc; a warp reads consecutive blocks, for nb <= 32 one contiguous range of rows), each
+//   thread loading QGEMM_PAIRS pairs before computing any, and each pair's I_b for the 4 tokens with
+//   dp4a (the weight bytes loaded once for all of them) goes to shared memory with d_w (and m_w).
+//   Last, warp i runs token i's chain, lane r for row r, over the chunk's blocks in order. Why fast:
+//   every lane busy (the old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency
+//   per QGEMM_PAIRS pairs, the quantization amortized over 32 rows instead of 4, 8x fewer blocks.
 // gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_TOKENS: prefill and verify): tensor cores, after one
 //   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
-//   warps covers 64 weight rows x 64 tokens of matrix blockIdx.z, so a verify of up to 64 tokens reads
-//   every weight byte ONCE (the 4-token kernel would read it cdiv(T, 4) times). Per 32-block: the weights (unpacked to
-//   int8: Q4 nibbles, Q4_0 minus 8) and the int8 activations are staged in shared memory, warp w
-//   computes the 16 x 16 integer tiles I[t, o] of its 16 rows for every 16-token group with
-//   wmma m16n16k16 s8 x s8 -> s32 (exact, two k-halves), and each thread applies the scales of its 32
-//   outputs in block order: the same chain as above. Only ceil(T / 16) token groups are multiplied.
-//   Activation rows are 16-byte aligned (cols % 32 == 0) and read as int4.
+//   warps covers 16 weight rows x 64 tokens of matrix blockIdx.z (a verify of up to 64 tokens reads
+//   every weight byte ONCE; the 4-token kernel would read it cdiv(T, 4) times) and walks the row in
+//   steps of QMMA_KB = 4 32-blocks, one per warp. Per step the weights (unpacked to int8: Q4 nibbles,
+//   Q4_0 minus 8), the int8 activations (int4 loads) and the scales are stored from registers to
+//   shared memory; after a barrier every thread already loads the NEXT step's data into those
+//   registers (in flight during this step's products and chain); warp w computes the 16 x 16 integer
+//   tiles I[t, o] of block b0 + w for every 16-token group with wmma m16n16k16 s8 x s8 -> s32 (exact,
+//   two k-halves); after a second barrier thread (t, o) = (tid / 16 + 8 i, tid % 16) applies the
+//   scales of the step's blocks in block order: the same chain as above. Only ceil(T / 16) token
+//   groups are multiplied and staged. Why fast: 16-row blocks give 4x the blocks of 64-row ones (a
+//   576-row matrix: 36, not 9), two barriers per 4 blocks instead of three per block, and the global
+//   loads overlap the tensor-core work instead of preceding it. The cost: each 16-row block reads the
+//   tokens' int8 x (L2), 4x the activation re-reads of 64-row blocks (docs/gpu-kernels.md).
+// Neither kernel indexes QGemmArgs' arrays by blockIdx.z (qgemm_pick): no local-memory copy.
 // Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves.
 // dp4a: the hardware instruction under nvcc (sm_61+, common.cuh dot4_i8, compile-tested only); the
 // portable byte loop is what the emulator runs and the tests check. wmma s8: the emulator's
@@ -69,6 +77,9 @@ __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float*
     const long long t = blk / nb, b = blk % nb;
     quantize_block32(x + t * cols + b * 32, xq + t * cols + b * 32, &xd[t * nb + b], &xs[t * nb + b]);
 }
+
+// 16-bit word from a 2-byte aligned address: one load (common.cuh's load_u16 reads two bytes).
+__device__ __forceinline__ uint16_t load_u16_a2(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 
 // 32-bit word from a 2-byte aligned address (little-endian).
 __device__ __forceinline__ int load_i32_a2(const uint8_t* p) {
@@ -106,6 +117,7 @@ __device__ __forceinline__ P qgemm_pick(const P (&v)[QGEMM_MATS], int m) {
 }
 
 // ---- few tokens: dp4a, 32 weight rows x 4 tokens per block ----------------------------------------
+constexpr int QGEMM_PAIRS = 4;  // (row, 32-block) pairs a thread loads at once: 32 rows x 32 blocks / 128 threads = 8 at most
 constexpr int QX_LD = 36;  // bytes per staged int8 block: 32 + 4 pad, so lanes reading word p of
                            // consecutive blocks hit distinct banks (a stride of 8 words is 8-way)
 
@@ -173,25 +185,36 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
         __syncthreads();
         // the integer dots: pair k = (row r = k / nbc, block j = k % nbc), the pairs spread over all
         // threads; consecutive threads read consecutive blocks of a row (for nb <= 32 the block's rows
-        // are one contiguous range), each loaded once for all tokens
-        for (int k = tid; k < QGEMM_ROWS * nbc; k += NTH) {
-            const int r = k / nbc, j = k - r * nbc;
-            if (o0 + r >= rows) break;  // r grows with k
-            const uint8_t* blk = w0 + (long long)r * a.row_bytes + (long long)(c0 + j) * BS;
-            int w[8];
-            load_block_words<DT>(blk, w);
-            dws[j][r] = f16_bits_to_float(load_u16(blk));
-            if (DT == KD_Q4_1) mws[j][r] = f16_bits_to_float(load_u16(blk + 2));
-            for (int i = 0; i < nt; i++) {
-                const int* x = reinterpret_cast<const int*>(xq[i][j]);
-                int I = 0;
-                for (int p = 0; p < 8; p++) I = dot4_i8(w[p], x[p], I);
-                if (DT == KD_Q4_0) {  // sum (q - 8) x = sum q x - 8 sum x, exact
-                    int sx = 0;
-                    for (int p = 0; p < 8; p++) sx = dot4_i8(0x01010101, x[p], sx);
-                    I -= 8 * sx;
+        // are one contiguous range), each loaded once for all tokens. A thread loads QGEMM_PAIRS pairs
+        // before it uses any (their loads overlap: one memory latency per round, not per pair).
+        for (int k0 = 0; k0 < QGEMM_ROWS * nbc; k0 += QGEMM_PAIRS * NTH) {
+            int w[QGEMM_PAIRS][8];
+            uint16_t dw[QGEMM_PAIRS], mw[QGEMM_PAIRS];
+            for (int u = 0; u < QGEMM_PAIRS; u++) {
+                const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
+                if (k < QGEMM_ROWS * nbc && o0 + r < rows) {
+                    const uint8_t* blk = w0 + (long long)r * a.row_bytes + (long long)(c0 + j) * BS;
+                    load_block_words<DT>(blk, w[u]);
+                    dw[u] = load_u16_a2(blk);
+                    mw[u] = DT == KD_Q4_1 ? load_u16_a2(blk + 2) : 0;
                 }
-                dot[i][j][r] = I;
+            }
+            for (int u = 0; u < QGEMM_PAIRS; u++) {
+                const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
+                if (k >= QGEMM_ROWS * nbc || o0 + r >= rows) break;  // k grows with u
+                dws[j][r] = f16_bits_to_float(dw[u]);
+                if (DT == KD_Q4_1) mws[j][r] = f16_bits_to_float(mw[u]);
+                for (int i = 0; i < nt; i++) {
+                    const int* x = reinterpret_cast<const int*>(xq[i][j]);
+                    int I = 0;
+                    for (int p = 0; p < 8; p++) I = dot4_i8(w[u][p], x[p], I);
+                    if (DT == KD_Q4_0) {  // sum (q - 8) x = sum q x - 8 sum x, exact
+                        int sx = 0;
+                        for (int p = 0; p < 8; p++) sx = dot4_i8(0x01010101, x[p], sx);
+                        I -= 8 * sx;
+                    }
+                    dot[i][j][r] = I;
+                }
             }
         }
         __syncthreads();
@@ -247,17 +270,15 @@ __device__ __forceinline__ void qmma_load(const QGemmArgs& a, const uint8_t* w0,
         if (r < rows_left && b < nb) {
             const uint8_t* blk = w0 + (long long)r * a.row_bytes + (long long)b * QBlock<DT>::bytes;
             load_half_words<DT>(blk, half, st.w);
-            st.dw = f16_bits_to_float(load_u16(blk));
-            if (DT == KD_Q4_1) st.mw = f16_bits_to_float(load_u16(blk + 2));
+            st.dw = f16_bits_to_float(load_u16_a2(blk));
+            if (DT == KD_Q4_1) st.mw = f16_bits_to_float(load_u16_a2(blk + 2));
         }
     }
-#pragma unroll
     for (int u = 0; u < 4; u++) {
         const int e = tid + 128 * u, t = e / 8, kb = e / 2 % QMMA_KB, half = e % 2, b = b0 + kb;
         st.x[u] = make_int4(0, 0, 0, 0);
         if (t < nt && b < nb) st.x[u] = VLOAD(int4, a.xq + (long long)(t0 + t) * a.cols + (long long)b * 32 + 16 * half);
     }
-#pragma unroll
     for (int u = 0; u < 2; u++) {
         const int e = tid + 128 * u, t = e / 4, b = b0 + e % 4;
         st.dx[u] = st.sx[u] = 0.0f;
@@ -290,7 +311,6 @@ __device__ void gemm_q_mma_body(const QGemmArgs& a) {
     const int nb = a.cols / 32;
     const uint8_t* w0 = qgemm_pick(a.w, m) + (long long)o0 * a.row_bytes;
     float acc[PER];
-#pragma unroll
     for (int i = 0; i < PER; i++) acc[i] = 0.0f;
     QMmaStage st;
     qmma_load<DT>(a, w0, rows - o0, nt, t0, nb, 0, st);
@@ -302,12 +322,10 @@ __device__ void gemm_q_mma_body(const QGemmArgs& a) {
                 dws[par][kb][r] = st.dw;
                 mws[par][kb][r] = st.mw;
             }
-#pragma unroll
             for (int u = 0; u < 4; u++) {
                 const int e = tid + 128 * u, t = e / 8;
                 if (t < 16 * groups) VSTORE(int4, &Xs[e / 2 % QMMA_KB][t * LDX + 16 * (e % 2)], st.x[u]);
             }
-#pragma unroll
             for (int u = 0; u < 2; u++) {
                 const int e = tid + 128 * u;
                 dxs[par][e % 4][e / 4] = st.dx[u];
@@ -336,7 +354,6 @@ __device__ void gemm_q_mma_body(const QGemmArgs& a) {
         // the chain: output (t, o) = (tid / 16 + 8 i, tid % 16), blocks b0, b0 + 1, ... in order
         const int nk = min(QMMA_KB, nb - b0);
         for (int kb = 0; kb < nk; kb++) {
-#pragma unroll
             for (int i = 0; i < PER; i++) {
                 const int t = tid / 16 + 8 * i, o = tid % 16;
                 if (t < nt) {
@@ -349,7 +366,6 @@ __device__ void gemm_q_mma_body(const QGemmArgs& a) {
         // parity's scales; Is is rewritten only after the next step's first barrier
     }
     float* y = qgemm_pick(a.y, m);
-#pragma unroll
     for (int i = 0; i < PER; i++) {
         const int t = tid / 16 + 8 * i, o = tid % 16;
         if (t < nt && o0 + o < rows) y[(long long)(t0 + t) * rows + o0 + o] = acc[i];

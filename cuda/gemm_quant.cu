@@ -301,9 +301,10 @@ __device__ void gemm_q_mma_body(const QGemmArgs& a) {
     __shared__ __align__(32) signed char Ws[QMMA_KB][QMMA_ROWS * LDX];    // Ws[kb][o][k]
     __shared__ __align__(32) signed char Xs[QMMA_KB][QMMA_TOKENS * LDX];  // Xs[kb][t][k]
     __shared__ __align__(32) int Is[QMMA_KB][QMMA_TOKENS * LDI];          // Is[kb][t][o] = I_b
-    __shared__ float dws[2][QMMA_KB][QMMA_ROWS], mws[2][QMMA_KB][QMMA_ROWS];  // by step parity: the
-    __shared__ float dxs[2][QMMA_KB][QMMA_TOKENS], sxs[2][QMMA_KB][QMMA_TOKENS];  // next step's store
-    const int tid = threadIdx.x, warp = tid / 32;                                 // races the chain
+    // the scales by step parity: the next step's store runs while slower threads still chain this one
+    __shared__ float dws[2][QMMA_KB][QMMA_ROWS], mws[2][QMMA_KB][QMMA_ROWS];
+    __shared__ float dxs[2][QMMA_KB][QMMA_TOKENS], sxs[2][QMMA_KB][QMMA_TOKENS];
+    const int tid = threadIdx.x, warp = tid / 32;
     const int m = blockIdx.z, rows = qgemm_pick(a.rows, m);
     const int o0 = blockIdx.x * QMMA_ROWS, t0 = blockIdx.y * QMMA_TOKENS;
     if (o0 >= rows) return;  // the whole block: past a shorter matrix of the launch

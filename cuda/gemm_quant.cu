@@ -13,27 +13,35 @@
 //     acc = fmaf(d_w d_x, (float) I_b, acc)        (+ acc = fmaf(m_w, s_x, acc) for Q4_1: x = d q + m).
 //   Nothing in it depends on T, the token's slot or the kernel, so a token's row has the same bits in
 //   decode (T = 1), a prefill chunk or a verify pass of any size, whichever kernel ran it.
-// gemm_q{8_0,4_0,4_1}_kernel (T <= QGEMM_TOKENS: decode, short verify): a block of 4 warps covers 4
-//   weight rows (one per warp) x 4 tokens of matrix blockIdx.z (Q/K/V or gate/up in one launch: the
-//   grid's x extent is the tallest matrix's, blocks past a shorter one exit at once). Per 32 blocks of
-//   the row (1024 columns), the block's 128 threads first quantize its tokens' blocks c0 .. c0 + 31 into
-//   shared memory (4 threads per 32-block, coalesced loads; int8 q, d, s: 4.5 KiB for 4 tokens), so the
-//   activations need no launch of their own. The price: every block reads the f32 x (4 bytes per column
-//   and token, L2-resident) instead of int8 x + scales (1.25); at decode the launch saved (2-3 us) is
-//   worth far more for small models (docs/gpu.md: the numbers for SmolLM2 and a 7B shape). Then lane j
-//   takes whole 32-blocks b = c0 + j (a warp reads 32 consecutive blocks: 1088 contiguous bytes for Q8_0)
-//   and computes I_b for the 4 tokens with dp4a (the weight bytes loaded once for all of them); the
-//   (d_w d_x, I_b) pairs go through shared memory and lane i runs token i's chain over the 32 blocks in
-//   order.
+// gemm_q{8_0,4_0,4_1}_kernel (T <= QGEMM_TOKENS: decode, short verify): a block of 4 warps covers 32
+//   weight rows x 4 tokens of matrix blockIdx.z (Q/K/V or gate/up in one launch: the grid's x extent is
+//   the tallest matrix's, blocks past a shorter one exit at once). Per 32 blocks of the row (1024
+//   columns), the block's 128 threads first quantize its tokens' blocks c0 .. c0 + 31 into shared
+//   memory (4 threads per 32-block, coalesced loads; int8 q, d, s), so the activations need no launch
+//   of their own; the price, every block reading the f32 x (L2-resident), is paid once per 32 rows.
+//   Then the rows x blocks (row, 32-block) pairs are spread over all 128 threads (pair k: row k / nbc,
+//   block k % nbc; a warp reads consecutive blocks, for nb <= 32 one contiguous range of rows), each
+//   thread loading QGEMM_PAIRS pairs before computing any, and each pair's I_b for the 4 tokens with
+//   dp4a (the weight bytes loaded once for all of them) goes to shared memory with d_w (and m_w).
+//   Last, warp i runs token i's chain, lane r for row r, over the chunk's blocks in order. Why fast:
+//   every lane busy (the old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency
+//   per QGEMM_PAIRS pairs, the quantization amortized over 32 rows instead of 4, 8x fewer blocks.
 // gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_TOKENS: prefill and verify): tensor cores, after one
 //   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
-//   warps covers 64 weight rows x 64 tokens of matrix blockIdx.z, so a verify of up to 64 tokens reads
-//   every weight byte ONCE (the 4-token kernel would read it cdiv(T, 4) times). Per 32-block: the weights (unpacked to
-//   int8: Q4 nibbles, Q4_0 minus 8) and the int8 activations are staged in shared memory, warp w
-//   computes the 16 x 16 integer tiles I[t, o] of its 16 rows for every 16-token group with
-//   wmma m16n16k16 s8 x s8 -> s32 (exact, two k-halves), and each thread applies the scales of its 32
-//   outputs in block order: the same chain as above. Only ceil(T / 16) token groups are multiplied.
-//   Activation rows are 16-byte aligned (cols % 32 == 0) and read as int4.
+//   warps covers 16 weight rows x 64 tokens of matrix blockIdx.z (a verify of up to 64 tokens reads
+//   every weight byte ONCE; the 4-token kernel would read it cdiv(T, 4) times) and walks the row in
+//   steps of QMMA_KB = 4 32-blocks, one per warp. Per step the weights (unpacked to int8: Q4 nibbles,
+//   Q4_0 minus 8), the int8 activations (int4 loads) and the scales are stored from registers to
+//   shared memory; after a barrier every thread already loads the NEXT step's data into those
+//   registers (in flight during this step's products and chain); warp w computes the 16 x 16 integer
+//   tiles I[t, o] of block b0 + w for every 16-token group with wmma m16n16k16 s8 x s8 -> s32 (exact,
+//   two k-halves); after a second barrier thread (t, o) = (tid / 16 + 8 i, tid % 16) applies the
+//   scales of the step's blocks in block order: the same chain as above. Only ceil(T / 16) token
+//   groups are multiplied and staged. Why fast: 16-row blocks give 4x the blocks of 64-row ones (a
+//   576-row matrix: 36, not 9), two barriers per 4 blocks instead of three per block, and the global
+//   loads overlap the tensor-core work instead of preceding it. The cost: each 16-row block reads the
+//   tokens' int8 x (L2), 4x the activation re-reads of 64-row blocks (docs/gpu-kernels.md).
+// Neither kernel indexes QGemmArgs' arrays by blockIdx.z (qgemm_pick): no local-memory copy.
 // Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves.
 // dp4a: the hardware instruction under nvcc (sm_61+, common.cuh dot4_i8, compile-tested only); the
 // portable byte loop is what the emulator runs and the tests check. wmma s8: the emulator's
@@ -70,6 +78,9 @@ __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float*
     quantize_block32(x + t * cols + b * 32, xq + t * cols + b * 32, &xd[t * nb + b], &xs[t * nb + b]);
 }
 
+// 16-bit word from a 2-byte aligned address: one load (common.cuh's load_u16 reads two bytes).
+__device__ __forceinline__ uint16_t load_u16_a2(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+
 // 32-bit word from a 2-byte aligned address (little-endian).
 __device__ __forceinline__ int load_i32_a2(const uint8_t* p) {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
@@ -97,13 +108,25 @@ __device__ __forceinline__ void load_block_words(const uint8_t* blk, int* w) {
     }
 }
 
-// ---- few tokens: dp4a, a warp per weight row ------------------------------------------------------
+// Matrix m's pointer or row count, selected without indexing the parameter arrays by a runtime value
+// (a dynamic index copies QGemmArgs to local memory: a stack frame and a round trip through it).
+template <class P>
+__device__ __forceinline__ P qgemm_pick(const P (&v)[QGEMM_MATS], int m) {
+    static_assert(QGEMM_MATS == 3, "qgemm_pick selects among 3 matrices");
+    return m == 0 ? v[0] : m == 1 ? v[1] : v[2];
+}
+
+// ---- few tokens: dp4a, 32 weight rows x 4 tokens per block ----------------------------------------
+constexpr int QGEMM_PAIRS = 4;  // (row, 32-block) pairs a thread loads at once: 32 rows x 32 blocks / 128 threads = 8 at most
+constexpr int QX_LD = 36;  // bytes per staged int8 block: 32 + 4 pad, so lanes reading word p of
+                           // consecutive blocks hit distinct banks (a stride of 8 words is 8-way)
+
 // Token t's 32-blocks c0 .. c0 + 31 into shared memory (q[j], d[j], s[j] for block c0 + j), by all 128
 // threads of the block: thread = (block j = tid / 4, quarter p = tid % 4) loads the 8 values 8 p .. 8 p + 7
 // (a warp reads 1 KB contiguous) and the 4 threads of a block combine max|x|, the NaN flag and sum q with
 // shuffles. quantize_block32's rule on the same values: the max is exact and the sum an integer in any
 // order, so d, s and every q have its bits (the tests check it against quantize_q8_kernel).
-__device__ __forceinline__ void quantize_chunk_part(const QGemmArgs& a, int t, int c0, int nb, int8_t (*q)[32],
+__device__ __forceinline__ void quantize_chunk_part(const QGemmArgs& a, int t, int c0, int nb, int8_t (*q)[QX_LD],
                                                     float* d, float* s) {
     static_assert(QGEMM_WARPS == 4, "128 threads: 4 per 32-block, 32 blocks per chunk");
     const int j = threadIdx.x / 4, p = threadIdx.x % 4, b = c0 + j;
@@ -140,143 +163,213 @@ __device__ __forceinline__ void quantize_chunk_part(const QGemmArgs& a, int t, i
 
 template <int DT>
 __device__ void gemm_q_body(const QGemmArgs& a) {
-    constexpr int BS = QBlock<DT>::bytes;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int m = blockIdx.z, rows = a.rows[m];
-    if ((int)blockIdx.x * QGEMM_WARPS >= rows) return;  // the whole block: past a shorter matrix
-    const int o = blockIdx.x * QGEMM_WARPS + warp;
-    const bool row = o < rows;  // warps past the last row still quantize (barriers below)
+    constexpr int BS = QBlock<DT>::bytes, NTH = 32 * QGEMM_WARPS, LDR = QGEMM_ROWS + 1;
+    const int tid = threadIdx.x, m = blockIdx.z, rows = qgemm_pick(a.rows, m);
+    const int o0 = blockIdx.x * QGEMM_ROWS;
+    if (o0 >= rows) return;  // the whole block: past a shorter matrix
     const int t0 = blockIdx.y * QGEMM_TOKENS;
     const int nt = min(QGEMM_TOKENS, a.T - t0);
     const int nb = a.cols / 32;
-    __shared__ __align__(16) int8_t xq[QGEMM_TOKENS][32][32];  // token i's int8 block c0 + j
+    const uint8_t* w0 = qgemm_pick(a.w, m) + (long long)o0 * a.row_bytes;
+    __shared__ __align__(16) int8_t xq[QGEMM_TOKENS][32][QX_LD];  // token i's int8 block c0 + j
     __shared__ float xd[QGEMM_TOKENS][32], xs[QGEMM_TOKENS][32];
-    __shared__ float sc[QGEMM_WARPS][QGEMM_TOKENS][32];  // d_w d_x of (token, block)
-    __shared__ int dot[QGEMM_WARPS][QGEMM_TOKENS][32];   // I_b of (token, block)
-    __shared__ float mw[QGEMM_WARPS][32];                // Q4_1: m_w of the block
-    const uint8_t* wrow = a.w[m] + (long long)o * a.row_bytes;
-    float acc = 0.0f;  // lane i < nt: token t0 + i
+    __shared__ int dot[QGEMM_TOKENS][32][LDR];  // I_b of (token i, block c0 + j, row o0 + r)
+    __shared__ float dws[32][LDR], mws[32][LDR];  // d_w, m_w (Q4_1) of (block, row)
+    // the chain: warp i = token t0 + i, lane r = row o0 + r (coalesced y, conflict-free shared reads)
+    const int ci = tid / 32, cr = tid % 32;
+    const bool chain = ci < nt && o0 + cr < rows;
+    float acc = 0.0f;
     for (int c0 = 0; c0 < nb; c0 += 32) {
-        const int b = c0 + lane;
+        const int nbc = min(32, nb - c0);
         for (int i = 0; i < nt; i++) quantize_chunk_part(a, t0 + i, c0, nb, xq[i], xd[i], xs[i]);
         __syncthreads();
-        if (row && b < nb) {
-            const uint8_t* blk = wrow + (long long)b * BS;
-            const float dw = f16_bits_to_float(load_u16(blk));
-            int w[8];
-            load_block_words<DT>(blk, w);
-            if (DT == KD_Q4_1) mw[warp][lane] = f16_bits_to_float(load_u16(blk + 2));
-            for (int i = 0; i < nt; i++) {
-                const int* x = reinterpret_cast<const int*>(xq[i][lane]);
-                int I = 0;
-                for (int p = 0; p < 8; p++) I = dot4_i8(w[p], x[p], I);
-                if (DT == KD_Q4_0) {  // sum (q - 8) x = sum q x - 8 sum x, exact
-                    int sx = 0;
-                    for (int p = 0; p < 8; p++) sx = dot4_i8(0x01010101, x[p], sx);
-                    I -= 8 * sx;
+        // the integer dots: pair k = (row r = k / nbc, block j = k % nbc), the pairs spread over all
+        // threads; consecutive threads read consecutive blocks of a row (for nb <= 32 the block's rows
+        // are one contiguous range), each loaded once for all tokens. A thread loads QGEMM_PAIRS pairs
+        // before it uses any (their loads overlap: one memory latency per round, not per pair).
+        for (int k0 = 0; k0 < QGEMM_ROWS * nbc; k0 += QGEMM_PAIRS * NTH) {
+            int w[QGEMM_PAIRS][8];
+            uint16_t dw[QGEMM_PAIRS], mw[QGEMM_PAIRS];
+            for (int u = 0; u < QGEMM_PAIRS; u++) {
+                const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
+                if (k < QGEMM_ROWS * nbc && o0 + r < rows) {
+                    const uint8_t* blk = w0 + (long long)r * a.row_bytes + (long long)(c0 + j) * BS;
+                    load_block_words<DT>(blk, w[u]);
+                    dw[u] = load_u16_a2(blk);
+                    mw[u] = DT == KD_Q4_1 ? load_u16_a2(blk + 2) : 0;
                 }
-                dot[warp][i][lane] = I;
-                sc[warp][i][lane] = dw * xd[i][lane];
+            }
+            for (int u = 0; u < QGEMM_PAIRS; u++) {
+                const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
+                if (k >= QGEMM_ROWS * nbc || o0 + r >= rows) break;  // k grows with u
+                dws[j][r] = f16_bits_to_float(dw[u]);
+                if (DT == KD_Q4_1) mws[j][r] = f16_bits_to_float(mw[u]);
+                for (int i = 0; i < nt; i++) {
+                    const int* x = reinterpret_cast<const int*>(xq[i][j]);
+                    int I = 0;
+                    for (int p = 0; p < 8; p++) I = dot4_i8(w[u][p], x[p], I);
+                    if (DT == KD_Q4_0) {  // sum (q - 8) x = sum q x - 8 sum x, exact
+                        int sx = 0;
+                        for (int p = 0; p < 8; p++) sx = dot4_i8(0x01010101, x[p], sx);
+                        I -= 8 * sx;
+                    }
+                    dot[i][j][r] = I;
+                }
             }
         }
-        __syncwarp();
-        if (row && lane < nt) {
-            for (int j = 0; j < 32 && c0 + j < nb; j++) {
-                acc = fmaf(sc[warp][lane][j], (float)dot[warp][lane][j], acc);
-                if (DT == KD_Q4_1) acc = fmaf(mw[warp][j], xs[lane][j], acc);
+        __syncthreads();
+        if (chain) {
+            for (int j = 0; j < nbc; j++) {
+                acc = fmaf(dws[j][cr] * xd[ci][j], (float)dot[ci][j][cr], acc);
+                if (DT == KD_Q4_1) acc = fmaf(mws[j][cr], xs[ci][j], acc);
             }
         }
-        __syncthreads();  // the next 32 blocks overwrite xq, xd, xs, sc, dot, mw
+        if (c0 + 32 < nb) __syncthreads();  // the next 32 blocks overwrite xq, xd, xs, dot, dws, mws
     }
-    if (row && lane < nt) a.y[m][(long long)(t0 + lane) * rows + o] = acc;
+    if (chain) qgemm_pick(a.y, m)[(long long)(t0 + ci) * rows + o0 + cr] = acc;
 }
 
 __global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0>(a); }
 __global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0>(a); }
 __global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1>(a); }
 
-// ---- many tokens: int8 tensor cores, 64 rows x 64 tokens per block --------------------------------
+// ---- many tokens: int8 tensor cores, 16 rows x 64 tokens per block, 4 32-blocks per step -----------
+// Half `half` of a block's 32 weights as 4 words of int8 (elements 16 half .. 16 half + 15; Q4_0 minus 8).
+template <int DT>
+__device__ __forceinline__ void load_half_words(const uint8_t* blk, int half, int* w) {
+    for (int p = 0; p < 4; p++) {
+        int v;
+        if (DT == KD_Q8_0) {
+            v = load_i32_a2(blk + 2 + 16 * half + 4 * p);
+        } else {  // byte j holds element j (low nibble) and element 16 + j (high nibble)
+            v = (load_i32_a2(blk + QBlock<DT>::qoff + 4 * p) >> (4 * half)) & 0x0F0F0F0F;
+            // Q4_0: nibble q -> int8 q - 8 in every byte: q + 120 stays below 256 (no carry
+            // between bytes), and flipping bit 7 subtracts 128 modulo 256
+            if (DT == KD_Q4_0) v = (int)(((unsigned)v + 0x78787878u) ^ 0x80808080u);
+        }
+        w[p] = v;
+    }
+}
+
+// One step's global data in registers (loaded a step ahead, stored to shared memory after the barrier).
+struct QMmaStage {
+    int w[4];       // weights: pair (row r = tid / 8, block kb = tid / 2 % 4), half tid % 2
+    float dw, mw;   // that pair's scales (half 0)
+    int4 x[4];      // activations: chunk e = tid + 128 u -> token e / 8, block e / 2 % 4, half e % 2
+    float dx[2], sx[2];  // scales: entry e = tid + 128 u -> token e / 4, block e % 4
+};
+
+template <int DT>
+__device__ __forceinline__ void qmma_load(const QGemmArgs& a, const uint8_t* w0, int rows_left, int nt, int t0,
+                                          int nb, int b0, QMmaStage& st) {
+    const int tid = threadIdx.x;
+    {
+        const int r = tid / 8, kb = tid / 2 % QMMA_KB, half = tid % 2, b = b0 + kb;
+        for (int p = 0; p < 4; p++) st.w[p] = 0;
+        st.dw = st.mw = 0.0f;
+        if (r < rows_left && b < nb) {
+            const uint8_t* blk = w0 + (long long)r * a.row_bytes + (long long)b * QBlock<DT>::bytes;
+            load_half_words<DT>(blk, half, st.w);
+            st.dw = f16_bits_to_float(load_u16_a2(blk));
+            if (DT == KD_Q4_1) st.mw = f16_bits_to_float(load_u16_a2(blk + 2));
+        }
+    }
+    for (int u = 0; u < 4; u++) {
+        const int e = tid + 128 * u, t = e / 8, kb = e / 2 % QMMA_KB, half = e % 2, b = b0 + kb;
+        st.x[u] = make_int4(0, 0, 0, 0);
+        if (t < nt && b < nb) st.x[u] = VLOAD(int4, a.xq + (long long)(t0 + t) * a.cols + (long long)b * 32 + 16 * half);
+    }
+    for (int u = 0; u < 2; u++) {
+        const int e = tid + 128 * u, t = e / 4, b = b0 + e % 4;
+        st.dx[u] = st.sx[u] = 0.0f;
+        if (t < nt && b < nb) {
+            st.dx[u] = a.xd[(long long)(t0 + t) * nb + b];
+            st.sx[u] = a.xs[(long long)(t0 + t) * nb + b];
+        }
+    }
+}
+
 template <int DT>
 __device__ void gemm_q_mma_body(const QGemmArgs& a) {
     using namespace nvcuda;
-    constexpr int BS = QBlock<DT>::bytes;
-    constexpr int LDX = 48;               // bytes per staged row: 32 + 16 pad (wmma: a multiple of 16)
-    constexpr int LDI = QMMA_ROWS + 4;    // ints per row of the integer tile
-    constexpr int PER = QMMA_ROWS * QMMA_TOKENS / (32 * QMMA_WARPS);  // outputs per thread
-    __shared__ __align__(32) signed char Xs[QMMA_TOKENS * LDX];  // Xs[t][k]: the tokens' int8 block
-    __shared__ __align__(32) signed char Ws[QMMA_ROWS * LDX];    // Ws[o][k]: the rows' int8 block
-    __shared__ __align__(32) int Is[QMMA_TOKENS * LDI];           // Is[t][o] = I_b
-    __shared__ float dws[QMMA_ROWS], mws[QMMA_ROWS], dxs[QMMA_TOKENS], sxs[QMMA_TOKENS];
+    static_assert(QMMA_WARPS == 4 && QMMA_KB == 4 && QMMA_ROWS == 16 && QMMA_TOKENS == 64,
+                  "the staging maps 128 threads onto 16 rows x 4 blocks and 64 tokens x 4 blocks");
+    constexpr int LDX = 48;  // bytes per staged block row: 32 + 16 pad (wmma: a multiple of 16)
+    constexpr int LDI = 16;  // ints per token of an integer tile: lanes 0-15 and 16-31 of the chain
+                             // read tokens t, t + 1 at banks 16 apart (conflict-free)
+    constexpr int PER = QMMA_ROWS * QMMA_TOKENS / (32 * QMMA_WARPS);  // outputs per thread: 8
+    __shared__ __align__(32) signed char Ws[QMMA_KB][QMMA_ROWS * LDX];    // Ws[kb][o][k]
+    __shared__ __align__(32) signed char Xs[QMMA_KB][QMMA_TOKENS * LDX];  // Xs[kb][t][k]
+    __shared__ __align__(32) int Is[QMMA_KB][QMMA_TOKENS * LDI];          // Is[kb][t][o] = I_b
+    // the scales by step parity: the next step's store runs while slower threads still chain this one
+    __shared__ float dws[2][QMMA_KB][QMMA_ROWS], mws[2][QMMA_KB][QMMA_ROWS];
+    __shared__ float dxs[2][QMMA_KB][QMMA_TOKENS], sxs[2][QMMA_KB][QMMA_TOKENS];
     const int tid = threadIdx.x, warp = tid / 32;
-    const int m = blockIdx.z, rows = a.rows[m];
+    const int m = blockIdx.z, rows = qgemm_pick(a.rows, m);
     const int o0 = blockIdx.x * QMMA_ROWS, t0 = blockIdx.y * QMMA_TOKENS;
     if (o0 >= rows) return;  // the whole block: past a shorter matrix of the launch
     const int nt = min(QMMA_TOKENS, a.T - t0), groups = cdiv(nt, 16);
     const int nb = a.cols / 32;
+    const uint8_t* w0 = qgemm_pick(a.w, m) + (long long)o0 * a.row_bytes;
     float acc[PER];
     for (int i = 0; i < PER; i++) acc[i] = 0.0f;
-    for (int b = 0; b < nb; b++) {
-        // stage: two threads per row (16 elements each), rows and tokens past the end as zeros
-        {
-            const int r = tid / 2, half = tid % 2;
-            signed char* wd = Ws + r * LDX + 16 * half;
-            const int o = o0 + r;
-            if (o < rows) {
-                const uint8_t* blk = a.w[m] + (long long)o * a.row_bytes + (long long)b * BS;
-                int w[8];
-                load_block_words<DT>(blk, w);
-                for (int p = 0; p < 4; p++) {
-                    int v = w[4 * half + p];
-                    // Q4_0: nibble q -> int8 q - 8 in every byte: q + 120 stays below 256 (no carry
-                    // between bytes), and flipping bit 7 subtracts 128 modulo 256
-                    if (DT == KD_Q4_0) v = (int)(((unsigned)v + 0x78787878u) ^ 0x80808080u);
-                    memcpy(wd + 4 * p, &v, 4);
-                }
-                if (half == 0) {
-                    dws[r] = f16_bits_to_float(load_u16(blk));
-                    mws[r] = DT == KD_Q4_1 ? f16_bits_to_float(load_u16(blk + 2)) : 0.0f;
-                }
-            } else {
-                for (int j = 0; j < 16; j++) wd[j] = 0;
-                if (half == 0) dws[r] = mws[r] = 0.0f;
+    QMmaStage st;
+    qmma_load<DT>(a, w0, rows - o0, nt, t0, nb, 0, st);
+    for (int b0 = 0, par = 0; b0 < nb; b0 += QMMA_KB, par ^= 1) {
+        {  // store the registers: rows, tokens and blocks past the end as zeros
+            const int r = tid / 8, kb = tid / 2 % QMMA_KB, half = tid % 2;
+            memcpy(&Ws[kb][r * LDX + 16 * half], st.w, 16);
+            if (half == 0) {
+                dws[par][kb][r] = st.dw;
+                mws[par][kb][r] = st.mw;
             }
-            const int t = t0 + r;
-            int4 xv = make_int4(0, 0, 0, 0);
-            if (r < nt) {
-                xv = VLOAD(int4, a.xq + (long long)t * a.cols + (long long)b * 32 + 16 * half);
-                if (half == 0) {
-                    dxs[r] = a.xd[(long long)t * nb + b];
-                    sxs[r] = a.xs[(long long)t * nb + b];
-                }
+            for (int u = 0; u < 4; u++) {
+                const int e = tid + 128 * u, t = e / 8;
+                if (t < 16 * groups) VSTORE(int4, &Xs[e / 2 % QMMA_KB][t * LDX + 16 * (e % 2)], st.x[u]);
             }
-            VSTORE(int4, Xs + r * LDX + 16 * half, xv);
+            for (int u = 0; u < 2; u++) {
+                const int e = tid + 128 * u;
+                dxs[par][e % 4][e / 4] = st.dx[u];
+                sxs[par][e % 4][e / 4] = st.sx[u];
+            }
         }
         __syncthreads();
-        // warp w: rows 16 w .. 16 w + 15 x every 16-token group, exact integer tiles
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> wf[2];
-        for (int kh = 0; kh < 2; kh++) wmma::load_matrix_sync(wf[kh], Ws + 16 * warp * LDX + 16 * kh, LDX);
-        for (int g = 0; g < groups; g++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, int> it;
-            wmma::fill_fragment(it, 0);
-            for (int kh = 0; kh < 2; kh++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> xf;
-                wmma::load_matrix_sync(xf, Xs + 16 * g * LDX + 16 * kh, LDX);
-                wmma::mma_sync(it, xf, wf[kh], it);
+        // the next step's loads fly during this step's products and chain
+        if (b0 + QMMA_KB < nb) qmma_load<DT>(a, w0, rows - o0, nt, t0, nb, b0 + QMMA_KB, st);
+        // warp w: block b0 + w, 16 rows x every 16-token group, exact integer tiles
+        if (b0 + warp < nb) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> wf[2];
+            for (int kh = 0; kh < 2; kh++) wmma::load_matrix_sync(wf[kh], &Ws[warp][16 * kh], LDX);
+            for (int g = 0; g < groups; g++) {
+                wmma::fragment<wmma::accumulator, 16, 16, 16, int> it;
+                wmma::fill_fragment(it, 0);
+                for (int kh = 0; kh < 2; kh++) {
+                    wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> xf;
+                    wmma::load_matrix_sync(xf, &Xs[warp][16 * g * LDX + 16 * kh], LDX);
+                    wmma::mma_sync(it, xf, wf[kh], it);
+                }
+                wmma::store_matrix_sync(&Is[warp][16 * g * LDI], it, LDI, wmma::mem_row_major);
             }
-            wmma::store_matrix_sync(Is + 16 * g * LDI + 16 * warp, it, LDI, wmma::mem_row_major);
         }
         __syncthreads();
-        for (int i = 0; i < PER; i++) {  // output (t, o) = (idx / 64, idx % 64), idx = tid + 128 i
-            const int idx = tid + 32 * QMMA_WARPS * i, t = idx / QMMA_ROWS, o = idx % QMMA_ROWS;
-            if (t >= nt) break;  // t grows with i
-            acc[i] = fmaf(dws[o] * dxs[t], (float)Is[t * LDI + o], acc[i]);
-            if (DT == KD_Q4_1) acc[i] = fmaf(mws[o], sxs[t], acc[i]);
+        // the chain: output (t, o) = (tid / 16 + 8 i, tid % 16), blocks b0, b0 + 1, ... in order
+        const int nk = min(QMMA_KB, nb - b0);
+        for (int kb = 0; kb < nk; kb++) {
+            for (int i = 0; i < PER; i++) {
+                const int t = tid / 16 + 8 * i, o = tid % 16;
+                if (t < nt) {
+                    acc[i] = fmaf(dws[par][kb][o] * dxs[par][kb][t], (float)Is[kb][t * LDI + o], acc[i]);
+                    if (DT == KD_Q4_1) acc[i] = fmaf(mws[par][kb][o], sxs[par][kb][t], acc[i]);
+                }
+            }
         }
-        __syncthreads();  // the next block overwrites the staging
+        // no barrier: the next store writes Ws, Xs (read before the barrier above) and the other
+        // parity's scales; Is is rewritten only after the next step's first barrier
     }
+    float* y = qgemm_pick(a.y, m);
     for (int i = 0; i < PER; i++) {
-        const int idx = tid + 32 * QMMA_WARPS * i, t = idx / QMMA_ROWS, o = idx % QMMA_ROWS;
-        if (t < nt && o0 + o < rows) a.y[m][(long long)(t0 + t) * rows + o0 + o] = acc[i];
+        const int t = tid / 16 + 8 * i, o = tid % 16;
+        if (t < nt && o0 + o < rows) y[(long long)(t0 + t) * rows + o0 + o] = acc[i];
     }
 }
 
@@ -315,7 +408,7 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
     a.x = x;
     a.T = T;
     if (T <= QGEMM_TOKENS) {  // the kernel quantizes x itself; same bits as the tensor-core path
-        dim3 grid(cdiv(max_rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS), n);
+        dim3 grid(cdiv(max_rows, QGEMM_ROWS), cdiv(T, QGEMM_TOKENS), n);
         if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel, a);
         if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel, a);
         if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel, a);

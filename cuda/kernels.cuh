@@ -110,14 +110,15 @@ struct QGemmArgs {
         f(x); f(xq); f(xd); f(xs);
     }
 };
-constexpr int QGEMM_WARPS = 4, QGEMM_TOKENS = 4;  // a block: 4 weight rows (one per warp) x 4 tokens
-constexpr int QMMA_WARPS = 4, QMMA_ROWS = 64, QMMA_TOKENS = 64;  // tensor cores: 64 rows x 64 tokens per block
+constexpr int QGEMM_WARPS = 4, QGEMM_ROWS = 32, QGEMM_TOKENS = 4;  // dp4a: a block of 4 warps, 32 weight rows x 4 tokens
+constexpr int QMMA_KB = 4;  // tensor cores: 32-blocks per step (one per warp)
+constexpr int QMMA_WARPS = 4, QMMA_ROWS = 16, QMMA_TOKENS = 64;  // tensor cores: 16 rows x 64 tokens per block
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);  // thread per 32-block
-// T <= QGEMM_TOKENS: grid (cdiv(max rows, 4), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32)
+// T <= QGEMM_TOKENS: grid (cdiv(max rows, 32), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32)
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_kernel(QGemmArgs a);
-// T > QGEMM_TOKENS: grid (cdiv(max rows, 64), cdiv(T, 64), n), 128 threads (int8 wmma); reads xq, xd, xs;
+// T > QGEMM_TOKENS: grid (cdiv(max rows, 16), cdiv(T, 64), n), 128 threads (int8 wmma); reads xq, xd, xs;
 // the same bits per token
 __global__ void gemm_q8_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_mma_kernel(QGemmArgs a);

@@ -29,20 +29,21 @@
 //   4 part.., high: 16 + 4 part..), its 8 activations two 32-bit loads, and two dp4a (4 int8 MACs per
 //   instruction, common.cuh dot4_i8; the emulator runs its portable byte loop) replace 8 byte loads
 //   and 8 multiply-adds: ~5 instructions per 8 MACs instead of ~28.
-// version 4 (shipped for T <= 4, cuda/gemm_quant.cu gemm_q4_1_kernel): 4 tokens per warp and 4 rows
-//   per block. A lane owns whole 32-blocks (a warp reads 32 consecutive blocks, 640 contiguous bytes),
-//   its 16 weight bytes serve the 4 tokens from registers, so W is read T/4 times (2.2 MB instead of
+// version 4 (shipped for T <= 4, cuda/gemm_quant.cu gemm_q4_1_kernel): 4 tokens per block and 32 rows
+//   per block. A thread owns whole (row, 32-block) pairs (a warp reads consecutive blocks, 640 contiguous
+//   bytes), their 16 weight bytes serve the 4 tokens from registers, so W is read T/4 times (2.2 MB instead of
 //   8.8 MB at T = 16) and its unpacking is paid once per 4 tokens. The exact integer dot I_b of each
 //   (token, block) and its scale d_w d_x go through shared memory and one lane per token runs the fma
 //   chain over the blocks in order: a fixed order per output that v5 reproduces exactly, so y[t] has
 //   the same bits whatever T is and whichever kernel ran (batch invariance). It reads the f32 x and
 //   quantizes its tokens' blocks into shared memory itself (the same quantize_block32 as the quantize
 //   kernel), so a decode matmul is one launch, not two.
-// version 5 (shipped for T > 4, gemm_q4_1_mma_kernel): int8 tensor cores. A block covers 64 rows x 64
+// version 5 (shipped for T > 4, gemm_q4_1_mma_kernel): int8 tensor cores. A block covers 16 rows x 64
 //   tokens: W is read ONCE for a verify of up to 64 tokens (0.55 MB at T = 16, 4x less than v4).
-//   Per 32-block the rows' nibbles (unpacked to int8) and the tokens' int8 activations are staged in
-//   shared memory, each warp multiplies its 16 rows by every 16-token group with wmma m16n16k16
-//   s8 -> s32 (exact), and each thread applies the scales of its outputs in block order: v4's chain.
+//   Per step of 4 32-blocks the rows' nibbles (unpacked to int8) and the tokens' int8 activations are
+//   staged in shared memory (loaded a step ahead into registers), warp w multiplies block w of the
+//   step for every 16-token group with wmma m16n16k16 s8 -> s32 (exact), and each thread applies the
+//   scales of its outputs in block order: v4's chain.
 //   On an H100 the int8 mma rate (~1,000 T ops/s dense) is far above dp4a's, so the kernel is bound by
 //   reading W once, at about 0.2 us for this matrix.
 // At T = 1 (plain decode) v3 and v4 read the same bytes; the ideal there is W read once, 0.55 MB, about
@@ -175,7 +176,7 @@ static void qmatmul_run(int version, const QGemmArgs& a) {
         case 2: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<false>)(a); break;
         case 3: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<true>)(a); break;
         case 4:  // the shipped launch for T <= QGEMM_TOKENS (cuda/gemm_quant.cu launch_matmul_q)
-            KLAUNCH(dim3(cdiv(a.rows[0], QGEMM_WARPS), cdiv(a.T, QGEMM_TOKENS)), 32 * QGEMM_WARPS, 0, 0,
+            KLAUNCH(dim3(cdiv(a.rows[0], QGEMM_ROWS), cdiv(a.T, QGEMM_TOKENS)), 32 * QGEMM_WARPS, 0, 0,
                     gemm_q4_1_kernel)(a);
             break;
         case 5:  // the shipped launch for T > QGEMM_TOKENS

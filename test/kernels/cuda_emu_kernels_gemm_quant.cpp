@@ -137,7 +137,7 @@ static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* 
         if (dt == KD_Q4_1) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_kernel)(g);
         return y;
     }
-    dim3 grid(cdiv(max_rows, QGEMM_WARPS), cdiv(T, QGEMM_TOKENS), n);
+    dim3 grid(cdiv(max_rows, QGEMM_ROWS), cdiv(T, QGEMM_TOKENS), n);
     if (dt == KD_Q8_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel)(g);
     if (dt == KD_Q4_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel)(g);
     if (dt == KD_Q4_1) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel)(g);
@@ -230,7 +230,10 @@ static void check_zero_nan(int dt) {
 
 int main() {
     const int shapes[][3] = {{1, 32, 1}, {5, 64, 3}, {37, 288, 4}, {130, 96, 5}, {8, 1024, 9}, {3, 544, 2},
-                             {70, 160, 17}, {64, 96, 64}, {21, 64, 70}};
+                             {70, 160, 17}, {64, 96, 64}, {21, 64, 70},
+                             // nb > 32: the dp4a kernels' second 32-block chunk (18 and 10 blocks), a last
+                             // tensor-core step of 2 blocks; 33 and 40 rows: a partly filled last row block
+                             {33, 1600, 5}, {40, 1344, 3}, {33, 1600, 19}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto& s : shapes) check_case(dt, s[0], s[1], s[2], "");
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})

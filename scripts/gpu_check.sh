@@ -59,7 +59,7 @@ if [ ! -f "$SMOL" ]; then
   # a dry run, or --only steps that do not read it, can go on
   case "$ONLY" in
     "") [ $DRY = 1 ] || exit 1 ;;
-    *,generate,*|*,bench_sd,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*) exit 1 ;;
+    *,generate,*|*,bench_sd,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,kernel_profile,*) exit 1 ;;
   esac
 fi
 
@@ -95,6 +95,7 @@ plan (output in $OUT):
   7. test/cli/test_7b_shaped.sh                    with BEAGLE_CUDA_BIN=build/beagle-cuda: 7B-shaped 2-layer random target
                                                    (build/test/tool_random_llama): plan vs peak_device_bytes, training, SD == plain
   8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain)
+  9. kernel_profile: ncu's per-kernel times of a SmolLM2 prefill and 5 decode steps (kernels.json, scripts/ncu_kernels.py)
   $plan7b_line
 EOF
 }
@@ -179,6 +180,16 @@ counters() {
     --no-stream 2> "$OUT/gen_tree.json"
 }
 step counters counters
+# where the time goes: ncu's kernel durations of a SmolLM2 prefill (a 40-token prompt, one forward) and
+# 5 decode steps, graphs off (ncu serialises kernels: each carries a few us of launch and drain)
+kernel_profile() {
+  command -v ncu > /dev/null 2>&1 || { echo "ncu missing (Nsight Compute)"; return 1; }
+  local P="The history of the city begins with a small settlement on the river, where traders met to exchange grain, salt and wool."
+  BEAGLE_CUDA_GRAPH=0 ncu --csv --metrics gpu__time_duration.sum --launch-count 2000 build/beagle-cuda generate -m "$SMOL" \
+    -p "$P" -n 6 --temp 0 > "$OUT/ncu.csv"
+  python3 scripts/ncu_kernels.py "$OUT/ncu.csv" > "$OUT/kernels.json"
+}
+step kernel_profile kernel_profile
 
 # 7B-shaped: the test on the device, then the benchmark runs (random Q4_1 weights, 2 layers, vocab 32000)
 step r7b_test env BEAGLE_CUDA_BIN=build/beagle-cuda R7B_DIR="$OUT/r7b" bash test/cli/test_7b_shaped.sh
@@ -225,6 +236,8 @@ r["sd_7b_shaped_2l"] = {m: {k: (load("r7b_%s.json" % m, True) or {}).get(k) for 
                         for m in ("plain", "tree")}
 r["sd_7b_shaped_2l"]["planned_bytes_tree"] = total_bytes("r7b_plan.txt")
 r["plan_7b_q4_1_ctx4096_bytes"] = total_bytes("plan_7b.txt")
+k = load("kernels.json")
+if k: r["kernels_ncu"] = k
 r["generate_counters"] = {m: (load("gen_%s.json" % m, True) or {}).get("gpu") for m in ("none", "chain", "tree")}
 json.dump(r, open(os.path.join(out, "bench.json"), "w"), indent=2)
 print("wrote", os.path.join(out, "bench.json"))

@@ -53,8 +53,13 @@ void random_block(uint32_t type, uint64_t in, std::mt19937& rng, uint8_t* out) {
 
 int main(int argc, char** argv) {
     try {
-        if (argc < 2) fail("usage: tool_random_llama OUT.gguf [--layers N] [--vocab V] [--dim D] [--heads H] "
-                           "[--kv-heads K] [--ffn F] [--type q4_1|q8_0] [--seed S]");
+        const char* usage = "usage: tool_random_llama OUT.gguf [--layers N] [--vocab V] [--dim D] [--heads H] "
+                            "[--kv-heads K] [--ffn F] [--type q4_1|q8_0] [--seed S]";
+        if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            printf("%s\n", usage);
+            return 0;
+        }
+        if (argc < 2 || argv[1][0] == '-') fail("%s (the output file comes first)", usage);
         std::string out = argv[1];
         Shape s;
         for (int i = 2; i < argc; i++) {

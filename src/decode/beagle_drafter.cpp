@@ -317,8 +317,9 @@ private:
         for (int c = 1; c < n_nodes; c++) {
             const TreeNode& t = tree_nodes_[c];
             if (!t.live) continue;
-            const Node& par = nodes[newidx[t.parent]];
-            nodes.push_back({tok_of(t.tok), newidx[t.parent], par.depth + 1, t.score, -1, true});
+            const int par = t.parent >= 0 && t.parent < c ? newidx[t.parent] : -1;
+            BEAGLE_CHECK(par >= 0, "draft tree: live node %d under node %d, not a live node before it", c, t.parent);
+            nodes.push_back({tok_of(t.tok), par, nodes[par].depth + 1, t.score, -1, true});
             newidx[c] = (int)nodes.size() - 1;
         }
     }

@@ -344,3 +344,23 @@ void launch_topk(const float* x, int rows, int n_cols, int k, int* idx, float* v
 // lse[r] = log sum_c exp(x[r, c]) (-inf for a row without a number); one block per row
 __global__ void row_lse_kernel(const float* x, int n_cols, float* lse);
 void launch_row_lse(const float* x, int rows, int n_cols, float* lse, KernelRunner& kr);
+
+// ---- tree.cu: one depth of the drafter's dynamic tree (src/backend/ops.h tree_expand, TreeExpandArgs) ----
+struct TreeExpandKArgs {
+    const int* idx;             // n x k top-k ids of the depth's logits (topk_kernel)
+    const float* val;           // n x k their values
+    const float* lse;           // n: each row's logsumexp (row_lse_kernel)
+    int* nodes;                 // n_max x 4 ints: tok, parent, score (float bits), live (ops.h TreeNode)
+    const int* rows;            // n: node of each query row (null at depth 0: the root)
+    const uint64_t* mask;  // n x words: the query rows' predicted-key bits (null: none)
+    int* rows_next;             // n_next: the next queries' nodes
+    uint64_t* mask_next;   // n_next x words
+    int* ids_next;              // n_next: their ids (-1 as 0)
+    int words, n, k, n_nodes, depth, n_next, base;
+    float min_score;
+    template <class F> void pointers(F f) const {
+        f(idx); f(val); f(lse); f(nodes); f(rows); f(mask); f(rows_next); f(mask_next); f(ids_next);
+    }
+};
+__global__ void tree_expand_kernel(TreeExpandKArgs a);  // one block
+void launch_tree_expand(const TreeExpandKArgs& a, KernelRunner& kr);

@@ -19,6 +19,7 @@
 // fixed reduction order that does not depend on how many rows are computed together, so a
 // position's logits are bit-identical alone, in a prefill chunk, or among verify tokens.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -77,6 +78,7 @@ struct XAttnMask {
     Kind kind = PREFIX;
     const uint64_t* set1_bits = nullptr;  // PREFIX: host bit rows, set1_words words per query
     int set1_words = 0;
+    bool set1_on_backend = false;         // PREFIX: set1_bits is a backend buffer an op wrote (tree_expand)
     int w = 1, offset = 0, n_pred = 0;    // BLOCK
 };
 
@@ -101,6 +103,34 @@ using XAttnGrads = XAttnGradsT<float>;
 struct AdamWParams {
     float lr = 3e-5f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, grad_scale = 1.0f;
     int step = 1;
+};
+
+// One depth of the EAGLE-2 dynamic tree with its working tree on the backend (Ops::tree_expand; the greedy
+// tree of BeagleDrafter, docs/gpu.md "Syncs per round"). Nodes in creation order, one 16-byte record each;
+// node 0 is the root (never written: its score is 0 and it is live). live = 0 marks a child of a query row
+// the host's loop would not have expanded (cost-aware pruning): such nodes are dropped on the host.
+struct TreeNode {
+    int tok;      // draft-vocabulary id (the top-k column; -1 for a row without k numbers)
+    int parent;   // node index
+    float score;  // cumulative draft log-probability: score(parent) + (val - lse)
+    int live;     // 1: a node of the host loop's tree; 0: a child of a pruned row
+};
+static_assert(sizeof(TreeNode) == 4 * sizeof(float), "TreeNode records are 4 floats of a backend buffer");
+// The arguments of tree_expand. Backend buffers: nodes, rows, rows_next, mask, mask_next, ids_next.
+struct TreeExpandArgs {
+    TreeNode* nodes = nullptr;
+    const int* rows = nullptr;       // node of each of the n query rows (null at depth 0: the root)
+    const uint64_t* mask = nullptr;  // their predicted-key mask rows, words each (null at depth 0: none)
+    int* rows_next = nullptr;        // the next depth's n_next query rows: node indices,
+    uint64_t* mask_next = nullptr;   //   mask rows (the parent row's | bit base + parent row),
+    int* ids_next = nullptr;         //   draft ids (-1 written as 0: a row to embed, never live)
+    int words = 0;
+    int n = 0, k = 0;                // query rows, children per row (the top-k of its logits)
+    int n_nodes = 0;                 // nodes before this depth: the children go to n_nodes + i k + j
+    int depth = 0;                   // 0: the root's row (always expanded); > 0: rows below min_score are pruned
+    int n_next = 0;                  // the next depth's rows: the best n_next children (0: the last depth)
+    int base = -1;                   // predicted-key row of query row 0 (keep_pred), -1: not kept
+    float min_score = -INFINITY;     // a row scoring below it gets no live children (depth > 0)
 };
 
 // What a device backend's runtime layer has done so far (src/backend/gpu/cuda_rt.h counts it, on the
@@ -280,6 +310,14 @@ public:
     // (val, lse null) and nothing comes to the host (embed with on_backend reads the ids: the greedy chain).
     virtual void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k,
                            bool on_backend = false) = 0;
+    // One depth of the EAGLE-2 dynamic tree on the backend (TreeExpandArgs), from the logits of the n query
+    // rows (n x n_cols): per row i the top k (ids, values; ties: lower column first) and the logsumexp lse_i
+    // as topk_rows; child c = n_nodes + i k + j gets tok = id_ij, parent = rows[i], score = score(parent) +
+    // (val_ij - lse_i) (float, in that order: the host loop's bits), live = live(parent) and (depth == 0 or
+    // not score(parent) < min_score). Then the next queries: the n_next best children by (live ? score :
+    // -inf), NaN as -inf, ties to the lower index (the host's stable sort over creation order), their node
+    // indices, ids and mask rows. Nothing comes to the host.
+    virtual void tree_expand(const float* logits, int n_cols, const TreeExpandArgs& a) = 0;
     // one AdamW step over n elements (see AdamWParams)
     virtual void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) = 0;
 };

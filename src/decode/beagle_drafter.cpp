@@ -121,6 +121,7 @@ private:
     std::vector<float> logits_;           // chain sampling: the draft's logits of the step
     std::vector<float> alone_state_;      // drafting alone (server lost): the predicted state fed back
     std::vector<float> top_val_, top_lse_;  // tree: the top-k values and logsumexp of each expanded row
+    std::vector<TreeNode> tree_nodes_;   // tree on the backend: its nodes as downloaded
     std::vector<int> path_tok_;          // the accepted path's tokens (an EAGLE draft's keys need them)
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
 
@@ -208,12 +209,8 @@ private:
         }
         const double a = aware ? calib() : 1.0;
         const float min_score = aware ? (float)std::log(min_token_cost() / a) : -INFINITY;
-        // working tree (before the final rerank): token, parent, depth, score, pred row
-        struct Node { int tok, parent, depth; float score; int pred; bool drafted; };
         std::vector<Node> nodes;
         nodes.push_back({tree->token[0], -1, 0, 0.0f, -1, true});
-        std::vector<int> frontier(1, 0);
-        std::vector<int> idx;
         // a tree of `total` nodes needs no more than total - 1 levels or children per node
         const int depth = std::min(p_.depth, total - 1), topk = std::min(p_.topk, total - 1);
         // hybrid: find the lookup match first; one whose first token is accepted often enough
@@ -226,7 +223,24 @@ private:
             lk_m = find_ngram(ctx, p_.lookup_ngram, &lk_from);
         }
         const bool skip_draft = lk_m > 0 && rates_.rate(lk_m, 1) >= p_.lookup_skip;
-        for (int d = 0; d < depth && !skip_draft; d++) {
+        if (!skip_draft) {
+            if (p_.tree_on_backend && draft_->can_forward_ids()) expand_on_backend(P, depth, topk, min_score, &nodes);
+            else expand_on_host(P, depth, topk, min_score, &nodes);
+        }
+        propose_rerank(tree, total, aware, a, lk_m, lk_from, ctx, &nodes);
+    }
+
+    // working tree (before the final rerank): token, parent, depth, score, pred row
+    struct Node { int tok, parent, depth; float score; int pred; bool drafted; };
+
+    // The dynamic tree expanded on the host: per depth the top-k ids, values and logsumexps of the
+    // expanded rows come down (one sync each) and the host picks the next frontier (EAGLE drafts, and the
+    // reference of expand_on_backend: BeagleDraftParams::tree_on_backend false).
+    void expand_on_host(int P, int depth, int topk, float min_score, std::vector<Node>* nodes_out) {
+        std::vector<Node>& nodes = *nodes_out;
+        std::vector<int> frontier(1, 0);
+        std::vector<int> idx;
+        for (int d = 0; d < depth; d++) {
             // expand the best `topk` frontier nodes (the root alone at depth 0)
             std::vector<int> ex(frontier);
             std::stable_sort(ex.begin(), ex.end(), [&](int a, int b) { return nodes[a].score > nodes[b].score; });
@@ -266,6 +280,53 @@ private:
                 }
             }
         }
+    }
+
+    // The same tree with the working tree on the backend (Draft::tree_expand, docs/gpu.md "Syncs per
+    // round"): depth d's forward, its top-k children scored and the next depth's queries chosen (their
+    // ids, mask rows) by one op, so nothing comes down until the whole tree does, in one copy. The host
+    // knows every size: depth d > 0 runs n = min(topk, rows x k) queries, where the host loop runs only
+    // the rows at or above min_score (cost-aware trees); the others run too and their children come
+    // back marked dead (TreeNode::live 0) and are dropped here, so `nodes` is the host loop's, node for
+    // node, bit for bit (the same top-k, logsumexp and float expression for the scores, the same order).
+    void expand_on_backend(int P, int depth, int topk, float min_score, std::vector<Node>* nodes_out) {
+        const int k = std::min(topk, V_), root = (*nodes_out)[0].tok;
+        int n = 1, n_nodes = 1;
+        std::vector<int> pos, rows;
+        for (int d = 0; d < depth; d++) {
+            pos.assign(n, P + d);
+            if (d == 0) draft_->forward(&root, pos.data(), 1, nullptr, words_, nullptr, nullptr);
+            else draft_->forward_tree(d, pos.data(), n);
+            const bool last = d + 1 == depth;
+            int base = -1;
+            if (!last) {  // their predicted states become keys for their children
+                rows.resize(n);
+                std::iota(rows.begin(), rows.end(), 0);
+                base = draft_->keep_pred(rows.data(), n);
+            }
+            const int n_next = last ? 0 : std::min(topk, n * k);
+            draft_->tree_expand(d, k, n_nodes, n_next, base, min_score);
+            n_nodes += n * k;
+            n = n_next;
+        }
+        tree_nodes_.resize(n_nodes);
+        draft_->download_tree(tree_nodes_.data() + 1, 1, n_nodes - 1);
+        std::vector<int> newidx(n_nodes, -1);  // device node -> index in nodes (live ones)
+        newidx[0] = 0;
+        std::vector<Node>& nodes = *nodes_out;
+        for (int c = 1; c < n_nodes; c++) {
+            const TreeNode& t = tree_nodes_[c];
+            if (!t.live) continue;
+            const int par = t.parent >= 0 && t.parent < c ? newidx[t.parent] : -1;
+            BEAGLE_CHECK(par >= 0, "draft tree: live node %d under node %d, not a live node before it", c, t.parent);
+            nodes.push_back({tok_of(t.tok), par, nodes[par].depth + 1, t.score, -1, true});
+            newidx[c] = (int)nodes.size() - 1;
+        }
+    }
+
+    void propose_rerank(DraftTree* tree, int total, bool aware, double a, int lk_m, int lk_from,
+                        const std::vector<int>& ctx, std::vector<Node>* nodes_out) {
+        std::vector<Node>& nodes = *nodes_out;
         // value = log of the estimated chance that a node is accepted: a q(path) for drafted nodes
         int best_drafted = nodes.size() > 1 ? 1 : 0;  // depth-1 nodes come first, best first
         std::vector<float> val(nodes.size());
@@ -320,7 +381,6 @@ private:
     // under the root, each node valued log(reach), reach = the product of the learnt rates down to
     // it. A chain node the draft also proposed (same parent and token) stays one node with the larger
     // value.
-    template <class Node>
     void merge_lookup(const std::vector<int>& ctx, int m, int from, int max_len, std::vector<Node>* nodes,
                       std::vector<float>* val, std::vector<int>* chain) {
         lk_m_ = m;

@@ -22,6 +22,9 @@ struct BeagleDraftParams {
     double lookup_skip = 0.5;  // hybrid: a match whose first token's learnt acceptance rate is at least this
                                // is sent alone, without running the draft (> 1: always run the draft)
     bool q8 = true;          // draft matrices from a Q8_0 copy (Draft::use_q8_weights); false: the f32 weights
+    bool tree_on_backend = true;  // greedy tree of a Beagle draft: the working tree stays on the backend between
+                                  // depths (one sync per round, Draft::tree_expand); false: the host loop (one per
+                                  // depth), the reference the tests compare it with. EAGLE drafts use the host loop
     int threads = 1;         // CPU backend: threads of the draft's forwards, its own pool (0: the target's pool).
                              // Its matmuls are small (a few rows of at most 8192 x 576), so on 2 cores one
                              // thread without barriers drafts as fast as two, and 4-10x faster under load

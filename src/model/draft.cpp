@@ -343,7 +343,16 @@ struct Draft::Acts {
     int key_rows = 0;                              //   (grown only past the largest batch of new keys)
     int* ids = nullptr;  // backend ints: the greedy chain's argmax ids, one slot per step (argmax_ids)
     int* d2t = nullptr;  // backend ints: a reduced vocabulary's d2t table (forward_ids maps its ids through it)
+    // the greedy tree's working tree on the backend (tree_expand): nodes, and per depth parity the query
+    // rows' nodes and predicted-key mask rows (one depth reads one parity and writes the other); the ids
+    // the next forward_tree embeds
+    TreeNode* tree = nullptr;
+    int* trows[2] = {nullptr, nullptr};
+    uint64_t* tmask[2] = {nullptr, nullptr};
+    int* tids = nullptr;
 };
+
+int draft_tree_nodes(int max_pred, int max_queries) { return 1 + max_queries * max_pred; }
 
 std::vector<MemLine> draft_weight_buffers(const DraftConfig& c, bool q8) {
     double f32 = 0, q = 0;
@@ -370,7 +379,10 @@ std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int 
             {"draft new-key temporaries (max(max_pred + 1, max_queries) x (dim + 1); a longer prompt grows them)",
              f * std::max((double)max_pred + 1, N) * (c.dim + 1.0)},
             {"draft greedy chain ids ((max_pred + 1) ints)", f * (max_pred + 1.0)},
-            {"draft d2t table on the backend (draft_vocab ints)", f * c.draft_vocab}};
+            {"draft d2t table on the backend (draft_vocab ints)", f * c.draft_vocab},
+            {"draft tree nodes ((1 + max_queries x max_pred) x 16 bytes)", 16.0 * draft_tree_nodes(max_pred, max_queries)},
+            {"draft tree query rows, ids, mask rows (max_queries x (3 ints + 2 x mask words))",
+             N * (3 * f + 2 * 8.0 * ((max_pred + 1 + 63) / 64))}};
 }
 
 Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, int max_pred, int max_queries)
@@ -402,6 +414,13 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
         a_->d2t = (int*)al.alloc((size_t)c.draft_vocab);
         ops.upload((float*)a_->d2t, (const float*)m_->d2t.data(), (size_t)c.draft_vocab);  // 4-byte ints, copied as is
     }
+    const int words = (max_pred + 1 + 63) / 64;
+    a_->tree = (TreeNode*)al.alloc((size_t)draft_tree_nodes(max_pred, max_queries) * 4);
+    for (int b = 0; b < 2; b++) {
+        a_->trows[b] = (int*)al.alloc((size_t)max_queries);
+        a_->tmask[b] = (uint64_t*)al.alloc((size_t)max_queries * words * 2);
+    }
+    a_->tids = (int*)al.alloc((size_t)max_queries);
     // a round's new keys: at most the accepted path (max_pred + 1 states) or the kept predictions
     key_rows(std::max(max_pred + 1, max_queries));
     // a device backend's scratch for the largest query batch (top-k rows of at most max_queries
@@ -539,6 +558,46 @@ void Draft::download_ids(int* out, int n) {
     if (n > 0) ops_.download((float*)out, (const float*)a_->ids, (size_t)n);  // 4-byte ints, copied as is
 }
 
+void Draft::tree_expand(int depth, int k, int n_nodes, int n_next, int base, float min_score) {
+    const int n = (int)last_pos_.size(), words = (max_pred_ + 1 + 63) / 64;
+    BEAGLE_CHECK(n >= 1 && depth >= 0, "draft: tree_expand before any forward");
+    BEAGLE_CHECK(k >= 1 && k <= m_->cfg.head_rows() && n_nodes >= 1 &&
+                     n_nodes + n * k <= draft_tree_nodes(max_pred_, max_q_) && n_next >= 0 && n_next <= max_q_ &&
+                     base + n <= max_pred_,
+                 "draft tree_expand: %d rows x %d children after %d nodes (at most %d), %d next rows (at most %d), base %d",
+                 n, k, n_nodes, draft_tree_nodes(max_pred_, max_q_), n_next, max_q_, base);
+    TreeExpandArgs a;
+    a.nodes = a_->tree;
+    a.rows = depth ? a_->trows[depth % 2] : nullptr;
+    a.mask = depth ? a_->tmask[depth % 2] : nullptr;
+    a.rows_next = a_->trows[(depth + 1) % 2];
+    a.mask_next = a_->tmask[(depth + 1) % 2];
+    a.ids_next = a_->tids;
+    a.words = words;
+    a.n = n;
+    a.k = k;
+    a.n_nodes = n_nodes;
+    a.depth = depth;
+    a.n_next = n_next;
+    a.base = base;
+    a.min_score = min_score;
+    ops_.tree_expand(a_->logits, m_->cfg.head_rows(), a);
+}
+
+void Draft::forward_tree(int depth, const int* pos, int n) {
+    BEAGLE_CHECK(can_forward_ids(),
+                 "draft: forward_tree needs a Beagle draft with the target's embedding (use_target_weights)");
+    BEAGLE_CHECK(depth >= 1 && n >= 1 && n <= max_q_, "draft forward_tree: depth %d, %d queries (1..%d)", depth, n, max_q_);
+    ops_.embed(a_->A.u, m_->embd_w, a_->tids, n, true, a_->d2t);  // u = E(d2t[id]), never on the host
+    forward_impl(nullptr, pos, n, a_->tmask[depth % 2], (max_pred_ + 1 + 63) / 64, true, nullptr, nullptr);
+}
+
+void Draft::download_tree(TreeNode* out, int first, int n) {
+    BEAGLE_CHECK(first >= 0 && n >= 0 && first + n <= draft_tree_nodes(max_pred_, max_q_),
+                 "draft: download_tree of nodes %d..%d", first, first + n - 1);
+    if (n > 0) ops_.download((float*)out, (const float*)(a_->tree + first), (size_t)n * 4);  // 4-byte fields as is
+}
+
 void Draft::clear_pred() {
     n_pred_cached_ = n_pred_pending_ = 0;
     pred_pos_.clear();
@@ -631,11 +690,17 @@ void Draft::forward_ids(int slot, const int* pos, int n, const uint64_t* pred_ma
 
 void Draft::forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
                     float* states_out, float* logits_out) {
+    forward_impl(tokens, pos, n, pred_mask, mask_words, false, states_out, logits_out);
+}
+
+void Draft::forward_impl(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
+                         bool mask_on_backend, float* states_out, float* logits_out) {
     const DraftConfig& c = m_->cfg;
     BEAGLE_CHECK(n >= 1 && n <= max_q_, "draft forward: %d queries, allowed 1..%d", n, max_q_);
     BEAGLE_CHECK(tokens || c.arch == ARCH_BEAGLE, "draft forward: an EAGLE draft needs host tokens");
     ensure_kv();
     if (c.arch == ARCH_EAGLE) {
+        BEAGLE_CHECK(!mask_on_backend, "draft forward: an EAGLE draft's masks are host arrays");
         eagle_forward(tokens, pos, n, pred_mask, mask_words);
         head_logits(*m_, a_->A.fh, n, a_->xn, a_->rstd, a_->logits);
         if (states_out) ops_.download(states_out, a_->A.fh, (size_t)n * c.dim);
@@ -657,6 +722,7 @@ void Draft::forward(const int* tokens, const int* pos, int n, const uint64_t* pr
                      n_pred_cached_);
         mask.set1_bits = pred_mask;
         mask.set1_words = mask_words;
+        mask.set1_on_backend = mask_on_backend;
     }
     last_pos_.assign(pos, pos + n);
     QueryActs<float>& A = a_->A;

@@ -122,6 +122,10 @@ DraftFrozen frozen_from_target(const ModelFile& mf, bool tables = true);  // tab
 // against its allocator's count.
 std::vector<MemLine> draft_weight_buffers(const DraftConfig& c, bool q8);
 std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int max_pred, int max_queries);
+// The nodes of the greedy tree a Draft(.., max_pred, max_queries) holds on the backend (Draft::tree_expand):
+// the root, then at most max_queries rows of at most max_queries children per depth, one depth per kept
+// row batch (BeagleDrafter: max_pred = 1 + topk (depth - 1), max_queries = topk: 1 + topk + topk^2 (depth - 1)).
+int draft_tree_nodes(int max_pred, int max_queries);
 
 template <class O>
 struct DraftModelT;  // backend-resident weights (src/model/draft_layers.h)
@@ -187,6 +191,18 @@ public:
     void forward_ids(int slot, const int* pos, int n, const uint64_t* pred_mask, int mask_words);
     void download_ids(int* out, int n);
     bool can_forward_ids() const;
+    // The greedy EAGLE-2 tree without the host between depths (BeagleDrafter; Ops::tree_expand): the
+    // working tree lives on the backend, draft_tree_nodes() TreeNode records in creation order (node 0
+    // the root, never written). tree_expand(depth, ...) expands the last forward's n rows (at depth 0 the
+    // root's, at depth d > 0 those of forward_tree(d)) into k children each at nodes n_nodes.. and picks
+    // the next depth's n_next query rows (their nodes, ids and mask rows: the parent row's bits | bit
+    // base + row, base = keep_pred's first row or -1); forward_tree(d, pos, n) runs them (their ids
+    // embedded on the backend through d2t, their masks read there: XAttnMask::set1_on_backend);
+    // download_tree brings nodes [first, first + n) to the host in one copy. Beagle drafts using the
+    // target's embedding only (can_forward_ids).
+    void tree_expand(int depth, int k, int n_nodes, int n_next, int base, float min_score);
+    void forward_tree(int depth, const int* pos, int n);
+    void download_tree(TreeNode* out, int first, int n);
     // Keep rows[0..n) of the last forward's predicted states as predicted keys (their K/V are
     // computed when next needed). Returns the pred row index of the first one.
     int keep_pred(const int* rows, int n);
@@ -199,6 +215,8 @@ public:
 private:
     void ensure_kv();
     void key_rows(int n);
+    void forward_impl(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
+                      bool mask_on_backend, float* states_out, float* logits_out);
     void eagle_forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words);
     Ops& ops_;
     std::unique_ptr<DraftModelT<Ops>> m_;

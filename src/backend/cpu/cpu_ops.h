@@ -61,6 +61,7 @@ public:
     void smoothl1(float* dx, float* loss, const float* x, const float* target, int n, int dim, float beta,
                   float scale) override;
     double sumsq(const float* x, size_t n) override;
+    void tree_expand(const float* logits, int n_cols, const TreeExpandArgs& a) override;  // select.cpp
     void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k,
                    bool on_backend = false) override;  // select.cpp
     void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) override;

@@ -84,4 +84,47 @@ void CpuOps::topk_rows(int* idx, float* val, float* lse, const float* x, int row
     }
 }
 
+// One depth of the dynamic tree (ops.h tree_expand) in plain loops: the same top-k and logsumexp as
+// topk_rows, the same float expression for the scores as the drafter's host loop, the next queries by
+// rank (a child's rank = the children before it in (key desc, index asc) order; keys are distinct pairs, so
+// ranks are too). cuda/tree.cu's tree_expand_kernel is the same procedure on one block.
+void CpuOps::tree_expand(const float* logits, int n_cols, const TreeExpandArgs& a) {
+    const int m = a.n * a.k;
+    BEAGLE_CHECK(a.n >= 1 && a.k >= 1 && a.n_next >= 0 && a.n_next <= m, "tree_expand: n %d k %d n_next %d", a.n, a.k,
+                 a.n_next);
+    BEAGLE_CHECK(a.depth == 0 ? a.n == 1 : a.rows != nullptr, "tree_expand: depth %d with %d rows and no row list",
+                 a.depth, a.n);
+    std::vector<int> idx((size_t)m);
+    std::vector<float> val((size_t)m), lse((size_t)a.n);
+    topk_rows(idx.data(), val.data(), lse.data(), logits, a.n, n_cols, a.k);
+    TreeNode* nd = a.nodes;
+    for (int e = 0; e < m; e++) {
+        const int i = e / a.k, p = a.depth == 0 ? 0 : a.rows[i];
+        const float ps = a.depth == 0 ? 0.0f : nd[p].score;
+        const int alive = a.depth == 0 ? 1 : (nd[p].live && !(ps < a.min_score));
+        nd[a.n_nodes + e] = {idx[e], p, ps + (val[e] - lse[i]), alive};
+    }
+    auto key = [&](int e) {
+        const TreeNode& c = nd[a.n_nodes + e];
+        return c.live && !std::isnan(c.score) ? c.score : -INFINITY;
+    };
+    for (int e = 0; e < m && a.n_next > 0; e++) {
+        const float ke = key(e);
+        int rank = 0;
+        for (int f = 0; f < m; f++) {
+            const float kf = key(f);
+            rank += kf > ke || (kf == ke && f < e);
+        }
+        if (rank >= a.n_next) continue;
+        const int i = e / a.k;
+        a.rows_next[rank] = a.n_nodes + e;
+        a.ids_next[rank] = std::max(nd[a.n_nodes + e].tok, 0);
+        for (int w = 0; w < a.words; w++) {
+            uint64_t bits = a.mask ? a.mask[(size_t)i * a.words + w] : 0;
+            if (a.base >= 0 && (a.base + i) / 64 == w) bits |= 1ULL << ((a.base + i) % 64);
+            a.mask_next[(size_t)rank * a.words + w] = bits;
+        }
+    }
+}
+
 }  // namespace beagle

@@ -78,6 +78,7 @@ public:
     void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) override;
 
     double sumsq_all(const float* const* xs, const size_t* ns, int count) override;
+    void tree_expand(const float* logits, int n_cols, const TreeExpandArgs& a) override;
     void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k,
                    bool on_backend = false) override;
 

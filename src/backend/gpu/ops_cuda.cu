@@ -412,8 +412,10 @@ XAttnArgs CudaOps::xattn_args(const float* q, const int* qrow, int n_q, const XA
     a.head_dim = head_dim;
     a.scale = 1.0f / sqrtf((float)head_dim);
     a.kind = mask.kind == XAttnMask::BLOCK ? 1 : 0;
-    if (mask.kind == XAttnMask::PREFIX && mask.set1_bits && K.n1 > 0)
-        a.set1_bits = (const uint64_t*)stage(S_BITS, mask.set1_bits, (size_t)n_q * mask.set1_words * sizeof(uint64_t));
+    if (mask.kind == XAttnMask::PREFIX && mask.set1_bits && K.n1 > 0)  // bits an op wrote stay where they are
+        a.set1_bits = mask.set1_on_backend ? mask.set1_bits
+                                           : (const uint64_t*)stage(S_BITS, mask.set1_bits,
+                                                                    (size_t)n_q * mask.set1_words * sizeof(uint64_t));
     a.set1_words = mask.set1_words;
     a.w = mask.w;
     a.offset = mask.offset;
@@ -553,6 +555,38 @@ void CudaOps::topk_rows(int* idx, float* val, float* lse, const float* x, int ro
     memcpy(idx, h.data(), nk * sizeof(int));  // k = 1: argmax, 0 for a row without a number (topk_kernel)
     if (val) memcpy(val, h.data() + nk * sizeof(int), nk * sizeof(float));
     if (lse) memcpy(lse, h.data() + nk * 8, (size_t)rows * sizeof(float));
+}
+
+// One depth of the dynamic tree (tree.cu): the top-k and logsumexps into the S_TOPK scratch as topk_rows
+// (the same kernels), then tree_expand_kernel; every buffer stays on the device, nothing is copied.
+void CudaOps::tree_expand(const float* logits, int n_cols, const TreeExpandArgs& t) {
+    BEAGLE_CHECK(t.n >= 1 && t.k >= 1, "tree_expand: n %d k %d", t.n, t.k);
+    const size_t nk = (size_t)t.n * t.k;
+    char* d = (char*)scratch(S_TOPK, nk * (sizeof(int) + sizeof(float)) + (size_t)t.n * sizeof(float));
+    int* d_idx = (int*)d;
+    float* d_val = (float*)(d + nk * sizeof(int));
+    float* d_lse = d_val + nk;
+    launch_topk(logits, t.n, n_cols, t.k, d_idx, d_val, *run_);
+    launch_row_lse(logits, t.n, n_cols, d_lse, *run_);
+    TreeExpandKArgs a;
+    a.idx = d_idx;
+    a.val = d_val;
+    a.lse = d_lse;
+    a.nodes = (int*)t.nodes;  // TreeNode: 4 ints (the score as float bits)
+    a.rows = t.rows;
+    a.mask = t.mask;
+    a.rows_next = t.rows_next;
+    a.mask_next = t.mask_next;
+    a.ids_next = t.ids_next;
+    a.words = t.words;
+    a.n = t.n;
+    a.k = t.k;
+    a.n_nodes = t.n_nodes;
+    a.depth = t.depth;
+    a.n_next = t.n_next;
+    a.base = t.base;
+    a.min_score = t.min_score;
+    launch_tree_expand(a, *run_);
 }
 
 // ---- CUDA graphs of a plain decode step (ops.h step_begin; docs/gpu.md "CUDA graphs") -------------------

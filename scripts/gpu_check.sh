@@ -6,7 +6,8 @@
 #   2. every op of the op interface on the device against the CPU backend (test_cuda_backend_ops: every
 #      kernel is behind one of them; the runtime counters' checks) and draft training on the device
 #      against the CPU (test_cuda_backend_train: gradients, AdamW steps, the trained draft's forward), the
-#      captured decode step (test_cuda_backend_graph: a replayed CUDA graph == the step without, bit for bit);
+#      captured decode step (test_cuda_backend_graph: a replayed CUDA graph == the step without, bit for bit),
+#      the greedy tree drafted on the device (test_cuda_backend_tree: == the host loop's tree, node for node);
 #   3. golden generation and greedy speculative exactness on the device: test_cuda_emu_generate.sh with
 #      build/beagle-cuda (stories260K == run.c's golden text; lookup / chain / tree SD == plain greedy;
 #      SmolLM2 == the CPU backend), and bench-sd on SmolLM2 (every output checked against plain greedy);
@@ -59,14 +60,15 @@ if [ ! -f "$SMOL" ]; then
   # a dry run, or --only steps that do not read it, can go on
   case "$ONLY" in
     "") [ $DRY = 1 ] || exit 1 ;;
-    *,generate,*|*,bench_sd,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,kernel_profile,*) exit 1 ;;
+    *,backend_graph,*|*,generate,*|*,bench_sd,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,kernel_profile,*) exit 1 ;;
   esac
 fi
 
 if [ $PREBUILT = 1 ]; then
   echo "== build: skipped (--prebuilt): using the binaries in build/"
   for f in build/beagle-cuda build/beagle build/test/tool_random_llama build/test-device/test_cuda_backend_ops \
-           build/test-device/test_cuda_backend_train build/test-device/test_cuda_backend_graph; do
+           build/test-device/test_cuda_backend_train build/test-device/test_cuda_backend_graph \
+           build/test-device/test_cuda_backend_tree; do
     [ -x "$f" ] || { echo "gpu_check.sh: --prebuilt but $f is missing" >&2; exit 1; }
   done
 else
@@ -83,6 +85,7 @@ plan (output in $OUT):
   1. build/test-device/test_cuda_backend_ops       every op on the device vs the CPU backend; runtime counters
   2. build/test-device/test_cuda_backend_train     draft training on the device vs the CPU (grads, AdamW, forward)
      build/test-device/test_cuda_backend_graph     the captured decode step (CUDA graph) == the step without, bit for bit
+     build/test-device/test_cuda_backend_tree      the greedy tree drafted on the device == the host loop's, node for node
   3. test/cli/test_cuda_emu_generate.sh            with BEAGLE_CUDA_BIN=build/beagle-cuda: golden stories260K,
                                                    greedy SD (lookup, chain, tree) == plain, SmolLM2 == CPU
   4. bench-sd SmolLM2 + $SMOL_DRAFT on 40 MT-Bench turns, none + chain + tree-60 (outputs checked == plain)
@@ -131,6 +134,7 @@ export BEAGLE_SHARED=$SHARED BEAGLE_MODEL=$SMOL BEAGLE_BIN=$PWD/build/beagle
 step backend_ops build/test-device/test_cuda_backend_ops
 step backend_train build/test-device/test_cuda_backend_train
 step backend_graph build/test-device/test_cuda_backend_graph
+step backend_tree build/test-device/test_cuda_backend_tree
 step generate env BEAGLE_CUDA_BIN=build/beagle-cuda bash test/cli/test_cuda_emu_generate.sh
 step bench_sd build/beagle-cuda bench-sd -m "$SMOL" -d "$SMOL_DRAFT" --prompts "$MTBENCH" --per-category 5 \
   --modes none,chain,tree --total-tokens 60 -n 128 -o "$OUT/bench_sd.json"

@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "core/common.h"
 
@@ -58,4 +61,23 @@ static inline int test_summary(const char* name) {
     printf("%s: %d checks, %d failed, %d parts skipped\n", name, g_checks, g_failures, g_skips);
     if (g_failures != 0 || g_checks == 0) return 1;
     return g_skips ? 77 : 0;
+}
+
+// Where the tests find their files: ../shared's models folder (BEAGLE_SHARED, as scripts/run_tests.sh
+// sets it) with a trailing '/', the repository root (BEAGLE_ROOT), and the 50 stories prompts
+// (test/data/stories_prompts.txt, one per non-empty line).
+static inline std::string test_models_dir() {
+    const char* sh = getenv("BEAGLE_SHARED");
+    return std::string(sh ? sh : "../shared") + "/data/models/";
+}
+static inline std::string test_root() {
+    const char* root = getenv("BEAGLE_ROOT");
+    return root ? root : ".";
+}
+static inline std::vector<std::string> test_stories_prompts() {
+    std::ifstream pf(test_root() + "/test/data/stories_prompts.txt");
+    std::vector<std::string> prompts;
+    for (std::string l; std::getline(pf, l);)
+        if (!l.empty()) prompts.push_back(l);
+    return prompts;
 }

@@ -147,16 +147,11 @@ static void run_backend(const std::string& backend, const std::string& M, const 
 }
 
 int main() {
-    const char* sh = getenv("BEAGLE_SHARED");
-    std::string M = std::string(sh ? sh : "../shared") + "/data/models/";
-    const char* root = getenv("BEAGLE_ROOT");
-    std::ifstream pf(std::string(root ? root : ".") + "/test/data/stories_prompts.txt");
-    std::vector<std::string> prompts;
-    for (std::string l; std::getline(pf, l);)
-        if (!l.empty()) prompts.push_back(l);
+    const std::string M = test_models_dir(), root = test_root();
+    const std::vector<std::string> prompts = test_stories_prompts();
     CHECK(prompts.size() >= 8, "expected the stories prompts, read %zu", prompts.size());
     try {
-        std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
+        std::string shipped = root + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
         const bool have = file_exists(shipped);
         if (have) trained = load_draft(shipped);

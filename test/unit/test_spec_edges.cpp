@@ -113,15 +113,10 @@ static void test_ranking_helpers() {
 int main() {
     test_verify_cost();
     test_ranking_helpers();
-    const char* sh = getenv("BEAGLE_SHARED");
-    std::string M = std::string(sh ? sh : "../shared") + "/data/models/";
-    const char* root = getenv("BEAGLE_ROOT");
-    std::ifstream pf(std::string(root ? root : ".") + "/test/data/stories_prompts.txt");
-    std::vector<std::string> prompts;
-    for (std::string l; std::getline(pf, l);)
-        if (!l.empty()) prompts.push_back(l);
+    const std::string M = test_models_dir(), root = test_root();
+    const std::vector<std::string> prompts = test_stories_prompts();
     CHECK(prompts.size() >= 20, "expected the stories prompts, read %zu", prompts.size());
-    std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
+    std::string shipped = root + "/weights/beagle-stories260K.bin";
     CHECK(file_exists(shipped), "%s missing", shipped.c_str());
     try {
         SamplingParams greedy;

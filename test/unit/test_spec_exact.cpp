@@ -25,13 +25,8 @@
 using namespace beagle;
 
 int main() {
-    const char* sh = getenv("BEAGLE_SHARED");
-    std::string M = std::string(sh ? sh : "../shared") + "/data/models/";
-    const char* root = getenv("BEAGLE_ROOT");
-    std::ifstream pf(std::string(root ? root : ".") + "/test/data/stories_prompts.txt");
-    std::vector<std::string> prompts;
-    for (std::string l; std::getline(pf, l);)
-        if (!l.empty()) prompts.push_back(l);
+    const std::string M = test_models_dir(), root = test_root();
+    const std::vector<std::string> prompts = test_stories_prompts();
     CHECK(prompts.size() == 50, "expected 50 prompts, read %zu", prompts.size());
     try {
         Session s(M + "stories260K.bin", M + "tok512.bin", 1, 512, 64);  // 1 thread: tiny model, no sync cost
@@ -84,7 +79,7 @@ int main() {
         DraftWeights rnd_eagle;
         rnd_eagle.init_random(ec, 7);
         dcases.push_back({"random eagle chain", "chain", &rnd_eagle, chain});  // (the trained one below drafts trees)
-        std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
+        std::string shipped = root + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
         if (file_exists(shipped)) {
             trained = load_draft(shipped);
@@ -99,7 +94,7 @@ int main() {
         } else {
             SKIP_PART("%s not present: the trained-draft cases did not run", shipped.c_str());
         }
-        std::string shipped_eagle = std::string(root ? root : ".") + "/weights/eagle-stories260K.bin";
+        std::string shipped_eagle = root + "/weights/eagle-stories260K.bin";
         DraftWeights trained_eagle;
         if (file_exists(shipped_eagle)) {
             trained_eagle = load_draft(shipped_eagle);

@@ -382,7 +382,7 @@ std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int 
             {"draft d2t table on the backend (draft_vocab ints)", f * c.draft_vocab},
             {"draft tree nodes ((1 + max_queries x max_pred) x 16 bytes)", 16.0 * draft_tree_nodes(max_pred, max_queries)},
             {"draft tree query rows, ids, mask rows (max_queries x (3 ints + 2 x mask words))",
-             N * (3 * f + 2 * 8.0 * ((max_pred + 1 + 63) / 64))}};
+             N * (3 * f + 2 * 8.0 * draft_mask_words(max_pred))}};
 }
 
 Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, int max_pred, int max_queries)
@@ -414,7 +414,7 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
         a_->d2t = (int*)al.alloc((size_t)c.draft_vocab);
         ops.upload((float*)a_->d2t, (const float*)m_->d2t.data(), (size_t)c.draft_vocab);  // 4-byte ints, copied as is
     }
-    const int words = (max_pred + 1 + 63) / 64;
+    const int words = draft_mask_words(max_pred);
     a_->tree = (TreeNode*)al.alloc((size_t)draft_tree_nodes(max_pred, max_queries) * 4);
     for (int b = 0; b < 2; b++) {
         a_->trows[b] = (int*)al.alloc((size_t)max_queries);
@@ -427,7 +427,7 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
     // children each: BeagleDrafter's k <= its topk = max_queries) and the largest batch of new keys
     ScratchSizes sz;
     sz.rows = std::max(max_pred + 1, max_queries);
-    sz.mask_words = (max_pred + 1 + 63) / 64;
+    sz.mask_words = draft_mask_words(max_pred);
     sz.cols = std::max({c.dim, c.q_dim(), c.ffn_dim});
     sz.topk = max_queries;
     ops.reserve(sz);
@@ -559,7 +559,7 @@ void Draft::download_ids(int* out, int n) {
 }
 
 void Draft::tree_expand(int depth, int k, int n_nodes, int n_next, int base, float min_score) {
-    const int n = (int)last_pos_.size(), words = (max_pred_ + 1 + 63) / 64;
+    const int n = (int)last_pos_.size(), words = draft_mask_words(max_pred_);
     BEAGLE_CHECK(n >= 1 && depth >= 0, "draft: tree_expand before any forward");
     BEAGLE_CHECK(k >= 1 && k <= m_->cfg.head_rows() && n_nodes >= 1 &&
                      n_nodes + n * k <= draft_tree_nodes(max_pred_, max_q_) && n_next >= 0 && n_next <= max_q_ &&
@@ -589,7 +589,7 @@ void Draft::forward_tree(int depth, const int* pos, int n) {
                  "draft: forward_tree needs a Beagle draft with the target's embedding (use_target_weights)");
     BEAGLE_CHECK(depth >= 1 && n >= 1 && n <= max_q_, "draft forward_tree: depth %d, %d queries (1..%d)", depth, n, max_q_);
     ops_.embed(a_->A.u, m_->embd_w, a_->tids, n, true, a_->d2t);  // u = E(d2t[id]), never on the host
-    forward_impl(nullptr, pos, n, a_->tmask[depth % 2], (max_pred_ + 1 + 63) / 64, true, nullptr, nullptr);
+    forward_impl(nullptr, pos, n, a_->tmask[depth % 2], draft_mask_words(max_pred_), true, nullptr, nullptr);
 }
 
 void Draft::download_tree(TreeNode* out, int first, int n) {

@@ -126,6 +126,8 @@ std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int 
 // the root, then at most max_queries rows of at most max_queries children per depth, one depth per kept
 // row batch (BeagleDrafter: max_pred = 1 + topk (depth - 1), max_queries = topk: 1 + topk + topk^2 (depth - 1)).
 int draft_tree_nodes(int max_pred, int max_queries);
+// 64-bit words of a query's predicted-key mask row in a Draft(.., max_pred, ..): max_pred + 1 bits.
+inline int draft_mask_words(int max_pred) { return (max_pred + 1 + 63) / 64; }
 
 template <class O>
 struct DraftModelT;  // backend-resident weights (src/model/draft_layers.h)

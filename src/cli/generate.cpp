@@ -178,8 +178,8 @@ std::unique_ptr<Drafter> set_up_drafter(Session& s, const GenerateOptions& o, in
         p.verify_cost = measure_verify_cost(s, (int)o.max_tree, (int)commit + 1, trip);
         const std::vector<double>& c = p.verify_cost;
         if (o.spec == "auto")
-            fprintf(stderr, "auto: each round runs the draft (hybrid) while it pays for its measured draft + verify cost, "
-                    "else prompt lookup or a plain step (measured here: verifying 2 / 4 / %d tokens costs %.2f / %.2f / "
+            fprintf(stderr, "auto: each round runs the draft (hybrid) while its tokens per measured draft + verify cost beat "
+                    "those of prompt lookup and plain steps, else prompt lookup or a plain step (measured here: verifying 2 / 4 / %d tokens costs %.2f / %.2f / "
                     "%.2f decode steps)\n", (int)c.size() - 1, c[2], c[std::min<size_t>(4, c.size() - 1)], c.back());
         else if (lookup)
             fprintf(stderr, "lookup: --total-tokens auto: each round sends the part of the match worth its verify cost "

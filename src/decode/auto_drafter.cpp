@@ -1,5 +1,6 @@
 // auto_drafter.cpp: mode auto (see auto_drafter.h): per round, the Beagle draft (hybrid) while its
-// measured tokens per unit of cost beat plain decoding, else cost-aware prompt lookup; probes back.
+// measured tokens per unit of cost beat those of the lookup rounds (and plain decoding), else cost-aware
+// prompt lookup; probes back.
 #include "auto_drafter.h"
 
 #include <algorithm>
@@ -35,6 +36,10 @@ public:
         if (!use_draft_) {
             lookup_->accept(tree, path, path_states);
             draft_->accept_skipped(tree, path, path_states);
+            // this lookup round (or plain step): path.size() tokens for a verify of tree.size() tokens
+            lk_tokens_ = lk_tokens_ * (1 - kDecay) + (double)path.size();
+            lk_steps_ = lk_steps_ * (1 - kDecay) + cost_[std::min(tree.size(), cost_.max_tokens())];
+            lookup_rounds_++;
             return;
         }
         const double t0 = now_seconds();
@@ -49,7 +54,7 @@ public:
         tokens_ = tokens_ * (1 - kDecay) + (double)path.size();
         steps_ = steps_ * (1 - kDecay) + c;
         draft_rounds_++;
-        if (gain() > 1) gap_ = kMinGap;
+        if (gain() > baseline()) gap_ = kMinGap;
     }
 
     void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
@@ -69,25 +74,29 @@ public:
 
 private:
     static constexpr double kDecay = 1.0 / 16;
-    static constexpr int kWarm = 4, kMinGap = 4, kMaxGap = 16;
+    static constexpr int kWarm = 4, kMinGap = 4, kMaxGap = 64;
     std::unique_ptr<Drafter> draft_, lookup_;
     VerifyCost cost_;
     double draft_cost_;             // >= 0: fixed decode steps per draft round (tests)
     double t1_ = 0;                 // seconds of one decode step (estimate)
     double tokens_ = 0, steps_ = 0; // draft rounds: decayed sums of tokens committed and cost in steps
-    int draft_rounds_ = 0, since_draft_ = 0, gap_ = kMinGap;
+    double lk_tokens_ = 0, lk_steps_ = 0;  // the same for lookup rounds and plain steps
+    int draft_rounds_ = 0, lookup_rounds_ = 0, since_draft_ = 0, gap_ = kMinGap;
     bool use_draft_ = true, sent_ = false;
     double draft_s_ = 0;            // this round's drafting time (draft rounds)
 
     double gain() const { return steps_ > 0 ? tokens_ / steps_ : 0; }
+    // What the draft must beat: the lookup rounds' tokens per step once there are kWarm of them (a
+    // repetitive text makes lookup alone worth more than plain decoding), never less than plain's 1.
+    double baseline() const { return lookup_rounds_ >= kWarm ? std::max(1.0, lk_tokens_ / lk_steps_) : 1.0; }
 
     bool choose_draft() {
-        if (draft_rounds_ < kWarm || gain() > 1) {
+        if (draft_rounds_ < kWarm || gain() > baseline()) {
             since_draft_ = 0;
             return true;
         }
         if (++since_draft_ < gap_) return false;
-        since_draft_ = 0;  // a probe: if it leaves the gain at or below 1, wait twice as long next time
+        since_draft_ = 0;  // a probe: if it leaves the gain at or below the baseline, wait twice as long next time
         gap_ = std::min(2 * gap_, kMaxGap);
         return true;
     }

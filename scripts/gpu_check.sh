@@ -21,6 +21,8 @@
 #      time, peak_device_bytes) and its SD rounds (tree, checked == plain) into bench.json, with the
 #      inference plan of the real 7B (32 layers, Q4_1, ctx 4096: generate --plan).
 # --dry-run (no GPU needed; CI runs it): builds everything of step 1, prints the plan, exits 0.
+# Building needs nvcc, g++ and the Debian headers of the Makefile (stb, nlohmann-json; cpp-httplib is
+# optional here: without it and without a network to install it, the build uses NO_HTTP=1).
 # --prebuilt: skip the build and use the binaries already in build/ (built by `make cuda ...` on another
 #   machine with the same nvcc, e.g. when the GPU machine lacks the CPU build's libraries); --only NAMES
 #   (comma-separated step names, as printed by `== name`) runs those steps alone, for a device lease split
@@ -72,8 +74,15 @@ if [ $PREBUILT = 1 ]; then
     [ -x "$f" ] || { echo "gpu_check.sh: --prebuilt but $f is missing" >&2; exit 1; }
   done
 else
-  echo "== build: make cuda, the CPU build, the device tests ($JOBS jobs)"
-  make -j"$JOBS" cuda build/beagle cuda-device-tests build/test/tool_random_llama
+  # A GPU machine without cpp-httplib and without network (the lent H100's image) cannot install it:
+  # build without the HTTP server there (NO_HTTP=1: `serve` and --server say so; no step below needs them).
+  NOHTTP=()
+  if [ ! -f /usr/include/httplib.h ] && ! timeout 120 bash scripts/sysdeps.sh >/dev/null 2>&1; then
+    echo "gpu_check.sh: no cpp-httplib here and it cannot be installed: building with NO_HTTP=1 (no beagle serve)"
+    NOHTTP=(NO_HTTP=1)
+  fi
+  echo "== build: make cuda, the CPU build, the device tests ($JOBS jobs) ${NOHTTP[*]}"
+  make -j"$JOBS" "${NOHTTP[@]}" cuda build/beagle cuda-device-tests build/test/tool_random_llama
 fi
 # the inference memory plan of a 7B-class target (32 layers, Mistral/Llama-3-8B MLP) at Q4_1, ctx 4096, with its draft
 PLAN7B=(generate --plan 7b,ffn=14336,q4_1 -c 4096)

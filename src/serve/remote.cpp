@@ -1,7 +1,9 @@
 // remote.cpp: see remote.h.
 #include "remote.h"
 
+#ifndef BEAGLE_NO_HTTP
 #include <zlib.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +11,9 @@
 #include <cstring>
 #include <thread>
 
+#ifndef BEAGLE_NO_HTTP
 #include <httplib.h>
+#endif
 #include <nlohmann/json.hpp>
 
 #include "../core/common.h"
@@ -79,11 +83,15 @@ std::string encode_states(const float* x, size_t rows, int dim, const std::strin
         }
     }
     if (zlib && !b.empty()) {
+#ifdef BEAGLE_NO_HTTP
+        fail("encode_states: zlib asked for, but this beagle was built with NO_HTTP=1 (no zlib)");
+#else
         uLongf n = compressBound((uLong)b.size());
         std::vector<unsigned char> z(n);
         BEAGLE_CHECK(compress2(z.data(), &n, b.data(), (uLong)b.size(), Z_DEFAULT_COMPRESSION) == Z_OK, "zlib compress failed");
         z.resize(n);
         b.swap(z);
+#endif
     }
     return base64_encode(b.data(), b.size());
 }
@@ -95,6 +103,10 @@ bool decode_states(const std::string& b64, size_t rows, int dim, const std::stri
     if (!base64_decode(b64, &b)) { *why = "not base64"; return false; }
     const size_t want = rows * row_bytes(dim, enc);
     if (zlib && want > 0) {
+#ifdef BEAGLE_NO_HTTP
+        *why = "zlib data, but this beagle was built with NO_HTTP=1 (no zlib)";
+        return false;
+#else
         std::vector<unsigned char> raw(want);
         uLongf n = (uLongf)want;
         if (uncompress(raw.data(), &n, b.data(), (uLong)b.size()) != Z_OK || n != want) {
@@ -102,6 +114,7 @@ bool decode_states(const std::string& b64, size_t rows, int dim, const std::stri
             return false;
         }
         b.swap(raw);
+#endif
     }
     if (b.size() != want) {
         *why = strfmt("expected %zu x %d states (%s, %zu bytes), got %zu bytes", rows, dim, enc.c_str(), want, b.size());
@@ -135,6 +148,16 @@ void ClientTree::accept(const DraftTree&, const std::vector<int>& p, const float
     states.assign(path_states, path_states + p.size() * (size_t)dim);
 }
 
+#ifdef BEAGLE_NO_HTTP
+// Built with NO_HTTP=1 (a machine without cpp-httplib, e.g. a lent GPU box): no client.
+static const char* kNoHttp = "this beagle was built with NO_HTTP=1 (without cpp-httplib): remote drafting (--server) is not "
+                             "available; install libcpp-httplib-dev (bash scripts/sysdeps.sh) and rebuild";
+double remote_round_trip_s(const RemoteOptions&) { fail("%s", kNoHttp); }
+std::string generate_remote(Session&, Drafter*, const RemoteOptions&, const std::vector<int>&, int, FILE*, SpecStats*,
+                            RemoteStats*, std::vector<int>*) {
+    fail("%s", kNoHttp);
+}
+#else
 // ---------------------------------------------------------------- client side
 namespace {
 
@@ -305,5 +328,7 @@ std::string generate_remote(Session& s, Drafter* d, const RemoteOptions& o, cons
     if (!lost) link.call("/beagle/v1/remote/end", {{"session", session}}, &e, &why);  // a server gone by now is no error
     return text;
 }
+
+#endif  // BEAGLE_NO_HTTP
 
 }  // namespace beagle

@@ -1,4 +1,5 @@
-// server.cpp: see server.h. With remote.cpp (the client) the only files that include httplib.h.
+// server.cpp: see server.h. With remote.cpp (the client) the only files that include httplib.h; built with
+// NO_HTTP=1 (no cpp-httplib on the machine) run_server only says so.
 #include "server.h"
 
 #include <csignal>
@@ -6,7 +7,9 @@
 #include <ctime>
 #include <pthread.h>
 
+#ifndef BEAGLE_NO_HTTP
 #include <httplib.h>
+#endif
 
 #include "../core/common.h"
 #include "remote.h"
@@ -15,6 +18,7 @@ namespace beagle {
 
 using json = nlohmann::json;
 
+#ifndef BEAGLE_NO_HTTP
 static const char* kJson = "application/json";
 
 static void send_error(httplib::Response& res, const ApiError& e) {
@@ -88,6 +92,8 @@ static void answer(Engine& engine, const std::shared_ptr<Job>& job, const std::s
         [job](bool) { job->cancelled = true; });  // a no-op once finished; else the client left
 }
 
+#endif  // BEAGLE_NO_HTTP
+
 static sigset_t stop_signals() {
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -102,6 +108,12 @@ void block_stop_signals() {
     signal(SIGPIPE, SIG_IGN);  // a client that left: write() fails instead
 }
 
+#ifdef BEAGLE_NO_HTTP
+int run_server(Session&, Engine&, const ServeOptions&) {
+    fail("this beagle was built with NO_HTTP=1 (without cpp-httplib): `serve` is not available; install "
+         "libcpp-httplib-dev (bash scripts/sysdeps.sh) and rebuild");
+}
+#else
 int run_server(Session& s, Engine& engine, const ServeOptions& o) {
     sigset_t sigs = stop_signals();  // blocked since block_stop_signals(); one thread below waits for them
 
@@ -309,5 +321,6 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
     fprintf(stderr, "serve: stopped\n");
     return ok ? 0 : 1;
 }
+#endif  // BEAGLE_NO_HTTP
 
 }  // namespace beagle

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+# test_gpu_bytes.py: scripts/gpu_bytes.py (the byte model of docs/gpu-kernels.md) reads its tiling constants
+# from cuda/, never counts a kernel below its compulsory bytes, and the doc's tables are its output. A
+# self-check first plants a changed constant and a vanished launch in a scratch copy: the checks must fail.
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+SCRIPT = "scripts/gpu_bytes.py"
+DOC = "docs/gpu-kernels.md"
+BLOCK = re.compile(r"<!-- gpu_bytes\.py (\w+): generated, edit the script -->\n(.*?)\n<!-- end gpu_bytes\.py \1 -->",
+                   re.S)
+
+
+def run(root, *args):
+    return subprocess.run([sys.executable, os.path.join(root, SCRIPT), *args], capture_output=True, text=True)
+
+
+def problems(root):
+    """Everything wrong with the model and the doc in the tree at root (empty: all fine)."""
+    out = []
+    r = run(root, "--json")
+    if r.returncode != 0:
+        return [f"gpu_bytes.py --json exits {r.returncode}: {r.stderr.strip()}"]
+    m = json.loads(r.stdout)
+    # (a) the constants are the ones in cuda/kernels.cuh (found here by a plain per-name search)
+    hdr = open(os.path.join(root, "cuda/kernels.cuh")).read()
+    for name, v in m["constants"].items():
+        found = re.findall(r"\b%s\s*=\s*(\d+)" % name, hdr)
+        if found != [str(v)]:
+            out.append(f"constant {name}: script {v}, cuda/kernels.cuh {found}")
+    # (b) must <= does for every kernel row (and the totals) at both T, and in the cross-attention table
+    for shape in ("smollm2", "7b"):
+        for row in m["model_MB"][shape]:
+            for T in (1, 64):
+                must, does = row[f"must_T{T}"], row[f"does_T{T}"]
+                if must > does * (1 + 1e-12) or must < 0:
+                    out.append(f"{shape} {row['kernel']} T={T}: must {must} > does {does}")
+        if not any(row["must_T1"] > 0 for row in m["model_MB"][shape]):
+            out.append(f"{shape}: no bytes at all")
+    for shape, rows in m["model_MB"]["xattn"].items():
+        for row in rows:
+            if row["must"] > row["does"] * (1 + 1e-12) or row["must"] <= 0:
+                out.append(f"xattn {shape} {row['kernel']}: must {row['must']} > does {row['does']}")
+    # (c) the doc's generated blocks are the script's output, block for block
+    r = run(root)
+    if r.returncode != 0:
+        return out + [f"gpu_bytes.py exits {r.returncode}: {r.stderr.strip()}"]
+    want = dict(BLOCK.findall(r.stdout))
+    have = dict(BLOCK.findall(open(os.path.join(root, DOC)).read()))
+    if sorted(want) != sorted(have) or not want:
+        out.append(f"{DOC}: blocks {sorted(have)}, the script prints {sorted(want)}")
+    for name in want:
+        if name in have and have[name] != want[name]:
+            diff = [f"  doc:    {a}\n  script: {b}" for a, b in zip(have[name].splitlines(), want[name].splitlines())
+                    if a != b]
+            out.append(f"{DOC}: table '{name}' is stale (python3 {SCRIPT} --update-doc):\n" + "\n".join(diff[:4]))
+    return out
+
+
+def scratch_copy(tmp):
+    for rel in ["cuda", "src/model", "scripts", "docs"]:
+        shutil.copytree(os.path.join(ROOT, rel), os.path.join(tmp, rel),
+                        ignore=shutil.ignore_patterns("emu", "dev", "__pycache__"))
+    return tmp
+
+
+def plant(root, path, old, new):
+    p = os.path.join(root, path)
+    text = open(p).read()
+    assert old in text, f"self-check: `{old}` not in {path}"
+    open(p, "w").write(text.replace(old, new, 1))
+
+
+def main():
+    # self-check: the checks fail on planted changes in scratch copies
+    with tempfile.TemporaryDirectory() as tmp:
+        root = scratch_copy(tmp)
+        plant(root, "cuda/kernels.cuh", "QMMA_ROWS = 16", "QMMA_ROWS = 32")  # a regrid the doc does not know
+        got = problems(root)
+        if not any("is stale" in p for p in got):
+            sys.exit(f"test_gpu_bytes: self-check: a changed QMMA_ROWS did not make the doc stale: {got}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = scratch_copy(tmp)
+        plant(root, "cuda/attention.cu", "dim3(a.T, a.n_kv_heads, n_slices)", "dim3(a.T, n_slices, a.n_kv_heads)")
+        got = problems(root)
+        if not got or "exits" not in got[0]:
+            sys.exit(f"test_gpu_bytes: self-check: a changed split-KV grid did not stop the script: {got}")
+    print("self-check: a changed QMMA_ROWS makes the doc stale, a changed split-KV grid stops the script")
+    got = problems(ROOT)
+    for p in got:
+        print("FAIL", p)
+    if got:
+        sys.exit(1)
+    print("gpu_bytes.py: constants from cuda/kernels.cuh, must <= does in every row, docs/gpu-kernels.md tables current")
+
+
+if __name__ == "__main__":
+    main()

@@ -84,13 +84,11 @@ int cmd_train(int argc, char** argv) {
     if (!plan.empty()) {
         bool seq_given = false;
         for (int i = 1; i < argc; i++) seq_given |= std::string(argv[i]).rfind("--seq-len", 0) == 0;
-        if (parse_draft_arch(arch, "beagle train: --arch") != ARCH_BEAGLE)
-            fail("beagle train: --plan models the Beagle trainer's buffers (train_memory); --arch %s is not modelled "
-                 "(an EAGLE draft's training peak is measured by the trainer: DRAFT.json iteration_peak_bytes)", arch.c_str());
+        const int plan_arch = parse_draft_arch(arch, "beagle train: --arch");
         if (ranks < 0 || ranks > 4096) fail("beagle train: --ranks must be in 1..4096, got %ld", ranks);
         if (batch < 1 || batch > 4096) fail("beagle train: --batch must be in 1..4096, got %ld", batch);
         return train_plan(plan, seq_given ? (int)seq_len : 2048, (int)w, (int)S, o.sim_grad_through, (int)std::max(1L, ranks),
-                          (int)batch);
+                          (int)batch, plan_arch);
     }
     if (ranks) fail("beagle train: --ranks goes with --plan; to train on N ranks launch mpirun -np N beagle train ...");
     if (!a.positional.empty()) fail("beagle train: unexpected argument '%s'", a.positional[0].c_str());

@@ -1,9 +1,11 @@
 // train_plan.cpp: `beagle train --plan GEOMETRY`: the memory budget of draft training for a target
 // geometry (e.g. a 7B-class Llama) at batch 1, from the same buffer list the trainer allocates
 // (train_memory() in src/train/trainer.cpp, checked against the counting allocator by
-// test/unit/test_stage2_memory.cpp). Shows that stage 2 adds one KV set, not S of them. With --ranks N:
+// test/unit/test_stage2_memory.cpp). Shows that stage 2 adds one KV set, not S of them; --arch eagle: the
+// EAGLE-style draft's budget next to the Beagle draft's of the same geometry. With --ranks N:
 // the budget per GPU of a data-parallel run (train/data_parallel.h rank_memory): AdamW moments sharded
 // 1/N (ZeRO-1, as the trainer runs) next to replicated ones, and the bytes each rank sends per step.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -42,7 +44,7 @@ void print_ranks(const TrainMemory& m, int ranks, int batch) {
 
 }  // namespace
 
-int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch) {
+int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch, int arch) {
     std::map<std::string, long> g = parse_plan_geometry(geometry, "beagle train --plan", false).g;
     DraftConfig c;
     c.dim = (int)g["dim"];
@@ -52,8 +54,13 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     c.head_dim = c.dim / c.n_heads;
     c.ffn_dim = (int)g["ffn"];
     c.vocab_size = (int)g["vocab"];
+    c.arch = arch;
+    const bool eagle = arch == ARCH_EAGLE;
     const double GiB = 1024.0 * 1024 * 1024;
-    printf("draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d, window %d)\n", T, w);
+    if (eagle)
+        printf("EAGLE-style draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d: one step, any stage)\n", T);
+    else
+        printf("draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d, window %d)\n", T, w);
     printf("geometry: dim %d, heads %d, kv heads %d, head_dim %d, ffn %d, vocab %d\n\n", c.dim, c.n_heads, c.n_kv_heads,
            c.head_dim, c.ffn_dim, c.vocab_size);
     TrainOptions o;
@@ -62,12 +69,29 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     o.sim_grad_through = grad_through;
     o.stage = 2;
     TrainMemory m = train_memory(c, o, T, 1 % w);
-    printf("%-58s %12s\n", "buffer (stage 2, S as given)", "GiB");
+    printf("%-58s %12s\n", eagle ? "buffer" : "buffer (stage 2, S as given)", "GiB");
     for (const MemLine& l : m.lines) printf("%-58s %12.3f\n", l.name.c_str(), l.bytes / GiB);
     double total = m.persistent + m.iteration_peak;
     printf("%-58s %12.3f\n", "persistent (weights + grads + AdamW + frozen)", m.persistent / GiB);
     printf("%-58s %12.3f\n", "iteration peak", m.iteration_peak / GiB);
     printf("%-58s %12.3f  %s 24 GiB\n\n", "TOTAL", total / GiB, total < 24 * GiB ? "<" : ">=");
+    if (eagle) {  // the paper's comparison: the Beagle draft of the same geometry, stage 2 with S as given
+        DraftConfig cb = c;
+        cb.arch = ARCH_BEAGLE;
+        const TrainMemory b = train_memory(cb, o, T, 1 % w);
+        TrainOptions o1 = o;
+        o1.stage = 1;
+        const TrainMemory b1 = train_memory(cb, o1, T, 1 % w);
+        printf("the Beagle draft of this geometry (window %d): iteration peak stage 1 %.3f GiB, stage 2 (S = %d) %.3f GiB; "
+               "TOTAL %.3f GiB (the larger)\n"
+               "EAGLE / Beagle: iteration peak %.2fx of stage 1, %.2fx of stage 2; TOTAL %.2fx; trainable weights %.2fx\n",
+               w, b1.iteration_peak / GiB, S, b.iteration_peak / GiB,
+               (b.persistent + std::max(b.iteration_peak, b1.iteration_peak)) / GiB, m.iteration_peak / b1.iteration_peak,
+               m.iteration_peak / b.iteration_peak, total / (b.persistent + std::max(b.iteration_peak, b1.iteration_peak)),
+               m.weights / b.weights);
+        if (ranks > 1) print_ranks(m, ranks, batch);
+        return total < 24 * GiB ? 0 : 2;
+    }
     // S sweep at one window size (w = 6 fits S <= 6), so only S changes
     int ws = std::max(6, w);
     printf("stage 2 iteration peak by S (window %d):\n%-6s %16s %16s %16s\n", ws, "S", "iteration GiB", "minus S=1 GiB",

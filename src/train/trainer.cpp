@@ -415,13 +415,30 @@ TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, i
     mem.lines.push_back({"frozen embedding + LM head + final norm", frozen * B});
     mem.persistent = (4 * params + frozen) * B;
     mem.weights = params * B;
+    double qa = (double)query_acts_floats_per_row(c), qb = (double)query_backward_floats_per_row(c);
+
+    if (c.arch == ARCH_EAGLE) {
+        // run_eagle: one step, any stage, over the n = T - 1 rows p = 1..T-1 (input E(t_p) and f_{p-1}),
+        // causal self-attention over their own K, V: no second KV set. In order: f and noisy s; K, V; the
+        // rows' activations and token embeddings; fc_f's product (forward), then d f^ and the loss's
+        // buffers, then dK, dV and the layer's backward temporaries (the largest of these three phases).
+        const double n = std::max(0, T - 1), nk = n * c.kv_dim();
+        const int nL = opt.loss.hard_labels ? std::max(0, T - 2) : (int)n;  // hard labels need row q + 1 < T
+        const double loss_phase = nL > 0 ? 3.0 * nL * c.dim + 2.0 * nL + (double)draft_loss_floats(c, nL, opt.loss) : 0;
+        const double tail = std::max(loss_phase, 2 * nk + n * qb);
+        mem.lines.push_back({"input states f, noisy s", 2 * Td * B});
+        mem.lines.push_back({"self-attention K, V of the T - 1 rows", 2 * nk * B});
+        mem.lines.push_back({"activations + token embeddings + d f^", n * (qa + 2.0 * c.dim) * B});
+        mem.lines.push_back({"loss, or dK, dV + backward temporaries", tail * B});
+        mem.iteration_peak = n > 0 ? (2 * Td + 2 * nk + n * (qa + 2.0 * c.dim) + tail) * B : 2 * Td * B;
+        return mem;
+    }
 
     double true_set = 3 * Td + T + 4 * Tk;        // f, s (noisy), ns, rstd, K, V, dK, dV
     double pred_set = 2 * Td + T + 4 * Tk;        // sp, nsp, rstdp, Kp, Vp, dKp, dVp
     mem.kv_set = pred_set * B;
     bool two = opt.stage == 2 && opt.S >= 2;
     int steps = opt.stage == 1 ? 1 : opt.S;
-    double qa = (double)query_acts_floats_per_row(c), qb = (double)query_backward_floats_per_row(c);
     double worst_step = 0, worst_acts = 0, worst_tmp = 0;
     for (int s = 1; s <= steps; s++) {
         std::vector<int> Q = opt.stage == 1 ? stage1_rows(T, opt.w, offset) : stage2_rows(T, opt.w, offset, s);

@@ -109,7 +109,8 @@ private:
 
 using DraftTrainer = DraftTrainerT<Ops>;
 
-// Memory of one training iteration (default detached mode, or stage 1): every buffer the trainer
+// Memory of one training iteration (default detached mode, or stage 1; an EAGLE draft: its one step
+// in any stage, c.arch): every buffer the trainer
 // allocates, by name, with the bytes the code allocates (checked against the counting allocator
 // by test/unit/test_stage2_memory.cpp). sizeof_real: 4 (float) or 8.
 struct TrainMemory {

@@ -101,6 +101,41 @@ int main() {
                     }
     printf("memory formula == measured peak in %d configurations\n", checked);
 
+    // an EAGLE-style draft (arch eagle: one self-attention layer over fc([E(t); f]), one step in any stage):
+    // the same counting allocator against train_memory's EAGLE branch, both loss modes, stages 1 and 2
+    {
+        DraftConfig ce = c;
+        ce.arch = ARCH_EAGLE;
+        DraftWeights dwe;
+        dwe.init_random(ce, 5);
+        DraftModelT<Ops> me(ops, dwe, fz);
+        me.enable_grads();
+        int checked_e = 0;
+        for (int TT : {T, 41, 7, 2, 1})
+            for (int chunk : {1024, 64})
+                for (bool hard : {false, true})
+                    for (int stage : {1, 2}) {
+                        TrainOptions o;
+                        o.stage = stage;
+                        o.w = W;
+                        o.S = 3;
+                        o.loss.vocab_chunk = chunk;
+                        o.loss.hard_labels = hard;
+                        DraftTrainer tr(me, o);
+                        TrainBatch bb = b;
+                        bb.T = TT;
+                        tr.run(bb, 1, 7, 1.0f, true);
+                        CHECK(tr.mem().current_bytes() == 0, "EAGLE trainer leaked %zu bytes", tr.mem().current_bytes());
+                        const double got = (double)tr.mem().peak_bytes(), want = train_memory(ce, o, TT, 1).iteration_peak;
+                        CHECK(got == want, "EAGLE: formula %.0f != measured %.0f (T %d chunk %d hard %d stage %d)", want, got,
+                              TT, chunk, (int)hard, stage);
+                        checked_e++;
+                    }
+        printf("EAGLE draft: memory formula == measured peak in %d configurations (T = %d: %.0f bytes, Beagle stage 2 "
+               "S = 3: %.0f)\n", checked_e, T, train_memory(ce, TrainOptions(), T, 1).iteration_peak,
+               train_memory(c, o2, T, 1).iteration_peak);
+    }
+
     // the budget of a 7B-class draft (dim 4096, 32 heads, 8 KV heads, ffn 11008), T = 2048, f32
     for (int vocab : {32000, 128256})
         for (int stage : {1, 2}) {

@@ -13,7 +13,9 @@ static void rt_check(cudaError_t e, const char* what) {
 }
 
 // 4 MiB of pinned staging: a round's positions, masks, token ids and row indices fit many times over.
-static constexpr size_t ARENA_BYTES = (size_t)4 << 20;
+// A training step's input states can be larger (a 7B-shaped draft: 1-32 MiB per sequence); the arena
+// then grows, up to ARENA_MAX_BYTES (grow_arena).
+static constexpr size_t ARENA_BYTES = (size_t)4 << 20, ARENA_MAX_BYTES = (size_t)256 << 20;
 
 CudaRt::CudaRt() {
     if (cudaStreamCreate(&stream) != cudaSuccess) {
@@ -106,17 +108,36 @@ void CudaRt::release(void* p) {
     live_.erase(it);
 }
 
+// A larger arena, of at least `need` bytes (doubling, at most ARENA_MAX_BYTES); false if that cannot be.
+// The old arena may still be read by queued copies, and cudaFreeHost would synchronize the device, so it
+// is kept until the CudaRt goes (pinned_): growing costs no sync, and happens a few times per process.
+bool CudaRt::grow_arena(size_t need) {
+    size_t want = arena_bytes_;
+    while (want < need && want < ARENA_MAX_BYTES) want *= 2;
+    if (want < need) return false;
+    void* p = nullptr;
+    if (cudaMallocHost(&p, want) != cudaSuccess) {
+        cudaGetLastError();  // no more pinned memory: keep the arena
+        return false;
+    }
+    pinned_.push_back(arena_);
+    arena_ = (unsigned char*)p;
+    arena_bytes_ = want;
+    arena_used_ = 0;
+    return true;
+}
+
 void CudaRt::h2d(void* dst, const void* host, size_t bytes) {
     if (!bytes) return;
-    n.h2d_bytes += (long long)bytes;
-    if (!arena_ || bytes > arena_bytes_ / 4) {
-        n.h2d_bytes -= (long long)bytes;  // counted by h2d_sync
-        h2d_sync(dst, host, bytes);
+    // a copy of more than a quarter of the arena: a larger arena, else a blocking copy
+    if (!arena_ || (bytes > arena_bytes_ / 4 && !grow_arena(4 * bytes))) {
+        h2d_sync(dst, host, bytes);  // counts the bytes and the sync
         return;
     }
+    n.h2d_bytes += (long long)bytes;
     size_t off = (arena_used_ + 255) & ~(size_t)255;
-    if (off + bytes > arena_bytes_) {  // the arena is still being read by queued copies: wait for them
-        sync();
+    if (off + bytes > arena_bytes_) {  // full of copies that may still be queued: a larger one, else wait for them
+        if (!grow_arena(2 * arena_bytes_)) sync();
         off = 0;
     }
     memcpy(arena_ + off, host, bytes);

@@ -44,7 +44,9 @@ public:
 
     // host -> device without a stall: the bytes go through the pinned arena (copied there first, so the
     // caller may reuse `host` at once) and cudaMemcpyAsync; the arena is recycled at the next sync.
-    // Larger than a quarter of the arena: a blocking cudaMemcpy (counted as a sync).
+    // A copy larger than a quarter of the arena, or one that finds it full of queued copies: the arena
+    // grows (no sync; 256 MiB at most); past that, a wait for the queued copies, or for a large copy (or
+    // without pinned memory) a blocking cudaMemcpy (counted as a sync).
     void h2d(void* dst, const void* host, size_t bytes);
     void h2d_sync(void* dst, const void* host, size_t bytes);  // blocking cudaMemcpy: a sync
     void d2h(void* host, const void* src, size_t bytes);       // blocking: a sync
@@ -66,12 +68,13 @@ public:
 private:
     static size_t size_class(size_t bytes);
     void synced();  // after any sync: the arena's copies are done, reuse it
+    bool grow_arena(size_t need);   // a larger arena (>= need bytes) if it can be had
     std::multimap<size_t, void*> free_;          // size class -> cached block
     std::unordered_map<void*, size_t> live_;     // block -> its size class
     std::unordered_map<void*, size_t> sizes_;    // every cudaMalloc'd block -> its bytes
     size_t cached_ = 0;
     unsigned char* arena_ = nullptr;             // pinned host staging
-    std::vector<void*> pinned_;                  // pinned() blocks
+    std::vector<void*> pinned_;                  // pinned() blocks and outgrown arenas
     size_t arena_bytes_ = 0, arena_used_ = 0;
 };
 

@@ -8,6 +8,7 @@
 #     at most 2 syncs per round too (its working tree stays on the device between depths, Ops::tree_expand,
 #     and comes down in one copy: the host loop synced once per depth, depth + 1 = 6); at most 16 KiB down
 #     per round (ids, the tree's 16-byte nodes, never logits or states);
+#   - the same drafts sampled (temperature 0.8): no cudaMalloc after the first round either;
 #   - SmolLM2-135M Q4_1 with its shipped draft (reduced vocabulary of 8192: the chain's ids go through
 #     the d2t table on the device), greedy chain: at most 2 syncs per round and the text of plain
 #     greedy decoding on the same backend (not the CPU's: at the 6th token of this prompt the emulated
@@ -52,6 +53,17 @@ for mode in "chain" "tree --total-tokens 24"; do
     > /dev/null 2> "$tmp/g.json" || { echo "FAIL $mode: exit $?"; cat "$tmp/g.json"; fails=$((fails+1)); continue; }
   check "$mode: allocs_after_warmup == 0, syncs_per_round <= 2, d2h_bytes_per_round <= 16384" "$tmp/g.json" \
     "g['rounds'] >= 3 and g['allocs_after_warmup'] == 0 and g['syncs_per_round'] <= 2 and g['d2h_bytes_per_round'] <= 16384"
+done
+# sampled (temperature 0.8): the host loop decides acceptance (more syncs and bytes than greedy, not bounded
+# here), but nothing is allocated after the first round either: Ops::reserve sizes the quantized-activation
+# scratch of a model whose widest input is not a multiple of 32 (stories260K's ffn 172) and the first captured
+# plain step's slots up front (before 2026-11-27 a sampled tree of --total-tokens auto allocated twice after
+# its warm-up when its largest draft batch or first plain step came late; test_cuda_backend_ops and
+# test_cuda_backend_graph pin the two causes, which these runs do not always reach)
+for mode in "chain" "tree --total-tokens 24"; do
+  "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 40 --temp 0.8 --seed 3 -d "$D" --spec $mode --json \
+    > /dev/null 2> "$tmp/g.json" || { echo "FAIL sampled $mode: exit $?"; cat "$tmp/g.json"; fails=$((fails+1)); continue; }
+  check "sampled $mode: allocs_after_warmup == 0" "$tmp/g.json" "g['rounds'] >= 3 and g['allocs_after_warmup'] == 0"
 done
 SM=${BEAGLE_MODEL:-weights/SmolLM2-135M-Instruct.Q4_1.gguf}
 SD=weights/beagle-smollm2-135m.bin

@@ -4,7 +4,7 @@
 // without graphs (BEAGLE_CUDA_GRAPH=0), bit for bit (memcmp), at every step: across a 256-key split-KV
 // slice boundary, on a second KV sequence (its own graph), after a truncate, and on SmolLM2 Q4_1. It costs
 // one graph launch per step (the head's 2 launches outside it) where the step without graphs launches
-// every kernel.
+// every kernel, and no decode step allocates device memory (the capture included).
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -21,7 +21,7 @@ struct Run {
     std::unique_ptr<Ops> ops;
     std::unique_ptr<Llama> m;
     std::vector<std::vector<float>> logits, states;  // per decode step
-    long long step_launches = 0, step_graph_launches = 0;
+    long long step_launches = 0, step_graph_launches = 0, step_allocs = 0;
 };
 
 static std::unique_ptr<Ops> cuda_ops(bool graphs) {
@@ -51,6 +51,7 @@ static void run(Run& r, const ModelFile& mf, bool graphs, int prompt, int steps)
             const DeviceCounters d = *r.ops->device_counters() - before;
             r.step_launches += d.launches;
             r.step_graph_launches += d.graph_launches;
+            r.step_allocs += d.allocs;
             r.logits.push_back(lg);
             r.states.push_back(st);
         }
@@ -92,6 +93,10 @@ static void check_model(const std::string& path, int prompt, int steps) {
     // with graphs: the graph + the head's RMSNorm and LM head per step; without: every kernel of the layers too
     CHECK(graph.step_launches == 3LL * n, "%s: %lld launches for %d steps with graphs, want 3 per step", path.c_str(),
           graph.step_launches, n);
+    // Llama's Ops::reserve sized every slot up front, the first captured step's included: no decode step
+    // allocates, the capture neither (it grew the RoPE slot once before 2026-11-27)
+    CHECK(graph.step_allocs == 0 && plain.step_allocs == 0, "%s: %lld / %lld cudaMallocs in the decode steps with / "
+          "without graphs, want 0", path.c_str(), graph.step_allocs, plain.step_allocs);
     const int layers = mf->config.n_layers;
     CHECK(plain.step_launches >= (long long)n * 9 * layers, "%s: %lld launches for %d steps without graphs", path.c_str(),
           plain.step_launches, n);

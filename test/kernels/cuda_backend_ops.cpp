@@ -691,6 +691,27 @@ static void test_counters() {
     double loop = g_gpu->sumsq(b, 2990) + g_gpu->sumsq(b + 100, 1000);
     CHECK(d.syncs == 1 && all == loop, "sumsq_all: %lld syncs, %.17g vs %.17g", d.syncs, all, loop);
     g_gpu->release(b);
+    // Ops::reserve sizes the quantized-activation scratch for the widest input even when that width is not
+    // a multiple of 32 (stories260K: ffn 172, its 64-wide inputs quantized): a later 10-token quantized
+    // matmul allocates nothing (before 2026-11-27 the reservation was skipped and the matmul grew the slot)
+    {
+        std::unique_ptr<Ops> o = make_ops("cuda", 1);
+        HostTensor W = make_tensor(DType::Q8_0, 9, 64, "w64");
+        const Weight w = o->weight(W.t);
+        float* xq = o->alloc(10 * 64);
+        float* yq = o->alloc(10 * 9);
+        ScratchSizes sz;
+        sz.rows = 10;
+        sz.cols = 172;
+        o->reserve(sz);
+        const DeviceCounters r0 = *o->device_counters();
+        o->matmul(yq, xq, w, 10);
+        const DeviceCounters dr = *o->device_counters() - r0;
+        CHECK(dr.allocs == 0 && dr.launches == 2, "10-token Q8_0 matmul after reserve(rows 10, cols 172): %lld allocs, "
+              "%lld launches (want 0 and 2: quantize + GEMM)", dr.allocs, dr.launches);
+        o->release(xq);
+        o->release(yq);
+    }
 }
 
 int main() {

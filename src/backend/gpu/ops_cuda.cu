@@ -120,6 +120,9 @@ void* CudaOps::scratch(int slot, size_t bytes) {
 
 // Each slot at its largest use by calls up to s, with the formulas of the ops below (the split-KV
 // partials: the most query rows that split, ATTN_SPLIT_MAX_T, over s.keys keys).
+// Bytes of each staged slot of a captured plain step (its pinned mirror; see "CUDA graphs" below).
+static constexpr size_t STEP_SLOT_BYTES = 1024;
+
 void CudaOps::reserve(const ScratchSizes& s) {
     const int R = std::max(s.rows, 1);
     for (int slot : {S_TOKENS, S_POS, S_START, S_LEN, S_IDX, S_IDX2, S_QROW}) scratch(slot, (size_t)R * sizeof(int));
@@ -127,11 +130,20 @@ void CudaOps::reserve(const ScratchSizes& s) {
         scratch(S_MASK, (size_t)R * s.mask_words * sizeof(uint64_t));
         scratch(S_BITS, (size_t)R * s.mask_words * sizeof(uint64_t));
     }
-    if (s.cols > 0 && s.cols % 32 == 0) scratch(S_QACT, matmul_q_scratch_bytes(R, s.cols));
+    // quantized matmuls take inputs of a multiple of 32 columns: the widest of those is at most s.cols
+    // rounded down (a model whose widest input is not quantized, e.g. stories260K's ffn of 172, still
+    // quantizes its narrower ones)
+    if (s.cols >= 32) scratch(S_QACT, matmul_q_scratch_bytes(R, s.cols / 32 * 32));
     if (s.topk > 0) scratch(S_TOPK, (size_t)R * s.topk * (sizeof(int) + sizeof(float)) + (size_t)R * sizeof(float));
     if (s.n_heads > 0 && s.keys > 0) {
         const int T = std::min(R, ATTN_SPLIT_MAX_T);
         scratch(S_ATTN_PART, attn_split_scratch_bytes(T, s.n_heads, s.head_dim, std::max(s.keys - T, 0)));
+    }
+    // what the first captured plain step (step_begin) would otherwise grow: a sampled or auto run's first
+    // plain step may come rounds after the warm-up
+    if (graphs_on_) {
+        scratch(S_NPAST, sizeof(int));
+        scratch(S_FREQ, STEP_SLOT_BYTES);
     }
 }
 
@@ -594,8 +606,7 @@ void CudaOps::tree_expand(const float* logits, int n_cols, const TreeExpandArgs&
 // the same op calls with the kernel launches skipped (their arguments are the same: the K/V row goes
 // through a staged index, attention reads n_past from a staged slot) and launch the graph. What differs
 // between steps are the staged host arrays: each is written into a fixed pinned mirror of its slot, which
-// a copy node of the graph uploads.
-static constexpr size_t STEP_SLOT_BYTES = 1024;
+// a copy node of the graph uploads (STEP_SLOT_BYTES each, defined above reserve()).
 
 bool CudaOps::step_begin(const void* owner, int variant, int max_past) {
     if (!graphs_on_) return false;

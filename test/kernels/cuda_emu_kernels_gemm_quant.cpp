@@ -260,7 +260,7 @@ struct NameRunner : KernelRunner {
 };
 
 static void check_launcher(int dt, int rows, int T) {
-    const int cols = 64;
+    const int cols = 32;
     QWeights w = make_weights(dt, rows, cols);
     std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f), y((size_t)T * rows, -7.0f);
     QActs a = quantize(x, T, cols, 256, "launcher");
@@ -283,14 +283,15 @@ int main() {
                              // nb > 32: the dp4a kernels' second 32-block chunk (18 and 10 blocks), a last
                              // tensor-core step of 2 blocks; 33 and 40 rows: a partly filled last row block
                              {33, 1600, 5}, {40, 1344, 3}, {33, 1600, 19},
-                             // rows past QMMA_TALL_MIN_ROWS (the launcher's tall matrices), 2072 = 32 * 64 + 24:
-                             // a last 64-row block with one full warp, one of 8 rows and two idle warps
-                             {2072, 64, 5}, {2072, 64, 17}, {2072, 64, 64}, {2072, 96, 70}, {4096 + 24, 64, 70}};
+                             // 64-row blocks (every shape runs all three kernels): a last block of 8 rows
+                             // (200 = 3 * 64 + 8: three idle warps) and of 24 (152: two idle, one of 8 rows)
+                             {200, 64, 5}, {200, 64, 17}, {200, 96, 64}, {152, 64, 70}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto& s : shapes) check_case(dt, s[0], s[1], s[2], "");
-    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
-        for (int rows : {QMMA_TALL_MIN_ROWS - 1, QMMA_TALL_MIN_ROWS})
-            for (int T : {QGEMM_TOKENS, QGEMM_TOKENS + 1}) check_launcher(dt, rows, T);
+    // the launcher's rule at its edges: 2048 rows tall for every type; 2047 rows and T = 4 not
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_launcher(dt, QMMA_TALL_MIN_ROWS, QGEMM_TOKENS + 1);
+    check_launcher(KD_Q4_1, QMMA_TALL_MIN_ROWS - 1, QGEMM_TOKENS + 1);
+    check_launcher(KD_Q4_1, QMMA_TALL_MIN_ROWS, QGEMM_TOKENS);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (int T : {1, 3, 6}) check_group(dt, T);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_zero_nan(dt);

@@ -41,13 +41,30 @@
 //   576-row matrix: 36, not 9), two barriers per 4 blocks instead of three per block, and the global
 //   loads overlap the tensor-core work instead of preceding it. The cost: each 16-row block reads the
 //   tokens' int8 x (L2), 4x the activation re-reads of 64-row blocks (docs/gpu-kernels.md).
+// gemm_q{8_0,4_0,4_1}_mma_tall_kernel (T > QGEMM_TOKENS and the launch's tallest matrix has at least
+//   QMMA_TALL_MIN_ROWS = 2048 rows): the same with QMMA_ROWS_TALL = 64 rows x 64 tokens per block, so the
+//   int8 x is read by 4x fewer blocks (the 7B shape's verify at T = 64: 8.9 GB of L2 reads instead of
+//   35.6 GB, the byte MODEL of docs/gpu-kernels.md, not a measurement). The rule: a 16-row grid of 2048
+//   rows is 128 blocks per 64 tokens, about one per SM of an H100 (132) or A100 (108); past that every
+//   SM runs several 16-row blocks, each re-reading the whole x, while one 64-row block reads x once for
+//   4x the weights (4096 x 4096 Q4_1, T = 64, per SM: 2 x (328 + 41) KB vs 328 + 164 KB). Below it the
+//   64-row grid would leave most SMs idle (SmolLM2's 576- and 1536-row matrices: 9 and 24 blocks), so
+//   those keep 16-row blocks (SmolLM2's 49152-row LM head goes tall). Mapping: the staging is the 16-row
+//   kernel's with 4 weight entries per thread instead of 1 (entry e = tid + 128 u, u < 4: row e / 8);
+//   warp w owns rows 16 w .. 16 w + 15: per block b0 + kb of the step, in order, it computes its 16 x 16
+//   integer tiles for every token group (wmma, into its own 4 KiB of shared memory), __syncwarp, and lane
+//   l adds that block to its 32 outputs (t, o) = (l / 16 + 2 i, 16 w + l % 16); a barrier closes the step
+//   (the next store overwrites Ws, Xs and the scales, so no parity buffers: 44 KiB of static shared memory).
+//   Same bits as the 16-row kernel: each output's I_b is the same exact integer (wmma s8 -> s32) and its
+//   chain is the same fmaf(d_w d_x, I_b, acc) (+ fmaf(m_w, s_x, acc)) over b = 0, 1, ..., nb - 1 in
+//   order from 0, only the thread holding it differs (tests: memcmp of the two kernels on every case).
 // Neither kernel indexes QGemmArgs' arrays by blockIdx.z (qgemm_pick): no local-memory copy.
 // Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves.
 // dp4a: the hardware instruction under nvcc (sm_61+, common.cuh dot4_i8, compile-tested only); the
 // portable byte loop is what the emulator runs and the tests check. wmma s8: the emulator's
 // (cuda/emu/emu_wmma.h, exact integer products) runs here; nvcc compiles the same code for sm_80+.
 // Tested against a double reference of the dequantized weights times the dequantized int8 activations,
-// against the plain f32 product, and for bit-identity of both kernels for every token at every T.
+// against the plain f32 product, and for bit-identity of all three kernels for every token at every T.
 #include "kernels.cuh"
 
 // The 32 values xb[0..31] -> q[0..31], *d, *s (see the header).
@@ -233,7 +250,7 @@ __global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0>(a); }
 __global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0>(a); }
 __global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1>(a); }
 
-// ---- many tokens: int8 tensor cores, 16 rows x 64 tokens per block, 4 32-blocks per step -----------
+// ---- many tokens: int8 tensor cores, 16 (or 64) rows x 64 tokens per block, 4 32-blocks per step -----
 // Half `half` of a block's 32 weights as 4 words of int8 (elements 16 half .. 16 half + 15; Q4_0 minus 8).
 template <int DT>
 __device__ __forceinline__ void load_half_words(const uint8_t* blk, int half, int* w) {
@@ -251,27 +268,29 @@ __device__ __forceinline__ void load_half_words(const uint8_t* blk, int half, in
     }
 }
 
-// One step's global data in registers (loaded a step ahead, stored to shared memory after the barrier).
+// One step's global data in registers (loaded a step ahead, stored to shared memory after the barrier),
+// for a block of R = 16 or 64 weight rows: entry e = tid + 128 u of each kind, u = 0, 1, ...
+template <int R>
 struct QMmaStage {
-    int w[4];       // weights: pair (row r = tid / 8, block kb = tid / 2 % 4), half tid % 2
-    float dw, mw;   // that pair's scales (half 0)
-    int4 x[4];      // activations: chunk e = tid + 128 u -> token e / 8, block e / 2 % 4, half e % 2
-    float dx[2], sx[2];  // scales: entry e = tid + 128 u -> token e / 4, block e % 4
+    int w[R / 16][4];             // weights: (row r = e / 8, block kb = e / 2 % 4), half e % 2
+    float dw[R / 16], mw[R / 16];  // that pair's scales (stored by half 0)
+    int4 x[4];                    // activations: chunk e -> token e / 8, block e / 2 % 4, half e % 2
+    float dx[2], sx[2];           // scales: entry e -> token e / 4, block e % 4
 };
 
-template <int DT>
+template <int DT, int R>
 __device__ __forceinline__ void qmma_load(const QGemmArgs& a, const uint8_t* w0, int rows_left, int nt, int t0,
-                                          int nb, int b0, QMmaStage& st) {
+                                          int nb, int b0, QMmaStage<R>& st) {
     const int tid = threadIdx.x;
-    {
-        const int r = tid / 8, kb = tid / 2 % QMMA_KB, half = tid % 2, b = b0 + kb;
-        for (int p = 0; p < 4; p++) st.w[p] = 0;
-        st.dw = st.mw = 0.0f;
+    for (int u = 0; u < R / 16; u++) {
+        const int e = tid + 128 * u, r = e / 8, kb = e / 2 % QMMA_KB, half = e % 2, b = b0 + kb;
+        for (int p = 0; p < 4; p++) st.w[u][p] = 0;
+        st.dw[u] = st.mw[u] = 0.0f;
         if (r < rows_left && b < nb) {
             const uint8_t* blk = w0 + (long long)r * a.row_bytes + (long long)b * QBlock<DT>::bytes;
-            load_half_words<DT>(blk, half, st.w);
-            st.dw = f16_bits_to_float(load_u16_a2(blk));
-            if (DT == KD_Q4_1) st.mw = f16_bits_to_float(load_u16_a2(blk + 2));
+            load_half_words<DT>(blk, half, st.w[u]);
+            st.dw[u] = f16_bits_to_float(load_u16_a2(blk));
+            if (DT == KD_Q4_1) st.mw[u] = f16_bits_to_float(load_u16_a2(blk + 2));
         }
     }
     for (int u = 0; u < 4; u++) {
@@ -289,68 +308,85 @@ __device__ __forceinline__ void qmma_load(const QGemmArgs& a, const uint8_t* w0,
     }
 }
 
+// The registers to shared memory (rows, tokens and blocks past the end are zeros): Ws[kb][o * 48 + k],
+// Xs[kb][t * 48 + k] (only the 16 * groups tokens the tiles read), the scales dw[kb * R + o], dx[kb * 64 + t].
+template <int R>
+__device__ __forceinline__ void qmma_store(const QMmaStage<R>& st, signed char* Ws, signed char* Xs, float* dw,
+                                           float* mw, float* dx, float* sx, int groups) {
+    constexpr int LDX = 48;
+    const int tid = threadIdx.x;
+    for (int u = 0; u < R / 16; u++) {
+        const int e = tid + 128 * u, r = e / 8, kb = e / 2 % QMMA_KB, half = e % 2;
+        memcpy(&Ws[kb * R * LDX + r * LDX + 16 * half], st.w[u], 16);
+        if (half == 0) {
+            dw[kb * R + r] = st.dw[u];
+            mw[kb * R + r] = st.mw[u];
+        }
+    }
+    for (int u = 0; u < 4; u++) {
+        const int e = tid + 128 * u, t = e / 8;
+        if (t < 16 * groups) VSTORE(int4, &Xs[e / 2 % QMMA_KB * QMMA_TOKENS * LDX + t * LDX + 16 * (e % 2)], st.x[u]);
+    }
+    for (int u = 0; u < 2; u++) {
+        const int e = tid + 128 * u;
+        dx[e % 4 * QMMA_TOKENS + e / 4] = st.dx[u];
+        sx[e % 4 * QMMA_TOKENS + e / 4] = st.sx[u];
+    }
+}
+
+// I[t, o] of one 32-block for 16 rows (the staged block's rows o, k-major: col_major B) and every 16-token
+// group g < groups (Xs: row_major A) -> Is[t * 16 + o]: exact int8 x int8 -> int32 (two k-halves of 16).
+__device__ __forceinline__ void qmma_tiles(const signed char* Wb, const signed char* Xb, int* Is, int groups) {
+    using namespace nvcuda;
+    constexpr int LDX = 48, LDI = 16;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> wf[2];
+    for (int kh = 0; kh < 2; kh++) wmma::load_matrix_sync(wf[kh], Wb + 16 * kh, LDX);
+    for (int g = 0; g < groups; g++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, int> it;
+        wmma::fill_fragment(it, 0);
+        for (int kh = 0; kh < 2; kh++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> xf;
+            wmma::load_matrix_sync(xf, Xb + 16 * g * LDX + 16 * kh, LDX);
+            wmma::mma_sync(it, xf, wf[kh], it);
+        }
+        wmma::store_matrix_sync(Is + 16 * g * LDI, it, LDI, wmma::mem_row_major);
+    }
+}
+
 template <int DT>
 __device__ void gemm_q_mma_body(const QGemmArgs& a) {
-    using namespace nvcuda;
     static_assert(QMMA_WARPS == 4 && QMMA_KB == 4 && QMMA_ROWS == 16 && QMMA_TOKENS == 64,
                   "the staging maps 128 threads onto 16 rows x 4 blocks and 64 tokens x 4 blocks");
+    constexpr int R = QMMA_ROWS;
     constexpr int LDX = 48;  // bytes per staged block row: 32 + 16 pad (wmma: a multiple of 16)
     constexpr int LDI = 16;  // ints per token of an integer tile: lanes 0-15 and 16-31 of the chain
                              // read tokens t, t + 1 at banks 16 apart (conflict-free)
-    constexpr int PER = QMMA_ROWS * QMMA_TOKENS / (32 * QMMA_WARPS);  // outputs per thread: 8
-    __shared__ __align__(32) signed char Ws[QMMA_KB][QMMA_ROWS * LDX];    // Ws[kb][o][k]
+    constexpr int PER = R * QMMA_TOKENS / (32 * QMMA_WARPS);  // outputs per thread: 8
+    __shared__ __align__(32) signed char Ws[QMMA_KB][R * LDX];            // Ws[kb][o][k]
     __shared__ __align__(32) signed char Xs[QMMA_KB][QMMA_TOKENS * LDX];  // Xs[kb][t][k]
     __shared__ __align__(32) int Is[QMMA_KB][QMMA_TOKENS * LDI];          // Is[kb][t][o] = I_b
     // the scales by step parity: the next step's store runs while slower threads still chain this one
-    __shared__ float dws[2][QMMA_KB][QMMA_ROWS], mws[2][QMMA_KB][QMMA_ROWS];
+    __shared__ float dws[2][QMMA_KB][R], mws[2][QMMA_KB][R];
     __shared__ float dxs[2][QMMA_KB][QMMA_TOKENS], sxs[2][QMMA_KB][QMMA_TOKENS];
     const int tid = threadIdx.x, warp = tid / 32;
     const int m = blockIdx.z, rows = qgemm_pick(a.rows, m);
-    const int o0 = blockIdx.x * QMMA_ROWS, t0 = blockIdx.y * QMMA_TOKENS;
+    const int o0 = blockIdx.x * R, t0 = blockIdx.y * QMMA_TOKENS;
     if (o0 >= rows) return;  // the whole block: past a shorter matrix of the launch
     const int nt = min(QMMA_TOKENS, a.T - t0), groups = cdiv(nt, 16);
     const int nb = a.cols / 32;
     const uint8_t* w0 = qgemm_pick(a.w, m) + (long long)o0 * a.row_bytes;
     float acc[PER];
     for (int i = 0; i < PER; i++) acc[i] = 0.0f;
-    QMmaStage st;
-    qmma_load<DT>(a, w0, rows - o0, nt, t0, nb, 0, st);
+    QMmaStage<R> st;
+    qmma_load<DT, R>(a, w0, rows - o0, nt, t0, nb, 0, st);
     for (int b0 = 0, par = 0; b0 < nb; b0 += QMMA_KB, par ^= 1) {
-        {  // store the registers: rows, tokens and blocks past the end as zeros
-            const int r = tid / 8, kb = tid / 2 % QMMA_KB, half = tid % 2;
-            memcpy(&Ws[kb][r * LDX + 16 * half], st.w, 16);
-            if (half == 0) {
-                dws[par][kb][r] = st.dw;
-                mws[par][kb][r] = st.mw;
-            }
-            for (int u = 0; u < 4; u++) {
-                const int e = tid + 128 * u, t = e / 8;
-                if (t < 16 * groups) VSTORE(int4, &Xs[e / 2 % QMMA_KB][t * LDX + 16 * (e % 2)], st.x[u]);
-            }
-            for (int u = 0; u < 2; u++) {
-                const int e = tid + 128 * u;
-                dxs[par][e % 4][e / 4] = st.dx[u];
-                sxs[par][e % 4][e / 4] = st.sx[u];
-            }
-        }
+        qmma_store<R>(st, &Ws[0][0], &Xs[0][0], &dws[par][0][0], &mws[par][0][0], &dxs[par][0][0], &sxs[par][0][0],
+                      groups);
         __syncthreads();
         // the next step's loads fly during this step's products and chain
-        if (b0 + QMMA_KB < nb) qmma_load<DT>(a, w0, rows - o0, nt, t0, nb, b0 + QMMA_KB, st);
+        if (b0 + QMMA_KB < nb) qmma_load<DT, R>(a, w0, rows - o0, nt, t0, nb, b0 + QMMA_KB, st);
         // warp w: block b0 + w, 16 rows x every 16-token group, exact integer tiles
-        if (b0 + warp < nb) {
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> wf[2];
-            for (int kh = 0; kh < 2; kh++) wmma::load_matrix_sync(wf[kh], &Ws[warp][16 * kh], LDX);
-            for (int g = 0; g < groups; g++) {
-                wmma::fragment<wmma::accumulator, 16, 16, 16, int> it;
-                wmma::fill_fragment(it, 0);
-                for (int kh = 0; kh < 2; kh++) {
-                    wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> xf;
-                    wmma::load_matrix_sync(xf, &Xs[warp][16 * g * LDX + 16 * kh], LDX);
-                    wmma::mma_sync(it, xf, wf[kh], it);
-                }
-                wmma::store_matrix_sync(&Is[warp][16 * g * LDI], it, LDI, wmma::mem_row_major);
-            }
-        }
+        if (b0 + warp < nb) qmma_tiles(Ws[warp], Xs[warp], Is[warp], groups);
         __syncthreads();
         // the chain: output (t, o) = (tid / 16 + 8 i, tid % 16), blocks b0, b0 + 1, ... in order
         const int nk = min(QMMA_KB, nb - b0);
@@ -373,9 +409,66 @@ __device__ void gemm_q_mma_body(const QGemmArgs& a) {
     }
 }
 
+// The tall variant: 64 rows x 64 tokens per block, warp w owning rows 16 w .. 16 w + 15 of every block.
+template <int DT>
+__device__ void gemm_q_mma_tall_body(const QGemmArgs& a) {
+    static_assert(QMMA_WARPS == 4 && QMMA_KB == 4 && QMMA_ROWS_TALL == 16 * QMMA_WARPS && QMMA_TOKENS == 64,
+                  "warp w owns rows 16 w .. 16 w + 15; the staging maps 128 threads onto 64 rows x 4 blocks");
+    constexpr int R = QMMA_ROWS_TALL;
+    constexpr int LDX = 48, LDI = 16;  // as in gemm_q_mma_body
+    constexpr int PER = 16 * QMMA_TOKENS / 32;  // outputs per lane: 32 (its warp's 16 rows x 64 tokens)
+    __shared__ __align__(32) signed char Ws[QMMA_KB][R * LDX];            // Ws[kb][o][k]: 12 KiB
+    __shared__ __align__(32) signed char Xs[QMMA_KB][QMMA_TOKENS * LDX];  // Xs[kb][t][k]: 12 KiB
+    __shared__ __align__(32) int Is[QMMA_WARPS][QMMA_TOKENS * LDI];       // warp w's I[t][o] of one block: 16 KiB
+    __shared__ float dws[QMMA_KB][R], mws[QMMA_KB][R];                    // 2 KiB
+    __shared__ float dxs[QMMA_KB][QMMA_TOKENS], sxs[QMMA_KB][QMMA_TOKENS];  // 2 KiB
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int m = blockIdx.z, rows = qgemm_pick(a.rows, m);
+    const int o0 = blockIdx.x * R, t0 = blockIdx.y * QMMA_TOKENS;
+    if (o0 >= rows) return;  // the whole block: past a shorter matrix of the launch
+    const int nt = min(QMMA_TOKENS, a.T - t0), groups = cdiv(nt, 16);
+    const int nb = a.cols / 32;
+    const bool live = 16 * warp < rows - o0;  // a warp whose 16 rows are all past the end only stages
+    const uint8_t* w0 = qgemm_pick(a.w, m) + (long long)o0 * a.row_bytes;
+    float acc[PER];
+    for (int i = 0; i < PER; i++) acc[i] = 0.0f;
+    QMmaStage<R> st;
+    qmma_load<DT, R>(a, w0, rows - o0, nt, t0, nb, 0, st);
+    for (int b0 = 0; b0 < nb; b0 += QMMA_KB) {
+        qmma_store<R>(st, &Ws[0][0], &Xs[0][0], &dws[0][0], &mws[0][0], &dxs[0][0], &sxs[0][0], groups);
+        __syncthreads();
+        // the next step's loads fly during this step's products and chain
+        if (b0 + QMMA_KB < nb) qmma_load<DT, R>(a, w0, rows - o0, nt, t0, nb, b0 + QMMA_KB, st);
+        // per block of the step, in order: warp w's integer tiles (its 16 rows x every 16-token group),
+        // then the chain's step for that block: output (t, o) = (lane / 16 + 2 i, 16 w + lane % 16)
+        const int nk = min(QMMA_KB, nb - b0);
+        for (int kb = 0; live && kb < nk; kb++) {
+            qmma_tiles(&Ws[kb][16 * warp * LDX], Xs[kb], Is[warp], groups);
+            __syncwarp();
+            for (int i = 0; i < PER; i++) {
+                const int t = lane / 16 + 2 * i, o = 16 * warp + lane % 16;
+                if (t < nt) {
+                    acc[i] = fmaf(dws[kb][o] * dxs[kb][t], (float)Is[warp][t * LDI + lane % 16], acc[i]);
+                    if (DT == KD_Q4_1) acc[i] = fmaf(mws[kb][o], sxs[kb][t], acc[i]);
+                }
+            }
+            __syncwarp();  // the next block's tiles overwrite Is[warp]
+        }
+        __syncthreads();  // the next store overwrites Ws, Xs and the scales
+    }
+    float* y = qgemm_pick(a.y, m);
+    for (int i = 0; i < PER; i++) {
+        const int t = lane / 16 + 2 * i, o = 16 * warp + lane % 16;
+        if (t < nt && o0 + o < rows) y[(long long)(t0 + t) * rows + o0 + o] = acc[i];
+    }
+}
+
 __global__ void gemm_q8_0_mma_kernel(QGemmArgs a) { gemm_q_mma_body<KD_Q8_0>(a); }
 __global__ void gemm_q4_0_mma_kernel(QGemmArgs a) { gemm_q_mma_body<KD_Q4_0>(a); }
 __global__ void gemm_q4_1_mma_kernel(QGemmArgs a) { gemm_q_mma_body<KD_Q4_1>(a); }
+__global__ void gemm_q8_0_mma_tall_kernel(QGemmArgs a) { gemm_q_mma_tall_body<KD_Q8_0>(a); }
+__global__ void gemm_q4_0_mma_tall_kernel(QGemmArgs a) { gemm_q_mma_tall_body<KD_Q4_0>(a); }
+__global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a) { gemm_q_mma_tall_body<KD_Q4_1>(a); }
 
 // ---- launchers (kernels.cuh) ------------------------------------------------------------------
 // Scratch layout: int8 activations T x cols (padded to 16 bytes), then T x cols/32 scales d, then sums s.
@@ -423,6 +516,13 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
     a.xq = xq;
     a.xd = xd;
     a.xs = xs;
+    if (max_rows >= QMMA_TALL_MIN_ROWS) {  // the 16-row grid would fill the GPU: 64-row blocks, x read 4x less
+        dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);
+        if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_tall_kernel, a);
+        if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_tall_kernel, a);
+        if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_tall_kernel, a);
+        return;
+    }
     dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);
     if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel, a);
     if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_kernel, a);

@@ -113,16 +113,22 @@ struct QGemmArgs {
 constexpr int QGEMM_WARPS = 4, QGEMM_ROWS = 32, QGEMM_TOKENS = 4;  // dp4a: a block of 4 warps, 32 weight rows x 4 tokens
 constexpr int QMMA_KB = 4;  // tensor cores: 32-blocks per step (one per warp)
 constexpr int QMMA_WARPS = 4, QMMA_ROWS = 16, QMMA_TOKENS = 64;  // tensor cores: 16 rows x 64 tokens per block
+// tall launches (max rows >= QMMA_TALL_MIN_ROWS): 64 rows x 64 tokens per block (cuda/gemm_quant.cu header)
+constexpr int QMMA_ROWS_TALL = 64, QMMA_TALL_MIN_ROWS = 2048;
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);  // thread per 32-block
 // T <= QGEMM_TOKENS: grid (cdiv(max rows, 32), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32)
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_kernel(QGemmArgs a);
-// T > QGEMM_TOKENS: grid (cdiv(max rows, 16), cdiv(T, 64), n), 128 threads (int8 wmma); reads xq, xd, xs;
-// the same bits per token
+// T > QGEMM_TOKENS, max rows < QMMA_TALL_MIN_ROWS: grid (cdiv(max rows, 16), cdiv(T, 64), n), 128 threads
+// (int8 wmma); reads xq, xd, xs; the same bits per token
 __global__ void gemm_q8_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_mma_kernel(QGemmArgs a);
+// ... and max rows >= QMMA_TALL_MIN_ROWS: grid (cdiv(max rows, 64), cdiv(T, 64), n), 128 threads; the same bits
+__global__ void gemm_q8_0_mma_tall_kernel(QGemmArgs a);
+__global__ void gemm_q4_0_mma_tall_kernel(QGemmArgs a);
+__global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a);
 // ys[m] = x Ws[m]^T for m < n (1 <= n <= QGEMM_MATS), every Ws[m] (rows[m] x cols, row_bytes per row)
 // stored as the same KD_Q8_0 / KD_Q4_0 / KD_Q4_1; one launch for T <= QGEMM_TOKENS, two (quantize, GEMM)
 // above. scratch: device memory of matmul_q_scratch_bytes(T, cols) for the quantized activations (T >

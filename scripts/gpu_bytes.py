@@ -46,7 +46,8 @@ def need(path, text, snippet, why):
         fail(f"{path} no longer contains `{snippet}` ({why}); update the model in scripts/gpu_bytes.py")
 
 
-CONSTS = ["QGEMM_ROWS", "QGEMM_TOKENS", "QGEMM_MATS", "QMMA_ROWS", "QMMA_TOKENS", "ATTN_BK", "ATTN_SPLIT",
+CONSTS = ["QGEMM_ROWS", "QGEMM_TOKENS", "QGEMM_MATS", "QMMA_ROWS", "QMMA_TOKENS", "QMMA_ROWS_TALL",
+          "QMMA_TALL_MIN_ROWS", "ATTN_BK", "ATTN_SPLIT",
           "ATTN_SPLIT_MAX_T", "ATTN_QT_WARPS", "ATTN_QT_TPW", "XATTN_BKEYS"]
 
 
@@ -70,6 +71,10 @@ def parse_sources():
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QGEMM_ROWS), cdiv(T, QGEMM_TOKENS), n);", "dp4a grid")
     need("cuda/gemm_quant.cu", gq, "KRUN(kr, cdiv(T * nb, 256), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);",
          "one quantize launch per matmul launch above QGEMM_TOKENS")
+    need("cuda/gemm_quant.cu", gq, "if (max_rows >= QMMA_TALL_MIN_ROWS) { // the 16-row grid would fill the GPU",
+         "the tall tensor-core kernel from QMMA_TALL_MIN_ROWS rows (the launch's tallest matrix) on")
+    need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);",
+         "tall tensor-core grid")
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);", "tensor-core grid")
     # attention: attn_tiling's rule (re-implemented in attn_tiling below) and the two launches
     need("cuda/kernels.cuh", hdr, "int nq = max_tasks / group < T ? max_tasks / group : T;", "attn_tiling: nq start")
@@ -148,6 +153,11 @@ class Table:
         self.rows[key][T] = (m + must / 1e6, d + does / 1e6)
 
 
+def mma_rows(c, mats):
+    """Rows per block of the tensor-core GEMM launch_matmul_q picks for these matrices (one launch)."""
+    return c["QMMA_ROWS_TALL"] if max(mats) >= c["QMMA_TALL_MIN_ROWS"] else c["QMMA_ROWS"]
+
+
 def gemm(tab, key, label, T, mats, cols, dt, c):
     """One launch_matmul_q: mats = row counts of its matrices (same x, same cols)."""
     small = T <= c["QGEMM_TOKENS"]
@@ -157,7 +167,11 @@ def gemm(tab, key, label, T, mats, cols, dt, c):
     if small:
         does = cdiv(T, c["QGEMM_TOKENS"]) * W + sum(cdiv(r, c["QGEMM_ROWS"]) for r in mats) * xb + y
     else:
-        does = cdiv(T, c["QMMA_TOKENS"]) * W + sum(cdiv(r, c["QMMA_ROWS"]) for r in mats) * xb + y
+        rb = mma_rows(c, mats)
+        does = cdiv(T, c["QMMA_TOKENS"]) * W + sum(cdiv(r, rb) for r in mats) * xb + y
+        blocks = tab.notes.setdefault(key, {}).setdefault(T, [])
+        if rb not in blocks:
+            blocks.append(rb)
     tab.add(key, label, T, W + xb + y, does)
     if not small:
         q = T * cols * (F + INT8_ACT)  # quantize_q8_kernel: f32 in, int8 + d, s out
@@ -177,6 +191,9 @@ def forward(s, T, c):
         gemm(tab, "gemm", None, T, [Fd, Fd], D, s["layer_dt"], c)
         gemm(tab, "gemm", None, T, [D], Fd, s["layer_dt"], c)
     gemm(tab, "head", "LM head (%s, %d x %d)" % (s["head_dt"], s["V"], D), T, [s["V"]], D, s["head_dt"], c)
+    for key in ("gemm", "head"):  # the tensor-core row blocks used, as notes
+        if T in tab.notes.get(key, {}):
+            tab.notes[key][T] = "T = %d: %s-row blocks" % (T, " and ".join(map(str, sorted(tab.notes[key][T]))))
     slices = cdiv(n, c["ATTN_SPLIT"])
     kvb, qb = n * kv * F * 2, T * qd * F
     if T <= c["ATTN_SPLIT_MAX_T"] and slices > 1:  # split-KV: K/V once per query, q once per slice, partials

@@ -1,15 +1,17 @@
 // cuda_emu_kernels_gemm_quant.cpp -> build/test/test_emu_kernels_gemm_quant: the quantized matmul of
 // cuda/gemm_quant.cu in the CPU emulator. quantize_q8_kernel against the CPU backend's rule
 // (src/backend/cpu/quantize.h: d = max|x| / 127, q = round-half-even(x / d), s = d sum q; a NaN makes d
-// NaN) - q exact, d and s exact; gemm_q8_0/q4_0/q4_1_kernel (dp4a, quantizing x in shared memory) and
-// gemm_q*_mma_kernel (int8 tensor cores, reading quantize_q8_kernel's output; bit-identical to the dp4a
-// kernels: checked on every case) against a double reference that
+// NaN) - q exact, d and s exact; gemm_q8_0/q4_0/q4_1_kernel (dp4a, quantizing x in shared memory),
+// gemm_q*_mma_kernel (int8 tensor cores, reading quantize_q8_kernel's output) and gemm_q*_mma_tall_kernel
+// (the same with 64-row blocks; bit-identical to the 16-row kernel and both to the dp4a kernels: memcmp
+// on every case) against a double reference that
 // dequantizes the GGUF blocks with the formulas of src/core/dtype.cpp and uses the int8 activations
 // the kernel saw (tolerance atol 1e-6 K, rtol 1e-5: only fp32 accumulation error remains), and against
 // the plain f32 product within the int8 rounding bound sum_k |w_k| d_x(k) / 2. Ragged shapes (T = 1..70,
 // rows not a multiple of 4 or 64, 32-blocks per row not a multiple of 8 or 32), debug schedules, batch
-// invariance (a token alone == in a batch of 7 or of 70 tokens, bit for bit), and three matrices of
-// different heights in one launch (grid z) == one launch each, bit for bit.
+// invariance (a token alone == in a batch of 7 or of 70 tokens, bit for bit), three matrices of
+// different heights in one launch (grid z) == one launch each, bit for bit, and launch_matmul_q's choice
+// of kernel (dp4a for T <= 4, 64-row tensor-core blocks from QMMA_TALL_MIN_ROWS rows, else 16-row ones).
 #include "cuda_kernel_test.h"
 #include "core/dtype.h"
 #include "gemm_quant.cu"
@@ -107,10 +109,13 @@ static QActs quantize(const std::vector<float>& x, int T, int cols, int block, c
     return a;
 }
 
-// mma: the tensor-core kernels (64 rows x 64 tokens per block, reading the quantized a), else the dp4a
-// kernels (4 x 4, quantizing x themselves). n > 1: matrices ws[0..n-1] (same cols) in one launch (grid z).
+// The kernels, launched directly (whatever launch_matmul_q would pick): the dp4a kernels (32 rows x 4
+// tokens per block, quantizing x themselves), the tensor-core kernels (16 rows x 64 tokens, reading the
+// quantized a) and their tall variant (64 x 64).
+enum Kind { DP4A, MMA, MMA_TALL };
+// n > 1: matrices ws[0..n-1] (same cols) in one launch (grid z).
 static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* ws, const std::vector<float>& x,
-                                                  const QActs& a, int T, bool mma) {
+                                                  const QActs& a, int T, Kind kind) {
     std::vector<std::vector<float>> y(n);
     QGemmArgs g = {};
     g.n = n;
@@ -130,7 +135,14 @@ static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* 
     g.xs = a.s.data();
     g.T = T;
     const int dt = ws[0]->dt;
-    if (mma) {
+    if (kind == MMA_TALL) {
+        dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);
+        if (dt == KD_Q8_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_tall_kernel)(g);
+        if (dt == KD_Q4_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_tall_kernel)(g);
+        if (dt == KD_Q4_1) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_tall_kernel)(g);
+        return y;
+    }
+    if (kind == MMA) {
         dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);
         if (dt == KD_Q8_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel)(g);
         if (dt == KD_Q4_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_kernel)(g);
@@ -144,16 +156,18 @@ static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* 
     return y;
 }
 
-static std::vector<float> run_gemm(const QWeights& w, const std::vector<float>& x, const QActs& a, int T, bool mma) {
+static std::vector<float> run_gemm(const QWeights& w, const std::vector<float>& x, const QActs& a, int T, Kind kind) {
     const QWeights* ws[1] = {&w};
-    return run_gemm_n(1, ws, x, a, T, mma)[0];
+    return run_gemm_n(1, ws, x, a, T, kind)[0];
 }
 
-static std::string qname(int dt, bool mma) {
-    return std::string(dt == KD_Q8_0 ? "gemm_q8_0" : dt == KD_Q4_0 ? "gemm_q4_0" : "gemm_q4_1") + (mma ? "_mma_kernel" : "_kernel");
+static std::string qname(int dt, Kind kind) {
+    return std::string(dt == KD_Q8_0 ? "gemm_q8_0" : dt == KD_Q4_0 ? "gemm_q4_0" : "gemm_q4_1") +
+           (kind == MMA_TALL ? "_mma_tall_kernel" : kind == MMA ? "_mma_kernel" : "_kernel");
 }
 
-// Both kernels against the references, and against each other bit for bit (one order per output).
+// The three kernels against the references, and against each other bit for bit (one order per output):
+// the tensor-core kernels against the dp4a kernel, and the tall one against the 16-row one.
 static void check_case(int dt, int rows, int cols, int T, const std::string& tag) {
     QWeights w = make_weights(dt, rows, cols);
     std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f);
@@ -174,10 +188,10 @@ static void check_case(int dt, int rows, int cols, int T, const std::string& tag
             exact[(size_t)t * rows + o] = e;
             bound[(size_t)t * rows + o] = bd;
         }
-    std::vector<float> first;
-    for (bool mma : {false, true}) {
-        std::vector<float> y = run_gemm(w, x, a, T, mma);
-        const std::string name = qname(dt, mma);
+    std::vector<float> first, mma16;
+    for (Kind kind : {DP4A, MMA, MMA_TALL}) {
+        std::vector<float> y = run_gemm(w, x, a, T, kind);
+        const std::string name = qname(dt, kind);
         int outside = 0;
         for (size_t i = 0; i < y.size(); i++) outside += std::fabs(y[i] - exact[i]) > bound[i] * 1.001 + 1e-5;
         kt_compare(name.c_str(), y, ref, 1e-6 * cols, 1e-5, kt_fmt("T%d rows%d cols%d %s", T, rows, cols, tag.c_str()));
@@ -188,6 +202,10 @@ static void check_case(int dt, int rows, int cols, int T, const std::string& tag
         else
             CHECK(!memcmp(first.data(), y.data(), y.size() * 4), "%s T%d rows%d cols%d: not bit-identical to the dp4a kernel",
                   name.c_str(), T, rows, cols);
+        if (kind == MMA) mma16 = y;
+        if (kind == MMA_TALL)
+            CHECK(!memcmp(mma16.data(), y.data(), y.size() * 4),
+                  "%s T%d rows%d cols%d: not bit-identical to the 16-row tensor-core kernel", name.c_str(), T, rows, cols);
     }
 }
 
@@ -199,14 +217,14 @@ static void check_group(int dt, int T) {
     const QWeights* ws[3] = {&w0, &w1, &w2};
     std::vector<float> x = kt_vec((size_t)T * cols);
     QActs a = quantize(x, T, cols, 256, "group");
-    for (bool mma : {false, true}) {
-        std::vector<std::vector<float>> y = run_gemm_n(3, ws, x, a, T, mma);
+    for (Kind kind : {DP4A, MMA, MMA_TALL}) {
+        std::vector<std::vector<float>> y = run_gemm_n(3, ws, x, a, T, kind);
         int bad = 0;
         for (int m = 0; m < 3; m++) {
-            std::vector<float> one = run_gemm(*ws[m], x, a, T, mma);
+            std::vector<float> one = run_gemm(*ws[m], x, a, T, kind);
             bad += memcmp(one.data(), y[m].data(), one.size() * 4) != 0;
         }
-        CHECK(bad == 0, "%s T%d: %d of 3 matrices in one launch differ from their own launch", qname(dt, mma).c_str(), T,
+        CHECK(bad == 0, "%s T%d: %d of 3 matrices in one launch differ from their own launch", qname(dt, kind).c_str(), T,
               bad);
     }
 }
@@ -220,12 +238,43 @@ static void check_zero_nan(int dt) {
     for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;  // token 0, block 1
     x[cols + 64 + 27] = NAN;                        // token 1, block 2, its last quarter
     QActs a = quantize(x, T, cols, 256, "zero and NaN blocks");
-    std::vector<float> y = run_gemm(w, x, a, T, false), ym = run_gemm(w, x, a, T, true);
+    std::vector<float> y = run_gemm(w, x, a, T, DP4A), ym = run_gemm(w, x, a, T, MMA), yt = run_gemm(w, x, a, T, MMA_TALL);
     int nan_ok = 0;
-    for (int o = 0; o < rows; o++) nan_ok += std::isnan(y[rows + o]) && std::isnan(ym[rows + o]);
-    CHECK(!memcmp(y.data(), ym.data(), rows * 4) && nan_ok == rows,
-          "%s: zero block not bit-identical to the tensor-core kernel, or %d of %d NaN outputs", qname(dt, false).c_str(),
+    for (int o = 0; o < rows; o++) nan_ok += std::isnan(y[rows + o]) && std::isnan(ym[rows + o]) && std::isnan(yt[rows + o]);
+    CHECK(!memcmp(y.data(), ym.data(), rows * 4) && !memcmp(y.data(), yt.data(), rows * 4) && nan_ok == rows,
+          "%s: zero block not bit-identical to the tensor-core kernels, or %d of %d NaN outputs", qname(dt, DP4A).c_str(),
           nan_ok, rows);
+}
+
+// launch_matmul_q's choice (a runner recording the kernels it launches): dp4a for T <= QGEMM_TOKENS, else
+// the tall tensor-core kernel from QMMA_TALL_MIN_ROWS rows on and the 16-row one below; its output is the
+// chosen kernel's, bit for bit.
+struct NameRunner : KernelRunner {
+    std::vector<std::string> names;
+    void before(const char* kernel) override { names.push_back(kernel); }
+    void after(const char* kernel) override {}
+    [[noreturn]] void fail(const std::string& msg) override {
+        fprintf(stderr, "launch_matmul_q refused: %s\n", msg.c_str());
+        exit(1);
+    }
+};
+
+static void check_launcher(int dt, int rows, int T) {
+    const int cols = 32;
+    QWeights w = make_weights(dt, rows, cols);
+    std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f), y((size_t)T * rows, -7.0f);
+    QActs a = quantize(x, T, cols, 256, "launcher");
+    std::vector<uint8_t> scratch(matmul_q_scratch_bytes(T, cols));
+    const uint8_t* wp = w.bytes.data();
+    float* yp = y.data();
+    NameRunner kr;
+    launch_matmul_q(1, &yp, x.data(), &wp, &rows, dt, w.row_bytes, cols, T, scratch.data(), kr);
+    const Kind want = T <= QGEMM_TOKENS ? DP4A : rows >= QMMA_TALL_MIN_ROWS ? MMA_TALL : MMA;
+    const std::vector<float> direct = run_gemm(w, x, a, T, want);
+    CHECK(!kr.names.empty() && kr.names.back() == qname(dt, want), "launch_matmul_q rows %d T %d: launched %s, expected %s",
+          rows, T, kr.names.empty() ? "nothing" : kr.names.back().c_str(), qname(dt, want).c_str());
+    CHECK(!memcmp(direct.data(), y.data(), y.size() * 4), "launch_matmul_q rows %d T %d: not the bits of %s", rows, T,
+          qname(dt, want).c_str());
 }
 
 int main() {
@@ -233,9 +282,16 @@ int main() {
                              {70, 160, 17}, {64, 96, 64}, {21, 64, 70},
                              // nb > 32: the dp4a kernels' second 32-block chunk (18 and 10 blocks), a last
                              // tensor-core step of 2 blocks; 33 and 40 rows: a partly filled last row block
-                             {33, 1600, 5}, {40, 1344, 3}, {33, 1600, 19}};
+                             {33, 1600, 5}, {40, 1344, 3}, {33, 1600, 19},
+                             // 64-row blocks (every shape runs all three kernels): a last block of 8 rows
+                             // (200 = 3 * 64 + 8: three idle warps) and of 24 (152: two idle, one of 8 rows)
+                             {200, 64, 5}, {200, 64, 17}, {200, 96, 64}, {152, 64, 70}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto& s : shapes) check_case(dt, s[0], s[1], s[2], "");
+    // the launcher's rule at its edges: 2048 rows tall for every type; 2047 rows and T = 4 not
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_launcher(dt, QMMA_TALL_MIN_ROWS, QGEMM_TOKENS + 1);
+    check_launcher(KD_Q4_1, QMMA_TALL_MIN_ROWS - 1, QGEMM_TOKENS + 1);
+    check_launcher(KD_Q4_1, QMMA_TALL_MIN_ROWS, QGEMM_TOKENS);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (int T : {1, 3, 6}) check_group(dt, T);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_zero_nan(dt);
@@ -251,23 +307,25 @@ int main() {
         for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_case(dt, 9, 320, 6, mode);
     });
     // batch invariance: each token's outputs computed alone (T = 1, dp4a kernel) are bit-identical to
-    // its row in a batch of 7 (dp4a: two token groups) and of 70 (tensor cores: two 64-token tiles)
+    // its row in a batch of 7 (dp4a: two token groups) and of 70 (tensor cores, 16- and 64-row blocks: two
+    // 64-token tiles)
+    const std::pair<int, Kind> batches[] = {{7, DP4A}, {70, MMA}, {70, MMA_TALL}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
-        for (int T : {7, 70}) {
+        for (auto [T, kind] : batches) {
             int rows = 21, cols = 160;
             QWeights w = make_weights(dt, rows, cols);
             std::vector<float> x = kt_vec((size_t)T * cols);
             QActs a = quantize(x, T, cols, 256, "batch");
-            std::vector<float> y = run_gemm(w, x, a, T, T > QGEMM_TOKENS);
+            std::vector<float> y = run_gemm(w, x, a, T, kind);
             int bad = 0;
             for (int t = 0; t < T; t += T / 7) {
                 std::vector<float> xt(x.begin() + (size_t)t * cols, x.begin() + (size_t)(t + 1) * cols);
                 QActs at = quantize(xt, 1, cols, 256, "batch row");
-                std::vector<float> yt = run_gemm(w, xt, at, 1, false);
+                std::vector<float> yt = run_gemm(w, xt, at, 1, DP4A);
                 bad += memcmp(yt.data(), y.data() + (size_t)t * rows, rows * sizeof(float)) != 0;
             }
             CHECK(bad == 0, "%s: %d tokens differ between a batch of %d and single-token products",
-                  qname(dt, T > QGEMM_TOKENS).c_str(), bad, T);
+                  qname(dt, kind).c_str(), bad, T);
         }
     return kt_finish("test_emu_kernels_gemm_quant");
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # test_gpu_bytes.py: scripts/gpu_bytes.py (the byte model of docs/gpu-kernels.md) reads its tiling constants
 # from cuda/, never counts a kernel below its compulsory bytes, and the doc's tables are its output. A
-# self-check first plants a changed constant and a vanished launch in a scratch copy: the checks must fail.
+# self-check first plants changed constants and launches in scratch copies: the checks must fail.
 import json
 import os
 import re
@@ -91,7 +91,20 @@ def main():
         got = problems(root)
         if not got or "exits" not in got[0]:
             sys.exit(f"test_gpu_bytes: self-check: a changed split-KV grid did not stop the script: {got}")
-    print("self-check: a changed QMMA_ROWS makes the doc stale, a changed split-KV grid stops the script")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = scratch_copy(tmp)
+        plant(root, "cuda/kernels.cuh", "QMMA_TALL_MIN_ROWS = 2048", "QMMA_TALL_MIN_ROWS = 65536")  # no tall launch
+        got = problems(root)
+        if not any("is stale" in p for p in got):
+            sys.exit(f"test_gpu_bytes: self-check: a changed QMMA_TALL_MIN_ROWS did not make the doc stale: {got}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = scratch_copy(tmp)
+        plant(root, "cuda/gemm_quant.cu", "if (max_rows >= QMMA_TALL_MIN_ROWS) {", "if (max_rows > QMMA_TALL_MIN_ROWS) {")
+        got = problems(root)
+        if not got or "exits" not in got[0]:
+            sys.exit(f"test_gpu_bytes: self-check: a changed tall-GEMM rule did not stop the script: {got}")
+    print("self-check: a changed QMMA_ROWS or QMMA_TALL_MIN_ROWS makes the doc stale, a changed split-KV grid or "
+          "tall-GEMM rule stops the script")
     got = problems(ROOT)
     for p in got:
         print("FAIL", p)

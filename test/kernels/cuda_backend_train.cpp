@@ -4,6 +4,8 @@
 //   1. one stage-1 and one stage-2 iteration: loss and every parameter gradient agree;
 //   2. a few optimizer steps (stage 1, then stage 2 continuing): the trained weights agree;
 //   3. the trained draft's inference forward (Draft, concat mode) agrees.
+// All three for the Beagle draft and for the EAGLE-style draft (arch eagle: fc([E(t); f]), causal
+// self-attention over its own rows; the same ops, so the same kernels, in another order).
 // Tolerances: losses rtol 1e-5; gradients |g_cuda - g_cpu| <= 1e-5 max|g| per tensor (both backends
 // are fp32 with fixed but different summation orders: ~1e-7 relative per op, grown over ~20 ops);
 // weights after N AdamW steps |w_cuda - w_cpu| <= 2e-6 + 1e-3 * N * lr: an AdamW step moves a weight by
@@ -34,9 +36,10 @@ struct Setup {
     TrainBatch b;
 };
 
-static Setup make_setup() {
+static Setup make_setup(int arch) {
     Setup s;
     DraftConfig& c = s.c;
+    c.arch = arch;
     c.dim = 48;
     c.n_heads = 6;
     c.n_kv_heads = 2;
@@ -108,7 +111,7 @@ static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr) {
     m.get_weights(&r.weights);
     // inference with the trained weights: queries over true states + one kept prediction (concat)
     Draft d(r.weights, s.fz, ops, s.b.T, 8, 4);
-    d.add_true_states(s.states.data(), 20);
+    d.add_true_states(s.states.data(), 20, s.tokens.data());  // (an EAGLE draft's keys need the tokens too)
     int tok[2] = {s.tokens[20], s.tokens[21]}, pos[2] = {20, 21};
     std::vector<float> f1(2 * s.c.dim);
     d.forward(tok, pos, 1, nullptr, 0, f1.data(), nullptr);
@@ -120,8 +123,9 @@ static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr) {
     return r;
 }
 
-int main() {
-    Setup s = make_setup();
+static void check_arch(int arch) {
+    Setup s = make_setup(arch);
+    const char* an = draft_arch_name(arch);
     CpuOps cpu(2);
     std::unique_ptr<Ops> gpu = make_ops("cuda", 1);
     const int steps = 4;
@@ -129,9 +133,9 @@ int main() {
     Run a = train(cpu, s, steps, lr);
     Run b = train(*gpu, s, steps, lr);
 
-    CHECK(a.losses.size() == b.losses.size(), "iteration counts");
+    CHECK(a.losses.size() == b.losses.size(), "%s: iteration counts", an);
     for (size_t i = 0; i < a.losses.size(); i++) {
-        printf("iteration %zu: loss cpu %.7f cuda %.7f\n", i, a.losses[i], b.losses[i]);
+        printf("%s iteration %zu: loss cpu %.7f cuda %.7f\n", an, i, a.losses[i], b.losses[i]);
         // later iterations start from weights that already differ slightly (see the weight tolerance)
         CHECK_CLOSE(b.losses[i], a.losses[i], 0.0, i == 0 || i == (size_t)steps ? 1e-5 : 1e-3, "loss");
     }
@@ -142,8 +146,9 @@ int main() {
             gmax = std::max(gmax, (double)std::fabs(a.grads.t[i][k]));
             err = std::max(err, (double)std::fabs(a.grads.t[i][k] - b.grads.t[i][k]));
         }
-        printf("grad %-12s max |g| %.3e  max |g_cuda - g_cpu| %.3e\n", draft_tensor_name(i), gmax, err);
-        CHECK(err <= 1e-5 * gmax, "gradient of %s: cuda and cpu differ by %g (max |g| %g)", draft_tensor_name(i), err, gmax);
+        printf("%s grad %-12s max |g| %.3e  max |g_cuda - g_cpu| %.3e\n", an, draft_tensor_name(i), gmax, err);
+        CHECK(err <= 1e-5 * gmax, "%s: gradient of %s: cuda and cpu differ by %g (max |g| %g)", an, draft_tensor_name(i),
+              err, gmax);
     }
     const double wtol = 2e-6 + 1e-3 * (2 * steps) * lr;
     for (int i = 0; i < DT_COUNT; i++) {
@@ -153,17 +158,22 @@ int main() {
             err = std::max(err, (double)std::fabs(a.weights.t[i][k] - b.weights.t[i][k]));
             moved = std::max(moved, (double)std::fabs(a.weights.t[i][k] - s.dw.t[i][k]));
         }
-        printf("weights %-12s moved up to %.3e by training; max |w_cuda - w_cpu| %.3e (tol %.1e)\n", draft_tensor_name(i),
-               moved, err, wtol);
-        CHECK(err <= wtol, "trained %s: cuda and cpu differ by %g", draft_tensor_name(i), err);
-        CHECK(moved > 10 * wtol, "%s did not train (moved %g)", draft_tensor_name(i), moved);
+        printf("%s weights %-12s moved up to %.3e by training; max |w_cuda - w_cpu| %.3e (tol %.1e)\n", an,
+               draft_tensor_name(i), moved, err, wtol);
+        CHECK(err <= wtol, "%s: trained %s: cuda and cpu differ by %g", an, draft_tensor_name(i), err);
+        CHECK(moved > 10 * wtol, "%s: %s did not train (moved %g)", an, draft_tensor_name(i), moved);
     }
     double ferr = 0, fmax = 0;
     for (size_t k = 0; k < a.fh.size(); k++) {
         ferr = std::max(ferr, (double)std::fabs(a.fh[k] - b.fh[k]));
         fmax = std::max(fmax, (double)std::fabs(a.fh[k]));
     }
-    printf("draft inference f^: max |cuda - cpu| %.3e (max |f^| %.3e)\n", ferr, fmax);
-    CHECK(ferr <= 1e-3 * fmax, "trained draft's inference forward differs: %g", ferr);
+    printf("%s draft inference f^: max |cuda - cpu| %.3e (max |f^| %.3e)\n", an, ferr, fmax);
+    CHECK(ferr <= 1e-3 * fmax, "%s: trained draft's inference forward differs: %g", an, ferr);
+}
+
+int main() {
+    check_arch(ARCH_BEAGLE);
+    check_arch(ARCH_EAGLE);
     return test_summary("test_cuda_backend_train");
 }

@@ -6,7 +6,8 @@
 #   - with a prompt, prefill in one batch (-b 64) and one token at a time (-b 1) give the same text
 #     (batch-invariant kernels), which is also the CPU backend's text, and greedy speculative decoding
 #     (prompt lookup; the shipped Beagle draft in chain and tree mode: the draft's cross-attention with
-#     concat predictions, tree-mask verify, KV compaction) gives that same text;
+#     concat predictions, tree-mask verify, KV compaction; the shipped EAGLE-style draft in chain and tree
+#     mode) gives that same text;
 #   - over a 408-token prompt (a KV cache of two 256-key attention slices: split-KV decode, query-tiled
 #     prefill) the text is the CPU backend's, and greedy SD (lookup) gives the same;
 #   - SmolLM2-135M Q4_1 (quantized matmuls, tied Q8_0 embedding/LM head, GQA 9:3): a short greedy
@@ -67,6 +68,17 @@ if [ -f "$D" ]; then
     "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$D" --spec tree --total-tokens 24
 else
   echo "SKIP: draft SD checks: no draft at $D"; skips=$((skips+1))
+fi
+# ... and with the shipped EAGLE-style draft (arch eagle: fc([E(t); f]), causal self-attention over its own
+# rows, its KV cache growing with the tree; drafted in the host loop on this backend)
+DE=weights/eagle-stories260K.bin
+if [ -f "$DE" ]; then
+  check "cuda-emu greedy SD (EAGLE draft, chain) == plain greedy" "$tmp/cpu_prompt.txt" \
+    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$DE" --spec chain
+  check "cuda-emu greedy SD (EAGLE draft, tree of 24) == plain greedy" "$tmp/cpu_prompt.txt" \
+    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$DE" --spec tree --total-tokens 24
+else
+  echo "SKIP: EAGLE draft SD checks: no draft at $DE"; skips=$((skips+1))
 fi
 if [ -f "${BEAGLE_MODEL:-}" ]; then
   Q="The capital of France is"

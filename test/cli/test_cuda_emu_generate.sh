@@ -59,27 +59,17 @@ check "cuda-emu long prompt (split-KV decode) == cpu backend" "$tmp/cpu_long.txt
   "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$L" -n 30 --temp 0
 check "cuda-emu greedy SD (--spec lookup) over the long prompt == plain greedy" "$tmp/cpu_long.txt" \
   "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$L" -n 30 --temp 0 --spec lookup
-# ... and with the shipped Beagle draft (its cross-attention, concat predictions, dynamic tree) on the GPU
-D=weights/beagle-stories260K.bin
-if [ -f "$D" ]; then
-  check "cuda-emu greedy SD (Beagle draft, chain) == plain greedy" "$tmp/cpu_prompt.txt" \
-    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$D" --spec chain
-  check "cuda-emu greedy SD (Beagle draft, tree of 24) == plain greedy" "$tmp/cpu_prompt.txt" \
-    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$D" --spec tree --total-tokens 24
-else
-  echo "SKIP: draft SD checks: no draft at $D"; skips=$((skips+1))
-fi
-# ... and with the shipped EAGLE-style draft (arch eagle: fc([E(t); f]), causal self-attention over its own
+# ... and with the shipped drafts on the GPU: the Beagle draft (its cross-attention, concat predictions,
+# dynamic tree) and the EAGLE-style draft (arch eagle: fc([E(t); f]), causal self-attention over its own
 # rows, its KV cache growing with the tree; drafted in the host loop on this backend)
-DE=weights/eagle-stories260K.bin
-if [ -f "$DE" ]; then
-  check "cuda-emu greedy SD (EAGLE draft, chain) == plain greedy" "$tmp/cpu_prompt.txt" \
-    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$DE" --spec chain
-  check "cuda-emu greedy SD (EAGLE draft, tree of 24) == plain greedy" "$tmp/cpu_prompt.txt" \
-    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$DE" --spec tree --total-tokens 24
-else
-  echo "SKIP: EAGLE draft SD checks: no draft at $DE"; skips=$((skips+1))
-fi
+for draft in "Beagle:weights/beagle-stories260K.bin" "EAGLE:weights/eagle-stories260K.bin"; do
+  name=${draft%%:*} D=${draft#*:}
+  if [ ! -f "$D" ]; then echo "SKIP: $name draft SD checks: no draft at $D"; skips=$((skips+1)); continue; fi
+  check "cuda-emu greedy SD ($name draft, chain) == plain greedy" "$tmp/cpu_prompt.txt" \
+    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$D" --spec chain
+  check "cuda-emu greedy SD ($name draft, tree of 24) == plain greedy" "$tmp/cpu_prompt.txt" \
+    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 -d "$D" --spec tree --total-tokens 24
+done
 if [ -f "${BEAGLE_MODEL:-}" ]; then
   Q="The capital of France is"
   "$CPU" generate -m "$BEAGLE_MODEL" -p "$Q" -n 4 --temp 0 > "$tmp/cpu_smol.txt" 2>/dev/null

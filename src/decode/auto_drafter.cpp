@@ -37,9 +37,7 @@ public:
             lookup_->accept(tree, path, path_states);
             draft_->accept_skipped(tree, path, path_states);
             // this lookup round (or plain step): path.size() tokens for a verify of tree.size() tokens
-            lk_tokens_ = lk_tokens_ * (1 - kDecay) + (double)path.size();
-            lk_steps_ = lk_steps_ * (1 - kDecay) + cost_[std::min(tree.size(), cost_.max_tokens())];
-            lookup_rounds_++;
+            looked_up_.add(path.size(), cost_[std::min(tree.size(), cost_.max_tokens())]);
             return;
         }
         const double t0 = now_seconds();
@@ -51,10 +49,8 @@ public:
         double c = cost_[T];
         if (draft_cost_ >= 0) c += draft_cost_;
         else if (t1_ > 0) c += draft_s_ / t1_;
-        tokens_ = tokens_ * (1 - kDecay) + (double)path.size();
-        steps_ = steps_ * (1 - kDecay) + c;
-        draft_rounds_++;
-        if (gain() > baseline()) gap_ = kMinGap;
+        drafted_.add(path.size(), c);
+        if (drafted_.gain() > baseline()) gap_ = kMinGap;
     }
 
     void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
@@ -75,23 +71,33 @@ public:
 private:
     static constexpr double kDecay = 1.0 / 16;
     static constexpr int kWarm = 4, kMinGap = 4, kMaxGap = 64;
+    // One kind of round's record: decayed sums (weight kDecay per round) of tokens committed and of cost
+    // in decode steps; their ratio is its tokens per step.
+    struct Rate {
+        double tokens = 0, steps = 0;
+        int rounds = 0;
+        void add(size_t committed, double cost) {
+            tokens = tokens * (1 - kDecay) + (double)committed;
+            steps = steps * (1 - kDecay) + cost;
+            rounds++;
+        }
+        double gain() const { return steps > 0 ? tokens / steps : 0; }
+    };
     std::unique_ptr<Drafter> draft_, lookup_;
     VerifyCost cost_;
     double draft_cost_;             // >= 0: fixed decode steps per draft round (tests)
     double t1_ = 0;                 // seconds of one decode step (estimate)
-    double tokens_ = 0, steps_ = 0; // draft rounds: decayed sums of tokens committed and cost in steps
-    double lk_tokens_ = 0, lk_steps_ = 0;  // the same for lookup rounds and plain steps
-    int draft_rounds_ = 0, lookup_rounds_ = 0, since_draft_ = 0, gap_ = kMinGap;
+    Rate drafted_, looked_up_;      // draft rounds; lookup rounds and plain steps
+    int since_draft_ = 0, gap_ = kMinGap;
     bool use_draft_ = true, sent_ = false;
     double draft_s_ = 0;            // this round's drafting time (draft rounds)
 
-    double gain() const { return steps_ > 0 ? tokens_ / steps_ : 0; }
     // What the draft must beat: the lookup rounds' tokens per step once there are kWarm of them (a
     // repetitive text makes lookup alone worth more than plain decoding), never less than plain's 1.
-    double baseline() const { return lookup_rounds_ >= kWarm ? std::max(1.0, lk_tokens_ / lk_steps_) : 1.0; }
+    double baseline() const { return looked_up_.rounds >= kWarm ? std::max(1.0, looked_up_.gain()) : 1.0; }
 
     bool choose_draft() {
-        if (draft_rounds_ < kWarm || gain() > baseline()) {
+        if (drafted_.rounds < kWarm || drafted_.gain() > baseline()) {
             since_draft_ = 0;
             return true;
         }

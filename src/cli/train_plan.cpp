@@ -82,13 +82,12 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
         TrainOptions o1 = o;
         o1.stage = 1;
         const TrainMemory b1 = train_memory(cb, o1, T, 1 % w);
+        const double b_total = b.persistent + std::max(b.iteration_peak, b1.iteration_peak);
         printf("the Beagle draft of this geometry (window %d): iteration peak stage 1 %.3f GiB, stage 2 (S = %d) %.3f GiB; "
                "TOTAL %.3f GiB (the larger)\n"
                "EAGLE / Beagle: iteration peak %.2fx of stage 1, %.2fx of stage 2; TOTAL %.2fx; trainable weights %.2fx\n",
-               w, b1.iteration_peak / GiB, S, b.iteration_peak / GiB,
-               (b.persistent + std::max(b.iteration_peak, b1.iteration_peak)) / GiB, m.iteration_peak / b1.iteration_peak,
-               m.iteration_peak / b.iteration_peak, total / (b.persistent + std::max(b.iteration_peak, b1.iteration_peak)),
-               m.weights / b.weights);
+               w, b1.iteration_peak / GiB, S, b.iteration_peak / GiB, b_total / GiB, m.iteration_peak / b1.iteration_peak,
+               m.iteration_peak / b.iteration_peak, total / b_total, m.weights / b.weights);
         if (ranks > 1) print_ranks(m, ranks, batch);
         return total < 24 * GiB ? 0 : 2;
     }

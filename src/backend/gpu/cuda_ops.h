@@ -108,8 +108,7 @@ private:
     std::vector<void*> slot_ptr_;
     std::vector<size_t> slot_bytes_;
     std::vector<std::vector<unsigned char>> slot_host_;  // what each staged slot holds (the last upload)
-    RopeParams rope_rp_;
-    bool rope_valid_ = false;
+    RopeParams rope_rp_;  // the frequencies S_FREQ holds, when slot_host_[S_FREQ] is not empty
 
     // CUDA graphs of plain decode steps (step_begin .. step_end; docs/gpu.md "CUDA graphs"). A step's
     // staged host arrays go through a fixed pinned mirror of their slot (the graph's copy node reads it).

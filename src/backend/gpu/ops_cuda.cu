@@ -304,8 +304,9 @@ void CudaOps::rmsnorm_f32_bwd(float* dx, float* dw, const float* dy, const float
 const float* CudaOps::rope_freq(const RopeParams& rp) {
     BEAGLE_CHECK(rp.head_dim > 0 && rp.head_dim % 2 == 0, "rope: head_dim %d must be even and positive", rp.head_dim);
     const size_t bytes = (size_t)(rp.head_dim / 2) * sizeof(float);
-    // (a slot that grew since, e.g. by a later Ops::reserve, holds nothing staged: slot_host_ is cleared)
-    bool same = rope_valid_ && !slot_host_[S_FREQ].empty() && rp.head_dim == rope_rp_.head_dim && rp.theta == rope_rp_.theta &&
+    // only rope_freq stages S_FREQ, so a slot holding something holds rope_rp_'s frequencies (a slot that
+    // grew since, e.g. by a later Ops::reserve, holds nothing: scratch() clears slot_host_)
+    bool same = !slot_host_[S_FREQ].empty() && rp.head_dim == rope_rp_.head_dim && rp.theta == rope_rp_.theta &&
                 rp.llama3_scaling == rope_rp_.llama3_scaling && rp.factor == rope_rp_.factor &&
                 rp.low_freq_factor == rope_rp_.low_freq_factor && rp.high_freq_factor == rope_rp_.high_freq_factor &&
                 rp.orig_max_pos == rope_rp_.orig_max_pos;
@@ -314,7 +315,6 @@ const float* CudaOps::rope_freq(const RopeParams& rp) {
         CpuOps::rope_freqs(rp, f.data());
         stage(S_FREQ, f.data(), bytes);
         rope_rp_ = rp;
-        rope_valid_ = true;
     }
     return (const float*)slot_ptr_[S_FREQ];
 }

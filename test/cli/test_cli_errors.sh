@@ -7,14 +7,7 @@ B=$BEAGLE_BIN
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
 skips=0
-expect_error() {  # description, expected stderr substring, command...
-  local what=$1 needle=$2; shift 2
-  timeout 60 "$@" > "$tmp/out" 2> "$tmp/err" < /dev/null
-  local rc=$?
-  if [ $rc -ne 1 ]; then echo "FAIL $what: exit $rc (want 1)"; cat "$tmp/err" | head -5; fails=$((fails+1)); return; fi
-  if ! grep -qF -- "$needle" "$tmp/err"; then echo "FAIL $what: stderr lacks '$needle':"; cat "$tmp/err"; fails=$((fails+1)); return; fi
-  echo "ok   $what: $(head -c 200 "$tmp/err" | tr '\n' ' ')"
-}
+. "$(dirname "$0")/expect_error.sh"
 expect_error "no command" "usage" "$B"
 expect_error "unknown command" "unknown command 'frobnicate'" "$B" frobnicate
 expect_error "unknown flag" "unknown option '--bogus'" "$B" generate -m "$M/stories260K.bin" --bogus

@@ -9,7 +9,8 @@ B=$(dirname "$BEAGLE_BIN")
 MODEL=$BEAGLE_ROOT/weights/SmolLM2-135M-Instruct.Q4_1.gguf
 M=$BEAGLE_SHARED/data/models
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fail=0
+fails=0
+HERE=$(cd "$(dirname "$0")" && pwd)
 cd "$BEAGLE_ROOT"
 FLAGS=(-std=c++17 -O1 -pthread -mavx2 -mfma -mf16c -DBEAGLE_NO_HTTP -Isrc)
 for f in server remote; do
@@ -18,23 +19,16 @@ done
 cli=$(ls "$B"/obj/src/cli/*.o)
 g++ -pthread -o "$tmp/beagle" "$tmp/server.o" "$tmp/remote.o" $cli "$B/libbeagle.a" -pthread -ldl \
   || { echo "FAIL: the NO_HTTP build does not link without -lcpp-httplib -lz"; exit 1; }
-if ldd "$tmp/beagle" | grep -E 'httplib|libz\.'; then echo "FAIL: the NO_HTTP binary still links the libraries above"; fail=1; fi
+if ldd "$tmp/beagle" | grep -E 'httplib|libz\.'; then echo "FAIL: the NO_HTTP binary still links the libraries above"; fails=$((fails+1)); fi
 # same text as the normal build (stories260K, greedy)
 want=$("$BEAGLE_BIN" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "Once upon a time" -n 40 --temp 0 2>/dev/null)
 got=$("$tmp/beagle" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "Once upon a time" -n 40 --temp 0 2>/dev/null)
 if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "ok   generate: the same 40 tokens as the normal build"
-else echo "FAIL generate: normal build '$want', NO_HTTP build '$got'"; fail=1; fi
-expect_error() {  # description, expected stderr substring, command...
-  local what=$1 needle=$2; shift 2
-  timeout 60 "$@" > "$tmp/out" 2> "$tmp/err" < /dev/null
-  local rc=$?
-  if [ $rc -ne 1 ]; then echo "FAIL $what: exit $rc (want 1)"; head -5 "$tmp/err"; fail=1; return; fi
-  if ! grep -qF -- "$needle" "$tmp/err"; then echo "FAIL $what: stderr lacks '$needle':"; cat "$tmp/err"; fail=1; return; fi
-  echo "ok   $what: $(tail -c 200 "$tmp/err" | tr '\n' ' ')"
-}
+else echo "FAIL generate: normal build '$want', NO_HTTP build '$got'"; fails=$((fails+1)); fi
+. "$HERE/expect_error.sh"
 expect_error "serve" "built with NO_HTTP=1 (without cpp-httplib): \`serve\` is not available" \
   "$tmp/beagle" serve -m "$M/stories260K.bin" -z "$M/tok512.bin" --port 0
 expect_error "generate --server" "built with NO_HTTP=1 (without cpp-httplib): remote drafting (--server) is not available" \
   "$tmp/beagle" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" --server http://127.0.0.1:1 --spec none --temp 0 -p hi -n 4
-[ $fail -eq 0 ] && echo "NO_HTTP build: links without cpp-httplib, same text, clear errors" || echo "FAIL"
-exit $fail
+[ $fails -eq 0 ] && echo "NO_HTTP build: links without cpp-httplib, same text, clear errors" || echo "FAIL"
+[ $fails -eq 0 ]

@@ -174,6 +174,9 @@ public:
     // Size the backend's scratch for calls up to s (several calls: the largest of each); the CPU
     // backend keeps no scratch.
     virtual void reserve(const ScratchSizes& s) {}
+    // The CPU backend: later ops use at most n of its pool's threads (0: all of them); the results are
+    // the same bits, only the split changes. Other backends have no threads to limit.
+    virtual void set_threads(int n) {}
 
     // A fixed-shape step as one unit the backend may capture once and replay (the CUDA backend: a CUDA
     // graph of a plain decode step, docs/gpu.md). step_begin(owner, variant, max_past) == true: the op

@@ -147,9 +147,10 @@ struct Acc {
     int prompts = 0, tokens = 0, passes = 0, mismatches = 0;
     double seconds = 0, draft_s = 0, tau_tokens = 0, rounds = 0, drafted = 0;
     std::vector<long> reached, accepted;
-    std::map<std::string, long> rounds_by_mode;
+    std::map<std::string, long> rounds_by_mode, draft_threads;
     void add(const SpecStats& st, bool mismatch) {
         for (const auto& kv : st.rounds_by_mode) rounds_by_mode[kv.first] += kv.second;
+        for (const auto& kv : st.draft_threads) draft_threads[kv.first] += kv.second;
         prompts++;
         mismatches += mismatch;
         tokens += st.gen_tokens;
@@ -189,6 +190,10 @@ struct Acc {
         if (!rounds_by_mode.empty()) {
             j["rounds_by_mode"] = Json::object();
             for (const auto& kv : rounds_by_mode) j["rounds_by_mode"][kv.first] = kv.second;
+        }
+        if (!draft_threads.empty()) {  // --draft-threads -1: drafting rounds on one thread / on the whole pool
+            j["draft_threads"] = Json::object();
+            for (const auto& kv : draft_threads) j["draft_threads"][kv.first] = kv.second;
         }
         return j;
     }

@@ -8,7 +8,7 @@
 namespace beagle {
 
 struct DraftOptions {
-    long gamma = 5, ngram = 3, depth = 5, topk = 10, draft_threads = 1;
+    long gamma = 5, ngram = 3, depth = 5, topk = 10, draft_threads = -1;
     double lookup_skip = 0.5;
     bool no_concat = false, draft_f32 = false;
 
@@ -20,7 +20,8 @@ struct DraftOptions {
         a.number("--lookup-skip", &lookup_skip, "hybrid: send a lookup match alone (no draft forward) when its first token's learnt\n"
                  "acceptance rate is at least this (> 1: never)");
         a.flag("--draft-f32", &draft_f32, "draft matrices in f32 as trained (default: a Q8_0 copy, 4x fewer bytes per step)");
-        a.integer("--draft-threads", &draft_threads, "CPU threads of the draft model's forwards (0 = the target's -t)");
+        a.integer("--draft-threads", &draft_threads, "CPU threads of the draft model's forwards: N its own pool, 0 the target's -t;\n"
+                  "-1 (default): the target's pool on 1 thread or all, whichever measures faster while generating");
     }
 
     // Every mode's settings; the verify cost and a numeric --total-tokens are the caller's.

@@ -246,6 +246,10 @@ void report_spec(const std::string& mode, const SpecStats& st, int threads, bool
     const double tok_s = tokens_per_s(st);
     std::string rounds;  // the mode of each round, counted: "hybrid 40, lookup 3, plain 120"
     for (const auto& kv : st.rounds_by_mode) rounds += strfmt("%s%s %d", rounds.empty() ? "" : ", ", kv.first.c_str(), kv.second);
+    if (!st.draft_threads.empty()) {  // --draft-threads -1: how the drafting rounds split their forwards
+        rounds += "; draft threads:";
+        for (const auto& kv : st.draft_threads) rounds += strfmt(" %s %d", kv.first.c_str(), kv.second);
+    }
     fprintf(stderr, "%s: %d tokens in %.3f s (%.1f tok/s), %d target passes, tau %.3f, draft %.1f ms (%.2f ms/round), "
             "verify %.1f ms; rounds: %s%s%s\n",
             mode.c_str(), st.gen_tokens, st.decode_s, tok_s, st.target_passes, st.tau(), st.draft_s * 1e3,
@@ -277,6 +281,10 @@ void report_spec(const std::string& mode, const SpecStats& st, int threads, bool
     js["rounds"] = st.rounds;
     js["rounds_by_mode"] = Json::object();
     for (const auto& kv : st.rounds_by_mode) js["rounds_by_mode"][kv.first] = kv.second;
+    if (!st.draft_threads.empty()) {
+        js["draft_threads"] = Json::object();
+        for (const auto& kv : st.draft_threads) js["draft_threads"][kv.first] = kv.second;
+    }
     js["accept_by_depth"] = accept;
     js["reached_by_depth"] = st.reached_by_depth;
     js["prefill_ms"] = rounded(st.prefill_s * 1e3, 3);

@@ -13,7 +13,7 @@ int default_threads() {
     return n ? (int)n : 1;
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads), limit_(n_threads_) {
     for (int i = 1; i < n_threads_; i++) threads_.emplace_back(&ThreadPool::worker, this, i);
 }
 
@@ -85,12 +85,13 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
 
 void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t cost) {
     if (n <= 0) return;
-    int nt = n_threads_;
+    const int nt = limit_;
     if (nt == 1 || n == 1 || n * cost < (1 << 16)) {
         fn(0, n, 0);
         return;
     }
     run_on_all([&](int t) {
+        if (t >= nt) return;  // beyond the limit: woken, no chunk
         int64_t b = n * t / nt, e = n * (t + 1) / nt;
         if (b < e) fn(b, e, t);
     });

@@ -21,6 +21,11 @@ public:
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const { return n_threads_; }
+    // Later parallel_for jobs use at most n of the threads (1: the caller alone, no worker woken;
+    // 0 or >= size(): all). The split stays static, so results do not change, only who computes them.
+    // The speculative drafter runs small draft forwards this way when a split measured slower.
+    void set_limit(int n) { limit_ = n <= 0 || n > n_threads_ ? n_threads_ : n; }
+    int limit() const { return limit_; }
     // fn(begin, end, thread_index) over static chunks of [0, n); returns when all chunks are done.
     // cost: rough work per item (e.g. flops); jobs under ~64K in total run on the caller alone,
     // since waking a worker costs more than that (the result does not depend on the split).
@@ -31,7 +36,7 @@ public:
 
 private:
     void worker(int idx);
-    int n_threads_;
+    int n_threads_, limit_;
     std::vector<std::thread> threads_;
     const std::function<void(int)>* job_ = nullptr;
     std::atomic<uint64_t> generation_{0};

@@ -17,6 +17,7 @@ public:
         : draft_(std::move(draft)), lookup_(std::move(lookup)), cost_(std::move(verify_cost)), draft_cost_(draft_cost) {}
     const char* name() const override { return "auto"; }
     const char* round_mode() const override { return use_draft_ ? draft_->name() : sent_ ? lookup_->name() : "plain"; }
+    const char* round_threads() const override { return use_draft_ ? draft_->round_threads() : nullptr; }
 
     void begin(const std::vector<int>& prompt, const float* states) override {
         draft_->begin(prompt, states);

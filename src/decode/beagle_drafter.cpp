@@ -25,10 +25,12 @@ public:
           rates_(std::max(p.lookup_ngram, 1), std::max(p.depth, 1)) {
         const int max_pred = beagle_max_pred(p.tree, p.gamma, p.depth, p.topk);
         Ops* ops = s.ops.get();
-        if (p.threads > 0 && p.threads != s.threads && std::string(ops->name()) == "cpu") {
+        const bool cpu = std::string(ops->name()) == "cpu";
+        if (p.threads > 0 && p.threads != s.threads && cpu) {
             own_ops_ = make_ops("cpu", p.threads);  // host buffers: the target's states and weights are shared as is
             ops = own_ops_.get();
         }
+        if (p.threads < 0 && cpu && s.threads > 1) pool_ops_ = ops;  // measured: one thread or all
         draft_.reset(new Draft(w, fz, *ops, s.llama->ctx(), max_pred + 1, std::max(p.topk, 1)));
         draft_->use_target_weights(s.llama->tok_embd_weight(), s.llama->lm_head_weight());
         if (p.q8) draft_->use_q8_weights(w);
@@ -68,9 +70,27 @@ public:
         BEAGLE_CHECK((int)history.size() == draft_->n_true(), "draft out of step: %zu committed tokens, %d true states",
                      history.size(), draft_->n_true());
         draft_->clear_pred();
+        if (!pool_ops_) {
+            if (p_.tree) propose_tree(history, tree, room);
+            else propose_chain(tree, room, sp, rng);
+            return;
+        }
+        const int which = pool_.pick();
+        last_threads_ = nullptr;
+        struct Limit {  // the target's pool back to all its threads, whatever happens
+            Ops* ops;
+            ~Limit() { ops->set_threads(0); }
+        } limit{pool_ops_};
+        pool_ops_->set_threads(which ? 0 : 1);
+        const int64_t f0 = draft_->forwards();
+        const double t0 = now_seconds();
         if (p_.tree) propose_tree(history, tree, room);
         else propose_chain(tree, room, sp, rng);
+        const int64_t forwards = draft_->forwards() - f0;
+        pool_.observe(which, now_seconds() - t0, forwards);
+        if (forwards > 0) last_threads_ = which ? "all" : "1";
     }
+    const char* round_threads() const override { return last_threads_; }
 
     void observe_verify(int T, double seconds) override { cost_.observe(T, seconds); }
 
@@ -104,6 +124,9 @@ private:
     }
 
     std::unique_ptr<Ops> own_ops_;  // the draft's own thread pool (p_.threads), destroyed after draft_
+    Ops* pool_ops_ = nullptr;       // p_.threads -1 on a CPU pool of 2+ threads: the pool whose limit pool_ sets
+    DraftPool pool_;
+    const char* last_threads_ = nullptr;
     BeagleDraftParams p_;
     int V_, Vt_, words_;          // draft logits per row; the target's vocabulary
     std::vector<int32_t> d2t_;    // reduced vocabulary: draft logit i is target token d2t_[i] (empty: identity)
@@ -410,7 +433,7 @@ std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftF
     BEAGLE_CHECK(p.topk >= 1, "--topk must be >= 1, got %d", p.topk);
     BEAGLE_CHECK(p.gamma >= 1, "--gamma must be >= 1, got %d", p.gamma);
     BEAGLE_CHECK(p.total_tokens >= 2, "--total-tokens must be >= 2, got %d", p.total_tokens);
-    BEAGLE_CHECK(p.threads >= 0 && p.threads <= 256, "--draft-threads must be in 0..256, got %d", p.threads);
+    BEAGLE_CHECK(p.threads >= -1 && p.threads <= 256, "--draft-threads must be in -1..256, got %d", p.threads);
     BEAGLE_CHECK(p.verify_cost.empty() || p.verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
     BEAGLE_CHECK(p.concat || w.cfg.arch != ARCH_EAGLE,
                  "--no-concat is a Beagle draft's mode: an EAGLE draft's self-attention always sees its own predictions");

@@ -3,6 +3,7 @@
 // are every mode's settings for make_drafter (drafters.h), which sets this drafter up.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -25,9 +26,11 @@ struct BeagleDraftParams {
     bool tree_on_backend = true;  // greedy tree of a Beagle draft: the working tree stays on the backend between
                                   // depths (one sync per round, Draft::tree_expand); false: the host loop (one per
                                   // depth), the reference the tests compare it with. EAGLE drafts use the host loop
-    int threads = 1;         // CPU backend: threads of the draft's forwards, its own pool (0: the target's pool).
-                             // Its matmuls are small (a few rows of at most 8192 x 576), so on 2 cores one
-                             // thread without barriers drafts as fast as two, and 4-10x faster under load
+    int threads = -1;        // CPU backend: threads of the draft's forwards. N > 0: a pool of its own; 0: the
+                             // target's pool; -1: the target's pool on one thread or on all of them, whichever
+                             // its forwards measure faster here (DraftPool in beagle_drafter.cpp). Its matmuls
+                             // are small (a few rows of at most 8192 x 576): on a quiet 2-core machine two
+                             // threads draft 1.3-1.7x faster than one, under load one is 4-10x faster
     // Non-empty (--total-tokens auto): verify_cost[T] = cost of verifying T tokens in decode steps
     // (measure_verify_cost). Each round then keeps the best-ranked n candidates that maximise the
     // expected tokens per unit of cost, (1 + a sum_{i<n} exp(score_i)) / verify_cost[n + 1], with
@@ -36,6 +39,32 @@ struct BeagleDraftParams {
     std::vector<double> verify_cost;
     double auto_draft_cost = -1;  // mode auto (auto_drafter.h): a draft round's drafting cost in decode steps;
                                   // < 0: measured each round (tests fix it to make the choices reproducible)
+};
+
+// --draft-threads -1: the draft's forwards run on the target's pool, on one thread (the caller, no
+// barrier) or on all of them (split rows, a barrier per op), whichever is faster on this machine now.
+// A draft forward is small (a chain step: one query through 3.5 M weights and an 8192-row head), so
+// the split gains little and a barrier on a busy machine (a descheduled worker) costs milliseconds.
+// Measured, not guessed: the first 8 rounds that run the draft alternate between the two; then the
+// faster by seconds per draft forward (running means of the first 8, then weight 1/8) is kept, and the
+// other is tried again every 32 rounds. The choice changes no result: the split is static and every
+// row is computed the same way whoever computes it.
+struct DraftPool {
+    static constexpr int WARM = 4, PROBE_EVERY = 32;
+    double sec[2] = {0, 0};  // mean seconds per draft forward: [0] one thread, [1] all
+    int n[2] = {0, 0}, rounds = 0;
+    int pick() const {  // 0: one thread, 1: all
+        if (n[0] < WARM || n[1] < WARM) return rounds % 2;
+        const int best = sec[0] <= sec[1] ? 0 : 1;
+        return rounds % PROBE_EVERY == PROBE_EVERY - 1 ? 1 - best : best;
+    }
+    void observe(int which, double seconds, int64_t forwards) {
+        if (forwards <= 0) return;  // a hybrid round that sent a lookup match alone
+        const double x = seconds / (double)forwards;
+        n[which]++;
+        sec[which] += (x - sec[which]) / std::min(n[which], 2 * WARM);
+        rounds++;
+    }
 };
 
 // The predicted keys a BeagleDrafter's Draft keeps at most in one round (tree: the root's child plus

@@ -51,6 +51,10 @@ public:
     // The mode that proposed the last round (statistics: SpecStats::rounds_by_mode); name() unless a
     // drafter switches modes (auto).
     virtual const char* round_mode() const { return name(); }
+    // How the last round's draft forwards were split on the CPU (statistics: SpecStats::draft_threads):
+    // "1" (one thread) or "all" (the target's whole pool) under --draft-threads -1; nullptr otherwise or
+    // when the round ran no draft forward.
+    virtual const char* round_threads() const { return nullptr; }
 };
 
 }  // namespace beagle

@@ -27,6 +27,7 @@ struct SpecStats : GenStats {
     double tau() const { return rounds ? (double)gen_tokens_after_root / rounds : 1.0; }
     int gen_tokens_after_root = 0;       // tokens committed by verify rounds
     std::map<std::string, int> rounds_by_mode;  // Drafter::round_mode() of each round (auto switches)
+    std::map<std::string, int> draft_threads;   // Drafter::round_threads() of the rounds that drafted ("1", "all")
 };
 
 struct SpecParams {

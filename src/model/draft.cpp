@@ -699,6 +699,7 @@ void Draft::forward_impl(const int* tokens, const int* pos, int n, const uint64_
     BEAGLE_CHECK(n >= 1 && n <= max_q_, "draft forward: %d queries, allowed 1..%d", n, max_q_);
     BEAGLE_CHECK(tokens || c.arch == ARCH_BEAGLE, "draft forward: an EAGLE draft needs host tokens");
     ensure_kv();
+    forwards_++;
     if (c.arch == ARCH_EAGLE) {
         BEAGLE_CHECK(!mask_on_backend, "draft forward: an EAGLE draft's masks are host arrays");
         eagle_forward(tokens, pos, n, pred_mask, mask_words);

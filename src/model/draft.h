@@ -169,6 +169,7 @@ public:
     // verify, Llama::states_backend()) as the next n true states: gathered on the backend (tokens as above).
     void add_true_state_rows(const float* src, const int* rows, int n, const int* tokens = nullptr);
     int n_true() const { return n_true_cached_ + n_true_pending_; }
+    int64_t forwards() const { return forwards_; }  // forward / forward_ids / forward_tree calls so far
     // Truncate back to the true states (after verification).
     void clear_pred();
     int n_pred() const { return n_pred_cached_ + n_pred_pending_; }
@@ -228,6 +229,7 @@ private:
     std::vector<uint8_t> q8_bytes_[DT_COUNT];  // use_q8_weights: Q8_0 copies and their tensor views
     std::unique_ptr<Tensor> q8_t_[DT_COUNT];
     bool concat_ = true;
+    int64_t forwards_ = 0;
     float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
     float *stage_t_, *stage_p_;              // pending states (K/V not yet computed). EAGLE: stage_t_ row p holds
                                              // f_p for every true position (the features of later keys and queries),

@@ -49,7 +49,7 @@ expect_error "unknown --spec" "--spec must be none, lookup, chain, tree, hybrid 
 expect_error "hybrid without a draft" "--spec hybrid needs a draft model" "$B" generate "${S[@]}" --spec hybrid -p hi
 expect_error "auto with a fixed tree size" "--spec auto chooses from measured costs: it needs --total-tokens auto, got '60'" \
   "$B" generate "${S[@]}" -d "$D" --spec auto --total-tokens 60 -p hi
-expect_error "--draft-threads -1" "--draft-threads must be in 0..256, got -1" "$B" generate "${S[@]}" -d "$D" --draft-threads -1 -p hi
+expect_error "--draft-threads -2" "--draft-threads must be in -1..256, got -2" "$B" generate "${S[@]}" -d "$D" --draft-threads -2 -p hi
 expect_error "--depth 0" "--depth must be in 1..32, got 0" "$B" generate "${S[@]}" -d "$D" --depth 0 -p hi
 expect_error "--total-tokens 1" "--total-tokens must be 'auto' or an integer in 2..1024" "$B" generate "${S[@]}" -d "$D" --total-tokens 1 -p hi
 expect_error "--gamma 0" "--gamma" "$B" generate "${S[@]}" -d "$D" --spec chain --gamma 0 -p hi

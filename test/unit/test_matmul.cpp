@@ -20,6 +20,7 @@
 //    x * fl(1/d), d = fl(amax / QMAX)), so |y_model - y| <= sum_i |w_i| (d_x/2 + 3u|x_i|); add the
 //    rounding of the reference's float w (u sum |w_i x_i|) and the kernel's rounding bound above. With
 //    16-bit activations d_x/2 is 258x smaller than with 8-bit ones, so this check is that much tighter.
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -452,9 +453,44 @@ static void test_act_bits_env() {
     CHECK(cpu_matmul_act_bits() == 16, "set_act_bits(16) gives %d", cpu_matmul_act_bits());
 }
 
+// ThreadPool::set_limit (the drafter's one-thread forwards on the target's pool): limit 1 runs every
+// chunk on the caller and wakes no worker; 0 gives all threads back; a limited pool's matmul is the
+// same bits as a one-thread pool's (the kernels' static split changes who computes a row, not how).
+static void test_pool_limit(ThreadPool& pool1, ThreadPool& pool2) {
+    auto threads_used = [&](ThreadPool& p) {
+        std::vector<std::atomic<int>> seen(p.size());
+        for (auto& a : seen) a = 0;
+        p.parallel_for(1000, [&](int64_t, int64_t, int t) { seen[t]++; }, 1 << 20);
+        int n = 0;
+        for (auto& a : seen) n += a.load() > 0;
+        return n;
+    };
+    CHECK(threads_used(pool2) == 2, "a 2-thread pool ran a large job on %d threads", threads_used(pool2));
+    pool2.set_limit(1);
+    CHECK(pool2.limit() == 1 && threads_used(pool2) == 1, "limit 1: %d threads ran", threads_used(pool2));
+    Rng rng(7);
+    for (DType dt : {DType::F32, DType::Q8_0, DType::Q4_1}) {
+        const int64_t rows = 200, cols = 576;
+        const int T = 5;
+        std::vector<uint8_t> wb = make_weight(dt, rows, cols, rng);
+        Weight W = make_W(dt, wb, rows, cols);
+        std::vector<float> x = make_x(T, cols, rng), y1((size_t)T * rows), y2((size_t)T * rows);
+        cpu_matmul(y1.data(), x.data(), W, T, pool1);
+        cpu_matmul(y2.data(), x.data(), W, T, pool2);
+        CHECK(memcmp(y1.data(), y2.data(), y1.size() * 4) == 0, "%s: a pool limited to 1 thread differs from a 1-thread pool",
+              dtype_name(dt));
+    }
+    pool2.set_limit(0);
+    CHECK(pool2.limit() == 2 && threads_used(pool2) == 2, "limit 0: %d threads ran, expected all 2", threads_used(pool2));
+    pool2.set_limit(5);
+    CHECK(pool2.limit() == 2, "limit 5 on a 2-thread pool: %d", pool2.limit());
+    pool2.set_limit(0);
+}
+
 int main() {
     ThreadPool pool1(1), pool2(2);
     test_act_bits_env();
+    test_pool_limit(pool1, pool2);
     test_quantizer();
     test_errors(pool2);
     std::vector<const char*> isas = {"avx2"};

@@ -17,6 +17,7 @@ public:
     explicit CpuOps(int n_threads) : pool_(n_threads), scratch_(pool_.size()) {}
     const char* name() const override { return "cpu"; }
     ThreadPool& pool() { return pool_; }
+    void set_threads(int n) override { pool_.set_limit(n); }
 
     float* alloc(size_t n) override;
     void release(float* p) override;

@@ -153,6 +153,7 @@ bench-remote: $(BUILD)/beagle $(MODEL)
 # of make test): llama-bench and beagle bench, then greedy plain and speculative decoding (llama-completion,
 # llama-lookup; bench-sd none, lookup, auto) of the MT-Bench first turns, BENCH_PEER_PER_CAT per category (10:
 # all 80), BENCH_PEER_N tokens each (128), 2 threads. build/bench-peer.json, the table in docs/bench-peer.md.
+# BENCH_PEER_ISA=avx2: both on their AVX2 path (llama.cpp built again with GGML_NATIVE=OFF), *-avx2.json / .md.
 bench-peer: $(BUILD)/beagle $(MODEL)
 	BENCH_PEER_PROMPTS=$(SHARED)/data/eval/mt_bench_question.jsonl bash scripts/bench_peer.sh $(BUILD)
 

@@ -147,10 +147,11 @@ struct Acc {
     int prompts = 0, tokens = 0, passes = 0, mismatches = 0;
     double seconds = 0, draft_s = 0, tau_tokens = 0, rounds = 0, drafted = 0;
     std::vector<long> reached, accepted;
-    std::map<std::string, long> rounds_by_mode, draft_threads;
+    std::map<std::string, long> rounds_by_mode, draft_threads, draft_depth;
     void add(const SpecStats& st, bool mismatch) {
         for (const auto& kv : st.rounds_by_mode) rounds_by_mode[kv.first] += kv.second;
         for (const auto& kv : st.draft_threads) draft_threads[kv.first] += kv.second;
+        for (const auto& kv : st.draft_depth) draft_depth[std::to_string(kv.first)] += kv.second;
         prompts++;
         mismatches += mismatch;
         tokens += st.gen_tokens;
@@ -194,6 +195,10 @@ struct Acc {
         if (!draft_threads.empty()) {  // --draft-threads -1: drafting rounds on one thread / on the whole pool
             j["draft_threads"] = Json::object();
             for (const auto& kv : draft_threads) j["draft_threads"][kv.first] = kv.second;
+        }
+        if (!draft_depth.empty()) {  // cost-aware trees: drafting rounds per measured depth
+            j["draft_depth"] = Json::object();
+            for (const auto& kv : draft_depth) j["draft_depth"][kv.first] = kv.second;
         }
         return j;
     }

@@ -14,7 +14,7 @@ struct DraftOptions {
 
     void declare(Args& a) {
         a.integer("--gamma", &gamma, "chain and lookup: tokens drafted per round");
-        a.integer("--depth", &depth, "tree: draft depth");
+        a.integer("--depth", &depth, "tree: draft depth (cost-aware trees: 1, 2 or this, whichever measures faster while generating)");
         a.integer("--topk", &topk, "tree: children per expanded node and nodes expanded per depth");
         a.integer("--ngram", &ngram, "lookup and hybrid: longest n-gram matched in the context");
         a.number("--lookup-skip", &lookup_skip, "hybrid: send a lookup match alone (no draft forward) when its first token's learnt\n"

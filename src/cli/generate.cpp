@@ -250,6 +250,10 @@ void report_spec(const std::string& mode, const SpecStats& st, int threads, bool
         rounds += "; draft threads:";
         for (const auto& kv : st.draft_threads) rounds += strfmt(" %s %d", kv.first.c_str(), kv.second);
     }
+    if (!st.draft_depth.empty()) {  // cost-aware trees: the depths the drafting rounds were measured into
+        rounds += "; draft depth:";
+        for (const auto& kv : st.draft_depth) rounds += strfmt(" %d: %d", kv.first, kv.second);
+    }
     fprintf(stderr, "%s: %d tokens in %.3f s (%.1f tok/s), %d target passes, tau %.3f, draft %.1f ms (%.2f ms/round), "
             "verify %.1f ms; rounds: %s%s%s\n",
             mode.c_str(), st.gen_tokens, st.decode_s, tok_s, st.target_passes, st.tau(), st.draft_s * 1e3,
@@ -284,6 +288,10 @@ void report_spec(const std::string& mode, const SpecStats& st, int threads, bool
     if (!st.draft_threads.empty()) {
         js["draft_threads"] = Json::object();
         for (const auto& kv : st.draft_threads) js["draft_threads"][kv.first] = kv.second;
+    }
+    if (!st.draft_depth.empty()) {
+        js["draft_depth"] = Json::object();
+        for (const auto& kv : st.draft_depth) js["draft_depth"][std::to_string(kv.first)] = kv.second;
     }
     js["accept_by_depth"] = accept;
     js["reached_by_depth"] = st.reached_by_depth;

@@ -18,6 +18,7 @@ public:
     const char* name() const override { return "auto"; }
     const char* round_mode() const override { return use_draft_ ? draft_->name() : sent_ ? lookup_->name() : "plain"; }
     const char* round_threads() const override { return use_draft_ ? draft_->round_threads() : nullptr; }
+    int round_depth() const override { return use_draft_ ? draft_->round_depth() : 0; }
 
     void begin(const std::vector<int>& prompt, const float* states) override {
         draft_->begin(prompt, states);

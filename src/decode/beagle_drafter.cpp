@@ -31,6 +31,12 @@ public:
             ops = own_ops_.get();
         }
         if (p.threads < 0 && cpu && s.threads > 1) pool_ops_ = ops;  // measured: one thread or all
+        if (p.tree && !p.verify_cost.empty()) {  // cost-aware trees: the depth measured too, cheapest first
+            for (int d : {1, 2})
+                if (d < p.depth) depths_.push_back(d);
+            depths_.push_back(p.depth);
+            depth_choice_ = MeasuredChoice((int)depths_.size(), 2);
+        }
         draft_.reset(new Draft(w, fz, *ops, s.llama->ctx(), max_pred + 1, std::max(p.topk, 1)));
         draft_->use_target_weights(s.llama->tok_embd_weight(), s.llama->lm_head_weight());
         if (p.q8) draft_->use_q8_weights(w);
@@ -59,6 +65,8 @@ public:
     // Another drafter's round (mode auto): the new true states join the draft's keys (their K/V are
     // computed with the next draft forward); this round's tree was not ours, so nothing is learnt from it.
     void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
+        round_ = Round();  // another drafter's round: its verify was not ours
+        round_.verify_s = 0;
         shadow_tok_ = shadow_lk_tok_ = -1;
         sent_score_.clear();
         lk_sent_.clear();
@@ -70,29 +78,36 @@ public:
         BEAGLE_CHECK((int)history.size() == draft_->n_true(), "draft out of step: %zu committed tokens, %d true states",
                      history.size(), draft_->n_true());
         draft_->clear_pred();
-        if (!pool_ops_) {
-            if (p_.tree) propose_tree(history, tree, room);
-            else propose_chain(tree, room, sp, rng);
-            return;
-        }
-        const int which = pool_.pick();
-        last_threads_ = nullptr;
+        // the round's choices (each measured: MeasuredChoice), then its drafting timed
+        round_ = Round();
+        round_.depth_arm = depths_.size() > 1 && timed_ ? depth_choice_.pick() : -1;  // untimed: p_.depth
+        const int which = pool_ops_ ? pool_.pick() : -1;
         struct Limit {  // the target's pool back to all its threads, whatever happens
             Ops* ops;
-            ~Limit() { ops->set_threads(0); }
+            ~Limit() {
+                if (ops) ops->set_threads(0);
+            }
         } limit{pool_ops_};
-        pool_ops_->set_threads(which ? 0 : 1);
+        if (pool_ops_) pool_ops_->set_threads(which ? 0 : 1);
         const int64_t f0 = draft_->forwards();
         const double t0 = now_seconds();
         if (p_.tree) propose_tree(history, tree, room);
         else propose_chain(tree, room, sp, rng);
-        const int64_t forwards = draft_->forwards() - f0;
-        pool_.observe(which, now_seconds() - t0, forwards);
-        if (forwards > 0) last_threads_ = which ? "all" : "1";
+        round_.forwards = draft_->forwards() - f0;
+        round_.draft_s = now_seconds() - t0;
+        if (round_.forwards > 0 && round_.draft_s > 0 && pool_ops_) {  // not a hybrid round of lookup alone
+            pool_.observe(which, round_.forwards / round_.draft_s);
+            round_.threads = which ? "all" : "1";
+        }
     }
-    const char* round_threads() const override { return last_threads_; }
+    int round_depth() const override { return round_.forwards > 0 && round_.depth_arm >= 0 ? depths_[round_.depth_arm] : 0; }
+    const char* round_threads() const override { return round_.threads; }
 
-    void observe_verify(int T, double seconds) override { cost_.observe(T, seconds); }
+    void observe_verify(int T, double seconds) override {
+        cost_.observe(T, seconds);
+        timed_ = true;
+        if (round_.verify_s < 0) round_.verify_s = seconds;  // the verify of the round proposed last (if ours)
+    }
 
     int draft_alone(int root) override {
         draft_->clear_pred();
@@ -112,6 +127,12 @@ private:
         return path_tok_.data();
     }
     void accepted(const DraftTree& tree, const std::vector<int>& path) {
+        // a cost-aware tree's depth is worth the tokens it commits (the path, the bonus) per second of the
+        // round (drafting + verify); rounds that ran no draft forward or whose verify was not timed
+        // (SpecParams::learn_cost off: tests with a fixed cost model) say nothing about it
+        if (round_.depth_arm >= 0 && round_.forwards > 0 && round_.verify_s > 0 && !round_.observed)
+            depth_choice_.observe(round_.depth_arm, (double)path.size() / (round_.draft_s + round_.verify_s));
+        round_.observed = true;
         if (p_.tree && !cost_.empty() && tree.size() > 1) {  // calibration of drafted nodes: accepted vs predicted
             for (int i = 1; i < tree.size() && i < (int)sent_score_.size(); i++)
                 if (std::isfinite(sent_score_[i])) predicted_ += std::exp((double)sent_score_[i]);
@@ -124,9 +145,28 @@ private:
     }
 
     std::unique_ptr<Ops> own_ops_;  // the draft's own thread pool (p_.threads), destroyed after draft_
-    Ops* pool_ops_ = nullptr;       // p_.threads -1 on a CPU pool of 2+ threads: the pool whose limit pool_ sets
-    DraftPool pool_;
-    const char* last_threads_ = nullptr;
+    // --draft-threads -1 on a CPU pool of 2+ threads: the draft's forwards on the target's pool, on one
+    // thread (arm 0: the caller alone, no barrier) or all of them (arm 1), whichever drafts more forwards per
+    // second. A draft forward is small (a chain step: one query through 3.5 M weights and an 8192-row head):
+    // the split gains little, and a barrier on a busy machine (a descheduled worker) costs milliseconds.
+    // The drafts are the same bits either way (the split is static; each row computed as by one thread).
+    Ops* pool_ops_ = nullptr;
+    MeasuredChoice pool_{2};
+    // Cost-aware trees: the depth, 1, 2 or p.depth (arms in this order, 2 warm-up rounds each: mode auto
+    // judges the draft by its first rounds), whichever commits more tokens per second of drafting + verify. On a 2-core CPU a draft forward of 10 queries costs ~0.15 decode steps
+    // and deep nodes rarely pay for it (docs/bench.md); on a GPU the full depth may.
+    // Until a verify has been timed (never with SpecParams::learn_cost off: tests with a fixed cost model)
+    // every tree is p.depth deep.
+    std::vector<int> depths_;
+    MeasuredChoice depth_choice_{1};
+    bool timed_ = false;
+    struct Round {                       // the round proposed last
+        int depth_arm = -1;              // its depth's arm (-1: not chosen)
+        const char* threads = nullptr;   // "1" / "all" (--draft-threads -1), for SpecStats
+        int64_t forwards = 0;            // draft forwards it ran
+        double draft_s = 0, verify_s = -1;  // its drafting time; its verify's (-1: not seen yet)
+        bool observed = false;           // its depth's value recorded (accepted)
+    } round_;
     BeagleDraftParams p_;
     int V_, Vt_, words_;          // draft logits per row; the target's vocabulary
     std::vector<int32_t> d2t_;    // reduced vocabulary: draft logit i is target token d2t_[i] (empty: identity)
@@ -235,7 +275,8 @@ private:
         std::vector<Node> nodes;
         nodes.push_back({tree->token[0], -1, 0, 0.0f, -1, true});
         // a tree of `total` nodes needs no more than total - 1 levels or children per node
-        const int depth = std::min(p_.depth, total - 1), topk = std::min(p_.topk, total - 1);
+        const int chosen = round_.depth_arm >= 0 ? depths_[round_.depth_arm] : p_.depth;
+        const int depth = std::min(chosen, total - 1), topk = std::min(p_.topk, total - 1);
         // hybrid: find the lookup match first; one whose first token is accepted often enough
         // (learnt rate >= lookup_skip) is sent without running the draft at all
         std::vector<int> ctx;

@@ -28,7 +28,7 @@ struct BeagleDraftParams {
                                   // depth), the reference the tests compare it with. EAGLE drafts use the host loop
     int threads = -1;        // CPU backend: threads of the draft's forwards. N > 0: a pool of its own; 0: the
                              // target's pool; -1: the target's pool on one thread or on all of them, whichever
-                             // its forwards measure faster here (DraftPool in beagle_drafter.cpp). Its matmuls
+                             // its forwards measure faster here (MeasuredChoice below). Its matmuls
                              // are small (a few rows of at most 8192 x 576): on a quiet 2-core machine two
                              // threads draft 1.3-1.7x faster than one, under load one is 4-10x faster
     // Non-empty (--total-tokens auto): verify_cost[T] = cost of verifying T tokens in decode steps
@@ -41,31 +41,39 @@ struct BeagleDraftParams {
                                   // < 0: measured each round (tests fix it to make the choices reproducible)
 };
 
-// --draft-threads -1: the draft's forwards run on the target's pool, on one thread (the caller, no
-// barrier) or on all of them (split rows, a barrier per op), whichever is faster on this machine now.
-// A draft forward is small (a chain step: one query through 3.5 M weights and an 8192-row head), so
-// the split gains little and a barrier on a busy machine (a descheduled worker) costs milliseconds.
-// Measured, not guessed: the first 8 rounds that run the draft alternate between the two; then the
-// faster by seconds per draft forward (running means of the first 8, then weight 1/8) is kept, and the
-// other is tried again every 32 rounds. The choice changes no result: the split is static and every
-// row is computed the same way whoever computes it.
-struct DraftPool {
-    static constexpr int WARM = 4, PROBE_EVERY = 32;
-    double sec[2] = {0, 0};  // mean seconds per draft forward: [0] one thread, [1] all
-    int n[2] = {0, 0}, rounds = 0;
-    int pick() const {  // 0: one thread, 1: all
-        if (n[0] < WARM || n[1] < WARM) return rounds % 2;
-        const int best = sec[0] <= sec[1] ? 0 : 1;
-        return rounds % PROBE_EVERY == PROBE_EVERY - 1 ? 1 - best : best;
+// One of K ways to run a drafting round, chosen by measurement on this machine as it generates
+// (BeagleDrafter: the draft's threads under --draft-threads -1, the depth of a cost-aware tree). The
+// first WARM x K observed rounds cycle through the arms; then the arm with the highest mean value (running mean of its first 2 WARM
+// values, then weight 1 / (2 WARM)) is used, and every PROBE_EVERY rounds one of the others is tried
+// again (in turn), so a change of the machine's load is noticed. pick() before the round, observe()
+// after it; a round that measured nothing is not observed, and with no observation at all pick() is
+// always arm 0 (the configured default).
+struct MeasuredChoice {
+    static constexpr int MAX_ARMS = 4, PROBE_EVERY = 32;
+    explicit MeasuredChoice(int arms = 2, int warm = 4) : K(std::max(1, std::min(arms, MAX_ARMS))), WARM(std::max(1, warm)) {}
+    int K, WARM;
+    double mean[MAX_ARMS] = {};
+    int n[MAX_ARMS] = {}, rounds = 0;
+    int best() const {
+        int b = 0;
+        for (int k = 1; k < K; k++) b = mean[k] > mean[b] ? k : b;
+        return b;
     }
-    void observe(int which, double seconds, int64_t forwards) {
-        if (forwards <= 0) return;  // a hybrid round that sent a lookup match alone
-        const double x = seconds / (double)forwards;
-        n[which]++;
-        sec[which] += (x - sec[which]) / std::min(n[which], 2 * WARM);
+    int pick() const {
+        for (int k = 0; k < K; k++)
+            if (n[k] < WARM) return rounds % K;
+        const int b = best();
+        if (K == 1 || rounds % PROBE_EVERY != PROBE_EVERY - 1) return b;
+        const int other = (rounds / PROBE_EVERY) % (K - 1);  // the other arms in turn
+        return other < b ? other : other + 1;
+    }
+    void observe(int arm, double value) {
+        n[arm]++;
+        mean[arm] += (value - mean[arm]) / std::min(n[arm], 2 * WARM);
         rounds++;
     }
 };
+
 
 // The predicted keys a BeagleDrafter's Draft keeps at most in one round (tree: the root's child plus
 // topk per deeper level; chain: gamma), at least 1. Its Draft is built with max_pred + 1 and

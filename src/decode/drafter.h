@@ -55,6 +55,9 @@ public:
     // "1" (one thread) or "all" (the target's whole pool) under --draft-threads -1; nullptr otherwise or
     // when the round ran no draft forward.
     virtual const char* round_threads() const { return nullptr; }
+    // The depth the last round's draft tree was expanded to when it was chosen by measurement (cost-aware
+    // trees; SpecStats::draft_depth); 0 otherwise or when the round ran no draft forward.
+    virtual int round_depth() const { return 0; }
 };
 
 }  // namespace beagle

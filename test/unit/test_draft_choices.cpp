@@ -1,8 +1,12 @@
-// test_draft_threads.cpp: where the draft's forwards run (--draft-threads) changes nothing but time.
-// On a 2-thread session, the shipped stories260K draft with its forwards on a pool of its own (1), on
-// the target's whole pool (0), and chosen by measurement (-1: one thread or all, DraftPool) drafts the
-// same trees and chains bit for bit: the same outputs, tau and acceptance by depth. -1 tries both in
-// its first rounds and says so (SpecStats::draft_threads). DraftPool's choice: fake timings.
+// test_draft_choices.cpp: what the drafter chooses by measurement while generating (MeasuredChoice:
+// the draft's threads under --draft-threads -1, the depth of a cost-aware tree) changes nothing but time
+// and tree shape, never the output. (1) The policy with fake values: warm-up over every arm, then the
+// best, the others probed in turn, a change noticed. (2) On a 2-thread session the shipped stories260K
+// draft with its forwards on a pool of its own (1), on the target's whole pool (0), and chosen (-1)
+// drafts the same trees and chains bit for bit (same outputs, tau, acceptance by depth); -1 tries both
+// (SpecStats::draft_threads). (3) A cost-aware tree with timed verifies tries depths 1, 2 and 5
+// (SpecStats::draft_depth) and its output is plain greedy decoding's; untimed, it stays at --depth.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,37 +21,55 @@ using namespace beagle;
 // The policy alone: alternate for 2 x WARM drafting rounds, then the faster, the other every PROBE_EVERY.
 static void test_policy() {
     for (int fast : {0, 1}) {
-        DraftPool p;
+        MeasuredChoice p(2);
         int picks[2] = {0, 0}, warm[2] = {0, 0};
         for (int r = 0; r < 200; r++) {
             const int w = p.pick();
-            (r < 2 * DraftPool::WARM ? warm : picks)[w]++;
-            p.observe(w, w == fast ? 1e-3 : 3e-3, 2);  // 0.5 ms per forward on the fast one, 1.5 ms on the other
-            if (r % 7 == 3) p.observe(1 - w, 1.0, 0);   // a round without draft forwards counts for nothing
+            (r < 2 * 4 ? warm : picks)[w]++;
+            p.observe(w, w == fast ? 2000 : 667);  // forwards per second: 0.5 ms each on the fast arm, 1.5 on the other
         }
-        CHECK(warm[0] == DraftPool::WARM && warm[1] == DraftPool::WARM, "fast %d: warm-up picks %d / %d, expected %d each",
-              fast, warm[0], warm[1], DraftPool::WARM);
-        const int probes = (200 - 2 * DraftPool::WARM) / DraftPool::PROBE_EVERY;
+        CHECK(warm[0] == 4 && warm[1] == 4, "fast %d: warm-up picks %d / %d, expected %d each",
+              fast, warm[0], warm[1], 4);
+        const int probes = (200 - 2 * 4) / MeasuredChoice::PROBE_EVERY;
         CHECK(picks[1 - fast] >= probes - 1 && picks[1 - fast] <= probes + 1 && picks[fast] == 192 - picks[1 - fast],
               "fast %d: after warm-up %d rounds on it, %d on the slow one (expected ~%d probes)", fast, picks[fast],
               picks[1 - fast], probes);
-        CHECK(p.sec[fast] > 0.4e-3 && p.sec[fast] < 0.6e-3, "fast %d: mean %.3g s per forward, expected 0.5 ms", fast,
-              p.sec[fast]);
+        CHECK(p.mean[fast] > 1999 && p.mean[fast] < 2001, "fast %d: mean %.6g forwards/s, expected 2000", fast, p.mean[fast]);
     }
     // the machine changes: the pool that was faster gets slower, and the probes find it
-    DraftPool p;
+    MeasuredChoice p(2);
     int late[2] = {0, 0};
     for (int r = 0; r < 400; r++) {
         const int w = p.pick();
         const double t = r < 100 ? (w ? 1e-3 : 2e-3) : (w ? 4e-3 : 2e-3);  // "all" fast, then 2x slower than one
         if (r >= 300) late[w]++;
-        p.observe(w, t, 1);
+        p.observe(w, 1 / t);
     }
     CHECK(late[0] > 90, "after the pool turned slow: %d of the last 100 rounds on one thread", late[0]);
 }
 
+// Three arms (depths), the middle one best: 2 warm-up rounds each, then it, the other two probed in turn.
+static void test_policy_arms() {
+    MeasuredChoice p(3, 2);
+    int warm[3] = {0, 0, 0}, after[3] = {0, 0, 0};
+    const double value[3] = {300, 400, 250};  // tokens per second of each arm
+    for (int r = 0; r < 326; r++) {
+        const int a = p.pick();
+        (r < 6 ? warm : after)[a]++;
+        p.observe(a, value[a]);
+    }
+    CHECK(warm[0] == 2 && warm[1] == 2 && warm[2] == 2, "3 arms: warm-up picks %d / %d / %d, expected 2 each", warm[0],
+          warm[1], warm[2]);
+    CHECK(after[0] >= 4 && after[2] >= 4 && after[0] + after[2] <= 11 && after[1] == 320 - after[0] - after[2],
+          "3 arms: after warm-up %d / %d / %d (expected the middle one, ~5 probes each of the others)", after[0], after[1],
+          after[2]);
+    MeasuredChoice none(3, 2);  // never observed (nothing timed): always arm 0
+    CHECK(none.pick() == 0 && none.pick() == 0, "an unobserved choice picks arm %d", none.pick());
+}
+
 int main() {
     test_policy();
+    test_policy_arms();
     const std::string M = test_models_dir(), shipped = test_root() + "/weights/beagle-stories260K.bin";
     CHECK(file_exists(shipped), "%s missing", shipped.c_str());
     const std::vector<std::string> prompts = test_stories_prompts();
@@ -95,14 +117,46 @@ int main() {
                 for (int c = 1; c < 3; c++)
                     CHECK(got[c] == got[0] && acc[c] == acc[0] && tau[c] == tau[0],
                           "%s %s: --draft-threads %d drafts differently from --draft-threads 1", how, mode, threads[c]);
-                CHECK(tried[0] >= DraftPool::WARM && tried[1] >= DraftPool::WARM,
+                CHECK(tried[0] >= 4 && tried[1] >= 4,
                       "%s %s --draft-threads -1: %d rounds on one thread, %d on all (expected >= %d each)", how, mode,
-                      tried[0], tried[1], DraftPool::WARM);
+                      tried[0], tried[1], 4);
                 printf("%s %s: the same drafts with the forwards on 1 thread, the pool, and measured (%d / %d rounds)\n",
                        how, mode, tried[0], tried[1]);
             }
+        // (3) the depth of a cost-aware tree (verify cost table: 1 + 0.3 (T - 1) decode steps)
+        BeagleDraftParams aware;
+        aware.verify_cost.assign(25, 1.0);
+        for (int T = 1; T <= 24; T++) aware.verify_cost[T] = 1 + 0.3 * (T - 1);
+        for (bool timed : {true, false}) {
+            std::unique_ptr<Drafter> d = make_drafter(s, "tree", aware, &dw, shipped);
+            std::map<int, int> depths;
+            int same = 0;
+            const int n_prompts = 8;
+            for (int i = 0; i < n_prompts; i++) {
+                std::vector<int> ids = s.encode_prompt(prompts[i], false, "");
+                GenStats pst;
+                std::vector<int> plain, out;
+                s.generate_plain(ids, 120, greedy, nullptr, &pst, &plain);
+                SpecParams spp;
+                spp.learn_cost = timed;
+                SpecStats st;
+                generate_speculative(s, *d, ids, 120, greedy, spp, nullptr, &st, &out);
+                same += out == plain;
+                for (const auto& kv : st.draft_depth) depths[kv.first] += kv.second;
+            }
+            CHECK(same == n_prompts, "cost-aware tree, timed %d: %d of %d outputs equal plain greedy", (int)timed, same, n_prompts);
+            if (timed) {
+                CHECK(depths.size() == 3 && depths[1] >= 2 && depths[2] >= 2 && depths[5] >= 2,
+                      "timed cost-aware tree: depths tried 1: %d, 2: %d, 5: %d (expected >= 2 each)", depths[1], depths[2],
+                      depths[5]);
+                printf("cost-aware tree, timed: rounds at depth 1 / 2 / 5: %d / %d / %d, outputs == plain\n", depths[1],
+                       depths[2], depths[5]);
+            } else {
+                CHECK(depths.empty(), "untimed cost-aware tree: %zu measured depths reported, expected none", depths.size());
+            }
+        }
     } catch (const Error& e) {
         CHECK(false, "error: %s", e.what());
     }
-    return test_summary("test_draft_threads");
+    return test_summary("test_draft_choices");
 }

@@ -46,6 +46,9 @@ public:
         draft_->accept(tree, path, path_states);
         draft_s_ += now_seconds() - t0;
         lookup_->accept_skipped(tree, path, path_states);
+        // the draft's own warm-up (its threads, its depth: MeasuredChoice) is not what it is worth; at most
+        // kMaxUnsettled rounds are left out (a hybrid that mostly sends lookup matches alone settles slowly)
+        if (!draft_->settled() && ++unsettled_ <= kMaxUnsettled) return;
         // this draft round: path.size() tokens committed for a verify of tree.size() tokens plus drafting
         const int T = std::min(tree.size(), cost_.max_tokens());
         double c = cost_[T];
@@ -72,7 +75,7 @@ public:
 
 private:
     static constexpr double kDecay = 1.0 / 16;
-    static constexpr int kWarm = 4, kMinGap = 4, kMaxGap = 64;
+    static constexpr int kWarm = 4, kMinGap = 4, kMaxGap = 64, kMaxUnsettled = 32;
     // One kind of round's record: decayed sums (weight kDecay per round) of tokens committed and of cost
     // in decode steps; their ratio is its tokens per step.
     struct Rate {
@@ -90,7 +93,7 @@ private:
     double draft_cost_;             // >= 0: fixed decode steps per draft round (tests)
     double t1_ = 0;                 // seconds of one decode step (estimate)
     Rate drafted_, looked_up_;      // draft rounds; lookup rounds and plain steps
-    int since_draft_ = 0, gap_ = kMinGap;
+    int since_draft_ = 0, gap_ = kMinGap, unsettled_ = 0;
     bool use_draft_ = true, sent_ = false;
     double draft_s_ = 0;            // this round's drafting time (draft rounds)
 

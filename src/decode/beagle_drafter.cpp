@@ -100,6 +100,9 @@ public:
             round_.threads = which ? "all" : "1";
         }
     }
+    bool settled() const override {
+        return (!timed_ || depths_.size() <= 1 || depth_choice_.settled()) && (!pool_ops_ || pool_.settled());
+    }
     int round_depth() const override { return round_.forwards > 0 && round_.depth_arm >= 0 ? depths_[round_.depth_arm] : 0; }
     const char* round_threads() const override { return round_.threads; }
 

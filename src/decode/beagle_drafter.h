@@ -67,6 +67,11 @@ struct MeasuredChoice {
         const int other = (rounds / PROBE_EVERY) % (K - 1);  // the other arms in turn
         return other < b ? other : other + 1;
     }
+    bool settled() const {  // every arm has its warm-up values: the choice means something
+        for (int k = 0; k < K; k++)
+            if (n[k] < WARM) return K == 1;
+        return true;
+    }
     void observe(int arm, double value) {
         n[arm]++;
         mean[arm] += (value - mean[arm]) / std::min(n[arm], 2 * WARM);

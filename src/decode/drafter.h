@@ -58,6 +58,9 @@ public:
     // The depth the last round's draft tree was expanded to when it was chosen by measurement (cost-aware
     // trees; SpecStats::draft_depth); 0 otherwise or when the round ran no draft forward.
     virtual int round_depth() const { return 0; }
+    // False while the drafter is still trying out its measured choices (threads, depth): its rounds then
+    // say little about what it is worth, and mode auto does not judge it by them.
+    virtual bool settled() const { return true; }
 };
 
 }  // namespace beagle

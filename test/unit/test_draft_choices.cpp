@@ -54,6 +54,8 @@ static void test_policy_arms() {
     int warm[3] = {0, 0, 0}, after[3] = {0, 0, 0};
     const double value[3] = {300, 400, 250};  // tokens per second of each arm
     for (int r = 0; r < 326; r++) {
+        // settled (mode auto judges the draft only then) exactly when every arm has its 2 warm-up values
+        CHECK(p.settled() == (r >= 6), "3 arms, round %d: settled() %d", r, (int)p.settled());
         const int a = p.pick();
         (r < 6 ? warm : after)[a]++;
         p.observe(a, value[a]);
@@ -65,6 +67,8 @@ static void test_policy_arms() {
           after[2]);
     MeasuredChoice none(3, 2);  // never observed (nothing timed): always arm 0
     CHECK(none.pick() == 0 && none.pick() == 0, "an unobserved choice picks arm %d", none.pick());
+    CHECK(!none.settled() && MeasuredChoice(1, 2).settled(), "settled(): unobserved 3 arms %d, one arm %d",
+          (int)none.settled(), (int)MeasuredChoice(1, 2).settled());
 }
 
 int main() {

@@ -65,8 +65,8 @@ public:
     // Another drafter's round (mode auto): the new true states join the draft's keys (their K/V are
     // computed with the next draft forward); this round's tree was not ours, so nothing is learnt from it.
     void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
-        round_ = Round();  // another drafter's round: its verify was not ours
-        round_.verify_s = 0;
+        round_ = Round();    // another drafter's round (auto):
+        round_.verify_s = 0;  // the verify just timed was not ours, and the next one is not either
         shadow_tok_ = shadow_lk_tok_ = -1;
         sent_score_.clear();
         lk_sent_.clear();
@@ -155,11 +155,11 @@ private:
     // The drafts are the same bits either way (the split is static; each row computed as by one thread).
     Ops* pool_ops_ = nullptr;
     MeasuredChoice pool_{2};
-    // Cost-aware trees: the depth, 1, 2 or p.depth (arms in this order, 2 warm-up rounds each: mode auto
-    // judges the draft by its first rounds), whichever commits more tokens per second of drafting + verify. On a 2-core CPU a draft forward of 10 queries costs ~0.15 decode steps
-    // and deep nodes rarely pay for it (docs/bench.md); on a GPU the full depth may.
-    // Until a verify has been timed (never with SpecParams::learn_cost off: tests with a fixed cost model)
-    // every tree is p.depth deep.
+    // Cost-aware trees: the depth, 1, 2 or p.depth (arms in this order, 2 warm-up rounds each), whichever
+    // commits more tokens per second of drafting + verify. On a 2-core CPU a draft forward of 10 queries
+    // costs ~0.15 decode steps and deep nodes rarely pay for it (docs/bench.md); on a GPU the full depth
+    // may. Until a verify has been timed (never with SpecParams::learn_cost off: tests with a fixed cost
+    // model) every tree is p.depth deep.
     std::vector<int> depths_;
     MeasuredChoice depth_choice_{1};
     bool timed_ = false;

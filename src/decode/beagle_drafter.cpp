@@ -66,7 +66,7 @@ public:
     // computed with the next draft forward); this round's tree was not ours, so nothing is learnt from it.
     void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
         round_ = Round();    // another drafter's round (auto):
-        round_.verify_s = 0;  // the verify just timed was not ours, and the next one is not either
+        round_.verify_s = 0;  // no verify is ours until our next propose
         shadow_tok_ = shadow_lk_tok_ = -1;
         sent_score_.clear();
         lk_sent_.clear();

@@ -151,7 +151,7 @@ struct Acc {
     void add(const SpecStats& st, bool mismatch) {
         for (const auto& kv : st.rounds_by_mode) rounds_by_mode[kv.first] += kv.second;
         for (const auto& kv : st.draft_threads) draft_threads[kv.first] += kv.second;
-        for (const auto& kv : st.draft_depth) draft_depth[std::to_string(kv.first)] += kv.second;
+        for (const auto& kv : st.draft_depth) draft_depth[kv.first] += kv.second;
         prompts++;
         mismatches += mismatch;
         tokens += st.gen_tokens;
@@ -192,14 +192,8 @@ struct Acc {
             j["rounds_by_mode"] = Json::object();
             for (const auto& kv : rounds_by_mode) j["rounds_by_mode"][kv.first] = kv.second;
         }
-        if (!draft_threads.empty()) {  // --draft-threads -1: drafting rounds on one thread / on the whole pool
-            j["draft_threads"] = Json::object();
-            for (const auto& kv : draft_threads) j["draft_threads"][kv.first] = kv.second;
-        }
-        if (!draft_depth.empty()) {  // cost-aware trees: drafting rounds per measured depth
-            j["draft_depth"] = Json::object();
-            for (const auto& kv : draft_depth) j["draft_depth"][kv.first] = kv.second;
-        }
+        if (!draft_threads.empty()) j["draft_threads"] = draft_threads;  // --draft-threads -1: rounds on "1" / "all"
+        if (!draft_depth.empty()) j["draft_depth"] = draft_depth;        // cost-aware trees: rounds per measured depth
         return j;
     }
 };

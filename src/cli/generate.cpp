@@ -244,16 +244,14 @@ void report_plain(const GenStats& st, int threads, bool json) {
 void report_spec(const std::string& mode, const SpecStats& st, int threads, bool json, const GenStats* plain,
                  const RemoteStats* rs = nullptr) {
     const double tok_s = tokens_per_s(st);
-    std::string rounds;  // the mode of each round, counted: "hybrid 40, lookup 3, plain 120"
-    for (const auto& kv : st.rounds_by_mode) rounds += strfmt("%s%s %d", rounds.empty() ? "" : ", ", kv.first.c_str(), kv.second);
-    if (!st.draft_threads.empty()) {  // --draft-threads -1: how the drafting rounds split their forwards
-        rounds += "; draft threads:";
-        for (const auto& kv : st.draft_threads) rounds += strfmt(" %s %d", kv.first.c_str(), kv.second);
-    }
-    if (!st.draft_depth.empty()) {  // cost-aware trees: the depths the drafting rounds were measured into
-        rounds += "; draft depth:";
-        for (const auto& kv : st.draft_depth) rounds += strfmt(" %d: %d", kv.first, kv.second);
-    }
+    auto counted = [](const std::map<std::string, int>& m) {  // "hybrid 40, lookup 3, plain 120"
+        std::string s;
+        for (const auto& kv : m) s += strfmt("%s%s %d", s.empty() ? "" : ", ", kv.first.c_str(), kv.second);
+        return s;
+    };
+    std::string rounds = counted(st.rounds_by_mode);  // the mode of each round
+    if (!st.draft_threads.empty()) rounds += "; draft threads: " + counted(st.draft_threads);  // --draft-threads -1
+    if (!st.draft_depth.empty()) rounds += "; draft depth: " + counted(st.draft_depth);  // cost-aware trees
     fprintf(stderr, "%s: %d tokens in %.3f s (%.1f tok/s), %d target passes, tau %.3f, draft %.1f ms (%.2f ms/round), "
             "verify %.1f ms; rounds: %s%s%s\n",
             mode.c_str(), st.gen_tokens, st.decode_s, tok_s, st.target_passes, st.tau(), st.draft_s * 1e3,
@@ -285,14 +283,8 @@ void report_spec(const std::string& mode, const SpecStats& st, int threads, bool
     js["rounds"] = st.rounds;
     js["rounds_by_mode"] = Json::object();
     for (const auto& kv : st.rounds_by_mode) js["rounds_by_mode"][kv.first] = kv.second;
-    if (!st.draft_threads.empty()) {
-        js["draft_threads"] = Json::object();
-        for (const auto& kv : st.draft_threads) js["draft_threads"][kv.first] = kv.second;
-    }
-    if (!st.draft_depth.empty()) {
-        js["draft_depth"] = Json::object();
-        for (const auto& kv : st.draft_depth) js["draft_depth"][std::to_string(kv.first)] = kv.second;
-    }
+    if (!st.draft_threads.empty()) js["draft_threads"] = st.draft_threads;
+    if (!st.draft_depth.empty()) js["draft_depth"] = st.draft_depth;
     js["accept_by_depth"] = accept;
     js["reached_by_depth"] = st.reached_by_depth;
     js["prefill_ms"] = rounded(st.prefill_s * 1e3, 3);

@@ -133,9 +133,8 @@ private:
         // a cost-aware tree's depth is worth the tokens it commits (the path, the bonus) per second of the
         // round (drafting + verify); rounds that ran no draft forward or whose verify was not timed
         // (SpecParams::learn_cost off: tests with a fixed cost model) say nothing about it
-        if (round_.depth_arm >= 0 && round_.forwards > 0 && round_.verify_s > 0 && !round_.observed)
+        if (round_.depth_arm >= 0 && round_.forwards > 0 && round_.verify_s > 0)
             depth_choice_.observe(round_.depth_arm, (double)path.size() / (round_.draft_s + round_.verify_s));
-        round_.observed = true;
         if (p_.tree && !cost_.empty() && tree.size() > 1) {  // calibration of drafted nodes: accepted vs predicted
             for (int i = 1; i < tree.size() && i < (int)sent_score_.size(); i++)
                 if (std::isfinite(sent_score_[i])) predicted_ += std::exp((double)sent_score_[i]);
@@ -168,7 +167,6 @@ private:
         const char* threads = nullptr;   // "1" / "all" (--draft-threads -1), for SpecStats
         int64_t forwards = 0;            // draft forwards it ran
         double draft_s = 0, verify_s = -1;  // its drafting time; its verify's (-1: not seen yet)
-        bool observed = false;           // its depth's value recorded (accepted)
     } round_;
     BeagleDraftParams p_;
     int V_, Vt_, words_;          // draft logits per row; the target's vocabulary

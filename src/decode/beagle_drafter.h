@@ -43,9 +43,9 @@ struct BeagleDraftParams {
 
 // One of K ways to run a drafting round, chosen by measurement on this machine as it generates
 // (BeagleDrafter: the draft's threads under --draft-threads -1, the depth of a cost-aware tree). The
-// first WARM x K observed rounds cycle through the arms; then the arm with the highest mean value (running mean of its first 2 WARM
-// values, then weight 1 / (2 WARM)) is used, and every PROBE_EVERY rounds one of the others is tried
-// again (in turn), so a change of the machine's load is noticed. pick() before the round, observe()
+// first WARM x K observed rounds cycle through the arms; then the arm with the highest mean value
+// (running mean of its first 2 WARM values, then weight 1 / (2 WARM)) is used, and every PROBE_EVERY
+// rounds one of the others is tried again (in turn), so a change of the machine's load is noticed. pick() before the round, observe()
 // after it; a round that measured nothing is not observed, and with no observation at all pick() is
 // always arm 0 (the configured default).
 struct MeasuredChoice {
@@ -59,18 +59,17 @@ struct MeasuredChoice {
         for (int k = 1; k < K; k++) b = mean[k] > mean[b] ? k : b;
         return b;
     }
+    bool settled() const {  // every arm has its warm-up values (one arm: nothing to choose)
+        for (int k = 0; k < K && K > 1; k++)
+            if (n[k] < WARM) return false;
+        return true;
+    }
     int pick() const {
-        for (int k = 0; k < K; k++)
-            if (n[k] < WARM) return rounds % K;
+        if (!settled()) return rounds % K;
         const int b = best();
         if (K == 1 || rounds % PROBE_EVERY != PROBE_EVERY - 1) return b;
         const int other = (rounds / PROBE_EVERY) % (K - 1);  // the other arms in turn
         return other < b ? other : other + 1;
-    }
-    bool settled() const {  // every arm has its warm-up values: the choice means something
-        for (int k = 0; k < K; k++)
-            if (n[k] < WARM) return K == 1;
-        return true;
     }
     void observe(int arm, double value) {
         n[arm]++;
@@ -78,7 +77,6 @@ struct MeasuredChoice {
         rounds++;
     }
 };
-
 
 // The predicted keys a BeagleDrafter's Draft keeps at most in one round (tree: the root's child plus
 // topk per deeper level; chain: gamma), at least 1. Its Draft is built with max_pred + 1 and

@@ -147,7 +147,7 @@ void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* v
     st_->draft_s += now_seconds() - tc;
     st_->rounds_by_mode[d_.round_mode()]++;
     if (const char* t = d_.round_threads()) st_->draft_threads[t]++;
-    if (const int depth = d_.round_depth()) st_->draft_depth[depth]++;
+    if (const int depth = d_.round_depth()) st_->draft_depth[std::to_string(depth)]++;
     root_ = bonus;
     out->push_back(bonus);
 }

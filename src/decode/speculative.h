@@ -28,7 +28,7 @@ struct SpecStats : GenStats {
     int gen_tokens_after_root = 0;       // tokens committed by verify rounds
     std::map<std::string, int> rounds_by_mode;  // Drafter::round_mode() of each round (auto switches)
     std::map<std::string, int> draft_threads;   // Drafter::round_threads() of the rounds that drafted ("1", "all")
-    std::map<int, int> draft_depth;             // Drafter::round_depth() of the rounds that drafted (measured depths)
+    std::map<std::string, int> draft_depth;     // Drafter::round_depth() of the rounds that drafted (measured depths)
 };
 
 struct SpecParams {

@@ -146,7 +146,7 @@ int main() {
                 SpecStats st;
                 generate_speculative(s, *d, ids, 120, greedy, spp, nullptr, &st, &out);
                 same += out == plain;
-                for (const auto& kv : st.draft_depth) depths[kv.first] += kv.second;
+                for (const auto& kv : st.draft_depth) depths[std::stoi(kv.first)] += kv.second;
             }
             CHECK(same == n_prompts, "cost-aware tree, timed %d: %d of %d outputs equal plain greedy", (int)timed, same, n_prompts);
             if (timed) {

@@ -65,6 +65,8 @@
 // (cuda/emu/emu_wmma.h, exact integer products) runs here; nvcc compiles the same code for sm_80+.
 // Tested against a double reference of the dequantized weights times the dequantized int8 activations,
 // against the plain f32 product, and for bit-identity of all three kernels for every token at every T.
+#include <cstdlib>
+
 #include "kernels.cuh"
 
 // The 32 values xb[0..31] -> q[0..31], *d, *s (see the header).
@@ -516,7 +518,13 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
     a.xq = xq;
     a.xd = xd;
     a.xs = xs;
-    if (max_rows >= QMMA_TALL_MIN_ROWS) {  // the 16-row grid would fill the GPU: 64-row blocks, x read 4x less
+    // BEAGLE_CUDA_TALL_MIN_ROWS overrides the rule's 2048 rows (a launch choice only: the two kernels give the
+    // same bits), so that a device run can time the tall kernel against the 16-row one on the same binary
+    static const int tall_min_rows = [] {
+        const char* s = getenv("BEAGLE_CUDA_TALL_MIN_ROWS");
+        return s && atoi(s) > 0 ? atoi(s) : QMMA_TALL_MIN_ROWS;
+    }();
+    if (max_rows >= tall_min_rows) {  // the 16-row grid would fill the GPU: 64-row blocks, x read 4x less
         dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);
         if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_tall_kernel, a);
         if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_tall_kernel, a);

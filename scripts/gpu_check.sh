@@ -106,7 +106,8 @@ plan (output in $OUT):
      runtime counters per round (plain, chain, tree)
   7. test/cli/test_7b_shaped.sh                    with BEAGLE_CUDA_BIN=build/beagle-cuda: 7B-shaped 2-layer random target
                                                    (build/test/tool_random_llama): plan vs peak_device_bytes, training, SD == plain
-  8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain)
+  8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain);
+     r7b_tall: beagle bench of that target with the tall GEMM (rule) and without (BEAGLE_CUDA_TALL_MIN_ROWS=1e9)
   9. kernel_profile: ncu's per-kernel times of a SmolLM2 prefill and 5 decode steps (kernels.json, scripts/ncu_kernels.py)
   $plan7b_line
 EOF
@@ -220,6 +221,15 @@ r7b_bench() {
   build/beagle "${PLAN7B[@]}" > "$OUT/plan_7b.txt"
 }
 step r7b_bench r7b_bench
+# the tall tensor-core GEMM (64-row blocks from 2048 rows) against the 16-row one on the same 7B-shaped model:
+# beagle bench's verify cost T = 1..64, once with the rule and once with the tall kernel off (the same bits)
+r7b_tall() {
+  local R=$OUT/r7b/r7b-2l-v32000.gguf
+  [ -s "$R" ] || build/test/tool_random_llama "$R" --layers 2 --vocab 32000
+  build/beagle-cuda bench -m "$R" --backend cuda -o "$OUT/r7b_bench_tall.json.part"
+  BEAGLE_CUDA_TALL_MIN_ROWS=1000000000 build/beagle-cuda bench -m "$R" --backend cuda -o "$OUT/r7b_bench_16row.json.part"
+}
+step r7b_tall r7b_tall
 
 python3 - "$OUT" <<'EOF'
 import json, os, sys
@@ -249,6 +259,10 @@ r["sd_7b_shaped_2l"] = {m: {k: (load("r7b_%s.json" % m, True) or {}).get(k) for 
                         for m in ("plain", "tree")}
 r["sd_7b_shaped_2l"]["planned_bytes_tree"] = total_bytes("r7b_plan.txt")
 r["plan_7b_q4_1_ctx4096_bytes"] = total_bytes("plan_7b.txt")
+for name, key in (("r7b_bench_tall.json.part", "bench_7b_shaped_2l_tall_gemm"),
+                  ("r7b_bench_16row.json.part", "bench_7b_shaped_2l_16row_gemm")):
+    b = load(name)
+    if b: r[key] = b
 k = load("kernels.json")
 if k: r["kernels_ncu"] = k
 r["generate_counters"] = {m: (load("gen_%s.json" % m, True) or {}).get("gpu") for m in ("none", "chain", "tree")}

@@ -99,7 +99,7 @@ def main():
             sys.exit(f"test_gpu_bytes: self-check: a changed QMMA_TALL_MIN_ROWS did not make the doc stale: {got}")
     with tempfile.TemporaryDirectory() as tmp:
         root = scratch_copy(tmp)
-        plant(root, "cuda/gemm_quant.cu", "if (max_rows >= QMMA_TALL_MIN_ROWS) {", "if (max_rows > QMMA_TALL_MIN_ROWS) {")
+        plant(root, "cuda/gemm_quant.cu", "if (max_rows >= tall_min_rows) {", "if (max_rows > tall_min_rows) {")
         got = problems(root)
         if not got or "exits" not in got[0]:
             sys.exit(f"test_gpu_bytes: self-check: a changed tall-GEMM rule did not stop the script: {got}")

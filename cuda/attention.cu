@@ -9,8 +9,8 @@
 // The reduction order (batch invariance, SPEC "Exactness is a kernel property"): number the keys a
 // query sees 0, 1, 2, ... in increasing cache row (its visible index: the row itself for a causal
 // query, row - kv_start for a sequence, n_past + rank among its ancestors for a tree node). Keys
-// [256 s, 256 s + 256) form slice s (ATTN_SPLIT, a constant: never chosen from T, the batch or the
-// cache length). Inside a slice the online softmax runs key by key in order from the empty state
+// [S s, S s + S) form slice s, S = attn_split() (ATTN_SPLIT = 256 unless BEAGLE_CUDA_ATTN_SPLIT says
+// otherwise: one value for the whole process, never chosen from T, the batch or the cache length). Inside a slice the online softmax runs key by key in order from the empty state
 // (attn_common.cuh softmax_step); the slices' states (m, l, o) are then merged in slice order
 // (softmax_merge). A query's output is a function of its visible key sequence alone: the same bits
 // in a decode step, a prefill chunk of any size, a tree-verify pass (its ancestors at other cache
@@ -37,6 +37,8 @@
 // memory and reverse/random thread orders; bit-identity of the two kernels for every query tiling; and
 // batch invariance (a query alone == in a batch; a tree node == the same keys decoded causally at other
 // cache rows, across a slice boundary). No PTX paths.
+#include <cstdlib>
+
 #include "attn_common.cuh"
 
 // The keys query t sees: rows [lo, hi); inside them rows >= n_past are tested against the tree bits
@@ -121,7 +123,7 @@ __global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw) {
     attn_tiled_walk(tl, a.k + kvh * hd, a.v + kvh * hd, kv_dim, blo, bhi, tpw, ntasks, qs, sc, hd, a.scale,
                     [&](int r, int j) { return tq[r].sees(j); },
                     [&](int r, float s, const float* vrow) {
-                        if (nvis[r] > 0 && nvis[r] % ATTN_SPLIT == 0) {  // a slice is complete: merge, restart
+                        if (nvis[r] > 0 && nvis[r] % a.split == 0) {  // a slice is complete: merge, restart
                             softmax_merge(acc[r], cur[r].m, cur[r].l, cur[r].o, hd);
                             softmax_reset(cur[r]);
                         }
@@ -150,7 +152,7 @@ __global__ void attn_split_kernel(AttnArgs a, int n_slices) {
     const long long q_dim = (long long)a.n_heads * hd, kv_dim = (long long)a.n_kv_heads * hd;
     const AttnSmem sm = attn_smem(smem, hd);
     const AttnQuery q = attn_query(a, t);
-    const int v0 = z * ATTN_SPLIT, v1 = v0 + ATTN_SPLIT;  // the slice's visible indices [v0, v1)
+    const int v0 = z * a.split, v1 = v0 + a.split;  // the slice's visible indices [v0, v1)
     // Start at the slice's first row when the visible indices map to rows directly, else at the end of
     // the directly visible rows (a tree node's ancestors: counted on the way).
     const int c0 = min(v0, q.n_pre);
@@ -202,7 +204,7 @@ __global__ void attn_combine_kernel(AttnArgs a, int n_slices) {
     softmax_reset(acc);
     for (int z = 0; z < n_slices; z++) {
         const float* p = attn_partial(a, t, h, z, n_slices);
-        if (p[2] == 0.0f) continue;  // an empty slice (past the query's keys)
+        if (p[2] == 0.0f) break;  // slice z holds visible indices [z S, z S + S): once one is empty, so are the rest
         float op[ATTN_MAX_HD / 32];
         for (int i = 0; i < ATTN_MAX_HD / 32; i++) op[i] = lane + 32 * i < hd ? p[3 + lane + 32 * i] : 0.0f;
         softmax_merge(acc, p[0], p[1], op, hd);
@@ -211,12 +213,27 @@ __global__ void attn_combine_kernel(AttnArgs a, int n_slices) {
 }
 
 // ---- launchers (kernels.cuh) ------------------------------------------------------------------
+static int g_attn_split = 0;  // 0: not read yet
+
+int attn_split() {
+    if (g_attn_split == 0) {
+        const char* s = getenv("BEAGLE_CUDA_ATTN_SPLIT");
+        const int v = s ? atoi(s) : 0;
+        g_attn_split = v >= ATTN_BK && v % ATTN_BK == 0 ? v : ATTN_SPLIT;
+    }
+    return g_attn_split;
+}
+
+void attn_set_split(int keys) { g_attn_split = keys; }
+
 size_t attn_split_scratch_bytes(int T, int n_heads, int head_dim, int n_past) {
     return (size_t)T * n_heads * attn_slices(n_past, T) * (head_dim + 3) * sizeof(float);
 }
 
-void launch_attention(const AttnArgs& a, KernelRunner& kr) {
-    if (a.T <= 0) return;
+void launch_attention(const AttnArgs& args, KernelRunner& kr) {
+    if (args.T <= 0) return;
+    AttnArgs a = args;
+    a.split = attn_split();
     kcheck(kr, a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0, "attention: n_heads %d not a multiple of n_kv_heads %d",
            a.n_heads, a.n_kv_heads);
     kcheck(kr, a.head_dim > 0 && a.head_dim <= ATTN_MAX_HD, "attention: head_dim %d outside 1..%d (CUDA backend)",

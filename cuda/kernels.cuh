@@ -210,15 +210,20 @@ struct AttnArgs {
     const int* kv_start;        // non-null: query t sees cache rows [kv_start[t], kv_start[t] + kv_len[t])
     const int* kv_len;
     float* partial;             // split-KV scratch of attn_split_scratch_bytes(), or null (never split)
+    int split;                  // keys per slice, attn_split() (launch_attention sets it)
     template <class F> void pointers(F f) const {
         f(out); f(q); f(k); f(v); f(n_past_dev); f(tree); f(kv_start); f(kv_len); f(partial);
     }
 };
 constexpr int ATTN_BK = 32;     // keys per shared-memory tile (one per lane while scoring)
 constexpr int ATTN_MAX_HD = 128;
-// The fixed split of every query's visible keys into slices of ATTN_SPLIT keys (by visible index, never
+// The fixed split of every query's visible keys into slices of attn_split() keys (by visible index, never
 // by T): the reduction order of a query's softmax, the same in every attention kernel (attention.cu).
+// ATTN_SPLIT is the default; BEAGLE_CUDA_ATTN_SPLIT (a multiple of ATTN_BK) sets another for the whole
+// process, read once (a device run times decode attention at other slice lengths: more slices, more blocks).
 constexpr int ATTN_SPLIT = 256;
+int attn_split();
+void attn_set_split(int keys);  // TESTS ONLY: before any attention launch of the case
 constexpr int ATTN_QT_WARPS = 8, ATTN_QT_TPW = 4;  // query-tiled kernel: up to 8 warps x 4 (query, head) tasks
 // xattn.cu: grid (T, n_kv_heads); blockDim.x = 32 * warps (each warp one query head of the kv head's group)
 __host__ __device__ inline int attn_smem_floats(int head_dim, int warps) {
@@ -255,7 +260,7 @@ inline AttnTiling attn_tiling(int T, int n_heads, int n_kv_heads, int head_dim) 
     }
 }
 // Slices of the longest visible key list of a causal / tree pass (n_past + T keys).
-inline int attn_slices(int n_past, int T) { return (n_past + T + ATTN_SPLIT - 1) / ATTN_SPLIT; }
+inline int attn_slices(int n_past, int T) { return (n_past + T + attn_split() - 1) / attn_split(); }
 size_t attn_split_scratch_bytes(int T, int n_heads, int head_dim, int n_past);
 // Split-KV when a.partial is set, the mask is causal or tree, T <= ATTN_SPLIT_MAX_T and the keys span
 // more than one slice; the query-tiled kernel otherwise. Both give the same bits (attention.cu).

@@ -84,8 +84,10 @@ def parse_sources():
     need("cuda/kernels.cuh", hdr, "L.smem = (size_t)(2 * ATTN_BK * (head_dim + 1) + nq * group * head_dim + "
          "L.warps * ATTN_BK) * sizeof(float);", "attn_tiling: shared memory")
     need("cuda/kernels.cuh", hdr, "if (L.smem <= 48 * 1024 || nq == 1) return L;", "attn_tiling: the 48 KiB limit")
-    need("cuda/kernels.cuh", hdr, "return (n_past + T + ATTN_SPLIT - 1) / ATTN_SPLIT;", "attn_slices")
+    need("cuda/kernels.cuh", hdr, "return (n_past + T + attn_split() - 1) / attn_split();", "attn_slices")
     at = read("cuda/attention.cu")
+    need("cuda/attention.cu", at, "g_attn_split = v >= ATTN_BK && v % ATTN_BK == 0 ? v : ATTN_SPLIT;",
+         "attn_split() is ATTN_SPLIT unless BEAGLE_CUDA_ATTN_SPLIT is set")
     need("cuda/attention.cu", at, "if (a.partial && !a.kv_start && a.T <= ATTN_SPLIT_MAX_T && n_slices > 1) {",
          "split-KV for small T")
     need("cuda/attention.cu", at, "dim3(a.T, a.n_kv_heads, n_slices), 32 * warps, smem, attn_split_kernel", "split grid")

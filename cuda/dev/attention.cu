@@ -331,6 +331,7 @@ int main(int argc, char** argv) {
         a.tree = c.parent.empty() ? nullptr : dev_upload(c.bits);
         a.mask_words = c.words;
         a.partial = dev_zeros<float>(attn_split_scratch_bytes(c.T, c.n_heads, c.hd, c.n_past) / sizeof(float));
+        a.split = attn_split();  // versions 5 and 6 launch the shipped kernels directly
         const size_t n_out = (size_t)c.T * c.n_heads * c.hd;
         float* att = dev_zeros<float>((size_t)c.T * c.n_heads * (c.n_past + c.T));
         for (int v = 1; v <= versions; v++) {

@@ -61,7 +61,7 @@ static void ref_head(const float* q, const std::vector<const float*>& K, const s
 // (attn_tiling); nq < 0 the split-KV pair attn_split_kernel + attn_combine_kernel over `slices` slices
 // (0: attn_slices(n_past, T), what launch_attention launches; more: the trailing ones are empty).
 // device_n_past: the kernels read n_past through AttnArgs::n_past_dev (a captured decode step), the
-// argument n_past is a bound (slices * ATTN_SPLIT - T).
+// argument n_past is a bound (slices * attn_split() - T).
 static std::vector<float> run_attn(const AttnCase& c, int nq, int slices = 0, bool device_n_past = false) {
     std::vector<float> out((size_t)c.T * c.n_heads * c.hd, -5.0f);
     std::vector<int> s = c.start, l = c.len;
@@ -75,7 +75,8 @@ static std::vector<float> run_attn(const AttnCase& c, int nq, int slices = 0, bo
     a.n_kv_heads = c.n_kv;
     a.head_dim = c.hd;
     a.scale = 1.0f / sqrtf((float)c.hd);
-    a.n_past = device_n_past ? slices * ATTN_SPLIT - c.T : c.n_past;
+    a.n_past = device_n_past ? slices * attn_split() - c.T : c.n_past;
+    a.split = attn_split();
     a.n_past_dev = device_n_past ? &c.n_past : nullptr;
     a.tree = c.tree.empty() ? nullptr : c.tree.data();
     a.mask_words = c.words;
@@ -558,6 +559,11 @@ static void test_xattn() {
 
 int main() {
     test_attention();
+    // every attention check again with 32-key slices (BEAGLE_CUDA_ATTN_SPLIT=32, the most slices a decode
+    // step can get): the two kernels' bits, batch invariance and the references hold at any slice length
+    attn_set_split(ATTN_BK);
+    test_attention();
+    attn_set_split(ATTN_SPLIT);
     test_xattn();
     return kt_finish("test_emu_kernels_attention");
 }

@@ -62,7 +62,7 @@ if [ ! -f "$SMOL" ]; then
   # a dry run, or --only steps that do not read it, can go on
   case "$ONLY" in
     "") [ $DRY = 1 ] || exit 1 ;;
-    *,backend_graph,*|*,generate,*|*,bench_sd,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,kernel_profile,*) exit 1 ;;
+    *,backend_graph,*|*,generate,*|*,bench_sd,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,knobs,*|*,kernel_profile,*) exit 1 ;;
   esac
 fi
 
@@ -108,7 +108,8 @@ plan (output in $OUT):
                                                    (build/test/tool_random_llama): plan vs peak_device_bytes, training, SD == plain
   8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain);
      r7b_tall: beagle bench of that target with the tall GEMM (rule) and without (BEAGLE_CUDA_TALL_MIN_ROWS=1e9)
-  9. kernel_profile: ncu's per-kernel times of a SmolLM2 prefill and 5 decode steps (kernels.json, scripts/ncu_kernels.py)
+  9. knobs: scripts/gpu_knobs.sh on SmolLM2 (each launch knob's settings timed by beagle bench, knobs.json)
+ 10. kernel_profile: ncu's per-kernel times of a SmolLM2 prefill and 5 decode steps (kernels.json, scripts/ncu_kernels.py)
   $plan7b_line
 EOF
 }
@@ -194,6 +195,8 @@ counters() {
     --no-stream 2> "$OUT/gen_tree.json"
 }
 step counters counters
+# the launch knobs (same bits, other kernels or grids) timed side by side: scripts/gpu_knobs.sh
+step knobs bash scripts/gpu_knobs.sh "$SMOL" "$OUT/knobs.json"
 # where the time goes: ncu's kernel durations of a SmolLM2 prefill (a 40-token prompt, one forward) and
 # 5 decode steps, graphs off (ncu serialises kernels: each carries a few us of launch and drain)
 kernel_profile() {
@@ -263,6 +266,8 @@ for name, key in (("r7b_bench_tall.json.part", "bench_7b_shaped_2l_tall_gemm"),
                   ("r7b_bench_16row.json.part", "bench_7b_shaped_2l_16row_gemm")):
     b = load(name)
     if b: r[key] = b
+k = load("knobs.json")
+if k: r["knobs_smollm2"] = k
 k = load("kernels.json")
 if k: r["kernels_ncu"] = k
 r["generate_counters"] = {m: (load("gen_%s.json" % m, True) or {}).get("gpu") for m in ("none", "chain", "tree")}

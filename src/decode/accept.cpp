@@ -29,11 +29,11 @@ static int sample_dense(const std::vector<float>& p, float coin) {
     return last;
 }
 
-std::vector<int> accept_path(const DraftTree& tree, const float* logits, int V, const SamplingParams& sp, Rng& rng,
+std::vector<int> accept_path(const DraftTree& tree, const LogitsRow& row, int V, const SamplingParams& sp, Rng& rng,
                              int* bonus, bool break_residual) {
     if (sp.temperature <= 0) {
         std::vector<int> y(tree.size());
-        for (int i = 0; i < tree.size(); i++) y[i] = argmax(logits + (size_t)i * V, V);
+        for (int i = 0; i < tree.size(); i++) y[i] = argmax(row(i), V);
         return accept_greedy(tree, y.data(), bonus);
     }
     std::vector<std::vector<int>> kids = tree.children();
@@ -41,8 +41,7 @@ std::vector<int> accept_path(const DraftTree& tree, const float* logits, int V, 
     int cur = 0;
     std::vector<float> p, p0;
     for (;;) {
-        const float* lg = logits + (size_t)cur * V;
-        warp_dense(lg, V, sp, &p);
+        warp_dense(row(cur), V, sp, &p);
         p0 = p;
         int next = -1;
         for (int c : kids[cur]) {

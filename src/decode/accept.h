@@ -2,6 +2,7 @@
 // draft tree is committed, and the target's token after it. Greedy: token-identical to plain greedy
 // decoding; sampling: lossless rejection sampling (accept.cpp has the math).
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "sampling.h"
@@ -9,11 +10,16 @@
 
 namespace beagle {
 
+// The target's logits row of tree node i (V floats: the distribution of the token after node i), valid
+// until the next call: a host array's row, or a row brought down from the backend when it is asked for.
+using LogitsRow = std::function<const float*(int node)>;
+
 // Walks the tree from the root; returns the accepted path (node indices, root first) and the target's
-// token after it in *bonus. logits: the target's logits, one row of V per tree node (row i: the
-// distribution of the token after node i). sp.temperature 0: greedy; otherwise sampled with rng.
+// token after it in *bonus. row(i): the target's logits of node i. sp.temperature 0: greedy (every row
+// read); otherwise sampled with rng, reading only the rows of the path, in order: the root's, then each
+// accepted child's (a rejection's residual is built from its parent's row, already read).
 // break_residual (TESTS ONLY): keep p after a rejection, the wrong rule, so a test can show it is caught.
-std::vector<int> accept_path(const DraftTree& tree, const float* logits, int V, const SamplingParams& sp, Rng& rng,
+std::vector<int> accept_path(const DraftTree& tree, const LogitsRow& row, int V, const SamplingParams& sp, Rng& rng,
                              int* bonus, bool break_residual = false);
 // The greedy rule from the target's greedy tokens alone: y[i] = argmax of node i's logits (computed
 // where the logits are, Llama::argmax_last), so the logits never have to reach the host.

@@ -38,30 +38,46 @@ int SpecDecoder::begin_prefilled(const std::vector<int>& prompt, const float* lo
 bool SpecDecoder::step(std::vector<int>* out) {
     if (!draft()) return false;
     Llama& m = *s_.llama;
-    const int T = tree_.size();
-    if (sp_.temperature <= 0) {  // greedy: the target's argmax per node, states stay on the backend
-        const bool rows = spp_.debug_record_rows != nullptr;  // TESTS ONLY: the verify rows come down too
-        if (rows) vlogits_.resize((size_t)T * m.config().vocab_size);
-        const double tf = now_seconds();
-        m.forward(tree_.token.data(), pos_.data(), T, mask(), tree_.words(), rows ? vlogits_.data() : nullptr,
-                  rows ? T : 0, nullptr, 0);
+    const int T = tree_.size(), V = m.config().vocab_size;
+    // The verify's logits and states stay on the backend: greedy takes the target's argmax of each node
+    // there (T ids come down), sampling brings down only the logits rows its walk reads (accept_path: the
+    // root's, then each accepted child's, one copy each); the drafter takes the path's states there.
+    const bool rows = spp_.debug_record_rows != nullptr;  // TESTS ONLY: every verify row comes down too
+    if (rows) vlogits_.resize((size_t)T * V);
+    const double tf = now_seconds();
+    m.forward(tree_.token.data(), pos_.data(), T, mask(), tree_.words(), rows ? vlogits_.data() : nullptr, rows ? T : 0,
+              nullptr, 0);
+    int bonus = -1;
+    std::vector<int> path;
+    if (sp_.temperature <= 0) {
         vargmax_.resize(T);
         m.argmax_last(vargmax_.data(), T);
-        const double fs = now_seconds() - tf;
-        if (rows) debug_ulp_verify_row();
-        if (spp_.learn_cost) d_.observe_verify(T, fs);
-        int bonus = -1;
-        std::vector<int> path = accept_greedy(tree_, vargmax_.data(), &bonus);
-        finish(path, bonus, rows ? vlogits_.data() : nullptr, m.states_backend(), true, out);
-        return true;
+        verified(tf);
+        path = accept_greedy(tree_, vargmax_.data(), &bonus);
+    } else {
+        const float* logits = rows ? nullptr : m.logits_last(T);  // backend, T x V
+        vrow_.resize(V);
+        int have = -1;  // the node whose row vrow_ holds
+        auto row = [&](int i) -> const float* {
+            if (rows) return &vlogits_[(size_t)i * V];
+            if (i != have) s_.ops->download(vrow_.data(), logits + (size_t)i * V, V);
+            have = i;
+            return vrow_.data();
+        };
+        row(0);  // the walk starts at the root: its copy waits for the forward, which is timed up to here
+        verified(tf);
+        path = accept_path(tree_, row, V, sp_, sampler_.rng(), &bonus, spp_.debug_break_residual);
     }
-    vlogits_.resize((size_t)T * m.config().vocab_size);
-    vstates_.resize((size_t)T * m.config().dim);
-    const double tf = now_seconds();
-    m.forward(tree_.token.data(), pos_.data(), T, mask(), tree_.words(), vlogits_.data(), T, vstates_.data(), T);
-    debug_ulp_verify_row();
-    commit(vlogits_.data(), vstates_.data(), now_seconds() - tf, out);
+    finish(path, bonus, rows ? vlogits_.data() : nullptr, m.states_backend(), true, out);
     return true;
+}
+
+// The verify's results have reached the host (ids or the root's row): its time goes to a cost-aware drafter;
+// TESTS ONLY, the planted ulp (after the greedy ids and before the sampled walk, as when every row came down).
+void SpecDecoder::verified(double tf) {
+    const double fs = now_seconds() - tf;
+    if (spp_.debug_record_rows) debug_ulp_verify_row();
+    if (spp_.learn_cost) d_.observe_verify(tree_.size(), fs);
 }
 
 bool SpecDecoder::draft() {
@@ -98,7 +114,8 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
     const int T = tree.size();
     if (spp_.learn_cost) d_.observe_verify(T, forward_s);
     int bonus = -1;
-    std::vector<int> path = accept_path(tree, vlogits, V, sp_, sampler_.rng(), &bonus, spp_.debug_break_residual);
+    auto row = [&](int i) { return vlogits + (size_t)i * V; };
+    std::vector<int> path = accept_path(tree, row, V, sp_, sampler_.rng(), &bonus, spp_.debug_break_residual);
     finish(path, bonus, vlogits, vstates, false, out);
 }
 

@@ -73,6 +73,7 @@ private:
     // vlogits: the verify's logits on the host (nullptr: they stayed on the backend; tests record rows from them)
     void finish(const std::vector<int>& path, int bonus, const float* vlogits, const float* states, bool on_backend,
                 std::vector<int>* out);
+    void verified(double forward_start);
     void debug_ulp_verify_row();
 
 private:
@@ -88,7 +89,7 @@ private:
     DraftTree tree_;
     std::vector<uint64_t> mask_;
     std::vector<int> pos_;
-    std::vector<float> vlogits_, vstates_, path_states_;
+    std::vector<float> vlogits_, vrow_, path_states_;  // vrow_: the logits row a sampled walk read last
     std::vector<int> vargmax_;  // greedy: the target's token after each tree node
 };
 

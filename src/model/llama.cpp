@@ -224,9 +224,13 @@ void Llama::head(int T, int n) {
 }
 
 void Llama::argmax_last(int* ids, int n) {
-    BEAGLE_CHECK(n >= 1 && n <= last_T_, "argmax_last: %d rows, the last forward ran %d", n, last_T_);
+    ops_.topk_rows(ids, nullptr, nullptr, logits_last(n), n, cfg_.vocab_size, 1);
+}
+
+const float* Llama::logits_last(int n) {
+    BEAGLE_CHECK(n >= 1 && n <= last_T_, "logits of the last %d rows: the last forward ran %d", n, last_T_);
     head(last_T_, n);
-    ops_.topk_rows(ids, nullptr, nullptr, logits_, n, cfg_.vocab_size, 1);
+    return logits_;
 }
 
 void Llama::prefill(const int* tokens, int n, float* last_logits, float* all_states) {

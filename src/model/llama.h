@@ -85,6 +85,11 @@ public:
     // rows, chosen on the backend, so only n ids leave a device. The same ids as argmax() of the logits
     // forward() would have returned.
     void argmax_last(int* ids, int n);
+    // After a forward: the logits of its last n rows, computed on the backend (the final norm and the LM
+    // head), in a backend buffer of n x vocab valid until the next forward or head: a caller that reads only
+    // some rows brings down just those (Ops::download of a row; sampled acceptance, SpecDecoder::step). The
+    // same bits as the rows forward() would have returned.
+    const float* logits_last(int n);
     // The true states of the last forward's rows (its T x dim, a backend buffer valid until the next
     // forward): the draft takes the accepted rows from here without a trip through the host.
     const float* states_backend() const { return x_; }

@@ -663,6 +663,15 @@ static void test_counters() {
     d = n - c0;
     CHECK(d.syncs == 1 && d.h2d_bytes == 2990 * 4 && d.d2h_bytes == 2990 * 4 && z == h,
           "upload + download: %lld syncs, %lld / %lld bytes", d.syncs, d.h2d_bytes, d.d2h_bytes);
+    // one row from inside a buffer comes down alone, one sync and its bytes: how sampled speculative decoding
+    // reads the verify's logits (SpecDecoder::step: only the rows of the accepted path, one copy each)
+    std::vector<float> row(299);
+    c0 = n;
+    g_gpu->download(row.data(), b + 3 * 299, 299);
+    d = n - c0;
+    CHECK(d.syncs == 1 && d.d2h_bytes == 299 * 4 && std::equal(row.begin(), row.end(), h.begin() + 3 * 299),
+          "row 3 of a 299-wide buffer: %lld syncs, %lld bytes down, %s", d.syncs, d.d2h_bytes,
+          std::equal(row.begin(), row.end(), h.begin() + 3 * 299) ? "same floats" : "WRONG floats");
     // a host array staged twice with the same bytes goes up once (rope's positions at every layer)
     RopeParams rp;
     rp.head_dim = 10;

@@ -42,15 +42,17 @@
 //   loads overlap the tensor-core work instead of preceding it. The cost: each 16-row block reads the
 //   tokens' int8 x (L2), 4x the activation re-reads of 64-row blocks (docs/gpu-kernels.md).
 // gemm_q{8_0,4_0,4_1}_mma_tall_kernel (T > QGEMM_TOKENS and the launch's tallest matrix has at least
-//   QMMA_TALL_MIN_ROWS = 2048 rows): the same with QMMA_ROWS_TALL = 64 rows x 64 tokens per block, so the
-//   int8 x is read by 4x fewer blocks (the 7B shape's verify at T = 64: 8.9 GB of L2 reads instead of
-//   35.6 GB, the byte MODEL of docs/gpu-kernels.md, not a measurement). The rule: a 16-row grid of 2048
-//   rows is 128 blocks per 64 tokens, about one per SM of an H100 (132) or A100 (108); past that every
-//   SM runs several 16-row blocks, each re-reading the whole x, while one 64-row block reads x once for
-//   4x the weights (4096 x 4096 Q4_1, T = 64, per SM: 2 x (328 + 41) KB vs 328 + 164 KB). Below it the
-//   64-row grid would leave most SMs idle (SmolLM2's 576- and 1536-row matrices: 9 and 24 blocks), so
-//   those keep 16-row blocks (SmolLM2's 49152-row LM head goes tall). Mapping: the staging is the 16-row
-//   kernel's with 4 weight entries per thread instead of 1 (entry e = tid + 128 u, u < 4: row e / 8);
+//   QMMA_TALL_MIN_ROWS rows: OFF by default, BEAGLE_CUDA_TALL_MIN_ROWS=N turns it on from N rows): the same
+//   with QMMA_ROWS_TALL = 64 rows x 64 tokens per block, so the int8 x is read by 4x fewer blocks (the 7B
+//   shape's verify at T = 64: 8.9 GB of L2 reads instead of 35.6 GB, the byte MODEL of docs/gpu-kernels.md).
+//   The model's argument for it from 2048 rows (a 16-row grid of 2048 rows is already about one block per
+//   SM of an H100 per 64 tokens, so past that every SM re-reads x for several 16-row blocks) did not hold
+//   on the H100 (2026-11-27, a 7B-shaped 2-layer Q4_1 model): from 2048 rows, verify T = 5..64 took
+//   4.1-7.1 ms against 2.0-4.2 ms with 16-row blocks only, prefill 11.0k against 21.7k tok/s (why is not
+//   measured; a guess: 4x fewer blocks, each warp running its tiles and then 32 outputs per lane in
+//   series, cost more than the L2 re-reads saved). Kept and tested for devices where that differs.
+//   Mapping: the staging is the 16-row kernel's with 4 weight entries per thread instead of 1 (entry
+//   e = tid + 128 u, u < 4: row e / 8);
 //   warp w owns rows 16 w .. 16 w + 15: per block b0 + kb of the step, in order, it computes its 16 x 16
 //   integer tiles for every token group (wmma, into its own 4 KiB of shared memory), __syncwarp, and lane
 //   l adds that block to its 32 outputs (t, o) = (l / 16 + 2 i, 16 w + l % 16); a barrier closes the step
@@ -480,8 +482,22 @@ size_t matmul_q_scratch_bytes(int T, int cols) {
     return matmul_q_act_bytes(T, cols) + 2 * (size_t)T * (cols / 32) * sizeof(float);
 }
 
+// A positive integer from the environment variable `name`, or `otherwise`.
+static int env_positive(const char* name, int otherwise) {
+    const char* s = getenv(name);
+    return s && atoi(s) > 0 ? atoi(s) : otherwise;
+}
+
+QGemmChoice qgemm_choice_env() {
+    QGemmChoice c;
+    c.tall_min_rows = env_positive("BEAGLE_CUDA_TALL_MIN_ROWS", c.tall_min_rows);
+    return c;
+}
+
 void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* const* Ws, const int* rows, int dtype,
-                     long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr) {
+                     long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr, const QGemmChoice* choice) {
+    static const QGemmChoice env = qgemm_choice_env();
+    const QGemmChoice& c = choice ? *choice : env;
     kcheck(kr, dtype == KD_Q8_0 || dtype == KD_Q4_0 || dtype == KD_Q4_1,
            "quantized matmul: weight dtype %d is not Q8_0, Q4_0 or Q4_1", dtype);
     kcheck(kr, cols % 32 == 0, "quantized matmul: %d columns, not a multiple of 32", cols);
@@ -518,13 +534,9 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
     a.xq = xq;
     a.xd = xd;
     a.xs = xs;
-    // BEAGLE_CUDA_TALL_MIN_ROWS overrides the rule's 2048 rows (a launch choice only: the two kernels give the
-    // same bits), so that a device run can time the tall kernel against the 16-row one on the same binary
-    static const int tall_min_rows = [] {
-        const char* s = getenv("BEAGLE_CUDA_TALL_MIN_ROWS");
-        return s && atoi(s) > 0 ? atoi(s) : QMMA_TALL_MIN_ROWS;
-    }();
-    if (max_rows >= tall_min_rows) {  // the 16-row grid would fill the GPU: 64-row blocks, x read 4x less
+    // the tall kernel only from c.tall_min_rows rows (default: never, by the H100 measurement in kernels.cuh;
+    // BEAGLE_CUDA_TALL_MIN_ROWS times it against the 16-row one on the same binary, the same bits)
+    if (max_rows >= c.tall_min_rows) {  // 64-row blocks: x read 4x less, 4x fewer blocks
         dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);
         if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_tall_kernel, a);
         if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_tall_kernel, a);

@@ -113,8 +113,12 @@ struct QGemmArgs {
 constexpr int QGEMM_WARPS = 4, QGEMM_ROWS = 32, QGEMM_TOKENS = 4;  // dp4a: a block of 4 warps, 32 weight rows x 4 tokens
 constexpr int QMMA_KB = 4;  // tensor cores: 32-blocks per step (one per warp)
 constexpr int QMMA_WARPS = 4, QMMA_ROWS = 16, QMMA_TOKENS = 64;  // tensor cores: 16 rows x 64 tokens per block
-// tall launches (max rows >= QMMA_TALL_MIN_ROWS): 64 rows x 64 tokens per block (cuda/gemm_quant.cu header)
-constexpr int QMMA_ROWS_TALL = 64, QMMA_TALL_MIN_ROWS = 2048;
+// tall launches (max rows >= QMMA_TALL_MIN_ROWS): 64 rows x 64 tokens per block (cuda/gemm_quant.cu header).
+// OFF by default (2^30 rows: never), by the H100 measurement of 2026-11-27 (scripts/gpu_check.sh step
+// r7b_tall, a 7B-shaped 2-layer Q4_1 model): with the tall kernel from 2048 rows, verify T = 5..64 took 4.1-7.1 ms
+// against 2.0-4.2 ms with the 16-row kernel, prefill 11.0k against 21.7k tok/s. BEAGLE_CUDA_TALL_MIN_ROWS=N
+// turns it on from N rows (launch_matmul_q; the same bits either way).
+constexpr int QMMA_ROWS_TALL = 64, QMMA_TALL_MIN_ROWS = 1073741824;
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);  // thread per 32-block
 // T <= QGEMM_TOKENS: grid (cdiv(max rows, 32), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32)
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
@@ -125,7 +129,8 @@ __global__ void gemm_q4_1_kernel(QGemmArgs a);
 __global__ void gemm_q8_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_mma_kernel(QGemmArgs a);
-// ... and max rows >= QMMA_TALL_MIN_ROWS: grid (cdiv(max rows, 64), cdiv(T, 64), n), 128 threads; the same bits
+// ... and max rows >= QMMA_TALL_MIN_ROWS (off by default, see above): grid (cdiv(max rows, 64), cdiv(T, 64), n),
+// 128 threads; the same bits
 __global__ void gemm_q8_0_mma_tall_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_mma_tall_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a);
@@ -133,9 +138,16 @@ __global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a);
 // stored as the same KD_Q8_0 / KD_Q4_0 / KD_Q4_1; one launch for T <= QGEMM_TOKENS, two (quantize, GEMM)
 // above. scratch: device memory of matmul_q_scratch_bytes(T, cols) for the quantized activations (T >
 // QGEMM_TOKENS only). No ys[m] may overlap x (the dp4a kernels read x while other blocks write y).
+// choice: launch_matmul_q's kernel choices (every one gives the same bits); nullptr: the defaults, or what the
+// environment sets (qgemm_choice_env, read once per process), so that a device run can time the variants.
+struct QGemmChoice {
+    int tall_min_rows = QMMA_TALL_MIN_ROWS;  // BEAGLE_CUDA_TALL_MIN_ROWS: the tall tensor-core kernel from this many rows
+};
+QGemmChoice qgemm_choice_env();  // the defaults with the environment's overrides, read on every call
 size_t matmul_q_scratch_bytes(int T, int cols);
 void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* const* Ws, const int* rows, int dtype,
-                     long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr);
+                     long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr,
+                     const QGemmChoice* choice = nullptr);
 
 // ---- rmsnorm.cu -------------------------------------------------------------------------------
 // y[t] = x[t] * rstd[t] * w, rstd = 1/sqrt(mean(x^2) + eps); one block per row (rstd may be null).

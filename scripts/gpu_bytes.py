@@ -71,9 +71,9 @@ def parse_sources():
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QGEMM_ROWS), cdiv(T, QGEMM_TOKENS), n);", "dp4a grid")
     need("cuda/gemm_quant.cu", gq, "KRUN(kr, cdiv(T * nb, 256), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);",
          "one quantize launch per matmul launch above QGEMM_TOKENS")
-    need("cuda/gemm_quant.cu", gq, "return s && atoi(s) > 0 ? atoi(s) : QMMA_TALL_MIN_ROWS;",
-         "tall_min_rows is QMMA_TALL_MIN_ROWS unless BEAGLE_CUDA_TALL_MIN_ROWS is set")
-    need("cuda/gemm_quant.cu", gq, "if (max_rows >= tall_min_rows) { // the 16-row grid would fill the GPU",
+    need("cuda/kernels.cuh", hdr, "int tall_min_rows = QMMA_TALL_MIN_ROWS;",
+         "the default choice is QMMA_TALL_MIN_ROWS (BEAGLE_CUDA_TALL_MIN_ROWS only overrides it)")
+    need("cuda/gemm_quant.cu", gq, "if (max_rows >= c.tall_min_rows) {",
          "the tall tensor-core kernel from QMMA_TALL_MIN_ROWS rows (the launch's tallest matrix) on")
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);",
          "tall tensor-core grid")

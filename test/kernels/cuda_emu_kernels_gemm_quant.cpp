@@ -11,7 +11,8 @@
 // rows not a multiple of 4 or 64, 32-blocks per row not a multiple of 8 or 32), debug schedules, batch
 // invariance (a token alone == in a batch of 7 or of 70 tokens, bit for bit), three matrices of
 // different heights in one launch (grid z) == one launch each, bit for bit, and launch_matmul_q's choice
-// of kernel (dp4a for T <= 4, 64-row tensor-core blocks from QMMA_TALL_MIN_ROWS rows, else 16-row ones).
+// of kernel (dp4a for T <= 4, else 16-row tensor-core blocks; 64-row ones from QGemmChoice::tall_min_rows
+// rows, off by default, BEAGLE_CUDA_TALL_MIN_ROWS).
 #include "cuda_kernel_test.h"
 #include "core/dtype.h"
 #include "gemm_quant.cu"
@@ -247,8 +248,9 @@ static void check_zero_nan(int dt) {
 }
 
 // launch_matmul_q's choice (a runner recording the kernels it launches): dp4a for T <= QGEMM_TOKENS, else
-// the tall tensor-core kernel from QMMA_TALL_MIN_ROWS rows on and the 16-row one below; its output is the
-// chosen kernel's, bit for bit.
+// the tall tensor-core kernel from choice.tall_min_rows rows on (default QMMA_TALL_MIN_ROWS: never) and the
+// 16-row one below; its output is the chosen kernel's, bit for bit. choice null: launch_matmul_q's own
+// (the defaults: this test sets no BEAGLE_CUDA_* variable, main checks that).
 struct NameRunner : KernelRunner {
     std::vector<std::string> names;
     void before(const char* kernel) override { names.push_back(kernel); }
@@ -259,7 +261,7 @@ struct NameRunner : KernelRunner {
     }
 };
 
-static void check_launcher(int dt, int rows, int T) {
+static void check_launcher(int dt, int rows, int T, const QGemmChoice* choice = nullptr) {
     const int cols = 32;
     QWeights w = make_weights(dt, rows, cols);
     std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f), y((size_t)T * rows, -7.0f);
@@ -268,8 +270,9 @@ static void check_launcher(int dt, int rows, int T) {
     const uint8_t* wp = w.bytes.data();
     float* yp = y.data();
     NameRunner kr;
-    launch_matmul_q(1, &yp, x.data(), &wp, &rows, dt, w.row_bytes, cols, T, scratch.data(), kr);
-    const Kind want = T <= QGEMM_TOKENS ? DP4A : rows >= QMMA_TALL_MIN_ROWS ? MMA_TALL : MMA;
+    launch_matmul_q(1, &yp, x.data(), &wp, &rows, dt, w.row_bytes, cols, T, scratch.data(), kr, choice);
+    const int tall_min_rows = choice ? choice->tall_min_rows : QMMA_TALL_MIN_ROWS;
+    const Kind want = T <= QGEMM_TOKENS ? DP4A : rows >= tall_min_rows ? MMA_TALL : MMA;
     const std::vector<float> direct = run_gemm(w, x, a, T, want);
     CHECK(!kr.names.empty() && kr.names.back() == qname(dt, want), "launch_matmul_q rows %d T %d: launched %s, expected %s",
           rows, T, kr.names.empty() ? "nothing" : kr.names.back().c_str(), qname(dt, want).c_str());
@@ -288,10 +291,23 @@ int main() {
                              {200, 64, 5}, {200, 64, 17}, {200, 96, 64}, {152, 64, 70}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto& s : shapes) check_case(dt, s[0], s[1], s[2], "");
-    // the launcher's rule at its edges: 2048 rows tall for every type; 2047 rows and T = 4 not
-    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_launcher(dt, QMMA_TALL_MIN_ROWS, QGEMM_TOKENS + 1);
-    check_launcher(KD_Q4_1, QMMA_TALL_MIN_ROWS - 1, QGEMM_TOKENS + 1);
-    check_launcher(KD_Q4_1, QMMA_TALL_MIN_ROWS, QGEMM_TOKENS);
+    // the launcher's rule: by default (the tall kernel off) 16-row tensor-core blocks even for 4096 rows;
+    // with tall_min_rows = 2048 (BEAGLE_CUDA_TALL_MIN_ROWS=2048), at its edges: 2048 rows tall for every
+    // type, 2047 rows and T = 4 not; the variable parsed into that choice
+    for (const char* v : {"BEAGLE_CUDA_TALL_MIN_ROWS", "BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"})
+        CHECK(!getenv(v), "%s is set: the launcher checks below assume the defaults", v);
+    check_launcher(KD_Q4_1, 4096, QGEMM_TOKENS + 1);
+    QGemmChoice tall;
+    tall.tall_min_rows = 2048;
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_launcher(dt, 2048, QGEMM_TOKENS + 1, &tall);
+    check_launcher(KD_Q4_1, 2047, QGEMM_TOKENS + 1, &tall);
+    check_launcher(KD_Q4_1, 2048, QGEMM_TOKENS, &tall);
+    CHECK(qgemm_choice_env().tall_min_rows == QMMA_TALL_MIN_ROWS, "qgemm_choice_env without the variable: %d",
+          qgemm_choice_env().tall_min_rows);
+    setenv("BEAGLE_CUDA_TALL_MIN_ROWS", "2048", 1);
+    CHECK(qgemm_choice_env().tall_min_rows == 2048, "BEAGLE_CUDA_TALL_MIN_ROWS=2048 read as %d",
+          qgemm_choice_env().tall_min_rows);
+    unsetenv("BEAGLE_CUDA_TALL_MIN_ROWS");
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (int T : {1, 3, 6}) check_group(dt, T);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_zero_nan(dt);

@@ -93,13 +93,13 @@ def main():
             sys.exit(f"test_gpu_bytes: self-check: a changed split-KV grid did not stop the script: {got}")
     with tempfile.TemporaryDirectory() as tmp:
         root = scratch_copy(tmp)
-        plant(root, "cuda/kernels.cuh", "QMMA_TALL_MIN_ROWS = 2048", "QMMA_TALL_MIN_ROWS = 65536")  # no tall launch
+        plant(root, "cuda/kernels.cuh", "QMMA_TALL_MIN_ROWS = 1073741824", "QMMA_TALL_MIN_ROWS = 2048")  # tall launches
         got = problems(root)
         if not any("is stale" in p for p in got):
             sys.exit(f"test_gpu_bytes: self-check: a changed QMMA_TALL_MIN_ROWS did not make the doc stale: {got}")
     with tempfile.TemporaryDirectory() as tmp:
         root = scratch_copy(tmp)
-        plant(root, "cuda/gemm_quant.cu", "if (max_rows >= tall_min_rows) {", "if (max_rows > tall_min_rows) {")
+        plant(root, "cuda/gemm_quant.cu", "if (max_rows >= c.tall_min_rows) {", "if (max_rows > c.tall_min_rows) {")
         got = problems(root)
         if not got or "exits" not in got[0]:
             sys.exit(f"test_gpu_bytes: self-check: a changed tall-GEMM rule did not stop the script: {got}")

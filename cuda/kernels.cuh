@@ -89,7 +89,7 @@ void launch_matmul_wmma(float* y, const float* x, const void* W, int dtype, int 
                         KernelRunner& kr);
 
 // ---- gemm_quant.cu: y[t, o] = sum_i W[o, i] x[t, i] with W stored as Q8_0 / Q4_0 / Q4_1 blocks ----
-// x is quantized to int8 blocks of 32 (q, d = max|x| / 127, s = d * sum q: quantize_block32), then every
+// x is quantized to int8 blocks of 32 (q, d = max|x| / 127, s = d * sum q), then every
 // 32-block is an exact integer dot product (dp4a) scaled by d_w * d_x. One launch multiplies the same x
 // by up to QGEMM_MATS matrices of the same dtype and cols (Q/K/V, gate/up): blockIdx.z picks the matrix.
 constexpr int QGEMM_MATS = 3;
@@ -119,7 +119,8 @@ constexpr int QMMA_WARPS = 4, QMMA_ROWS = 16, QMMA_TOKENS = 64;  // tensor cores
 // against 2.0-4.2 ms with the 16-row kernel, prefill 11.0k against 21.7k tok/s. BEAGLE_CUDA_TALL_MIN_ROWS=N
 // turns it on from N rows (launch_matmul_q; the same bits either way).
 constexpr int QMMA_ROWS_TALL = 64, QMMA_TALL_MIN_ROWS = 1073741824;
-__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);  // thread per 32-block
+// a warp per 32-block, a thread per value: grid cdiv(T * cols, blockDim), blockDim % 32 == 0 (launch_matmul_q: 256)
+__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);
 // T <= QGEMM_TOKENS: grid (cdiv(max rows, 32), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32)
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_kernel(QGemmArgs a);

@@ -69,7 +69,7 @@ def parse_sources():
     need("cuda/gemm_quant.cu", gq, "if (T <= QGEMM_TOKENS) { // the kernel quantizes x itself",
          "T <= QGEMM_TOKENS: the dp4a kernel reads f32 x, no quantize launch")
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QGEMM_ROWS), cdiv(T, QGEMM_TOKENS), n);", "dp4a grid")
-    need("cuda/gemm_quant.cu", gq, "KRUN(kr, cdiv(T * nb, 256), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);",
+    need("cuda/gemm_quant.cu", gq, "KRUN(kr, cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);",
          "one quantize launch per matmul launch above QGEMM_TOKENS")
     need("cuda/kernels.cuh", hdr, "int tall_min_rows = QMMA_TALL_MIN_ROWS;",
          "the default choice is QMMA_TALL_MIN_ROWS (BEAGLE_CUDA_TALL_MIN_ROWS only overrides it)")

@@ -70,14 +70,15 @@ struct QActs {
     std::vector<float> d, s;
 };
 
-// Quantize through the kernel and check it against the host rule.
+// Quantize through the kernel (a warp per 32-block, `block` threads per thread block) and check it against
+// the host rule.
 static QActs quantize(const std::vector<float>& x, int T, int cols, int block, const std::string& tag) {
     const int nb = cols / 32;
     QActs a;
     a.q.assign((size_t)T * cols, 0);
     a.d.assign((size_t)T * nb, 0);
     a.s.assign((size_t)T * nb, 0);
-    TLAUNCH(cdiv(T * nb, block), block, 0, quantize_q8_kernel)(x.data(), a.q.data(), a.d.data(), a.s.data(), T, cols);
+    TLAUNCH(cdiv(T * cols, block), block, 0, quantize_q8_kernel)(x.data(), a.q.data(), a.d.data(), a.s.data(), T, cols);
     std::vector<float> got_q(a.q.size()), got_ds(2 * a.d.size());
     std::vector<double> ref_q(a.q.size()), ref_ds(2 * a.d.size());
     for (int t = 0; t < T; t++)
@@ -311,8 +312,9 @@ int main() {
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (int T : {1, 3, 6}) check_group(dt, T);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_zero_nan(dt);
-    // quantizer with block sizes 32 and 1024, zero blocks and a NaN block
-    for (int block : {32, 1024}) {
+    // quantizer with thread blocks of 32 and 1024 threads (1 and 32 32-blocks; 9 32-blocks: a partly idle
+    // last thread block of 256 and of 1024 threads), zero blocks and a NaN block
+    for (int block : {32, 256, 1024}) {
         int T = 3, cols = 96;
         std::vector<float> x = kt_vec((size_t)T * cols, -3.0f, 3.0f);
         for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;  // an all-zero block: d = 0, q = 0

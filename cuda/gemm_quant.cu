@@ -13,19 +13,23 @@
 //     acc = fmaf(d_w d_x, (float) I_b, acc)        (+ acc = fmaf(m_w, s_x, acc) for Q4_1: x = d q + m).
 //   Nothing in it depends on T, the token's slot or the kernel, so a token's row has the same bits in
 //   decode (T = 1), a prefill chunk or a verify pass of any size, whichever kernel ran it.
-// gemm_q{8_0,4_0,4_1}_kernel (T <= QGEMM_TOKENS: decode, short verify): a block of 4 warps covers 32
-//   weight rows x 4 tokens of matrix blockIdx.z (Q/K/V or gate/up in one launch: the grid's x extent is
+// gemm_q{8_0,4_0,4_1}{,_r16,_r8}_kernel (T <= QGEMM_TOKENS, or BEAGLE_CUDA_DP4A_MAX_T: decode, short
+//   verify): a block of 4 warps covers R = 32 (16, 8) weight rows x 4 tokens of matrix blockIdx.z (Q/K/V or gate/up in one launch: the grid's x extent is
 //   the tallest matrix's, blocks past a shorter one exit at once). Per 32 blocks of the row (1024
 //   columns), the block's 128 threads first quantize its tokens' blocks c0 .. c0 + 31 into shared
 //   memory (4 threads per 32-block, coalesced loads; int8 q, d, s), so the activations need no launch
-//   of their own; the price, every block reading the f32 x (L2-resident), is paid once per 32 rows.
+//   of their own; the price, every block reading the f32 x (L2-resident), is paid once per R rows.
 //   Then the rows x blocks (row, 32-block) pairs are spread over all 128 threads (pair k: row k / nbc,
 //   block k % nbc; a warp reads consecutive blocks, for nb <= 32 one contiguous range of rows), each
 //   thread loading QGEMM_PAIRS pairs before computing any, and each pair's I_b for the 4 tokens with
 //   dp4a (the weight bytes loaded once for all of them) goes to shared memory with d_w (and m_w).
-//   Last, warp i runs token i's chain, lane r for row r, over the chunk's blocks in order. Why fast:
+//   Last, warp i runs token i's chain, lane r < R for row r, over the chunk's blocks in order. Why fast:
 //   every lane busy (the old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency
-//   per QGEMM_PAIRS pairs, the quantization amortized over 32 rows instead of 4, 8x fewer blocks.
+//   per QGEMM_PAIRS pairs, the quantization amortized over R rows instead of 4. R (qgemm_dp4a_rows): the
+//   largest of 32, 16, 8 whose grid has QGEMM_FILL_BLOCKS = 264 blocks (2 per H100 SM), else 8: the H100
+//   ran SmolLM2's decode GEMMs as 18-54 blocks of 32 rows on 132 SMs (9.6 us per launch, half of a decode
+//   step); 8-row blocks give 4x the blocks for 4x the x re-reads (L2) and fewer busy threads per pair
+//   round. BEAGLE_CUDA_QGEMM_ROWS=8|16|32 forces R (the same bits: the chain of each output is the same).
 // gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_TOKENS: prefill and verify): tensor cores, after one
 //   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
 //   warps covers 16 weight rows x 64 tokens of matrix blockIdx.z (a verify of up to 64 tokens reads
@@ -143,7 +147,7 @@ __device__ __forceinline__ P qgemm_pick(const P (&v)[QGEMM_MATS], int m) {
 }
 
 // ---- few tokens: dp4a, 32 weight rows x 4 tokens per block ----------------------------------------
-constexpr int QGEMM_PAIRS = 4;  // (row, 32-block) pairs a thread loads at once: 32 rows x 32 blocks / 128 threads = 8 at most
+constexpr int QGEMM_PAIRS = 4;  // (row, 32-block) pairs a thread loads at once: R rows x 32 blocks / 128 threads = R / 4 at most
 constexpr int QX_LD = 36;  // bytes per staged int8 block: 32 + 4 pad, so lanes reading word p of
                            // consecutive blocks hit distinct banks (a stride of 8 words is 8-way)
 
@@ -187,11 +191,12 @@ __device__ __forceinline__ void quantize_chunk_part(const QGemmArgs& a, int t, i
     }
 }
 
-template <int DT>
+template <int DT, int R>
 __device__ void gemm_q_body(const QGemmArgs& a) {
-    constexpr int BS = QBlock<DT>::bytes, NTH = 32 * QGEMM_WARPS, LDR = QGEMM_ROWS + 1;
+    static_assert(R >= 1 && R <= QGEMM_ROWS && QGEMM_ROWS == 32, "the chain: lane r < R of a warp per token");
+    constexpr int BS = QBlock<DT>::bytes, NTH = 32 * QGEMM_WARPS, LDR = R + 1;  // odd LDR: conflict-free
     const int tid = threadIdx.x, m = blockIdx.z, rows = qgemm_pick(a.rows, m);
-    const int o0 = blockIdx.x * QGEMM_ROWS;
+    const int o0 = blockIdx.x * R;
     if (o0 >= rows) return;  // the whole block: past a shorter matrix
     const int t0 = blockIdx.y * QGEMM_TOKENS;
     const int nt = min(QGEMM_TOKENS, a.T - t0);
@@ -201,9 +206,9 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
     __shared__ float xd[QGEMM_TOKENS][32], xs[QGEMM_TOKENS][32];
     __shared__ int dot[QGEMM_TOKENS][32][LDR];  // I_b of (token i, block c0 + j, row o0 + r)
     __shared__ float dws[32][LDR], mws[32][LDR];  // d_w, m_w (Q4_1) of (block, row)
-    // the chain: warp i = token t0 + i, lane r = row o0 + r (coalesced y, conflict-free shared reads)
+    // the chain: warp i = token t0 + i, lane r < R = row o0 + r (coalesced y, conflict-free shared reads)
     const int ci = tid / 32, cr = tid % 32;
-    const bool chain = ci < nt && o0 + cr < rows;
+    const bool chain = ci < nt && cr < R && o0 + cr < rows;
     float acc = 0.0f;
     for (int c0 = 0; c0 < nb; c0 += 32) {
         const int nbc = min(32, nb - c0);
@@ -213,12 +218,12 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
         // threads; consecutive threads read consecutive blocks of a row (for nb <= 32 the block's rows
         // are one contiguous range), each loaded once for all tokens. A thread loads QGEMM_PAIRS pairs
         // before it uses any (their loads overlap: one memory latency per round, not per pair).
-        for (int k0 = 0; k0 < QGEMM_ROWS * nbc; k0 += QGEMM_PAIRS * NTH) {
+        for (int k0 = 0; k0 < R * nbc; k0 += QGEMM_PAIRS * NTH) {
             int w[QGEMM_PAIRS][8];
             uint16_t dw[QGEMM_PAIRS], mw[QGEMM_PAIRS];
             for (int u = 0; u < QGEMM_PAIRS; u++) {
                 const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
-                if (k < QGEMM_ROWS * nbc && o0 + r < rows) {
+                if (k < R * nbc && o0 + r < rows) {
                     const uint8_t* blk = w0 + (long long)r * a.row_bytes + (long long)(c0 + j) * BS;
                     load_block_words<DT>(blk, w[u]);
                     dw[u] = load_u16_a2(blk);
@@ -227,7 +232,7 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
             }
             for (int u = 0; u < QGEMM_PAIRS; u++) {
                 const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
-                if (k >= QGEMM_ROWS * nbc || o0 + r >= rows) break;  // k grows with u
+                if (k >= R * nbc || o0 + r >= rows) break;  // k grows with u
                 dws[j][r] = f16_bits_to_float(dw[u]);
                 if (DT == KD_Q4_1) mws[j][r] = f16_bits_to_float(mw[u]);
                 for (int i = 0; i < nt; i++) {
@@ -255,9 +260,15 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
     if (chain) qgemm_pick(a.y, m)[(long long)(t0 + ci) * rows + o0 + cr] = acc;
 }
 
-__global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0>(a); }
-__global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0>(a); }
-__global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1>(a); }
+__global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 32>(a); }
+__global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 32>(a); }
+__global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 32>(a); }
+__global__ void gemm_q8_0_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 16>(a); }
+__global__ void gemm_q4_0_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 16>(a); }
+__global__ void gemm_q4_1_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 16>(a); }
+__global__ void gemm_q8_0_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 8>(a); }
+__global__ void gemm_q4_0_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 8>(a); }
+__global__ void gemm_q4_1_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 8>(a); }
 
 // ---- many tokens: int8 tensor cores, 16 (or 64) rows x 64 tokens per block, 4 32-blocks per step -----
 // Half `half` of a block's 32 weights as 4 words of int8 (elements 16 half .. 16 half + 15; Q4_0 minus 8).
@@ -496,7 +507,15 @@ static int env_positive(const char* name, int otherwise) {
 QGemmChoice qgemm_choice_env() {
     QGemmChoice c;
     c.tall_min_rows = env_positive("BEAGLE_CUDA_TALL_MIN_ROWS", c.tall_min_rows);
+    c.dp4a_max_t = env_positive("BEAGLE_CUDA_DP4A_MAX_T", c.dp4a_max_t);
+    c.dp4a_rows = env_positive("BEAGLE_CUDA_QGEMM_ROWS", c.dp4a_rows);
     return c;
+}
+
+int qgemm_dp4a_rows(int max_rows, int n, int T) {
+    for (int R = QGEMM_ROWS; R > QGEMM_ROWS_MIN; R /= 2)
+        if ((long long)cdiv(max_rows, R) * n * cdiv(T, QGEMM_TOKENS) >= QGEMM_FILL_BLOCKS) return R;
+    return QGEMM_ROWS_MIN;
 }
 
 void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* const* Ws, const int* rows, int dtype,
@@ -523,13 +542,24 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
     a.cols = cols;
     a.x = x;
     a.T = T;
-    if (T <= QGEMM_TOKENS) {  // the kernel quantizes x itself; same bits as the tensor-core path
-        dim3 grid(cdiv(max_rows, QGEMM_ROWS), cdiv(T, QGEMM_TOKENS), n);
-        if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel, a);
-        if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel, a);
-        if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel, a);
+    kcheck(kr, c.dp4a_rows == 0 || c.dp4a_rows == 8 || c.dp4a_rows == 16 || c.dp4a_rows == 32,
+           "quantized matmul: %d rows per dp4a block (BEAGLE_CUDA_QGEMM_ROWS), expected 8, 16 or 32", c.dp4a_rows);
+    if (T <= c.dp4a_max_t) {  // the kernel quantizes x itself; same bits as the tensor-core path
+        const int R = c.dp4a_rows ? c.dp4a_rows : qgemm_dp4a_rows(max_rows, n, T);
+        dim3 grid(cdiv(max_rows, R), cdiv(T, QGEMM_TOKENS), n);
+        const int nth = 32 * QGEMM_WARPS;
+        if (R == 32 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_kernel, a);
+        if (R == 32 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_kernel, a);
+        if (R == 32 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_kernel, a);
+        if (R == 16 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r16_kernel, a);
+        if (R == 16 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r16_kernel, a);
+        if (R == 16 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r16_kernel, a);
+        if (R == 8 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r8_kernel, a);
+        if (R == 8 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r8_kernel, a);
+        if (R == 8 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r8_kernel, a);
         return;
     }
+    kcheck(kr, scratch != nullptr, "quantized matmul: T = %d takes the tensor-core path, which needs scratch", T);
     const int nb = cols / 32;
     uint8_t* base = (uint8_t*)scratch;
     int8_t* xq = (int8_t*)base;

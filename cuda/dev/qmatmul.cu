@@ -176,7 +176,7 @@ static void qmatmul_run(int version, const QGemmArgs& a) {
         case 2: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<false>)(a); break;
         case 3: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<true>)(a); break;
         case 4:  // the shipped launch for T <= QGEMM_TOKENS (cuda/gemm_quant.cu launch_matmul_q)
-            KLAUNCH(dim3(cdiv(a.rows[0], QGEMM_ROWS), cdiv(a.T, QGEMM_TOKENS)), 32 * QGEMM_WARPS, 0, 0,
+            KLAUNCH(dim3(cdiv(a.rows[0], QGEMM_ROWS), cdiv(a.T, QGEMM_TOKENS)), 32 * QGEMM_WARPS, 0, 0,  // R = 32
                     gemm_q4_1_kernel)(a);
             break;
         case 5:  // the shipped launch for T > QGEMM_TOKENS

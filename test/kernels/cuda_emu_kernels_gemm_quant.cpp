@@ -22,7 +22,8 @@ using beagle::f32_to_f16;
 struct QWeights {
     int dt, rows, cols;
     long long row_bytes;
-    std::vector<uint8_t> bytes;
+    std::vector<uint8_t> bytes;  // the matrix starts at bytes.data() + shift
+    int shift = 0;
     std::vector<double> deq;  // rows x cols, reference dequantization
 };
 
@@ -124,7 +125,7 @@ static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* 
     int max_rows = 0;
     for (int m = 0; m < n; m++) {
         y[m].assign((size_t)T * ws[m]->rows, -7.0f);
-        g.w[m] = ws[m]->bytes.data();
+        g.w[m] = ws[m]->bytes.data() + ws[m]->shift;
         g.y[m] = y[m].data();
         g.rows[m] = ws[m]->rows;
         max_rows = std::max(max_rows, ws[m]->rows);
@@ -261,6 +262,23 @@ static void check_zero_nan(int dt) {
     }
 }
 
+// The dp4a kernels read Q4_1 blocks with 4-byte loads when the matrix is 4-byte aligned, with 2-byte ones
+// otherwise: the same matrix 2 bytes past an aligned address (the emulator fails a misaligned 4-byte VLOAD)
+// gives the same bits in every kernel.
+static void check_misaligned(int dt) {
+    const int T = 5, rows = 37, cols = 1344;  // 42 blocks per row: two chunks
+    QWeights w = make_weights(dt, rows, cols), w2 = w;
+    w2.bytes.insert(w2.bytes.begin(), {0, 0});
+    w2.shift = 2;
+    std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f);
+    QActs a = quantize(x, T, cols, 256, "misaligned");
+    for (Kind kind : kinds) {
+        const std::vector<float> y = run_gemm(w, x, a, T, kind), y2 = run_gemm(w2, x, a, T, kind);
+        CHECK(!memcmp(y.data(), y2.data(), y.size() * 4), "%s: weights at a 2-byte aligned address change the bits",
+              qname(dt, kind).c_str());
+    }
+}
+
 // launch_matmul_q's choice (a runner recording the kernels it launches), `want` written out per case: the
 // dp4a kernels for T <= choice.dp4a_max_t (default QGEMM_TOKENS) with R rows per block (choice.dp4a_rows, or
 // the grid rule: the most of 32, 16, 8 whose grid has QGEMM_FILL_BLOCKS = 264 blocks, else 8), else the tall
@@ -353,6 +371,7 @@ int main() {
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (int T : {1, 3, 6}) check_group(dt, T);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_zero_nan(dt);
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_misaligned(dt);
     // quantizer with thread blocks of 32 and 1024 threads (1 and 32 32-blocks; 9 32-blocks: a partly idle
     // last thread block of 256 and of 1024 threads), zero blocks and a NaN block
     for (int block : {32, 256, 1024}) {

@@ -3,9 +3,9 @@
 // matmul (src/backend/gpu/ops_cuda.cu); tested by test/kernels/cuda_emu_kernels_gemm_quant.cpp.
 //
 // quantize_q8_kernel (one warp per block) and quantize_chunk_part (the dp4a kernels, four threads per
-//   block): each 32-value block of an activation row becomes int8 q,
-//   d = max|x| / 127 and s = d * sum q (the max is exact and the sum an integer, so any order and any
-//   thread split give the same bits), rounding as the CPU backend's 8-bit mode
+//   block): each 32-value block of an activation row becomes int8 q, d = max|x| / 127 and s = d * sum q
+//   (the max is exact and the sum an integer, so any order and any thread split give the same bits),
+//   rounding as the CPU backend's 8-bit mode
 //   (src/backend/cpu/quantize.h): q = round-half-even(x * (1 / d)), a NaN makes d NaN.
 // The product, ONE order for every kernel below (batch invariance): per 32-block b the integer dot
 //   I_b = sum_j w_j q_j is exact (w_j = q for Q8_0, q - 8 for Q4_0, the nibble q for Q4_1), and
@@ -14,22 +14,22 @@
 //   Nothing in it depends on T, the token's slot or the kernel, so a token's row has the same bits in
 //   decode (T = 1), a prefill chunk or a verify pass of any size, whichever kernel ran it.
 // gemm_q{8_0,4_0,4_1}{,_r16,_r8}_kernel (T <= QGEMM_TOKENS, or BEAGLE_CUDA_DP4A_MAX_T: decode, short
-//   verify): a block of 4 warps covers R = 32 (16, 8) weight rows x 4 tokens of matrix blockIdx.z (Q/K/V or gate/up in one launch: the grid's x extent is
-//   the tallest matrix's, blocks past a shorter one exit at once). Per 32 blocks of the row (1024
-//   columns), the block's 128 threads first quantize its tokens' blocks c0 .. c0 + 31 into shared
-//   memory (4 threads per 32-block, coalesced loads; int8 q, d, s), so the activations need no launch
-//   of their own; the price, every block reading the f32 x (L2-resident), is paid once per R rows.
-//   Then the rows x blocks (row, 32-block) pairs are spread over all 128 threads (pair k: row k / nbc,
-//   block k % nbc; a warp reads consecutive blocks, for nb <= 32 one contiguous range of rows), each
-//   thread loading QGEMM_PAIRS pairs before computing any, and each pair's I_b for the 4 tokens with
-//   dp4a (the weight bytes loaded once for all of them) goes to shared memory with d_w (and m_w).
-//   Last, warp i runs token i's chain, lane r < R for row r, over the chunk's blocks in order. Why fast:
-//   every lane busy (the old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency
-//   per QGEMM_PAIRS pairs, the quantization amortized over R rows instead of 4. R (qgemm_dp4a_rows): the
-//   largest of 32, 16, 8 whose grid has QGEMM_FILL_BLOCKS = 264 blocks (2 per H100 SM), else 8: the H100
-//   ran SmolLM2's decode GEMMs as 18-54 blocks of 32 rows on 132 SMs (9.6 us per launch, half of a decode
-//   step); 8-row blocks give 4x the blocks for 4x the x re-reads (L2) and fewer busy threads per pair
-//   round. BEAGLE_CUDA_QGEMM_ROWS=8|16|32 forces R (the same bits: the chain of each output is the same).
+//   verify): a block of 4 warps covers R = 32 (16, 8) weight rows x 4 tokens of matrix blockIdx.z (Q/K/V or
+//   gate/up in one launch: the grid's x extent is the tallest matrix's, blocks past a shorter one exit at
+//   once). Per 32 blocks of the row (1024 columns), the block's 128 threads first quantize its tokens' blocks
+//   c0 .. c0 + 31 into shared memory (4 threads per 32-block, coalesced loads; int8 q, d, s), so the
+//   activations need no launch of their own; the price, every block reading the f32 x (L2-resident), is paid
+//   once per R rows. Then the rows x blocks (row, 32-block) pairs are spread over all 128 threads (pair k: row
+//   k / nbc, block k % nbc; a warp reads consecutive blocks, for nb <= 32 one contiguous range of rows), each
+//   thread loading QGEMM_PAIRS pairs before computing any, and each pair's I_b for the 4 tokens with dp4a (the
+//   weight bytes loaded once for all of them) goes to shared memory with d_w (and m_w). Last, warp i runs
+//   token i's chain, lane r < R for row r, over the chunk's blocks in order. Why fast: every lane busy (the
+//   old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency per QGEMM_PAIRS pairs, the
+//   quantization amortized over R rows instead of 4. R (qgemm_dp4a_rows): the largest of 32, 16, 8 whose grid
+//   has QGEMM_FILL_BLOCKS = 264 blocks (2 per H100 SM), else 8: the H100 ran SmolLM2's decode GEMMs as 18-54
+//   blocks of 32 rows on 132 SMs (9.6 us per launch, half of a decode step); 8-row blocks give 4x the blocks
+//   for 4x the x re-reads (L2) and fewer busy threads per pair round (the trade is not timed yet).
+//   BEAGLE_CUDA_QGEMM_ROWS=8|16|32 forces R (the same bits: the chain of each output is the same).
 // gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_TOKENS: prefill and verify): tensor cores, after one
 //   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
 //   warps covers 16 weight rows x 64 tokens of matrix blockIdx.z (a verify of up to 64 tokens reads
@@ -49,29 +49,28 @@
 //   QMMA_TALL_MIN_ROWS rows: OFF by default, BEAGLE_CUDA_TALL_MIN_ROWS=N turns it on from N rows): the same
 //   with QMMA_ROWS_TALL = 64 rows x 64 tokens per block, so the int8 x is read by 4x fewer blocks (the 7B
 //   shape's verify at T = 64: 8.9 GB of L2 reads instead of 35.6 GB, the byte MODEL of docs/gpu-kernels.md).
-//   The model's argument for it from 2048 rows (a 16-row grid of 2048 rows is already about one block per
-//   SM of an H100 per 64 tokens, so past that every SM re-reads x for several 16-row blocks) did not hold
-//   on the H100 (2026-11-27, a 7B-shaped 2-layer Q4_1 model): from 2048 rows, verify T = 5..64 took
-//   4.1-7.1 ms against 2.0-4.2 ms with 16-row blocks only, prefill 11.0k against 21.7k tok/s (why is not
-//   measured; a guess: 4x fewer blocks, each warp running its tiles and then 32 outputs per lane in
-//   series, cost more than the L2 re-reads saved). Kept and tested for devices where that differs.
-//   Mapping: the staging is the 16-row kernel's with 4 weight entries per thread instead of 1 (entry
-//   e = tid + 128 u, u < 4: row e / 8);
-//   warp w owns rows 16 w .. 16 w + 15: per block b0 + kb of the step, in order, it computes its 16 x 16
-//   integer tiles for every token group (wmma, into its own 4 KiB of shared memory), __syncwarp, and lane
-//   l adds that block to its 32 outputs (t, o) = (l / 16 + 2 i, 16 w + l % 16); a barrier closes the step
-//   (the next store overwrites Ws, Xs and the scales, so no parity buffers: 44 KiB of static shared memory).
-//   Same bits as the 16-row kernel: each output's I_b is the same exact integer (wmma s8 -> s32) and its
-//   chain is the same fmaf(d_w d_x, I_b, acc) (+ fmaf(m_w, s_x, acc)) over b = 0, 1, ..., nb - 1 in
-//   order from 0, only the thread holding it differs (tests: memcmp of the two kernels on every case).
-// Neither kernel indexes QGemmArgs' arrays by blockIdx.z (qgemm_pick): no local-memory copy.
+//   The model's argument for it from 2048 rows (a 16-row grid of 2048 rows is already about one block per SM
+//   of an H100 per 64 tokens, so past that every SM re-reads x for several 16-row blocks) did not hold on the
+//   H100 (2026-11-27, a 7B-shaped 2-layer Q4_1 model): from 2048 rows, verify T = 5..64 took 4.1-7.1 ms
+//   against 2.0-4.2 ms with 16-row blocks only, prefill 11.0k against 21.7k tok/s (why is not measured; a
+//   guess: 4x fewer blocks, each warp running its tiles and then 32 outputs per lane in series, cost more than
+//   the L2 re-reads saved). Kept and tested for devices where that differs. Mapping: the staging is the 16-row
+//   kernel's with 4 weight entries per thread instead of 1 (entry e = tid + 128 u, u < 4: row e / 8); warp w
+//   owns rows 16 w .. 16 w + 15: per block b0 + kb of the step, in order, it computes its 16 x 16 integer
+//   tiles for every token group (wmma, into its own 4 KiB of shared memory), __syncwarp, and lane l adds that
+//   block to its 32 outputs (t, o) = (l / 16 + 2 i, 16 w + l % 16); a barrier closes the step (the next store
+//   overwrites Ws, Xs and the scales, so no parity buffers: 44 KiB of static shared memory). Same bits as the
+//   16-row kernel: each output's I_b is the same exact integer (wmma s8 -> s32) and its chain is the same
+//   fmaf(d_w d_x, I_b, acc) (+ fmaf(m_w, s_x, acc)) over b = 0, 1, ..., nb - 1 in order from 0, only the
+//   thread holding it differs (tests: memcmp of the two kernels on every case).
+// No kernel indexes QGemmArgs' arrays by blockIdx.z (qgemm_pick): no local-memory copy.
 // Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves; Q4_1's
 // 20-byte blocks on a 4-byte aligned matrix as 32-bit words in the dp4a kernels (load_block_words).
 // dp4a: the hardware instruction under nvcc (sm_61+, common.cuh dot4_i8, compile-tested only); the
 // portable byte loop is what the emulator runs and the tests check. wmma s8: the emulator's
 // (cuda/emu/emu_wmma.h, exact integer products) runs here; nvcc compiles the same code for sm_80+.
 // Tested against a double reference of the dequantized weights times the dequantized int8 activations,
-// against the plain f32 product, and for bit-identity of all three kernels for every token at every T.
+// against the plain f32 product, and for bit-identity of all the kernels for every token at every T.
 #include <cstdlib>
 
 #include "kernels.cuh"
@@ -163,7 +162,8 @@ __device__ __forceinline__ P qgemm_pick(const P (&v)[QGEMM_MATS], int m) {
 }
 
 // ---- few tokens: dp4a, 32 weight rows x 4 tokens per block ----------------------------------------
-constexpr int QGEMM_PAIRS = 4;  // (row, 32-block) pairs a thread loads at once: R rows x 32 blocks / 128 threads = R / 4 at most
+// (row, 32-block) pairs a thread loads at once: R rows x 32 blocks / 128 threads = R / 4 at most
+constexpr int QGEMM_PAIRS = 4;
 constexpr int QX_LD = 36;  // bytes per staged int8 block: 32 + 4 pad, so lanes reading word p of
                            // consecutive blocks hit distinct banks (a stride of 8 words is 8-way)
 

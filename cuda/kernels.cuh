@@ -153,9 +153,9 @@ __global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a);
 // choice: launch_matmul_q's kernel choices (every one gives the same bits); nullptr: the defaults, or what the
 // environment sets (qgemm_choice_env, read once per process), so that a device run can time the variants.
 struct QGemmChoice {
-    int tall_min_rows = QMMA_TALL_MIN_ROWS;  // BEAGLE_CUDA_TALL_MIN_ROWS: the tall tensor-core kernel from this many rows
-    int dp4a_max_t = QGEMM_TOKENS;           // BEAGLE_CUDA_DP4A_MAX_T: the dp4a kernels for T <= this (cdiv(T, 4) token blocks)
-    int dp4a_rows = 0;                       // BEAGLE_CUDA_QGEMM_ROWS: 8, 16 or 32 rows per dp4a block; 0: qgemm_dp4a_rows
+    int tall_min_rows = QMMA_TALL_MIN_ROWS;  // BEAGLE_CUDA_TALL_MIN_ROWS: the tall tensor-core kernel from here
+    int dp4a_max_t = QGEMM_TOKENS;           // BEAGLE_CUDA_DP4A_MAX_T: dp4a for T <= this (cdiv(T, 4) token blocks)
+    int dp4a_rows = 0;                       // BEAGLE_CUDA_QGEMM_ROWS: 8, 16 or 32 rows per block; 0: qgemm_dp4a_rows
 };
 QGemmChoice qgemm_choice_env();  // the defaults with the environment's overrides, read on every call
 int qgemm_dp4a_rows(int max_rows, int n, int T);  // rows per dp4a block by the grid rule (QGEMM_FILL_BLOCKS)

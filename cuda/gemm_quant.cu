@@ -2,10 +2,10 @@
 // quantized linear layers (forward only: the target is frozen). Launched (launch_* at the end) by the CUDA backend's
 // matmul (src/backend/gpu/ops_cuda.cu); tested by test/kernels/cuda_emu_kernels_gemm_quant.cpp.
 //
-// quantize_block32 (quantize_q8_kernel, one thread per block) and quantize_chunk_part (the dp4a
-//   kernels, four threads per block): each 32-value block of an activation row becomes int8 q,
-//   d = max|x| / 127 and s = d * sum q (the max is exact and the sum an integer, so any order and any
-//   thread split give the same bits), rounding as the CPU backend's 8-bit mode
+// quantize_q8_kernel (one warp per block) and quantize_chunk_part (the dp4a kernels, four threads per
+//   block): each 32-value block of an activation row becomes int8 q, d = max|x| / 127 and s = d * sum q
+//   (the max is exact and the sum an integer, so any order and any thread split give the same bits),
+//   rounding as the CPU backend's 8-bit mode
 //   (src/backend/cpu/quantize.h): q = round-half-even(x * (1 / d)), a NaN makes d NaN.
 // The product, ONE order for every kernel below (batch invariance): per 32-block b the integer dot
 //   I_b = sum_j w_j q_j is exact (w_j = q for Q8_0, q - 8 for Q4_0, the nibble q for Q4_1), and
@@ -13,19 +13,23 @@
 //     acc = fmaf(d_w d_x, (float) I_b, acc)        (+ acc = fmaf(m_w, s_x, acc) for Q4_1: x = d q + m).
 //   Nothing in it depends on T, the token's slot or the kernel, so a token's row has the same bits in
 //   decode (T = 1), a prefill chunk or a verify pass of any size, whichever kernel ran it.
-// gemm_q{8_0,4_0,4_1}_kernel (T <= QGEMM_TOKENS: decode, short verify): a block of 4 warps covers 32
-//   weight rows x 4 tokens of matrix blockIdx.z (Q/K/V or gate/up in one launch: the grid's x extent is
-//   the tallest matrix's, blocks past a shorter one exit at once). Per 32 blocks of the row (1024
-//   columns), the block's 128 threads first quantize its tokens' blocks c0 .. c0 + 31 into shared
-//   memory (4 threads per 32-block, coalesced loads; int8 q, d, s), so the activations need no launch
-//   of their own; the price, every block reading the f32 x (L2-resident), is paid once per 32 rows.
-//   Then the rows x blocks (row, 32-block) pairs are spread over all 128 threads (pair k: row k / nbc,
-//   block k % nbc; a warp reads consecutive blocks, for nb <= 32 one contiguous range of rows), each
-//   thread loading QGEMM_PAIRS pairs before computing any, and each pair's I_b for the 4 tokens with
-//   dp4a (the weight bytes loaded once for all of them) goes to shared memory with d_w (and m_w).
-//   Last, warp i runs token i's chain, lane r for row r, over the chunk's blocks in order. Why fast:
-//   every lane busy (the old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency
-//   per QGEMM_PAIRS pairs, the quantization amortized over 32 rows instead of 4, 8x fewer blocks.
+// gemm_q{8_0,4_0,4_1}{,_r16,_r8}_kernel (T <= QGEMM_TOKENS, or BEAGLE_CUDA_DP4A_MAX_T: decode, short
+//   verify): a block of 4 warps covers R = 32 (16, 8) weight rows x 4 tokens of matrix blockIdx.z (Q/K/V or
+//   gate/up in one launch: the grid's x extent is the tallest matrix's, blocks past a shorter one exit at
+//   once). Per 32 blocks of the row (1024 columns), the block's 128 threads first quantize its tokens' blocks
+//   c0 .. c0 + 31 into shared memory (4 threads per 32-block, coalesced loads; int8 q, d, s), so the
+//   activations need no launch of their own; the price, every block reading the f32 x (L2-resident), is paid
+//   once per R rows. Then the rows x blocks (row, 32-block) pairs are spread over all 128 threads (pair k: row
+//   k / nbc, block k % nbc; a warp reads consecutive blocks, for nb <= 32 one contiguous range of rows), each
+//   thread loading QGEMM_PAIRS pairs before computing any, and each pair's I_b for the 4 tokens with dp4a (the
+//   weight bytes loaded once for all of them) goes to shared memory with d_w (and m_w). Last, warp i runs
+//   token i's chain, lane r < R for row r, over the chunk's blocks in order. Why fast: every lane busy (the
+//   old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency per QGEMM_PAIRS pairs, the
+//   quantization amortized over R rows instead of 4. R (qgemm_dp4a_rows): the largest of 32, 16, 8 whose grid
+//   has QGEMM_FILL_BLOCKS = 264 blocks (2 per H100 SM), else 8: the H100 ran SmolLM2's decode GEMMs as 18-54
+//   blocks of 32 rows on 132 SMs (9.6 us per launch, half of a decode step); 8-row blocks give 4x the blocks
+//   for 4x the x re-reads (L2) and fewer busy threads per pair round (the trade is not timed yet).
+//   BEAGLE_CUDA_QGEMM_ROWS=8|16|32 forces R (the same bits: the chain of each output is the same).
 // gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_TOKENS: prefill and verify): tensor cores, after one
 //   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
 //   warps covers 16 weight rows x 64 tokens of matrix blockIdx.z (a verify of up to 64 tokens reads
@@ -42,59 +46,66 @@
 //   loads overlap the tensor-core work instead of preceding it. The cost: each 16-row block reads the
 //   tokens' int8 x (L2), 4x the activation re-reads of 64-row blocks (docs/gpu-kernels.md).
 // gemm_q{8_0,4_0,4_1}_mma_tall_kernel (T > QGEMM_TOKENS and the launch's tallest matrix has at least
-//   QMMA_TALL_MIN_ROWS = 2048 rows): the same with QMMA_ROWS_TALL = 64 rows x 64 tokens per block, so the
-//   int8 x is read by 4x fewer blocks (the 7B shape's verify at T = 64: 8.9 GB of L2 reads instead of
-//   35.6 GB, the byte MODEL of docs/gpu-kernels.md, not a measurement). The rule: a 16-row grid of 2048
-//   rows is 128 blocks per 64 tokens, about one per SM of an H100 (132) or A100 (108); past that every
-//   SM runs several 16-row blocks, each re-reading the whole x, while one 64-row block reads x once for
-//   4x the weights (4096 x 4096 Q4_1, T = 64, per SM: 2 x (328 + 41) KB vs 328 + 164 KB). Below it the
-//   64-row grid would leave most SMs idle (SmolLM2's 576- and 1536-row matrices: 9 and 24 blocks), so
-//   those keep 16-row blocks (SmolLM2's 49152-row LM head goes tall). Mapping: the staging is the 16-row
-//   kernel's with 4 weight entries per thread instead of 1 (entry e = tid + 128 u, u < 4: row e / 8);
-//   warp w owns rows 16 w .. 16 w + 15: per block b0 + kb of the step, in order, it computes its 16 x 16
-//   integer tiles for every token group (wmma, into its own 4 KiB of shared memory), __syncwarp, and lane
-//   l adds that block to its 32 outputs (t, o) = (l / 16 + 2 i, 16 w + l % 16); a barrier closes the step
-//   (the next store overwrites Ws, Xs and the scales, so no parity buffers: 44 KiB of static shared memory).
-//   Same bits as the 16-row kernel: each output's I_b is the same exact integer (wmma s8 -> s32) and its
-//   chain is the same fmaf(d_w d_x, I_b, acc) (+ fmaf(m_w, s_x, acc)) over b = 0, 1, ..., nb - 1 in
-//   order from 0, only the thread holding it differs (tests: memcmp of the two kernels on every case).
-// Neither kernel indexes QGemmArgs' arrays by blockIdx.z (qgemm_pick): no local-memory copy.
-// Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves.
+//   QMMA_TALL_MIN_ROWS rows: OFF by default, BEAGLE_CUDA_TALL_MIN_ROWS=N turns it on from N rows): the same
+//   with QMMA_ROWS_TALL = 64 rows x 64 tokens per block, so the int8 x is read by 4x fewer blocks (the 7B
+//   shape's verify at T = 64: 8.9 GB of L2 reads instead of 35.6 GB, the byte MODEL of docs/gpu-kernels.md).
+//   The model's argument for it from 2048 rows (a 16-row grid of 2048 rows is already about one block per SM
+//   of an H100 per 64 tokens, so past that every SM re-reads x for several 16-row blocks) did not hold on the
+//   H100 (2026-11-27, a 7B-shaped 2-layer Q4_1 model): from 2048 rows, verify T = 5..64 took 4.1-7.1 ms
+//   against 2.0-4.2 ms with 16-row blocks only, prefill 11.0k against 21.7k tok/s (why is not measured; a
+//   guess: 4x fewer blocks, each warp running its tiles and then 32 outputs per lane in series, cost more than
+//   the L2 re-reads saved). Kept and tested for devices where that differs. Mapping: the staging is the 16-row
+//   kernel's with 4 weight entries per thread instead of 1 (entry e = tid + 128 u, u < 4: row e / 8); warp w
+//   owns rows 16 w .. 16 w + 15: per block b0 + kb of the step, in order, it computes its 16 x 16 integer
+//   tiles for every token group (wmma, into its own 4 KiB of shared memory), __syncwarp, and lane l adds that
+//   block to its 32 outputs (t, o) = (l / 16 + 2 i, 16 w + l % 16); a barrier closes the step (the next store
+//   overwrites Ws, Xs and the scales, so no parity buffers: 44 KiB of static shared memory). Same bits as the
+//   16-row kernel: each output's I_b is the same exact integer (wmma s8 -> s32) and its chain is the same
+//   fmaf(d_w d_x, I_b, acc) (+ fmaf(m_w, s_x, acc)) over b = 0, 1, ..., nb - 1 in order from 0, only the
+//   thread holding it differs (tests: memcmp of the two kernels on every case).
+// No kernel indexes QGemmArgs' arrays by blockIdx.z (qgemm_pick): no local-memory copy.
+// Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves; Q4_1's
+// 20-byte blocks on a 4-byte aligned matrix as 32-bit words in the dp4a kernels (load_block_words).
 // dp4a: the hardware instruction under nvcc (sm_61+, common.cuh dot4_i8, compile-tested only); the
 // portable byte loop is what the emulator runs and the tests check. wmma s8: the emulator's
 // (cuda/emu/emu_wmma.h, exact integer products) runs here; nvcc compiles the same code for sm_80+.
 // Tested against a double reference of the dequantized weights times the dequantized int8 activations,
-// against the plain f32 product, and for bit-identity of all three kernels for every token at every T.
+// against the plain f32 product, and for bit-identity of all the kernels for every token at every T.
 #include <cstdlib>
 
 #include "kernels.cuh"
 
-// The 32 values xb[0..31] -> q[0..31], *d, *s (see the header).
-__device__ __forceinline__ void quantize_block32(const float* xb, int8_t* q, float* d_out, float* s_out) {
-    float amax = 0.0f;
-    bool nan = false;
-    for (int j = 0; j < 32; j++) {
-        amax = fmaxf(amax, fabsf(xb[j]));
-        nan |= xb[j] != xb[j];
+// quantize_q8_kernel: x (T x cols f32, cols % 32 == 0) -> xq (T x cols int8), xd and xs (T x cols / 32: d
+// and s of each 32-block), by the rule of the header: d = max|x| / 127 (NaN if the block holds a NaN),
+// q = round-half-even(x * (1 / d)) (0 if d = 0), s = d * sum q. Grid: one WARP per 32-block, lane j = value
+// j: warp w of thread block i takes 32-block k = i * blockDim / 32 + w of the T * cols / 32, token-major
+// (x[k * 32 + j] is value j of block k, since cols = 32 * nb); launched with 256 threads = 8 32-blocks per
+// thread block. max|x| and the NaN flag by __shfl_xor max / or, sum q by a __shfl_xor sum: the max is
+// exact and the sum an integer in any order, so d, s and q have the bits of a serial loop (the test
+// checks them against the CPU rule). Why fast: a warp loads its block's 128 bytes in one coalesced
+// request and every thread has one load in flight; the thread-per-block kernel before it issued 32
+// dependent-address loads per thread over 2-5 thread blocks (14.8 us per launch on an H100, 2026-11-27).
+__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols) {
+    const long long k = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;  // the same for a whole warp
+    const int j = threadIdx.x % 32;
+    if (k >= (long long)T * (cols / 32)) return;  // whole warps (blockDim % 32 == 0): the shuffles see 32 lanes
+    const float v = x[k * 32 + j];
+    float amax = fabsf(v);
+    int nan = v != v;
+    for (int o = 16; o > 0; o >>= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        nan |= __shfl_xor_sync(0xffffffffu, nan, o);
     }
     const float d = nan ? __int_as_float(0x7fc00000) : amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    int qsum = 0;
-    for (int j = 0; j < 32; j++) {
-        const int v = __float2int_rn(xb[j] * id);
-        qsum += v;
-        q[j] = (int8_t)v;
+    const int q = __float2int_rn(v * id);
+    xq[k * 32 + j] = (int8_t)q;
+    int qsum = q;
+    for (int o = 16; o > 0; o >>= 1) qsum += __shfl_xor_sync(0xffffffffu, qsum, o);
+    if (j == 0) {
+        xd[k] = d;
+        xs[k] = d * (float)qsum;
     }
-    *d_out = d;
-    *s_out = d * (float)qsum;
-}
-
-__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols) {
-    const int nb = cols / 32;
-    const long long blk = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // one thread per 32-block
-    if (blk >= (long long)T * nb) return;
-    const long long t = blk / nb, b = blk % nb;
-    quantize_block32(x + t * cols + b * 32, xq + t * cols + b * 32, &xd[t * nb + b], &xs[t * nb + b]);
 }
 
 // 16-bit word from a 2-byte aligned address: one load (common.cuh's load_u16 reads two bytes).
@@ -113,9 +124,24 @@ struct QBlock {
 };
 
 // The 32 weights of one block as 8 words of int8 values, word p = elements 4p .. 4p + 3 (Q8_0: q;
-// Q4_0 and Q4_1: the nibble q, 0..15; Q4_0's -8 is applied to the dot product).
+// Q4_0 and Q4_1: the nibble q, 0..15; Q4_0's -8 is applied to the dot product), and its fp16 d (and m for
+// Q4_1). a4: the block is 4-byte aligned (only Q4_1's 20-byte blocks can be, on a 4-byte aligned matrix):
+// 5 word loads (d and m in one) instead of 10 half-word loads; the same bytes, so the same bits.
 template <int DT>
-__device__ __forceinline__ void load_block_words(const uint8_t* blk, int* w) {
+__device__ __forceinline__ void load_block_words(const uint8_t* blk, bool a4, int* w, uint16_t* d, uint16_t* m) {
+    if (DT == KD_Q4_1 && a4) {
+        const uint32_t dm = VLOAD(uint32_t, blk);  // little-endian: d in bytes 0-1, m in bytes 2-3
+        *d = (uint16_t)(dm & 0xFFFF);
+        *m = (uint16_t)(dm >> 16);
+        for (int p = 0; p < 4; p++) {
+            const int v = VLOAD(int, blk + 4 + 4 * p);
+            w[p] = v & 0x0F0F0F0F;
+            w[4 + p] = (v >> 4) & 0x0F0F0F0F;
+        }
+        return;
+    }
+    *d = load_u16_a2(blk);
+    *m = DT == KD_Q4_1 ? load_u16_a2(blk + 2) : 0;
     if (DT == KD_Q8_0) {
         for (int p = 0; p < 8; p++) w[p] = load_i32_a2(blk + 2 + 4 * p);
     } else {  // byte j holds element j (low nibble) and element 16 + j (high nibble)
@@ -136,14 +162,15 @@ __device__ __forceinline__ P qgemm_pick(const P (&v)[QGEMM_MATS], int m) {
 }
 
 // ---- few tokens: dp4a, 32 weight rows x 4 tokens per block ----------------------------------------
-constexpr int QGEMM_PAIRS = 4;  // (row, 32-block) pairs a thread loads at once: 32 rows x 32 blocks / 128 threads = 8 at most
+// (row, 32-block) pairs a thread loads at once: R rows x 32 blocks / 128 threads = R / 4 at most
+constexpr int QGEMM_PAIRS = 4;
 constexpr int QX_LD = 36;  // bytes per staged int8 block: 32 + 4 pad, so lanes reading word p of
                            // consecutive blocks hit distinct banks (a stride of 8 words is 8-way)
 
 // Token t's 32-blocks c0 .. c0 + 31 into shared memory (q[j], d[j], s[j] for block c0 + j), by all 128
 // threads of the block: thread = (block j = tid / 4, quarter p = tid % 4) loads the 8 values 8 p .. 8 p + 7
 // (a warp reads 1 KB contiguous) and the 4 threads of a block combine max|x|, the NaN flag and sum q with
-// shuffles. quantize_block32's rule on the same values: the max is exact and the sum an integer in any
+// shuffles. quantize_q8_kernel's rule on the same values: the max is exact and the sum an integer in any
 // order, so d, s and every q have its bits (the tests check it against quantize_q8_kernel).
 __device__ __forceinline__ void quantize_chunk_part(const QGemmArgs& a, int t, int c0, int nb, int8_t (*q)[QX_LD],
                                                     float* d, float* s) {
@@ -180,23 +207,26 @@ __device__ __forceinline__ void quantize_chunk_part(const QGemmArgs& a, int t, i
     }
 }
 
-template <int DT>
+template <int DT, int R>
 __device__ void gemm_q_body(const QGemmArgs& a) {
-    constexpr int BS = QBlock<DT>::bytes, NTH = 32 * QGEMM_WARPS, LDR = QGEMM_ROWS + 1;
+    static_assert(R >= 1 && R <= QGEMM_ROWS && QGEMM_ROWS == 32, "the chain: lane r < R of a warp per token");
+    constexpr int BS = QBlock<DT>::bytes, NTH = 32 * QGEMM_WARPS, LDR = R + 1;  // odd LDR: conflict-free
     const int tid = threadIdx.x, m = blockIdx.z, rows = qgemm_pick(a.rows, m);
-    const int o0 = blockIdx.x * QGEMM_ROWS;
+    const int o0 = blockIdx.x * R;
     if (o0 >= rows) return;  // the whole block: past a shorter matrix
     const int t0 = blockIdx.y * QGEMM_TOKENS;
     const int nt = min(QGEMM_TOKENS, a.T - t0);
     const int nb = a.cols / 32;
     const uint8_t* w0 = qgemm_pick(a.w, m) + (long long)o0 * a.row_bytes;
+    // every block 4-byte aligned (the same for the whole thread block: no divergence)
+    const bool a4 = DT == KD_Q4_1 && a.row_bytes % 4 == 0 && (uintptr_t)qgemm_pick(a.w, m) % 4 == 0;
     __shared__ __align__(16) int8_t xq[QGEMM_TOKENS][32][QX_LD];  // token i's int8 block c0 + j
     __shared__ float xd[QGEMM_TOKENS][32], xs[QGEMM_TOKENS][32];
     __shared__ int dot[QGEMM_TOKENS][32][LDR];  // I_b of (token i, block c0 + j, row o0 + r)
     __shared__ float dws[32][LDR], mws[32][LDR];  // d_w, m_w (Q4_1) of (block, row)
-    // the chain: warp i = token t0 + i, lane r = row o0 + r (coalesced y, conflict-free shared reads)
+    // the chain: warp i = token t0 + i, lane r < R = row o0 + r (coalesced y, conflict-free shared reads)
     const int ci = tid / 32, cr = tid % 32;
-    const bool chain = ci < nt && o0 + cr < rows;
+    const bool chain = ci < nt && cr < R && o0 + cr < rows;
     float acc = 0.0f;
     for (int c0 = 0; c0 < nb; c0 += 32) {
         const int nbc = min(32, nb - c0);
@@ -206,21 +236,19 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
         // threads; consecutive threads read consecutive blocks of a row (for nb <= 32 the block's rows
         // are one contiguous range), each loaded once for all tokens. A thread loads QGEMM_PAIRS pairs
         // before it uses any (their loads overlap: one memory latency per round, not per pair).
-        for (int k0 = 0; k0 < QGEMM_ROWS * nbc; k0 += QGEMM_PAIRS * NTH) {
+        for (int k0 = 0; k0 < R * nbc; k0 += QGEMM_PAIRS * NTH) {
             int w[QGEMM_PAIRS][8];
             uint16_t dw[QGEMM_PAIRS], mw[QGEMM_PAIRS];
             for (int u = 0; u < QGEMM_PAIRS; u++) {
                 const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
-                if (k < QGEMM_ROWS * nbc && o0 + r < rows) {
+                if (k < R * nbc && o0 + r < rows) {
                     const uint8_t* blk = w0 + (long long)r * a.row_bytes + (long long)(c0 + j) * BS;
-                    load_block_words<DT>(blk, w[u]);
-                    dw[u] = load_u16_a2(blk);
-                    mw[u] = DT == KD_Q4_1 ? load_u16_a2(blk + 2) : 0;
+                    load_block_words<DT>(blk, a4, w[u], &dw[u], &mw[u]);
                 }
             }
             for (int u = 0; u < QGEMM_PAIRS; u++) {
                 const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
-                if (k >= QGEMM_ROWS * nbc || o0 + r >= rows) break;  // k grows with u
+                if (k >= R * nbc || o0 + r >= rows) break;  // k grows with u
                 dws[j][r] = f16_bits_to_float(dw[u]);
                 if (DT == KD_Q4_1) mws[j][r] = f16_bits_to_float(mw[u]);
                 for (int i = 0; i < nt; i++) {
@@ -248,9 +276,15 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
     if (chain) qgemm_pick(a.y, m)[(long long)(t0 + ci) * rows + o0 + cr] = acc;
 }
 
-__global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0>(a); }
-__global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0>(a); }
-__global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1>(a); }
+__global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 32>(a); }
+__global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 32>(a); }
+__global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 32>(a); }
+__global__ void gemm_q8_0_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 16>(a); }
+__global__ void gemm_q4_0_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 16>(a); }
+__global__ void gemm_q4_1_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 16>(a); }
+__global__ void gemm_q8_0_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 8>(a); }
+__global__ void gemm_q4_0_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 8>(a); }
+__global__ void gemm_q4_1_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 8>(a); }
 
 // ---- many tokens: int8 tensor cores, 16 (or 64) rows x 64 tokens per block, 4 32-blocks per step -----
 // Half `half` of a block's 32 weights as 4 words of int8 (elements 16 half .. 16 half + 15; Q4_0 minus 8).
@@ -480,8 +514,30 @@ size_t matmul_q_scratch_bytes(int T, int cols) {
     return matmul_q_act_bytes(T, cols) + 2 * (size_t)T * (cols / 32) * sizeof(float);
 }
 
+// A positive integer from the environment variable `name`, or `otherwise`.
+static int env_positive(const char* name, int otherwise) {
+    const char* s = getenv(name);
+    return s && atoi(s) > 0 ? atoi(s) : otherwise;
+}
+
+QGemmChoice qgemm_choice_env() {
+    QGemmChoice c;
+    c.tall_min_rows = env_positive("BEAGLE_CUDA_TALL_MIN_ROWS", c.tall_min_rows);
+    c.dp4a_max_t = env_positive("BEAGLE_CUDA_DP4A_MAX_T", c.dp4a_max_t);
+    c.dp4a_rows = env_positive("BEAGLE_CUDA_QGEMM_ROWS", c.dp4a_rows);
+    return c;
+}
+
+int qgemm_dp4a_rows(int max_rows, int n, int T) {
+    for (int R = QGEMM_ROWS; R > QGEMM_ROWS_MIN; R /= 2)
+        if ((long long)cdiv(max_rows, R) * n * cdiv(T, QGEMM_TOKENS) >= QGEMM_FILL_BLOCKS) return R;
+    return QGEMM_ROWS_MIN;
+}
+
 void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* const* Ws, const int* rows, int dtype,
-                     long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr) {
+                     long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr, const QGemmChoice* choice) {
+    static const QGemmChoice env = qgemm_choice_env();
+    const QGemmChoice& c = choice ? *choice : env;
     kcheck(kr, dtype == KD_Q8_0 || dtype == KD_Q4_0 || dtype == KD_Q4_1,
            "quantized matmul: weight dtype %d is not Q8_0, Q4_0 or Q4_1", dtype);
     kcheck(kr, cols % 32 == 0, "quantized matmul: %d columns, not a multiple of 32", cols);
@@ -502,29 +558,36 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
     a.cols = cols;
     a.x = x;
     a.T = T;
-    if (T <= QGEMM_TOKENS) {  // the kernel quantizes x itself; same bits as the tensor-core path
-        dim3 grid(cdiv(max_rows, QGEMM_ROWS), cdiv(T, QGEMM_TOKENS), n);
-        if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel, a);
-        if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel, a);
-        if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel, a);
+    kcheck(kr, c.dp4a_rows == 0 || c.dp4a_rows == 8 || c.dp4a_rows == 16 || c.dp4a_rows == 32,
+           "quantized matmul: %d rows per dp4a block (BEAGLE_CUDA_QGEMM_ROWS), expected 8, 16 or 32", c.dp4a_rows);
+    if (T <= c.dp4a_max_t) {  // the kernel quantizes x itself; same bits as the tensor-core path
+        const int R = c.dp4a_rows ? c.dp4a_rows : qgemm_dp4a_rows(max_rows, n, T);
+        dim3 grid(cdiv(max_rows, R), cdiv(T, QGEMM_TOKENS), n);
+        const int nth = 32 * QGEMM_WARPS;
+        if (R == 32 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_kernel, a);
+        if (R == 32 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_kernel, a);
+        if (R == 32 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_kernel, a);
+        if (R == 16 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r16_kernel, a);
+        if (R == 16 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r16_kernel, a);
+        if (R == 16 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r16_kernel, a);
+        if (R == 8 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r8_kernel, a);
+        if (R == 8 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r8_kernel, a);
+        if (R == 8 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r8_kernel, a);
         return;
     }
+    kcheck(kr, scratch != nullptr, "quantized matmul: T = %d takes the tensor-core path, which needs scratch", T);
     const int nb = cols / 32;
     uint8_t* base = (uint8_t*)scratch;
     int8_t* xq = (int8_t*)base;
     float* xd = (float*)(base + matmul_q_act_bytes(T, cols));
     float* xs = xd + (size_t)T * nb;
-    KRUN(kr, cdiv(T * nb, 256), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);
+    KRUN(kr, cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);  // a warp per 32-block
     a.xq = xq;
     a.xd = xd;
     a.xs = xs;
-    // BEAGLE_CUDA_TALL_MIN_ROWS overrides the rule's 2048 rows (a launch choice only: the two kernels give the
-    // same bits), so that a device run can time the tall kernel against the 16-row one on the same binary
-    static const int tall_min_rows = [] {
-        const char* s = getenv("BEAGLE_CUDA_TALL_MIN_ROWS");
-        return s && atoi(s) > 0 ? atoi(s) : QMMA_TALL_MIN_ROWS;
-    }();
-    if (max_rows >= tall_min_rows) {  // the 16-row grid would fill the GPU: 64-row blocks, x read 4x less
+    // the tall kernel only from c.tall_min_rows rows (default: never, by the H100 measurement in kernels.cuh;
+    // BEAGLE_CUDA_TALL_MIN_ROWS times it against the 16-row one on the same binary, the same bits)
+    if (max_rows >= c.tall_min_rows) {  // 64-row blocks: x read 4x less, 4x fewer blocks
         dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);
         if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_tall_kernel, a);
         if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_tall_kernel, a);

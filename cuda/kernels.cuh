@@ -89,7 +89,7 @@ void launch_matmul_wmma(float* y, const float* x, const void* W, int dtype, int 
                         KernelRunner& kr);
 
 // ---- gemm_quant.cu: y[t, o] = sum_i W[o, i] x[t, i] with W stored as Q8_0 / Q4_0 / Q4_1 blocks ----
-// x is quantized to int8 blocks of 32 (q, d = max|x| / 127, s = d * sum q: quantize_block32), then every
+// x is quantized to int8 blocks of 32 (q, d = max|x| / 127, s = d * sum q), then every
 // 32-block is an exact integer dot product (dp4a) scaled by d_w * d_x. One launch multiplies the same x
 // by up to QGEMM_MATS matrices of the same dtype and cols (Q/K/V, gate/up): blockIdx.z picks the matrix.
 constexpr int QGEMM_MATS = 3;
@@ -111,31 +111,58 @@ struct QGemmArgs {
     }
 };
 constexpr int QGEMM_WARPS = 4, QGEMM_ROWS = 32, QGEMM_TOKENS = 4;  // dp4a: a block of 4 warps, 32 weight rows x 4 tokens
+// ... or 16 or 8 rows (down to QGEMM_ROWS_MIN): the most rows whose grid still has QGEMM_FILL_BLOCKS blocks (2 per
+// H100 SM), else QGEMM_ROWS_MIN (qgemm_dp4a_rows)
+constexpr int QGEMM_ROWS_MIN = 8, QGEMM_FILL_BLOCKS = 264;
 constexpr int QMMA_KB = 4;  // tensor cores: 32-blocks per step (one per warp)
 constexpr int QMMA_WARPS = 4, QMMA_ROWS = 16, QMMA_TOKENS = 64;  // tensor cores: 16 rows x 64 tokens per block
-// tall launches (max rows >= QMMA_TALL_MIN_ROWS): 64 rows x 64 tokens per block (cuda/gemm_quant.cu header)
-constexpr int QMMA_ROWS_TALL = 64, QMMA_TALL_MIN_ROWS = 2048;
-__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);  // thread per 32-block
-// T <= QGEMM_TOKENS: grid (cdiv(max rows, 32), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32)
+// tall launches (max rows >= QMMA_TALL_MIN_ROWS): 64 rows x 64 tokens per block (cuda/gemm_quant.cu header).
+// OFF by default (2^30 rows: never), by the H100 measurement of 2026-11-27 (scripts/gpu_check.sh step
+// r7b_tall, a 7B-shaped 2-layer Q4_1 model): with the tall kernel from 2048 rows, verify T = 5..64 took 4.1-7.1 ms
+// against 2.0-4.2 ms with the 16-row kernel, prefill 11.0k against 21.7k tok/s. BEAGLE_CUDA_TALL_MIN_ROWS=N
+// turns it on from N rows (launch_matmul_q; the same bits either way).
+constexpr int QMMA_ROWS_TALL = 64, QMMA_TALL_MIN_ROWS = 1073741824;
+// a warp per 32-block, a thread per value: grid cdiv(T * cols, blockDim), blockDim % 32 == 0 (launch_matmul_q: 256)
+__global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);
+// T <= QGEMM_TOKENS: grid (cdiv(max rows, R), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32); R = 32 rows per
+// block, _r16: 16, _r8: 8 (the same bits)
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_kernel(QGemmArgs a);
+__global__ void gemm_q8_0_r16_kernel(QGemmArgs a);
+__global__ void gemm_q4_0_r16_kernel(QGemmArgs a);
+__global__ void gemm_q4_1_r16_kernel(QGemmArgs a);
+__global__ void gemm_q8_0_r8_kernel(QGemmArgs a);
+__global__ void gemm_q4_0_r8_kernel(QGemmArgs a);
+__global__ void gemm_q4_1_r8_kernel(QGemmArgs a);
 // T > QGEMM_TOKENS, max rows < QMMA_TALL_MIN_ROWS: grid (cdiv(max rows, 16), cdiv(T, 64), n), 128 threads
 // (int8 wmma); reads xq, xd, xs; the same bits per token
 __global__ void gemm_q8_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_mma_kernel(QGemmArgs a);
-// ... and max rows >= QMMA_TALL_MIN_ROWS: grid (cdiv(max rows, 64), cdiv(T, 64), n), 128 threads; the same bits
+// ... and max rows >= QMMA_TALL_MIN_ROWS (off by default, see above): grid (cdiv(max rows, 64), cdiv(T, 64), n),
+// 128 threads; the same bits
 __global__ void gemm_q8_0_mma_tall_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_mma_tall_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a);
 // ys[m] = x Ws[m]^T for m < n (1 <= n <= QGEMM_MATS), every Ws[m] (rows[m] x cols, row_bytes per row)
-// stored as the same KD_Q8_0 / KD_Q4_0 / KD_Q4_1; one launch for T <= QGEMM_TOKENS, two (quantize, GEMM)
-// above. scratch: device memory of matmul_q_scratch_bytes(T, cols) for the quantized activations (T >
-// QGEMM_TOKENS only). No ys[m] may overlap x (the dp4a kernels read x while other blocks write y).
+// stored as the same KD_Q8_0 / KD_Q4_0 / KD_Q4_1; one launch for T <= QGEMM_TOKENS (choice->dp4a_max_t), two
+// (quantize, GEMM) above. scratch: device memory of matmul_q_scratch_bytes(T, cols) for the quantized
+// activations (the tensor-core path only; may be null below). No ys[m] may overlap x (the dp4a kernels read
+// x while other blocks write y).
+// choice: launch_matmul_q's kernel choices (every one gives the same bits); nullptr: the defaults, or what the
+// environment sets (qgemm_choice_env, read once per process), so that a device run can time the variants.
+struct QGemmChoice {
+    int tall_min_rows = QMMA_TALL_MIN_ROWS;  // BEAGLE_CUDA_TALL_MIN_ROWS: the tall tensor-core kernel from here
+    int dp4a_max_t = QGEMM_TOKENS;           // BEAGLE_CUDA_DP4A_MAX_T: dp4a for T <= this (cdiv(T, 4) token blocks)
+    int dp4a_rows = 0;                       // BEAGLE_CUDA_QGEMM_ROWS: 8, 16 or 32 rows per block; 0: qgemm_dp4a_rows
+};
+QGemmChoice qgemm_choice_env();  // the defaults with the environment's overrides, read on every call
+int qgemm_dp4a_rows(int max_rows, int n, int T);  // rows per dp4a block by the grid rule (QGEMM_FILL_BLOCKS)
 size_t matmul_q_scratch_bytes(int T, int cols);
 void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* const* Ws, const int* rows, int dtype,
-                     long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr);
+                     long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr,
+                     const QGemmChoice* choice = nullptr);
 
 // ---- rmsnorm.cu -------------------------------------------------------------------------------
 // y[t] = x[t] * rstd[t] * w, rstd = 1/sqrt(mean(x^2) + eps); one block per row (rstd may be null).

@@ -46,7 +46,7 @@ def need(path, text, snippet, why):
         fail(f"{path} no longer contains `{snippet}` ({why}); update the model in scripts/gpu_bytes.py")
 
 
-CONSTS = ["QGEMM_ROWS", "QGEMM_TOKENS", "QGEMM_MATS", "QMMA_ROWS", "QMMA_TOKENS", "QMMA_ROWS_TALL",
+CONSTS = ["QGEMM_ROWS", "QGEMM_ROWS_MIN", "QGEMM_FILL_BLOCKS", "QGEMM_TOKENS", "QGEMM_MATS", "QMMA_ROWS", "QMMA_TOKENS", "QMMA_ROWS_TALL",
           "QMMA_TALL_MIN_ROWS", "ATTN_BK", "ATTN_SPLIT",
           "ATTN_SPLIT_MAX_T", "ATTN_QT_WARPS", "ATTN_QT_TPW", "XATTN_BKEYS"]
 
@@ -66,14 +66,21 @@ def parse_sources():
             fail(f"cuda/kernels.cuh: constant {name} not found")
     # the grids the GEMM formulas assume (x re-read per row block, W per token block)
     gq = read("cuda/gemm_quant.cu")
-    need("cuda/gemm_quant.cu", gq, "if (T <= QGEMM_TOKENS) { // the kernel quantizes x itself",
+    need("cuda/kernels.cuh", hdr, "int dp4a_max_t = QGEMM_TOKENS;", "the dp4a kernels for T <= QGEMM_TOKENS by default")
+    need("cuda/kernels.cuh", hdr, "int dp4a_rows = 0;", "dp4a rows per block by the grid rule by default")
+    need("cuda/gemm_quant.cu", gq, "if (T <= c.dp4a_max_t) { // the kernel quantizes x itself",
          "T <= QGEMM_TOKENS: the dp4a kernel reads f32 x, no quantize launch")
-    need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QGEMM_ROWS), cdiv(T, QGEMM_TOKENS), n);", "dp4a grid")
-    need("cuda/gemm_quant.cu", gq, "KRUN(kr, cdiv(T * nb, 256), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);",
+    need("cuda/gemm_quant.cu", gq, "const int R = c.dp4a_rows ? c.dp4a_rows : qgemm_dp4a_rows(max_rows, n, T);",
+         "dp4a rows per block")
+    need("cuda/gemm_quant.cu", gq, "for (int R = QGEMM_ROWS; R > QGEMM_ROWS_MIN; R /= 2) if ((long long)cdiv(max_rows, R) "
+         "* n * cdiv(T, QGEMM_TOKENS) >= QGEMM_FILL_BLOCKS) return R; return QGEMM_ROWS_MIN;",
+         "qgemm_dp4a_rows: the most rows whose grid has QGEMM_FILL_BLOCKS blocks, else QGEMM_ROWS_MIN (dp4a_rows below)")
+    need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, R), cdiv(T, QGEMM_TOKENS), n);", "dp4a grid")
+    need("cuda/gemm_quant.cu", gq, "KRUN(kr, cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);",
          "one quantize launch per matmul launch above QGEMM_TOKENS")
-    need("cuda/gemm_quant.cu", gq, "return s && atoi(s) > 0 ? atoi(s) : QMMA_TALL_MIN_ROWS;",
-         "tall_min_rows is QMMA_TALL_MIN_ROWS unless BEAGLE_CUDA_TALL_MIN_ROWS is set")
-    need("cuda/gemm_quant.cu", gq, "if (max_rows >= tall_min_rows) { // the 16-row grid would fill the GPU",
+    need("cuda/kernels.cuh", hdr, "int tall_min_rows = QMMA_TALL_MIN_ROWS;",
+         "the default choice is QMMA_TALL_MIN_ROWS (BEAGLE_CUDA_TALL_MIN_ROWS only overrides it)")
+    need("cuda/gemm_quant.cu", gq, "if (max_rows >= c.tall_min_rows) {",
          "the tall tensor-core kernel from QMMA_TALL_MIN_ROWS rows (the launch's tallest matrix) on")
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);",
          "tall tensor-core grid")
@@ -157,6 +164,16 @@ class Table:
         self.rows[key][T] = (m + must / 1e6, d + does / 1e6)
 
 
+def dp4a_rows(c, mats, T):
+    """Rows per block of the dp4a GEMM (cuda/gemm_quant.cu qgemm_dp4a_rows) for these matrices (one launch)."""
+    R = c["QGEMM_ROWS"]
+    while R > c["QGEMM_ROWS_MIN"]:
+        if cdiv(max(mats), R) * len(mats) * cdiv(T, c["QGEMM_TOKENS"]) >= c["QGEMM_FILL_BLOCKS"]:
+            return R
+        R //= 2
+    return c["QGEMM_ROWS_MIN"]
+
+
 def mma_rows(c, mats):
     """Rows per block of the tensor-core GEMM launch_matmul_q picks for these matrices (one launch)."""
     return c["QMMA_ROWS_TALL"] if max(mats) >= c["QMMA_TALL_MIN_ROWS"] else c["QMMA_ROWS"]
@@ -169,13 +186,14 @@ def gemm(tab, key, label, T, mats, cols, dt, c):
     y = sum(T * r * F for r in mats)
     xb = T * cols * (F if small else INT8_ACT)  # the input as the launch reads it: f32, or int8 with d, s
     if small:
-        does = cdiv(T, c["QGEMM_TOKENS"]) * W + sum(cdiv(r, c["QGEMM_ROWS"]) for r in mats) * xb + y
+        rb = dp4a_rows(c, mats, T)
+        does = cdiv(T, c["QGEMM_TOKENS"]) * W + sum(cdiv(r, rb) for r in mats) * xb + y
     else:
         rb = mma_rows(c, mats)
         does = cdiv(T, c["QMMA_TOKENS"]) * W + sum(cdiv(r, rb) for r in mats) * xb + y
-        blocks = tab.notes.setdefault(key, {}).setdefault(T, [])
-        if rb not in blocks:
-            blocks.append(rb)
+    blocks = tab.notes.setdefault(key, {}).setdefault(T, [])
+    if rb not in blocks:
+        blocks.append(rb)
     tab.add(key, label, T, W + xb + y, does)
     if not small:
         q = T * cols * (F + INT8_ACT)  # quantize_q8_kernel: f32 in, int8 + d, s out
@@ -195,7 +213,7 @@ def forward(s, T, c):
         gemm(tab, "gemm", None, T, [Fd, Fd], D, s["layer_dt"], c)
         gemm(tab, "gemm", None, T, [D], Fd, s["layer_dt"], c)
     gemm(tab, "head", "LM head (%s, %d x %d)" % (s["head_dt"], s["V"], D), T, [s["V"]], D, s["head_dt"], c)
-    for key in ("gemm", "head"):  # the tensor-core row blocks used, as notes
+    for key in ("gemm", "head"):  # the row blocks used (dp4a at T <= QGEMM_TOKENS, else tensor cores), as notes
         if T in tab.notes.get(key, {}):
             tab.notes[key][T] = "T = %d: %s-row blocks" % (T, " and ".join(map(str, sorted(tab.notes[key][T]))))
     slices = cdiv(n, c["ATTN_SPLIT"])

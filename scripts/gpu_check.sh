@@ -107,7 +107,7 @@ plan (output in $OUT):
   7. test/cli/test_7b_shaped.sh                    with BEAGLE_CUDA_BIN=build/beagle-cuda: 7B-shaped 2-layer random target
                                                    (build/test/tool_random_llama): plan vs peak_device_bytes, training, SD == plain
   8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain);
-     r7b_tall: beagle bench of that target with the tall GEMM (rule) and without (BEAGLE_CUDA_TALL_MIN_ROWS=1e9)
+     r7b_tall: beagle bench of that target with the tall GEMM (BEAGLE_CUDA_TALL_MIN_ROWS=2048) and without (default)
   9. knobs: scripts/gpu_knobs.sh on SmolLM2 (each launch knob's settings timed by beagle bench, knobs.json)
  10. kernel_profile: ncu's per-kernel times of a SmolLM2 prefill and 5 decode steps (kernels.json, scripts/ncu_kernels.py)
   $plan7b_line
@@ -224,13 +224,13 @@ r7b_bench() {
   build/beagle "${PLAN7B[@]}" > "$OUT/plan_7b.txt"
 }
 step r7b_bench r7b_bench
-# the tall tensor-core GEMM (64-row blocks from 2048 rows) against the 16-row one on the same 7B-shaped model:
-# beagle bench's verify cost T = 1..64, once with the rule and once with the tall kernel off (the same bits)
+# the tall tensor-core GEMM (64-row blocks from 2048 rows, off by default) against the 16-row one on the same
+# 7B-shaped model: beagle bench's verify cost T = 1..64, once with it on and once by default (the same bits)
 r7b_tall() {
   local R=$OUT/r7b/r7b-2l-v32000.gguf
   [ -s "$R" ] || build/test/tool_random_llama "$R" --layers 2 --vocab 32000
-  build/beagle-cuda bench -m "$R" --backend cuda -o "$OUT/r7b_bench_tall.json.part"
-  BEAGLE_CUDA_TALL_MIN_ROWS=1000000000 build/beagle-cuda bench -m "$R" --backend cuda -o "$OUT/r7b_bench_16row.json.part"
+  BEAGLE_CUDA_TALL_MIN_ROWS=2048 build/beagle-cuda bench -m "$R" --backend cuda -o "$OUT/r7b_bench_tall.json.part"
+  build/beagle-cuda bench -m "$R" --backend cuda -o "$OUT/r7b_bench_16row.json.part"
 }
 step r7b_tall r7b_tall
 

@@ -36,8 +36,8 @@
 //   (token, block) and its scale d_w d_x go through shared memory and one lane per token runs the fma
 //   chain over the blocks in order: a fixed order per output that v5 reproduces exactly, so y[t] has
 //   the same bits whatever T is and whichever kernel ran (batch invariance). It reads the f32 x and
-//   quantizes its tokens' blocks into shared memory itself (the same quantize_block32 as the quantize
-//   kernel), so a decode matmul is one launch, not two.
+//   quantizes its tokens' blocks into shared memory itself (the rule of the quantize kernel,
+//   the same bits), so a decode matmul is one launch, not two.
 // version 5 (shipped for T > 4, gemm_q4_1_mma_kernel): int8 tensor cores. A block covers 16 rows x 64
 //   tokens: W is read ONCE for a verify of up to 64 tokens (0.55 MB at T = 16, 4x less than v4).
 //   Per step of 4 32-blocks the rows' nibbles (unpacked to int8) and the tokens' int8 activations are
@@ -176,7 +176,7 @@ static void qmatmul_run(int version, const QGemmArgs& a) {
         case 2: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<false>)(a); break;
         case 3: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<true>)(a); break;
         case 4:  // the shipped launch for T <= QGEMM_TOKENS (cuda/gemm_quant.cu launch_matmul_q)
-            KLAUNCH(dim3(cdiv(a.rows[0], QGEMM_ROWS), cdiv(a.T, QGEMM_TOKENS)), 32 * QGEMM_WARPS, 0, 0,
+            KLAUNCH(dim3(cdiv(a.rows[0], QGEMM_ROWS), cdiv(a.T, QGEMM_TOKENS)), 32 * QGEMM_WARPS, 0, 0,  // R = 32
                     gemm_q4_1_kernel)(a);
             break;
         case 5:  // the shipped launch for T > QGEMM_TOKENS
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
     int8_t* d_xq = dev_zeros<int8_t>((size_t)T * cols);
     float* d_xd = dev_zeros<float>((size_t)T * nb);
     float* d_xs = dev_zeros<float>((size_t)T * nb);
-    KLAUNCH(cdiv(T * nb, 256), 256, 0, 0, quantize_q8_kernel)(d_x, d_xq, d_xd, d_xs, T, cols);
+    KLAUNCH(cdiv(T * nb, 8), 256, 0, 0, quantize_q8_kernel)(d_x, d_xq, d_xd, d_xs, T, cols);
     dev_launched("quantize_q8_kernel");
     if (dev_download(d_xq, xq.size()) != xq || memcmp(dev_download(d_xd, xd.size()).data(), xd.data(), xd.size() * 4) ||
         memcmp(dev_download(d_xs, xs.size()).data(), xs.data(), xs.size() * 4)) {

@@ -150,7 +150,8 @@ static void test_matmul() {
     struct Case { DType dt; int rows, cols, T; };
     Case cases[] = {{DType::F32, 37, 70, 5},  {DType::F16, 33, 64, 3},  {DType::BF16, 65, 96, 4},
                     {DType::Q8_0, 37, 96, 5}, {DType::Q4_0, 20, 64, 2}, {DType::Q4_1, 9, 288, 7},
-                    // >= QMMA_TALL_MIN_ROWS rows at T > 4: the 64-row tensor-core kernel (a partial last block)
+                    // a tall matrix at T > 4: 16-row tensor-core blocks (64-row ones, a partial last block, under
+                    // BEAGLE_CUDA_TALL_MIN_ROWS=2048: scripts/gpu_check.sh)
                     {DType::Q4_1, 2072, 64, 6}};
     for (auto& cs : cases) {
         HostTensor W = make_tensor(cs.dt, cs.rows, cs.cols, "w");

@@ -1,17 +1,17 @@
 // cuda_emu_kernels_gemm_quant.cpp -> build/test/test_emu_kernels_gemm_quant: the quantized matmul of
 // cuda/gemm_quant.cu in the CPU emulator. quantize_q8_kernel against the CPU backend's rule
 // (src/backend/cpu/quantize.h: d = max|x| / 127, q = round-half-even(x / d), s = d sum q; a NaN makes d
-// NaN) - q exact, d and s exact; gemm_q8_0/q4_0/q4_1_kernel (dp4a, quantizing x in shared memory),
-// gemm_q*_mma_kernel (int8 tensor cores, reading quantize_q8_kernel's output) and gemm_q*_mma_tall_kernel
-// (the same with 64-row blocks; bit-identical to the 16-row kernel and both to the dp4a kernels: memcmp
-// on every case) against a double reference that
-// dequantizes the GGUF blocks with the formulas of src/core/dtype.cpp and uses the int8 activations
-// the kernel saw (tolerance atol 1e-6 K, rtol 1e-5: only fp32 accumulation error remains), and against
-// the plain f32 product within the int8 rounding bound sum_k |w_k| d_x(k) / 2. Ragged shapes (T = 1..70,
-// rows not a multiple of 4 or 64, 32-blocks per row not a multiple of 8 or 32), debug schedules, batch
-// invariance (a token alone == in a batch of 7 or of 70 tokens, bit for bit), three matrices of
-// different heights in one launch (grid z) == one launch each, bit for bit, and launch_matmul_q's choice
-// of kernel (dp4a for T <= 4, 64-row tensor-core blocks from QMMA_TALL_MIN_ROWS rows, else 16-row ones).
+// NaN) - q exact, d and s exact; the dp4a kernels gemm_q8_0/q4_0/q4_1{,_r16,_r8}_kernel (32, 16, 8 rows
+// per block, quantizing x in shared memory), gemm_q*_mma_kernel (int8 tensor cores, reading
+// quantize_q8_kernel's output) and gemm_q*_mma_tall_kernel (64-row blocks), all five bit-identical to
+// each other (memcmp on every case, every T, the dp4a kernels up to T = 70) and each against a double
+// reference that dequantizes the GGUF blocks with the formulas of src/core/dtype.cpp and uses the int8
+// activations the kernel saw (tolerance atol 1e-6 K, rtol 1e-5: only fp32 accumulation error remains),
+// and against the plain f32 product within the int8 rounding bound sum_k |w_k| d_x(k) / 2. Ragged shapes
+// (T = 1..70, rows not a multiple of 4 or 64, 32-blocks per row not a multiple of 8 or 32), debug
+// schedules, batch invariance (a token alone == in a batch of 7, 16 or 70 tokens, bit for bit), three
+// matrices of different heights in one launch (grid z) == one launch each, bit for bit, and
+// launch_matmul_q's choice of kernel (QGemmChoice: its defaults, the BEAGLE_CUDA_* overrides).
 #include "cuda_kernel_test.h"
 #include "core/dtype.h"
 #include "gemm_quant.cu"
@@ -22,7 +22,8 @@ using beagle::f32_to_f16;
 struct QWeights {
     int dt, rows, cols;
     long long row_bytes;
-    std::vector<uint8_t> bytes;
+    std::vector<uint8_t> bytes;  // the matrix starts at bytes.data() + shift
+    int shift = 0;
     std::vector<double> deq;  // rows x cols, reference dequantization
 };
 
@@ -69,14 +70,15 @@ struct QActs {
     std::vector<float> d, s;
 };
 
-// Quantize through the kernel and check it against the host rule.
+// Quantize through the kernel (a warp per 32-block, `block` threads per thread block) and check it against
+// the host rule.
 static QActs quantize(const std::vector<float>& x, int T, int cols, int block, const std::string& tag) {
     const int nb = cols / 32;
     QActs a;
     a.q.assign((size_t)T * cols, 0);
     a.d.assign((size_t)T * nb, 0);
     a.s.assign((size_t)T * nb, 0);
-    TLAUNCH(cdiv(T * nb, block), block, 0, quantize_q8_kernel)(x.data(), a.q.data(), a.d.data(), a.s.data(), T, cols);
+    TLAUNCH(cdiv(T * cols, block), block, 0, quantize_q8_kernel)(x.data(), a.q.data(), a.d.data(), a.s.data(), T, cols);
     std::vector<float> got_q(a.q.size()), got_ds(2 * a.d.size());
     std::vector<double> ref_q(a.q.size()), ref_ds(2 * a.d.size());
     for (int t = 0; t < T; t++)
@@ -109,10 +111,11 @@ static QActs quantize(const std::vector<float>& x, int T, int cols, int block, c
     return a;
 }
 
-// The kernels, launched directly (whatever launch_matmul_q would pick): the dp4a kernels (32 rows x 4
-// tokens per block, quantizing x themselves), the tensor-core kernels (16 rows x 64 tokens, reading the
-// quantized a) and their tall variant (64 x 64).
-enum Kind { DP4A, MMA, MMA_TALL };
+// The kernels, launched directly (whatever launch_matmul_q would pick) at any T: the dp4a kernels (32, 16
+// or 8 rows x 4 tokens per block, quantizing x themselves), the tensor-core kernels (16 rows x 64 tokens,
+// reading the quantized a) and their tall variant (64 x 64).
+enum Kind { DP4A, DP4A_R16, DP4A_R8, MMA, MMA_TALL };
+static const Kind kinds[] = {DP4A, DP4A_R16, DP4A_R8, MMA, MMA_TALL};
 // n > 1: matrices ws[0..n-1] (same cols) in one launch (grid z).
 static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* ws, const std::vector<float>& x,
                                                   const QActs& a, int T, Kind kind) {
@@ -122,7 +125,7 @@ static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* 
     int max_rows = 0;
     for (int m = 0; m < n; m++) {
         y[m].assign((size_t)T * ws[m]->rows, -7.0f);
-        g.w[m] = ws[m]->bytes.data();
+        g.w[m] = ws[m]->bytes.data() + ws[m]->shift;
         g.y[m] = y[m].data();
         g.rows[m] = ws[m]->rows;
         max_rows = std::max(max_rows, ws[m]->rows);
@@ -149,10 +152,18 @@ static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* 
         if (dt == KD_Q4_1) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_kernel)(g);
         return y;
     }
-    dim3 grid(cdiv(max_rows, QGEMM_ROWS), cdiv(T, QGEMM_TOKENS), n);
-    if (dt == KD_Q8_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q8_0_kernel)(g);
-    if (dt == KD_Q4_0) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_0_kernel)(g);
-    if (dt == KD_Q4_1) TLAUNCH(grid, 32 * QGEMM_WARPS, 0, gemm_q4_1_kernel)(g);
+    const int R = kind == DP4A ? 32 : kind == DP4A_R16 ? 16 : 8;
+    dim3 grid(cdiv(max_rows, R), cdiv(T, QGEMM_TOKENS), n);
+    const int nth = 32 * QGEMM_WARPS;
+    if (kind == DP4A && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_kernel)(g);
+    if (kind == DP4A && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_kernel)(g);
+    if (kind == DP4A && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_kernel)(g);
+    if (kind == DP4A_R16 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_r16_kernel)(g);
+    if (kind == DP4A_R16 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_r16_kernel)(g);
+    if (kind == DP4A_R16 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_r16_kernel)(g);
+    if (kind == DP4A_R8 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_r8_kernel)(g);
+    if (kind == DP4A_R8 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_r8_kernel)(g);
+    if (kind == DP4A_R8 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_r8_kernel)(g);
     return y;
 }
 
@@ -162,12 +173,13 @@ static std::vector<float> run_gemm(const QWeights& w, const std::vector<float>& 
 }
 
 static std::string qname(int dt, Kind kind) {
-    return std::string(dt == KD_Q8_0 ? "gemm_q8_0" : dt == KD_Q4_0 ? "gemm_q4_0" : "gemm_q4_1") +
-           (kind == MMA_TALL ? "_mma_tall_kernel" : kind == MMA ? "_mma_kernel" : "_kernel");
+    static const char* suffix[] = {"_kernel", "_r16_kernel", "_r8_kernel", "_mma_kernel", "_mma_tall_kernel"};
+    return std::string(dt == KD_Q8_0 ? "gemm_q8_0" : dt == KD_Q4_0 ? "gemm_q4_0" : "gemm_q4_1") + suffix[kind];
 }
 
-// The three kernels against the references, and against each other bit for bit (one order per output):
-// the tensor-core kernels against the dp4a kernel, and the tall one against the 16-row one.
+// The five kernels against the references, and against each other bit for bit (one order per output):
+// each against the 32-row dp4a kernel, and the tall one against the 16-row one (every shape at every T,
+// so the dp4a kernels run at T = 5 .. 70 too: BEAGLE_CUDA_DP4A_MAX_T's path).
 static void check_case(int dt, int rows, int cols, int T, const std::string& tag) {
     QWeights w = make_weights(dt, rows, cols);
     std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f);
@@ -189,7 +201,7 @@ static void check_case(int dt, int rows, int cols, int T, const std::string& tag
             bound[(size_t)t * rows + o] = bd;
         }
     std::vector<float> first, mma16;
-    for (Kind kind : {DP4A, MMA, MMA_TALL}) {
+    for (Kind kind : kinds) {
         std::vector<float> y = run_gemm(w, x, a, T, kind);
         const std::string name = qname(dt, kind);
         int outside = 0;
@@ -217,7 +229,7 @@ static void check_group(int dt, int T) {
     const QWeights* ws[3] = {&w0, &w1, &w2};
     std::vector<float> x = kt_vec((size_t)T * cols);
     QActs a = quantize(x, T, cols, 256, "group");
-    for (Kind kind : {DP4A, MMA, MMA_TALL}) {
+    for (Kind kind : kinds) {
         std::vector<std::vector<float>> y = run_gemm_n(3, ws, x, a, T, kind);
         int bad = 0;
         for (int m = 0; m < 3; m++) {
@@ -230,7 +242,8 @@ static void check_group(int dt, int T) {
 }
 
 // The dp4a kernels' own quantization on an all-zero block (d = 0, q = 0) and a NaN block (d NaN: that
-// token's outputs NaN, as the tensor-core kernels' after quantize_q8_kernel); the other token bit-identical.
+// token's outputs NaN, as the tensor-core kernels' after quantize_q8_kernel); the other token bit-identical
+// in every kernel.
 static void check_zero_nan(int dt) {
     const int T = 2, rows = 9, cols = 96;
     QWeights w = make_weights(dt, rows, cols);
@@ -238,17 +251,40 @@ static void check_zero_nan(int dt) {
     for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;  // token 0, block 1
     x[cols + 64 + 27] = NAN;                        // token 1, block 2, its last quarter
     QActs a = quantize(x, T, cols, 256, "zero and NaN blocks");
-    std::vector<float> y = run_gemm(w, x, a, T, DP4A), ym = run_gemm(w, x, a, T, MMA), yt = run_gemm(w, x, a, T, MMA_TALL);
-    int nan_ok = 0;
-    for (int o = 0; o < rows; o++) nan_ok += std::isnan(y[rows + o]) && std::isnan(ym[rows + o]) && std::isnan(yt[rows + o]);
-    CHECK(!memcmp(y.data(), ym.data(), rows * 4) && !memcmp(y.data(), yt.data(), rows * 4) && nan_ok == rows,
-          "%s: zero block not bit-identical to the tensor-core kernels, or %d of %d NaN outputs", qname(dt, DP4A).c_str(),
-          nan_ok, rows);
+    std::vector<float> y = run_gemm(w, x, a, T, DP4A);
+    for (Kind kind : kinds) {
+        std::vector<float> yk = run_gemm(w, x, a, T, kind);
+        int nan_ok = 0;
+        for (int o = 0; o < rows; o++) nan_ok += std::isnan(yk[rows + o]);
+        CHECK(!memcmp(y.data(), yk.data(), rows * 4) && nan_ok == rows,
+              "%s: zero block not bit-identical to the 32-row dp4a kernel, or %d of %d NaN outputs",
+              qname(dt, kind).c_str(), nan_ok, rows);
+    }
 }
 
-// launch_matmul_q's choice (a runner recording the kernels it launches): dp4a for T <= QGEMM_TOKENS, else
-// the tall tensor-core kernel from QMMA_TALL_MIN_ROWS rows on and the 16-row one below; its output is the
-// chosen kernel's, bit for bit.
+// The dp4a kernels read Q4_1 blocks with 4-byte loads when the matrix is 4-byte aligned, with 2-byte ones
+// otherwise: the same matrix 2 bytes past an aligned address (the emulator fails a misaligned 4-byte VLOAD)
+// gives the same bits in every kernel.
+static void check_misaligned(int dt) {
+    const int T = 5, rows = 37, cols = 1344;  // 42 blocks per row: two chunks
+    QWeights w = make_weights(dt, rows, cols), w2 = w;
+    w2.bytes.insert(w2.bytes.begin(), {0, 0});
+    w2.shift = 2;
+    std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f);
+    QActs a = quantize(x, T, cols, 256, "misaligned");
+    for (Kind kind : kinds) {
+        const std::vector<float> y = run_gemm(w, x, a, T, kind), y2 = run_gemm(w2, x, a, T, kind);
+        CHECK(!memcmp(y.data(), y2.data(), y.size() * 4), "%s: weights at a 2-byte aligned address change the bits",
+              qname(dt, kind).c_str());
+    }
+}
+
+// launch_matmul_q's choice (a runner recording the kernels it launches), `want` written out per case: the
+// dp4a kernels for T <= choice.dp4a_max_t (default QGEMM_TOKENS) with R rows per block (choice.dp4a_rows, or
+// the grid rule: the most of 32, 16, 8 whose grid has QGEMM_FILL_BLOCKS = 264 blocks, else 8), else the tall
+// tensor-core kernel from choice.tall_min_rows rows on (default QMMA_TALL_MIN_ROWS: never) and the 16-row one
+// below; its output is the chosen kernel's, bit for bit. choice null: launch_matmul_q's own (the defaults:
+// main checks that no BEAGLE_CUDA_* variable is set).
 struct NameRunner : KernelRunner {
     std::vector<std::string> names;
     void before(const char* kernel) override { names.push_back(kernel); }
@@ -259,7 +295,7 @@ struct NameRunner : KernelRunner {
     }
 };
 
-static void check_launcher(int dt, int rows, int T) {
+static void check_launcher(int dt, int rows, int T, const QGemmChoice* choice, Kind want) {
     const int cols = 32;
     QWeights w = make_weights(dt, rows, cols);
     std::vector<float> x = kt_vec((size_t)T * cols, -2.0f, 2.0f), y((size_t)T * rows, -7.0f);
@@ -268,8 +304,7 @@ static void check_launcher(int dt, int rows, int T) {
     const uint8_t* wp = w.bytes.data();
     float* yp = y.data();
     NameRunner kr;
-    launch_matmul_q(1, &yp, x.data(), &wp, &rows, dt, w.row_bytes, cols, T, scratch.data(), kr);
-    const Kind want = T <= QGEMM_TOKENS ? DP4A : rows >= QMMA_TALL_MIN_ROWS ? MMA_TALL : MMA;
+    launch_matmul_q(1, &yp, x.data(), &wp, &rows, dt, w.row_bytes, cols, T, scratch.data(), kr, choice);
     const std::vector<float> direct = run_gemm(w, x, a, T, want);
     CHECK(!kr.names.empty() && kr.names.back() == qname(dt, want), "launch_matmul_q rows %d T %d: launched %s, expected %s",
           rows, T, kr.names.empty() ? "nothing" : kr.names.back().c_str(), qname(dt, want).c_str());
@@ -288,15 +323,58 @@ int main() {
                              {200, 64, 5}, {200, 64, 17}, {200, 96, 64}, {152, 64, 70}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto& s : shapes) check_case(dt, s[0], s[1], s[2], "");
-    // the launcher's rule at its edges: 2048 rows tall for every type; 2047 rows and T = 4 not
-    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_launcher(dt, QMMA_TALL_MIN_ROWS, QGEMM_TOKENS + 1);
-    check_launcher(KD_Q4_1, QMMA_TALL_MIN_ROWS - 1, QGEMM_TOKENS + 1);
-    check_launcher(KD_Q4_1, QMMA_TALL_MIN_ROWS, QGEMM_TOKENS);
+    // the launcher's rules, by default: the tall kernel off (16-row tensor-core blocks even for 4096 rows);
+    // at T <= 4 the dp4a kernel with the most rows per block whose grid has 264 blocks, else 8 rows
+    for (const char* v : {"BEAGLE_CUDA_TALL_MIN_ROWS", "BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"})
+        CHECK(!getenv(v), "%s is set: the launcher checks below assume the defaults", v);
+    check_launcher(KD_Q4_1, 4096, QGEMM_TOKENS + 1, nullptr, MMA);
+    check_launcher(KD_Q4_1, 8448, 1, nullptr, DP4A);      // 264 blocks of 32 rows
+    check_launcher(KD_Q4_0, 8416, 1, nullptr, DP4A_R16);  // 263 of 32, 526 of 16
+    check_launcher(KD_Q8_0, 4224, 4, nullptr, DP4A_R16);  // 132 of 32, 264 of 16
+    check_launcher(KD_Q4_1, 4208, 4, nullptr, DP4A_R8);   // 263 of 16
+    check_launcher(KD_Q4_1, 100, 2, nullptr, DP4A_R8);    // 13 of 8: none fills the GPU, the smallest
+    CHECK(qgemm_dp4a_rows(2816, 3, 1) == 32 && qgemm_dp4a_rows(2784, 3, 1) == 16 && qgemm_dp4a_rows(4224, 1, 5) == 32,
+          "qgemm_dp4a_rows counts blocks over matrices and token blocks: %d %d %d", qgemm_dp4a_rows(2816, 3, 1),
+          qgemm_dp4a_rows(2784, 3, 1), qgemm_dp4a_rows(4224, 1, 5));
+    // the tall kernel from 2048 rows (BEAGLE_CUDA_TALL_MIN_ROWS=2048), at its edges: 2048 rows tall for
+    // every type, 2047 rows and T = 4 not
+    QGemmChoice tall;
+    tall.tall_min_rows = 2048;
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_launcher(dt, 2048, QGEMM_TOKENS + 1, &tall, MMA_TALL);
+    check_launcher(KD_Q4_1, 2047, QGEMM_TOKENS + 1, &tall, MMA);
+    check_launcher(KD_Q4_1, 2048, QGEMM_TOKENS, &tall, DP4A_R8);
+    // dp4a up to T = 16 (BEAGLE_CUDA_DP4A_MAX_T=16): cdiv(T, 4) token blocks count in the rule
+    QGemmChoice wide;
+    wide.dp4a_max_t = 16;
+    check_launcher(KD_Q4_1, 4224, 5, &wide, DP4A);  // 132 x 2 blocks of 32 rows
+    check_launcher(KD_Q8_0, 37, 16, &wide, DP4A_R8);
+    check_launcher(KD_Q4_1, 4224, 17, &wide, MMA);
+    // R forced (BEAGLE_CUDA_QGEMM_ROWS)
+    for (auto [R, kind] : {std::pair<int, Kind>{32, DP4A}, {16, DP4A_R16}, {8, DP4A_R8}}) {
+        QGemmChoice forced;
+        forced.dp4a_rows = R;
+        check_launcher(KD_Q4_1, 100, 3, &forced, kind);
+        check_launcher(KD_Q4_0, 8448, 1, &forced, kind);
+    }
+    // the variables parsed into the choice
+    QGemmChoice def = qgemm_choice_env();
+    CHECK(def.tall_min_rows == QMMA_TALL_MIN_ROWS && def.dp4a_max_t == QGEMM_TOKENS && def.dp4a_rows == 0,
+          "qgemm_choice_env without the variables: %d %d %d", def.tall_min_rows, def.dp4a_max_t, def.dp4a_rows);
+    setenv("BEAGLE_CUDA_TALL_MIN_ROWS", "2048", 1);
+    setenv("BEAGLE_CUDA_DP4A_MAX_T", "16", 1);
+    setenv("BEAGLE_CUDA_QGEMM_ROWS", "8", 1);
+    QGemmChoice env = qgemm_choice_env();
+    CHECK(env.tall_min_rows == 2048 && env.dp4a_max_t == 16 && env.dp4a_rows == 8,
+          "BEAGLE_CUDA_TALL_MIN_ROWS=2048 DP4A_MAX_T=16 QGEMM_ROWS=8 read as %d %d %d", env.tall_min_rows,
+          env.dp4a_max_t, env.dp4a_rows);
+    for (const char* v : {"BEAGLE_CUDA_TALL_MIN_ROWS", "BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"}) unsetenv(v);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (int T : {1, 3, 6}) check_group(dt, T);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_zero_nan(dt);
-    // quantizer with block sizes 32 and 1024, zero blocks and a NaN block
-    for (int block : {32, 1024}) {
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_misaligned(dt);
+    // quantizer with thread blocks of 32 and 1024 threads (1 and 32 32-blocks; 9 32-blocks: a partly idle
+    // last thread block of 256 and of 1024 threads), zero blocks and a NaN block
+    for (int block : {32, 256, 1024}) {
         int T = 3, cols = 96;
         std::vector<float> x = kt_vec((size_t)T * cols, -3.0f, 3.0f);
         for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;  // an all-zero block: d = 0, q = 0
@@ -307,9 +385,9 @@ int main() {
         for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_case(dt, 9, 320, 6, mode);
     });
     // batch invariance: each token's outputs computed alone (T = 1, dp4a kernel) are bit-identical to
-    // its row in a batch of 7 (dp4a: two token groups) and of 70 (tensor cores, 16- and 64-row blocks: two
-    // 64-token tiles)
-    const std::pair<int, Kind> batches[] = {{7, DP4A}, {70, MMA}, {70, MMA_TALL}};
+    // its row in a batch of 7 (dp4a: two token groups), of 16 (the 16- and 8-row dp4a kernels: four token
+    // groups) and of 70 (tensor cores, 16- and 64-row blocks: two 64-token tiles)
+    const std::pair<int, Kind> batches[] = {{7, DP4A}, {16, DP4A_R16}, {16, DP4A_R8}, {70, MMA}, {70, MMA_TALL}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto [T, kind] : batches) {
             int rows = 21, cols = 160;

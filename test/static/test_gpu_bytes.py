@@ -93,18 +93,30 @@ def main():
             sys.exit(f"test_gpu_bytes: self-check: a changed split-KV grid did not stop the script: {got}")
     with tempfile.TemporaryDirectory() as tmp:
         root = scratch_copy(tmp)
-        plant(root, "cuda/kernels.cuh", "QMMA_TALL_MIN_ROWS = 2048", "QMMA_TALL_MIN_ROWS = 65536")  # no tall launch
+        plant(root, "cuda/kernels.cuh", "QMMA_TALL_MIN_ROWS = 1073741824", "QMMA_TALL_MIN_ROWS = 2048")  # tall launches
         got = problems(root)
         if not any("is stale" in p for p in got):
             sys.exit(f"test_gpu_bytes: self-check: a changed QMMA_TALL_MIN_ROWS did not make the doc stale: {got}")
     with tempfile.TemporaryDirectory() as tmp:
         root = scratch_copy(tmp)
-        plant(root, "cuda/gemm_quant.cu", "if (max_rows >= tall_min_rows) {", "if (max_rows > tall_min_rows) {")
+        plant(root, "cuda/gemm_quant.cu", "if (max_rows >= c.tall_min_rows) {", "if (max_rows > c.tall_min_rows) {")
         got = problems(root)
         if not got or "exits" not in got[0]:
             sys.exit(f"test_gpu_bytes: self-check: a changed tall-GEMM rule did not stop the script: {got}")
-    print("self-check: a changed QMMA_ROWS or QMMA_TALL_MIN_ROWS makes the doc stale, a changed split-KV grid or "
-          "tall-GEMM rule stops the script")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = scratch_copy(tmp)
+        plant(root, "cuda/kernels.cuh", "QGEMM_FILL_BLOCKS = 264", "QGEMM_FILL_BLOCKS = 100")  # 32-row dp4a blocks
+        got = problems(root)
+        if not any("is stale" in p for p in got):
+            sys.exit(f"test_gpu_bytes: self-check: a changed QGEMM_FILL_BLOCKS did not make the doc stale: {got}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = scratch_copy(tmp)
+        plant(root, "cuda/gemm_quant.cu", ">= QGEMM_FILL_BLOCKS) return R;", "> QGEMM_FILL_BLOCKS) return R;")
+        got = problems(root)
+        if not got or "exits" not in got[0]:
+            sys.exit(f"test_gpu_bytes: self-check: a changed dp4a row rule did not stop the script: {got}")
+    print("self-check: a changed QMMA_ROWS, QMMA_TALL_MIN_ROWS or QGEMM_FILL_BLOCKS makes the doc stale, a changed "
+          "split-KV grid, tall-GEMM rule or dp4a row rule stops the script")
     got = problems(ROOT)
     for p in got:
         print("FAIL", p)

@@ -263,7 +263,8 @@ void CudaOps::matmul_n(int n, float* const* ys, const float* x, const Weight* co
         w[i] = (const uint8_t*)Ws[i]->data;
         rows[i] = (int)Ws[i]->rows;
     }
-    void* acts = T > QGEMM_TOKENS ? scratch(S_QACT, matmul_q_scratch_bytes(T, cols)) : nullptr;
+    // which path runs (and whether it reads the scratch) is launch_matmul_q's choice (BEAGLE_CUDA_DP4A_MAX_T)
+    void* acts = scratch(S_QACT, matmul_q_scratch_bytes(T, cols));
     launch_matmul_q(n, ys, x, w, rows, (int)dt, (long long)dtype_row_bytes(dt, (uint64_t)cols), cols, T, acts, *run_);
 }
 

@@ -227,7 +227,7 @@ int attn_split() {
 void attn_set_split(int keys) { g_attn_split = keys; }
 
 size_t attn_split_scratch_bytes(int T, int n_heads, int head_dim, int n_past) {
-    return (size_t)T * n_heads * attn_slices(n_past, T) * (head_dim + 3) * sizeof(float);
+    return attn_partials_bytes(T, n_heads, head_dim, n_past, attn_split());
 }
 
 void launch_attention(const AttnArgs& args, KernelRunner& kr) {

@@ -13,7 +13,7 @@
 //     acc = fmaf(d_w d_x, (float) I_b, acc)        (+ acc = fmaf(m_w, s_x, acc) for Q4_1: x = d q + m).
 //   Nothing in it depends on T, the token's slot or the kernel, so a token's row has the same bits in
 //   decode (T = 1), a prefill chunk or a verify pass of any size, whichever kernel ran it.
-// gemm_q{8_0,4_0,4_1}{,_r16,_r8}_kernel (T <= QGEMM_TOKENS, or BEAGLE_CUDA_DP4A_MAX_T: decode, short
+// gemm_q{8_0,4_0,4_1}{,_r16,_r8}_kernel (T <= QGEMM_DP4A_MAX_T = 16, or BEAGLE_CUDA_DP4A_MAX_T: decode, short
 //   verify): a block of 4 warps covers R = 32 (16, 8) weight rows x 4 tokens of matrix blockIdx.z (Q/K/V or
 //   gate/up in one launch: the grid's x extent is the tallest matrix's, blocks past a shorter one exit at
 //   once). Per 32 blocks of the row (1024 columns), the block's 128 threads first quantize its tokens' blocks
@@ -30,7 +30,7 @@
 //   blocks of 32 rows on 132 SMs (9.6 us per launch, half of a decode step); 8-row blocks give 4x the blocks
 //   for 4x the x re-reads (L2) and fewer busy threads per pair round (the trade is not timed yet).
 //   BEAGLE_CUDA_QGEMM_ROWS=8|16|32 forces R (the same bits: the chain of each output is the same).
-// gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_TOKENS: prefill and verify): tensor cores, after one
+// gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_DP4A_MAX_T = 16: prefill and verify): tensor cores, after one
 //   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
 //   warps covers 16 weight rows x 64 tokens of matrix blockIdx.z (a verify of up to 64 tokens reads
 //   every weight byte ONCE; the 4-token kernel would read it cdiv(T, 4) times) and walks the row in
@@ -45,7 +45,7 @@
 //   576-row matrix: 36, not 9), two barriers per 4 blocks instead of three per block, and the global
 //   loads overlap the tensor-core work instead of preceding it. The cost: each 16-row block reads the
 //   tokens' int8 x (L2), 4x the activation re-reads of 64-row blocks (docs/gpu-kernels.md).
-// gemm_q{8_0,4_0,4_1}_mma_tall_kernel (T > QGEMM_TOKENS and the launch's tallest matrix has at least
+// gemm_q{8_0,4_0,4_1}_mma_tall_kernel (T > QGEMM_DP4A_MAX_T and the launch's tallest matrix has at least
 //   QMMA_TALL_MIN_ROWS rows: OFF by default, BEAGLE_CUDA_TALL_MIN_ROWS=N turns it on from N rows): the same
 //   with QMMA_ROWS_TALL = 64 rows x 64 tokens per block, so the int8 x is read by 4x fewer blocks (the 7B
 //   shape's verify at T = 64: 8.9 GB of L2 reads instead of 35.6 GB, the byte MODEL of docs/gpu-kernels.md).

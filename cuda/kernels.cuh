@@ -17,6 +17,7 @@
 
 #include <string>
 
+#include "attn_split.h"
 #include "common.cuh"
 
 struct KernelRunner {
@@ -114,6 +115,11 @@ constexpr int QGEMM_WARPS = 4, QGEMM_ROWS = 32, QGEMM_TOKENS = 4;  // dp4a: a bl
 // ... or 16 or 8 rows (down to QGEMM_ROWS_MIN): the most rows whose grid still has QGEMM_FILL_BLOCKS blocks (2 per
 // H100 SM), else QGEMM_ROWS_MIN (qgemm_dp4a_rows)
 constexpr int QGEMM_ROWS_MIN = 8, QGEMM_FILL_BLOCKS = 264;
+// the dp4a kernels for T <= QGEMM_DP4A_MAX_T (cdiv(T, 4) token blocks), tensor cores above: measured on the H100
+// (2026-11-27, scripts/gpu_knobs.sh, the same bits either way): verify T = 5 / 8 / 16 took 5.06 / 5.21 / 5.17 ms
+// with dp4a against 6.19 / 6.23 / 6.25 ms with tensor cores on a SmolLM2-shaped model, 1.06 / 1.23 / 1.74 ms
+// against 2.03 / 2.08 / 2.29 ms on the 7B-shaped 2-layer one (dp4a up to 4 tokens before)
+constexpr int QGEMM_DP4A_MAX_T = 16;
 constexpr int QMMA_KB = 4;  // tensor cores: 32-blocks per step (one per warp)
 constexpr int QMMA_WARPS = 4, QMMA_ROWS = 16, QMMA_TOKENS = 64;  // tensor cores: 16 rows x 64 tokens per block
 // tall launches (max rows >= QMMA_TALL_MIN_ROWS): 64 rows x 64 tokens per block (cuda/gemm_quant.cu header).
@@ -124,7 +130,7 @@ constexpr int QMMA_WARPS = 4, QMMA_ROWS = 16, QMMA_TOKENS = 64;  // tensor cores
 constexpr int QMMA_ROWS_TALL = 64, QMMA_TALL_MIN_ROWS = 1073741824;
 // a warp per 32-block, a thread per value: grid cdiv(T * cols, blockDim), blockDim % 32 == 0 (launch_matmul_q: 256)
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);
-// T <= QGEMM_TOKENS: grid (cdiv(max rows, R), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32); R = 32 rows per
+// T <= QGEMM_DP4A_MAX_T: grid (cdiv(max rows, R), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32); R = 32 rows per
 // block, _r16: 16, _r8: 8 (the same bits)
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_kernel(QGemmArgs a);
@@ -135,7 +141,7 @@ __global__ void gemm_q4_1_r16_kernel(QGemmArgs a);
 __global__ void gemm_q8_0_r8_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_r8_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_r8_kernel(QGemmArgs a);
-// T > QGEMM_TOKENS, max rows < QMMA_TALL_MIN_ROWS: grid (cdiv(max rows, 16), cdiv(T, 64), n), 128 threads
+// T > QGEMM_DP4A_MAX_T, max rows < QMMA_TALL_MIN_ROWS: grid (cdiv(max rows, 16), cdiv(T, 64), n), 128 threads
 // (int8 wmma); reads xq, xd, xs; the same bits per token
 __global__ void gemm_q8_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_mma_kernel(QGemmArgs a);
@@ -146,7 +152,7 @@ __global__ void gemm_q8_0_mma_tall_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_mma_tall_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a);
 // ys[m] = x Ws[m]^T for m < n (1 <= n <= QGEMM_MATS), every Ws[m] (rows[m] x cols, row_bytes per row)
-// stored as the same KD_Q8_0 / KD_Q4_0 / KD_Q4_1; one launch for T <= QGEMM_TOKENS (choice->dp4a_max_t), two
+// stored as the same KD_Q8_0 / KD_Q4_0 / KD_Q4_1; one launch for T <= QGEMM_DP4A_MAX_T (choice->dp4a_max_t), two
 // (quantize, GEMM) above. scratch: device memory of matmul_q_scratch_bytes(T, cols) for the quantized
 // activations (the tensor-core path only; may be null below). No ys[m] may overlap x (the dp4a kernels read
 // x while other blocks write y).
@@ -154,7 +160,7 @@ __global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a);
 // environment sets (qgemm_choice_env, read once per process), so that a device run can time the variants.
 struct QGemmChoice {
     int tall_min_rows = QMMA_TALL_MIN_ROWS;  // BEAGLE_CUDA_TALL_MIN_ROWS: the tall tensor-core kernel from here
-    int dp4a_max_t = QGEMM_TOKENS;           // BEAGLE_CUDA_DP4A_MAX_T: dp4a for T <= this (cdiv(T, 4) token blocks)
+    int dp4a_max_t = QGEMM_DP4A_MAX_T;       // BEAGLE_CUDA_DP4A_MAX_T: dp4a for T <= this (cdiv(T, 4) token blocks)
     int dp4a_rows = 0;                       // BEAGLE_CUDA_QGEMM_ROWS: 8, 16 or 32 rows per block; 0: qgemm_dp4a_rows
 };
 QGemmChoice qgemm_choice_env();  // the defaults with the environment's overrides, read on every call
@@ -244,11 +250,7 @@ struct AttnArgs {
 };
 constexpr int ATTN_BK = 32;     // keys per shared-memory tile (one per lane while scoring)
 constexpr int ATTN_MAX_HD = 128;
-// The fixed split of every query's visible keys into slices of attn_split() keys (by visible index, never
-// by T): the reduction order of a query's softmax, the same in every attention kernel (attention.cu).
-// ATTN_SPLIT is the default; BEAGLE_CUDA_ATTN_SPLIT (a multiple of ATTN_BK) sets another for the whole
-// process, read once (a device run times decode attention at other slice lengths: more slices, more blocks).
-constexpr int ATTN_SPLIT = 256;
+// ATTN_SPLIT, ATTN_SPLIT_MAX_T: attn_split.h (the slice length attn_split() defaults to, the split-KV range)
 int attn_split();
 void attn_set_split(int keys);  // TESTS ONLY: before any attention launch of the case
 constexpr int ATTN_QT_WARPS = 8, ATTN_QT_TPW = 4;  // query-tiled kernel: up to 8 warps x 4 (query, head) tasks
@@ -291,7 +293,6 @@ inline int attn_slices(int n_past, int T) { return (n_past + T + attn_split() - 
 size_t attn_split_scratch_bytes(int T, int n_heads, int head_dim, int n_past);
 // Split-KV when a.partial is set, the mask is causal or tree, T <= ATTN_SPLIT_MAX_T and the keys span
 // more than one slice; the query-tiled kernel otherwise. Both give the same bits (attention.cu).
-constexpr int ATTN_SPLIT_MAX_T = 16;
 void launch_attention(const AttnArgs& a, KernelRunner& kr);
 
 // ---- xattn.cu: the draft's cross-attention over two key sets with the parametric mask ------------

@@ -46,14 +46,15 @@ def need(path, text, snippet, why):
         fail(f"{path} no longer contains `{snippet}` ({why}); update the model in scripts/gpu_bytes.py")
 
 
-CONSTS = ["QGEMM_ROWS", "QGEMM_ROWS_MIN", "QGEMM_FILL_BLOCKS", "QGEMM_TOKENS", "QGEMM_MATS", "QMMA_ROWS", "QMMA_TOKENS", "QMMA_ROWS_TALL",
+CONSTS = ["QGEMM_ROWS", "QGEMM_ROWS_MIN", "QGEMM_FILL_BLOCKS", "QGEMM_TOKENS", "QGEMM_DP4A_MAX_T", "QGEMM_MATS", "QMMA_ROWS", "QMMA_TOKENS", "QMMA_ROWS_TALL",
           "QMMA_TALL_MIN_ROWS", "ATTN_BK", "ATTN_SPLIT",
           "ATTN_SPLIT_MAX_T", "ATTN_QT_WARPS", "ATTN_QT_TPW", "XATTN_BKEYS"]
 
 
 def parse_sources():
-    """The tiling constants (cuda/kernels.cuh) and the launches that use them, checked in the sources."""
-    hdr = read("cuda/kernels.cuh")
+    """The tiling constants (cuda/kernels.cuh, cuda/attn_split.h) and the launches that use them, checked in the
+    sources."""
+    hdr = read("cuda/kernels.cuh") + "\n" + read("cuda/attn_split.h")
     c = {}
     for decl in re.findall(r"^\s*constexpr\s+int\s+([^;]+);", hdr, re.M):
         for part in decl.split(","):
@@ -66,10 +67,10 @@ def parse_sources():
             fail(f"cuda/kernels.cuh: constant {name} not found")
     # the grids the GEMM formulas assume (x re-read per row block, W per token block)
     gq = read("cuda/gemm_quant.cu")
-    need("cuda/kernels.cuh", hdr, "int dp4a_max_t = QGEMM_TOKENS;", "the dp4a kernels for T <= QGEMM_TOKENS by default")
+    need("cuda/kernels.cuh", hdr, "int dp4a_max_t = QGEMM_DP4A_MAX_T;", "the dp4a kernels for T <= QGEMM_DP4A_MAX_T by default")
     need("cuda/kernels.cuh", hdr, "int dp4a_rows = 0;", "dp4a rows per block by the grid rule by default")
     need("cuda/gemm_quant.cu", gq, "if (T <= c.dp4a_max_t) { // the kernel quantizes x itself",
-         "T <= QGEMM_TOKENS: the dp4a kernel reads f32 x, no quantize launch")
+         "T <= QGEMM_DP4A_MAX_T: the dp4a kernel reads f32 x, no quantize launch")
     need("cuda/gemm_quant.cu", gq, "const int R = c.dp4a_rows ? c.dp4a_rows : qgemm_dp4a_rows(max_rows, n, T);",
          "dp4a rows per block")
     need("cuda/gemm_quant.cu", gq, "for (int R = QGEMM_ROWS; R > QGEMM_ROWS_MIN; R /= 2) if ((long long)cdiv(max_rows, R) "
@@ -100,7 +101,10 @@ def parse_sources():
     need("cuda/attention.cu", at, "dim3(a.T, a.n_kv_heads, n_slices), 32 * warps, smem, attn_split_kernel", "split grid")
     need("cuda/attention.cu", at, "dim3(cdiv(a.T, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, attn_fwd_tiled_kernel",
          "query-tiled grid")
-    need("cuda/attention.cu", at, "return (size_t)T * n_heads * attn_slices(n_past, T) * (head_dim + 3) * sizeof(float);",
+    need("cuda/attention.cu", at, "return attn_partials_bytes(T, n_heads, head_dim, n_past, attn_split());",
+         "split partials: attn_split.h's formula at the process's slice length")
+    need("cuda/attn_split.h", read("cuda/attn_split.h"),
+         "return (size_t)T * n_heads * slices * (head_dim + 3) * sizeof(float);",
          "split partials: hd + 3 floats per (query, head, slice)")
     xa = read("cuda/xattn.cu")
     need("cuda/xattn.cu", xa, "dim3(cdiv(a.n_q, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, xattn_fwd_kernel",
@@ -181,7 +185,7 @@ def mma_rows(c, mats):
 
 def gemm(tab, key, label, T, mats, cols, dt, c):
     """One launch_matmul_q: mats = row counts of its matrices (same x, same cols)."""
-    small = T <= c["QGEMM_TOKENS"]
+    small = T <= c["QGEMM_DP4A_MAX_T"]
     W = sum(wbytes(r, cols, dt) for r in mats)
     y = sum(T * r * F for r in mats)
     xb = T * cols * (F if small else INT8_ACT)  # the input as the launch reads it: f32, or int8 with d, s
@@ -197,7 +201,7 @@ def gemm(tab, key, label, T, mats, cols, dt, c):
     tab.add(key, label, T, W + xb + y, does)
     if not small:
         q = T * cols * (F + INT8_ACT)  # quantize_q8_kernel: f32 in, int8 + d, s out
-        tab.add("quantize", "`quantize_q8_kernel` (T > %d: one per GEMM launch)" % c["QGEMM_TOKENS"], T, q, q)
+        tab.add("quantize", "`quantize_q8_kernel` (T > %d: one per GEMM launch)" % c["QGEMM_DP4A_MAX_T"], T, q, q)
 
 
 def forward(s, T, c):
@@ -213,7 +217,7 @@ def forward(s, T, c):
         gemm(tab, "gemm", None, T, [Fd, Fd], D, s["layer_dt"], c)
         gemm(tab, "gemm", None, T, [D], Fd, s["layer_dt"], c)
     gemm(tab, "head", "LM head (%s, %d x %d)" % (s["head_dt"], s["V"], D), T, [s["V"]], D, s["head_dt"], c)
-    for key in ("gemm", "head"):  # the row blocks used (dp4a at T <= QGEMM_TOKENS, else tensor cores), as notes
+    for key in ("gemm", "head"):  # the row blocks used (dp4a at T <= QGEMM_DP4A_MAX_T, else tensor cores), as notes
         if T in tab.notes.get(key, {}):
             tab.notes[key][T] = "T = %d: %s-row blocks" % (T, " and ".join(map(str, sorted(tab.notes[key][T]))))
     slices = cdiv(n, c["ATTN_SPLIT"])

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# gpu_knobs.sh: times the CUDA backend's launch choices on a GPU, each set by an environment variable
-# that changes which kernel or grid runs but never a result bit (the emulated kernel tests memcmp every
-# variant): `beagle-cuda bench` (decode tok/s, the verify cost T = 1..64) once per setting, side by side
-# in one run, then prints the fastest setting of each knob and writes every measurement to JSON.
-#   BEAGLE_CUDA_ATTN_SPLIT      keys per split-KV slice (cuda/attention.cu; default 256)
-#   BEAGLE_CUDA_QGEMM_ROWS      weight rows per block of the dp4a GEMM (cuda/gemm_quant.cu; default: by grid size)
-#   BEAGLE_CUDA_DP4A_MAX_T      the dp4a GEMM up to T tokens (default 4; above it quantize + tensor cores)
-#   BEAGLE_CUDA_TALL_MIN_ROWS   the 64-row tensor-core GEMM from this many rows (default: off)
+# gpu_knobs.sh: times the CUDA backend's launch choices on a GPU, each set by an environment variable:
+# `beagle-cuda bench` (decode tok/s, the verify cost T = 1..64) once per setting, side by side in one run,
+# then prints the fastest setting of each knob and writes every measurement to JSON.
+#   BEAGLE_CUDA_ATTN_SPLIT      keys per split-KV slice (cuda/attention.cu; default 32). Another length is
+#                               another reduction order: other bits, the same in every kernel and batch size
+#   BEAGLE_CUDA_QGEMM_ROWS      weight rows per block of the dp4a GEMM (default: by grid size)   } the same
+#   BEAGLE_CUDA_DP4A_MAX_T      the dp4a GEMM up to T tokens (default 16; above: tensor cores)    } bits (the
+#   BEAGLE_CUDA_TALL_MIN_ROWS   the 64-row tensor-core GEMM from this many rows (default: off)   } tests memcmp)
+# Measured on an H100 on 2026-11-27 (docs/gpu.md "Launch knobs on the H100"): the defaults come from there.
 # Usage: scripts/gpu_knobs.sh MODEL OUT.json [--prompt-tokens N] [-z TOKENIZER]   (BEAGLE_CUDA_BIN: default build/beagle-cuda)
 # The knobs a build does not read are timed anyway and come out equal to the default (noise): the JSON
 # says which build ran. Writes OUT.json and OUT.env (`export` lines: each knob's best setting where it beats
-# both default runs by more than 2 %: slice length and rows by decode tok/s, the dp4a range by verify T = 5..16,
+# both default runs by more than 2 %: slice length and rows by decode tok/s, the dp4a range by verify T = 5..32,
 # the tall GEMM by verify T = 24..64).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,14 +33,15 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # name|environment: the default first; each other line changes one knob
 SETTINGS=(
   "default|"
-  "attn_split=32|BEAGLE_CUDA_ATTN_SPLIT=32"
   "attn_split=64|BEAGLE_CUDA_ATTN_SPLIT=64"
   "attn_split=128|BEAGLE_CUDA_ATTN_SPLIT=128"
+  "attn_split=256|BEAGLE_CUDA_ATTN_SPLIT=256"
   "qgemm_rows=8|BEAGLE_CUDA_QGEMM_ROWS=8"
   "qgemm_rows=16|BEAGLE_CUDA_QGEMM_ROWS=16"
   "qgemm_rows=32|BEAGLE_CUDA_QGEMM_ROWS=32"
+  "dp4a_max_t=4|BEAGLE_CUDA_DP4A_MAX_T=4"
   "dp4a_max_t=8|BEAGLE_CUDA_DP4A_MAX_T=8"
-  "dp4a_max_t=16|BEAGLE_CUDA_DP4A_MAX_T=16"
+  "dp4a_max_t=32|BEAGLE_CUDA_DP4A_MAX_T=32"
   "tall_min_rows=2048|BEAGLE_CUDA_TALL_MIN_ROWS=2048"
   "default_again|"
 )
@@ -66,18 +68,18 @@ for line in open(lst):
     rows.append({"name": name, "env": envs, "decode_tok_s": b["decode_tok_s"], "prefill_tok_s": b["prefill_tok_s"],
                  "verify_ms": vc})
 base = [r for r in rows if r["name"].startswith("default")]
-print("%-20s %10s %10s  verify ms T = 1 / 4 / 5 / 8 / 16 / 64" % ("setting", "decode", "prefill"))
+print("%-20s %10s %10s  verify ms T = 1 / 4 / 5 / 8 / 16 / 24 / 64" % ("setting", "decode", "prefill"))
 for r in rows:
     v = r["verify_ms"]
     print("%-20s %10.1f %10.1f  %s" % (r["name"], r["decode_tok_s"], r["prefill_tok_s"],
-          " / ".join("%.3f" % v.get(T, float("nan")) for T in (1, 4, 5, 8, 16, 64))))
+          " / ".join("%.3f" % v.get(T, float("nan")) for T in (1, 4, 5, 8, 16, 24, 64))))
 # each knob judged where it acts, against the better of the two default runs, kept when > 2 % better:
-# the slice length and the dp4a rows by decode tok/s, the dp4a range by the verify ms summed over T = 5..16,
+# the slice length and the dp4a rows by decode tok/s, the dp4a range by the verify ms summed over T = 5..16, 24, 32,
 # the tall GEMM by the verify ms summed over T = 24..64
 def score(r, knob):
     v = r["verify_ms"]
     if knob in ("attn_split", "qgemm_rows"): return r["decode_tok_s"]
-    Ts = range(5, 17) if knob == "dp4a_max_t" else (24, 32, 48, 64)
+    Ts = list(range(5, 17)) + [24, 32] if knob == "dp4a_max_t" else (24, 32, 48, 64)
     return -sum(v.get(T, 1e9) for T in Ts)
 env, best = [], {}
 for r in rows:

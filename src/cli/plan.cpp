@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "../../cuda/attn_split.h"
+#include "../backend/gpu/cuda_ops.h"
 #include "../core/common.h"
 #include "../decode/beagle_drafter.h"
 #include "../io/model_file.h"
@@ -92,6 +94,12 @@ int generate_plan(const std::string& geometry, const std::string& model, const s
     for (const LlamaBuffer& b : llama_buffers(c, ctx, batch))
         lines.push_back({b.count > 1 ? strfmt("%s x %d", b.name, b.count) : std::string(b.name),
                          4.0 * b.floats * b.count});
+    // the attention's split-KV partials, the scratch slot CudaOps::reserve sizes for the target (Llama's
+    // ScratchSizes: rows max_batch, keys ctx) at the default slice length (BEAGLE_CUDA_ATTN_SPLIT changes it)
+    const int split_rows = std::min(std::max(batch, 1), ATTN_SPLIT_MAX_T);
+    lines.push_back({strfmt("attention split-KV partials (%d rows, %d-key slices)", split_rows, ATTN_SPLIT),
+                     (double)cuda_scratch_slot_bytes(attn_partials_bytes(
+                         split_rows, c.n_heads, c.head_dim, std::max(ctx - split_rows, 0), ATTN_SPLIT))});
     // the draft (with -d, or for a geometry a Beagle draft of the target's shape), as BeagleDrafter
     // builds it: Draft(ctx, max_pred + 1, max(topk, 1)), its matrices' Q8_0 copies unless --draft-f32
     const bool with_draft = !draft.empty() || geometry != "model";

@@ -5,7 +5,8 @@
 #   - vocab 32000: `generate --plan model` lists the buffers the code allocates: the counting allocator's
 #     peak_device_bytes of a plain greedy run is at least the plan's total and at most PLAN_SLACK (3 MiB)
 #     above it. The slack is what the plan leaves out: the backend's scratch (activation quantization,
-#     1.5 x 16 rows x 14336 x 34/32 bytes = 0.35 MiB; attention partials and top-k, < 0.1 MiB) and the
+#     1.5 x 16 rows x 14336 x 34/32 bytes = 0.35 MiB; top-k, < 0.1 MiB; the attention's split-KV partials,
+#     12.9 MB at 32-key slices, are a line of the plan since 2026-11-27) and the
 #     caching allocator's size classes (< 1/8 of each activation buffer: < 1.7 MiB at -b 16, vocab
 #     128256); weights and KV caches are exact. One layer's K cache at -c 1024 is 4 MiB, so a buffer
 #     missing from the plan fails this; measured: 0.15 to 0.31 MiB over the plan;

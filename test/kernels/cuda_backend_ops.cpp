@@ -201,9 +201,9 @@ static void test_matmul() {
 // tolerances as rope and rmsnorm below; CpuOps has the ops.h defaults, checked bit-identical too).
 static long long launches() { return g_gpu->device_counters()->launches; }
 static void test_fused_ops() {
-    // matmul_n: Q/K/V-like weights of different heights in one launch (T <= 4: the GEMM quantizes x
-    // itself) or two (T > 4: quantize + tensor-core GEMM), the same bits as one matmul each
-    for (int T : {1, 3, 6}) {
+    // matmul_n: Q/K/V-like weights of different heights in one launch (T <= 16, QGEMM_DP4A_MAX_T: the GEMM
+    // quantizes x itself) or two (T > 16: quantize + tensor-core GEMM), the same bits as one matmul each
+    for (int T : {1, 3, 6, 17}) {
         HostTensor W0 = make_tensor(DType::Q4_1, 37, 96, "wq"), W1 = make_tensor(DType::Q4_1, 9, 96, "wk"),
                    W2 = make_tensor(DType::Q4_1, 20, 96, "wv");
         Weight w[3] = {g_gpu->weight(W0.t), g_gpu->weight(W1.t), g_gpu->weight(W2.t)};
@@ -219,7 +219,7 @@ static void test_fused_ops() {
         const long long l0 = launches();
         g_gpu->matmul_n(3, ys, x.g, ws, T);
         const long long n = launches() - l0;
-        CHECK(n == (T <= 4 ? 1 : 2), "matmul_n of 3 Q4_1 weights at T = %d: %lld launches", T, n);
+        CHECK(n == (T <= 16 ? 1 : 2), "matmul_n of 3 Q4_1 weights at T = %d: %lld launches", T, n);  // QGEMM_DP4A_MAX_T
         int bad = 0;
         for (int m = 0; m < 3; m++) {
             bad += get(*g_gpu, ys[m], (size_t)T * w[m].rows) != get(*g_gpu, ones[m], (size_t)T * w[m].rows);
@@ -704,22 +704,22 @@ static void test_counters() {
     CHECK(d.syncs == 1 && all == loop, "sumsq_all: %lld syncs, %.17g vs %.17g", d.syncs, all, loop);
     g_gpu->release(b);
     // Ops::reserve sizes the quantized-activation scratch for the widest input even when that width is not
-    // a multiple of 32 (stories260K: ffn 172, its 64-wide inputs quantized): a later 10-token quantized
-    // matmul allocates nothing (before 2026-11-27 the reservation was skipped and the matmul grew the slot)
+    // a multiple of 32 (stories260K: ffn 172, its 64-wide inputs quantized): a later 20-token quantized
+    // matmul (quantize + tensor cores: above QGEMM_DP4A_MAX_T = 16) allocates nothing (before 2026-11-27 the reservation was skipped and the matmul grew the slot)
     {
         std::unique_ptr<Ops> o = make_ops("cuda", 1);
         HostTensor W = make_tensor(DType::Q8_0, 9, 64, "w64");
         const Weight w = o->weight(W.t);
-        float* xq = o->alloc(10 * 64);
-        float* yq = o->alloc(10 * 9);
+        float* xq = o->alloc(20 * 64);
+        float* yq = o->alloc(20 * 9);
         ScratchSizes sz;
-        sz.rows = 10;
+        sz.rows = 20;
         sz.cols = 172;
         o->reserve(sz);
         const DeviceCounters r0 = *o->device_counters();
-        o->matmul(yq, xq, w, 10);
+        o->matmul(yq, xq, w, 20);
         const DeviceCounters dr = *o->device_counters() - r0;
-        CHECK(dr.allocs == 0 && dr.launches == 2, "10-token Q8_0 matmul after reserve(rows 10, cols 172): %lld allocs, "
+        CHECK(dr.allocs == 0 && dr.launches == 2, "20-token Q8_0 matmul after reserve(rows 20, cols 172): %lld allocs, "
               "%lld launches (want 0 and 2: quantize + GEMM)", dr.allocs, dr.launches);
         o->release(xq);
         o->release(yq);

@@ -324,10 +324,11 @@ int main() {
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto& s : shapes) check_case(dt, s[0], s[1], s[2], "");
     // the launcher's rules, by default: the tall kernel off (16-row tensor-core blocks even for 4096 rows);
-    // at T <= 4 the dp4a kernel with the most rows per block whose grid has 264 blocks, else 8 rows
+    // at T <= 16 the dp4a kernel with the most rows per block whose grid has 264 blocks, else 8 rows
     for (const char* v : {"BEAGLE_CUDA_TALL_MIN_ROWS", "BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"})
         CHECK(!getenv(v), "%s is set: the launcher checks below assume the defaults", v);
-    check_launcher(KD_Q4_1, 4096, QGEMM_TOKENS + 1, nullptr, MMA);
+    check_launcher(KD_Q4_1, 4096, QGEMM_DP4A_MAX_T + 1, nullptr, MMA);
+    check_launcher(KD_Q4_1, 4224, QGEMM_DP4A_MAX_T, nullptr, DP4A);  // 132 x 4 token blocks of 32 rows
     check_launcher(KD_Q4_1, 8448, 1, nullptr, DP4A);      // 264 blocks of 32 rows
     check_launcher(KD_Q4_0, 8416, 1, nullptr, DP4A_R16);  // 263 of 32, 526 of 16
     check_launcher(KD_Q8_0, 4224, 4, nullptr, DP4A_R16);  // 132 of 32, 264 of 16
@@ -340,15 +341,16 @@ int main() {
     // every type, 2047 rows and T = 4 not
     QGemmChoice tall;
     tall.tall_min_rows = 2048;
-    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_launcher(dt, 2048, QGEMM_TOKENS + 1, &tall, MMA_TALL);
-    check_launcher(KD_Q4_1, 2047, QGEMM_TOKENS + 1, &tall, MMA);
-    check_launcher(KD_Q4_1, 2048, QGEMM_TOKENS, &tall, DP4A_R8);
-    // dp4a up to T = 16 (BEAGLE_CUDA_DP4A_MAX_T=16): cdiv(T, 4) token blocks count in the rule
-    QGemmChoice wide;
-    wide.dp4a_max_t = 16;
-    check_launcher(KD_Q4_1, 4224, 5, &wide, DP4A);  // 132 x 2 blocks of 32 rows
-    check_launcher(KD_Q8_0, 37, 16, &wide, DP4A_R8);
-    check_launcher(KD_Q4_1, 4224, 17, &wide, MMA);
+    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_launcher(dt, 2048, QGEMM_DP4A_MAX_T + 1, &tall, MMA_TALL);
+    check_launcher(KD_Q4_1, 2047, QGEMM_DP4A_MAX_T + 1, &tall, MMA);
+    check_launcher(KD_Q4_1, 2048, QGEMM_DP4A_MAX_T, &tall, DP4A_R16);  // 64 x 4 token blocks of 32 rows: 256
+    // dp4a up to T = 4 only (BEAGLE_CUDA_DP4A_MAX_T=4, the rule before): cdiv(T, 4) token blocks count in the rule
+    QGemmChoice narrow;
+    narrow.dp4a_max_t = 4;
+    check_launcher(KD_Q4_1, 4224, 4, &narrow, DP4A_R16);  // 132 blocks of 32 rows, 264 of 16
+    check_launcher(KD_Q8_0, 37, 4, &narrow, DP4A_R8);
+    check_launcher(KD_Q4_1, 4224, 5, &narrow, MMA);
+    check_launcher(KD_Q4_1, 4224, 5, nullptr, DP4A);  // the default: 132 x 2 blocks of 32 rows
     // R forced (BEAGLE_CUDA_QGEMM_ROWS)
     for (auto [R, kind] : {std::pair<int, Kind>{32, DP4A}, {16, DP4A_R16}, {8, DP4A_R8}}) {
         QGemmChoice forced;
@@ -358,14 +360,14 @@ int main() {
     }
     // the variables parsed into the choice
     QGemmChoice def = qgemm_choice_env();
-    CHECK(def.tall_min_rows == QMMA_TALL_MIN_ROWS && def.dp4a_max_t == QGEMM_TOKENS && def.dp4a_rows == 0,
+    CHECK(def.tall_min_rows == QMMA_TALL_MIN_ROWS && def.dp4a_max_t == QGEMM_DP4A_MAX_T && def.dp4a_rows == 0,
           "qgemm_choice_env without the variables: %d %d %d", def.tall_min_rows, def.dp4a_max_t, def.dp4a_rows);
     setenv("BEAGLE_CUDA_TALL_MIN_ROWS", "2048", 1);
-    setenv("BEAGLE_CUDA_DP4A_MAX_T", "16", 1);
+    setenv("BEAGLE_CUDA_DP4A_MAX_T", "8", 1);
     setenv("BEAGLE_CUDA_QGEMM_ROWS", "8", 1);
     QGemmChoice env = qgemm_choice_env();
-    CHECK(env.tall_min_rows == 2048 && env.dp4a_max_t == 16 && env.dp4a_rows == 8,
-          "BEAGLE_CUDA_TALL_MIN_ROWS=2048 DP4A_MAX_T=16 QGEMM_ROWS=8 read as %d %d %d", env.tall_min_rows,
+    CHECK(env.tall_min_rows == 2048 && env.dp4a_max_t == 8 && env.dp4a_rows == 8,
+          "BEAGLE_CUDA_TALL_MIN_ROWS=2048 DP4A_MAX_T=8 QGEMM_ROWS=8 read as %d %d %d", env.tall_min_rows,
           env.dp4a_max_t, env.dp4a_rows);
     for (const char* v : {"BEAGLE_CUDA_TALL_MIN_ROWS", "BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"}) unsetenv(v);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})

@@ -28,12 +28,12 @@ def problems(root):
     if r.returncode != 0:
         return [f"gpu_bytes.py --json exits {r.returncode}: {r.stderr.strip()}"]
     m = json.loads(r.stdout)
-    # (a) the constants are the ones in cuda/kernels.cuh (found here by a plain per-name search)
-    hdr = open(os.path.join(root, "cuda/kernels.cuh")).read()
+    # (a) the constants are the ones in cuda/kernels.cuh and cuda/attn_split.h (a plain per-name search)
+    hdr = "".join(open(os.path.join(root, f)).read() for f in ("cuda/kernels.cuh", "cuda/attn_split.h"))
     for name, v in m["constants"].items():
         found = re.findall(r"\b%s\s*=\s*(\d+)" % name, hdr)
         if found != [str(v)]:
-            out.append(f"constant {name}: script {v}, cuda/kernels.cuh {found}")
+            out.append(f"constant {name}: script {v}, cuda/kernels.cuh + attn_split.h {found}")
     # (b) must <= does for every kernel row (and the totals) at both T, and in the cross-attention table
     for shape in ("smollm2", "7b"):
         for row in m["model_MB"][shape]:

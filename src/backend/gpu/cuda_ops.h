@@ -18,6 +18,10 @@ struct XAttnArgs;  // cuda/kernels.cuh
 namespace beagle {
 
 struct CudaRunner;  // ops_cuda.cu: the KernelRunner of the launchers (error checks, counts, profile)
+
+// The bytes a scratch slot takes for a request of `bytes`: half again as headroom, so that a slightly larger
+// later request does not reallocate (CudaOps::scratch; the memory plan, src/cli/plan.cpp, counts the same).
+inline size_t cuda_scratch_slot_bytes(size_t bytes) { return bytes + bytes / 2; }
 class CudaRt;       // cuda_rt.h: the counted runtime calls (allocator, staging, copies, syncs)
 
 class CudaOps : public Ops {

@@ -109,7 +109,7 @@ void* CudaOps::scratch(int slot, size_t bytes) {
         rt_->free_raw(slot_ptr_[slot]);
         slot_ptr_[slot] = nullptr;
         slot_bytes_[slot] = 0;
-        size_t want = bytes + bytes / 2;
+        const size_t want = cuda_scratch_slot_bytes(bytes);
         slot_ptr_[slot] = rt_->malloc_raw(want);
         if (!slot_ptr_[slot]) fail("CUDA out of memory allocating %zu bytes of scratch", want);
         slot_bytes_[slot] = want;

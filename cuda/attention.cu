@@ -226,6 +226,16 @@ int attn_split() {
 
 void attn_set_split(int keys) { g_attn_split = keys; }
 
+static int g_attn_split_max_t = 0;  // 0: not read yet
+
+int attn_split_max_t() {
+    if (g_attn_split_max_t == 0) {
+        const char* s = getenv("BEAGLE_CUDA_ATTN_SPLIT_MAX_T");
+        g_attn_split_max_t = s && atoi(s) > 0 ? atoi(s) : ATTN_SPLIT_MAX_T;
+    }
+    return g_attn_split_max_t;
+}
+
 size_t attn_split_scratch_bytes(int T, int n_heads, int head_dim, int n_past) {
     return attn_partials_bytes(T, n_heads, head_dim, n_past, attn_split());
 }
@@ -244,7 +254,7 @@ void launch_attention(const AttnArgs& args, KernelRunner& kr) {
     kcheck(kr, group <= ATTN_QT_WARPS * ATTN_QT_TPW, "attention: GQA group of %d heads is larger than %d", group,
            ATTN_QT_WARPS * ATTN_QT_TPW);
     const int n_slices = attn_slices(a.n_past, a.T);
-    if (a.partial && !a.kv_start && a.T <= ATTN_SPLIT_MAX_T && n_slices > 1) {
+    if (a.partial && !a.kv_start && a.T <= attn_split_max_t() && n_slices > 1) {
         const int warps = min(group, ATTN_QT_WARPS);
         const size_t smem = (size_t)attn_smem_floats(a.head_dim, warps) * sizeof(float);
         KRUN(kr, dim3(a.T, a.n_kv_heads, n_slices), 32 * warps, smem, attn_split_kernel, a, n_slices);

@@ -291,8 +291,11 @@ inline AttnTiling attn_tiling(int T, int n_heads, int n_kv_heads, int head_dim) 
 // Slices of the longest visible key list of a causal / tree pass (n_past + T keys).
 inline int attn_slices(int n_past, int T) { return (n_past + T + attn_split() - 1) / attn_split(); }
 size_t attn_split_scratch_bytes(int T, int n_heads, int head_dim, int n_past);
-// Split-KV when a.partial is set, the mask is causal or tree, T <= ATTN_SPLIT_MAX_T and the keys span
+// Split-KV when a.partial is set, the mask is causal or tree, T <= attn_split_max_t() and the keys span
 // more than one slice; the query-tiled kernel otherwise. Both give the same bits (attention.cu).
+// attn_split_max_t(): ATTN_SPLIT_MAX_T unless BEAGLE_CUDA_ATTN_SPLIT_MAX_T sets another (read once; a launch
+// choice with the same bits, for timing split-KV on long verify passes; the memory plan assumes the default).
+int attn_split_max_t();
 void launch_attention(const AttnArgs& a, KernelRunner& kr);
 
 // ---- xattn.cu: the draft's cross-attention over two key sets with the parametric mask ------------

@@ -94,9 +94,11 @@ def parse_sources():
     need("cuda/kernels.cuh", hdr, "if (L.smem <= 48 * 1024 || nq == 1) return L;", "attn_tiling: the 48 KiB limit")
     need("cuda/kernels.cuh", hdr, "return (n_past + T + attn_split() - 1) / attn_split();", "attn_slices")
     at = read("cuda/attention.cu")
+    need("cuda/attention.cu", at, "g_attn_split_max_t = s && atoi(s) > 0 ? atoi(s) : ATTN_SPLIT_MAX_T;",
+         "attn_split_max_t() is ATTN_SPLIT_MAX_T unless BEAGLE_CUDA_ATTN_SPLIT_MAX_T is set")
     need("cuda/attention.cu", at, "g_attn_split = v >= ATTN_BK && v % ATTN_BK == 0 ? v : ATTN_SPLIT;",
          "attn_split() is ATTN_SPLIT unless BEAGLE_CUDA_ATTN_SPLIT is set")
-    need("cuda/attention.cu", at, "if (a.partial && !a.kv_start && a.T <= ATTN_SPLIT_MAX_T && n_slices > 1) {",
+    need("cuda/attention.cu", at, "if (a.partial && !a.kv_start && a.T <= attn_split_max_t() && n_slices > 1) {",
          "split-KV for small T")
     need("cuda/attention.cu", at, "dim3(a.T, a.n_kv_heads, n_slices), 32 * warps, smem, attn_split_kernel", "split grid")
     need("cuda/attention.cu", at, "dim3(cdiv(a.T, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, attn_fwd_tiled_kernel",

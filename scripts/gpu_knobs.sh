@@ -4,6 +4,7 @@
 # then prints the fastest setting of each knob and writes every measurement to JSON.
 #   BEAGLE_CUDA_ATTN_SPLIT      keys per split-KV slice (cuda/attention.cu; default 32). Another length is
 #                               another reduction order: other bits, the same in every kernel and batch size
+#   BEAGLE_CUDA_ATTN_SPLIT_MAX_T split-KV for passes up to T queries (default 16; above: the query-tiled kernel) }
 #   BEAGLE_CUDA_QGEMM_ROWS      weight rows per block of the dp4a GEMM (default: by grid size)   } the same
 #   BEAGLE_CUDA_DP4A_MAX_T      the dp4a GEMM up to T tokens (default 16; above: tensor cores)    } bits (the
 #   BEAGLE_CUDA_TALL_MIN_ROWS   the 64-row tensor-core GEMM from this many rows (default: off)   } tests memcmp)
@@ -36,6 +37,7 @@ SETTINGS=(
   "attn_split=64|BEAGLE_CUDA_ATTN_SPLIT=64"
   "attn_split=128|BEAGLE_CUDA_ATTN_SPLIT=128"
   "attn_split=256|BEAGLE_CUDA_ATTN_SPLIT=256"
+  "attn_split_max_t=64|BEAGLE_CUDA_ATTN_SPLIT_MAX_T=64"
   "qgemm_rows=8|BEAGLE_CUDA_QGEMM_ROWS=8"
   "qgemm_rows=16|BEAGLE_CUDA_QGEMM_ROWS=16"
   "qgemm_rows=32|BEAGLE_CUDA_QGEMM_ROWS=32"

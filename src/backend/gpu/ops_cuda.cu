@@ -119,7 +119,7 @@ void* CudaOps::scratch(int slot, size_t bytes) {
 }
 
 // Each slot at its largest use by calls up to s, with the formulas of the ops below (the split-KV
-// partials: the most query rows that split, ATTN_SPLIT_MAX_T, over s.keys keys).
+// partials: the most query rows that split, attn_split_max_t(), over s.keys keys).
 // Bytes of each staged slot of a captured plain step (its pinned mirror; see "CUDA graphs" below).
 static constexpr size_t STEP_SLOT_BYTES = 1024;
 
@@ -136,7 +136,7 @@ void CudaOps::reserve(const ScratchSizes& s) {
     if (s.cols >= 32) scratch(S_QACT, matmul_q_scratch_bytes(R, s.cols / 32 * 32));
     if (s.topk > 0) scratch(S_TOPK, (size_t)R * s.topk * (sizeof(int) + sizeof(float)) + (size_t)R * sizeof(float));
     if (s.n_heads > 0 && s.keys > 0) {
-        const int T = std::min(R, ATTN_SPLIT_MAX_T);
+        const int T = std::min(R, attn_split_max_t());
         scratch(S_ATTN_PART, attn_split_scratch_bytes(T, s.n_heads, s.head_dim, std::max(s.keys - T, 0)));
     }
     // what the first captured plain step (step_begin) would otherwise grow: a sampled or auto run's first
@@ -401,7 +401,7 @@ void CudaOps::attention(float* out, const float* q, const float* kcache, const f
     } else if (mask.tree_mask) {
         a.tree = (const uint64_t*)stage(S_MASK, mask.tree_mask, (size_t)T * mask.mask_words * sizeof(uint64_t));
     }
-    if (!mask.kv_start && T <= ATTN_SPLIT_MAX_T && attn_slices(a.n_past, T) > 1)  // split-KV partials
+    if (!mask.kv_start && T <= attn_split_max_t() && attn_slices(a.n_past, T) > 1)  // split-KV partials
         a.partial = (float*)scratch(S_ATTN_PART, attn_split_scratch_bytes(T, n_heads, head_dim, a.n_past));
     launch_attention(a, *run_);
 }

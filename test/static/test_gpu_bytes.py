@@ -78,43 +78,27 @@ def plant(root, path, old, new):
 
 
 def main():
-    # self-check: the checks fail on planted changes in scratch copies
-    with tempfile.TemporaryDirectory() as tmp:
-        root = scratch_copy(tmp)
-        plant(root, "cuda/kernels.cuh", "QMMA_ROWS = 16", "QMMA_ROWS = 32")  # a regrid the doc does not know
-        got = problems(root)
-        if not any("is stale" in p for p in got):
-            sys.exit(f"test_gpu_bytes: self-check: a changed QMMA_ROWS did not make the doc stale: {got}")
-    with tempfile.TemporaryDirectory() as tmp:
-        root = scratch_copy(tmp)
-        plant(root, "cuda/attention.cu", "dim3(a.T, a.n_kv_heads, n_slices)", "dim3(a.T, n_slices, a.n_kv_heads)")
-        got = problems(root)
-        if not got or "exits" not in got[0]:
-            sys.exit(f"test_gpu_bytes: self-check: a changed split-KV grid did not stop the script: {got}")
-    with tempfile.TemporaryDirectory() as tmp:
-        root = scratch_copy(tmp)
-        plant(root, "cuda/kernels.cuh", "QMMA_TALL_MIN_ROWS = 1073741824", "QMMA_TALL_MIN_ROWS = 2048")  # tall launches
-        got = problems(root)
-        if not any("is stale" in p for p in got):
-            sys.exit(f"test_gpu_bytes: self-check: a changed QMMA_TALL_MIN_ROWS did not make the doc stale: {got}")
-    with tempfile.TemporaryDirectory() as tmp:
-        root = scratch_copy(tmp)
-        plant(root, "cuda/gemm_quant.cu", "if (max_rows >= c.tall_min_rows) {", "if (max_rows > c.tall_min_rows) {")
-        got = problems(root)
-        if not got or "exits" not in got[0]:
-            sys.exit(f"test_gpu_bytes: self-check: a changed tall-GEMM rule did not stop the script: {got}")
-    with tempfile.TemporaryDirectory() as tmp:
-        root = scratch_copy(tmp)
-        plant(root, "cuda/kernels.cuh", "QGEMM_FILL_BLOCKS = 264", "QGEMM_FILL_BLOCKS = 100")  # 32-row dp4a blocks
-        got = problems(root)
-        if not any("is stale" in p for p in got):
-            sys.exit(f"test_gpu_bytes: self-check: a changed QGEMM_FILL_BLOCKS did not make the doc stale: {got}")
-    with tempfile.TemporaryDirectory() as tmp:
-        root = scratch_copy(tmp)
-        plant(root, "cuda/gemm_quant.cu", ">= QGEMM_FILL_BLOCKS) return R;", "> QGEMM_FILL_BLOCKS) return R;")
-        got = problems(root)
-        if not got or "exits" not in got[0]:
-            sys.exit(f"test_gpu_bytes: self-check: a changed dp4a row rule did not stop the script: {got}")
+    # self-check: the checks fail on planted changes in scratch copies: a changed constant makes the doc
+    # stale, a changed launch rule stops the script
+    plants = [("cuda/kernels.cuh", "QMMA_ROWS = 16", "QMMA_ROWS = 32", "stale", "a changed QMMA_ROWS"),
+              ("cuda/attention.cu", "dim3(a.T, a.n_kv_heads, n_slices)", "dim3(a.T, n_slices, a.n_kv_heads)", "exits",
+               "a changed split-KV grid"),
+              ("cuda/kernels.cuh", "QMMA_TALL_MIN_ROWS = 1073741824", "QMMA_TALL_MIN_ROWS = 2048", "stale",
+               "a changed QMMA_TALL_MIN_ROWS"),
+              ("cuda/gemm_quant.cu", "if (max_rows >= c.tall_min_rows) {", "if (max_rows > c.tall_min_rows) {", "exits",
+               "a changed tall-GEMM rule"),
+              ("cuda/kernels.cuh", "QGEMM_FILL_BLOCKS = 264", "QGEMM_FILL_BLOCKS = 100", "stale",
+               "a changed QGEMM_FILL_BLOCKS"),
+              ("cuda/gemm_quant.cu", ">= QGEMM_FILL_BLOCKS) return R;", "> QGEMM_FILL_BLOCKS) return R;", "exits",
+               "a changed dp4a row rule")]
+    for path, old, new, want, what in plants:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = scratch_copy(tmp)
+            plant(root, path, old, new)
+            got = problems(root)
+            caught = any("is stale" in p for p in got) if want == "stale" else bool(got) and "exits" in got[0]
+            if not caught:
+                sys.exit(f"test_gpu_bytes: self-check: {what} did not {'make the doc stale' if want == 'stale' else 'stop the script'}: {got}")
     print("self-check: a changed QMMA_ROWS, QMMA_TALL_MIN_ROWS or QGEMM_FILL_BLOCKS makes the doc stale, a changed "
           "split-KV grid, tall-GEMM rule or dp4a row rule stops the script")
     got = problems(ROOT)

@@ -229,10 +229,7 @@ void attn_set_split(int keys) { g_attn_split = keys; }
 static int g_attn_split_max_t = 0;  // 0: not read yet
 
 int attn_split_max_t() {
-    if (g_attn_split_max_t == 0) {
-        const char* s = getenv("BEAGLE_CUDA_ATTN_SPLIT_MAX_T");
-        g_attn_split_max_t = s && atoi(s) > 0 ? atoi(s) : ATTN_SPLIT_MAX_T;
-    }
+    if (g_attn_split_max_t == 0) g_attn_split_max_t = env_positive("BEAGLE_CUDA_ATTN_SPLIT_MAX_T", ATTN_SPLIT_MAX_T);
     return g_attn_split_max_t;
 }
 

@@ -515,12 +515,6 @@ size_t matmul_q_scratch_bytes(int T, int cols) {
     return matmul_q_act_bytes(T, cols) + 2 * (size_t)T * (cols / 32) * sizeof(float);
 }
 
-// A positive integer from the environment variable `name`, or `otherwise`.
-static int env_positive(const char* name, int otherwise) {
-    const char* s = getenv(name);
-    return s && atoi(s) > 0 ? atoi(s) : otherwise;
-}
-
 QGemmChoice qgemm_choice_env() {
     QGemmChoice c;
     c.tall_min_rows = env_positive("BEAGLE_CUDA_TALL_MIN_ROWS", c.tall_min_rows);

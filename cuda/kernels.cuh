@@ -14,6 +14,7 @@
 #pragma once
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <string>
 
@@ -163,6 +164,11 @@ struct QGemmChoice {
     int dp4a_max_t = QGEMM_DP4A_MAX_T;       // BEAGLE_CUDA_DP4A_MAX_T: dp4a for T <= this (cdiv(T, 4) token blocks)
     int dp4a_rows = 0;                       // BEAGLE_CUDA_QGEMM_ROWS: 8, 16 or 32 rows per block; 0: qgemm_dp4a_rows
 };
+// A launch knob: the positive integer in the environment variable `name`, or `otherwise`.
+inline int env_positive(const char* name, int otherwise) {
+    const char* s = getenv(name);
+    return s && atoi(s) > 0 ? atoi(s) : otherwise;
+}
 QGemmChoice qgemm_choice_env();  // the defaults with the environment's overrides, read on every call
 int qgemm_dp4a_rows(int max_rows, int n, int T);  // rows per dp4a block by the grid rule (QGEMM_FILL_BLOCKS)
 size_t matmul_q_scratch_bytes(int T, int cols);

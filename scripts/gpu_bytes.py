@@ -94,7 +94,7 @@ def parse_sources():
     need("cuda/kernels.cuh", hdr, "if (L.smem <= 48 * 1024 || nq == 1) return L;", "attn_tiling: the 48 KiB limit")
     need("cuda/kernels.cuh", hdr, "return (n_past + T + attn_split() - 1) / attn_split();", "attn_slices")
     at = read("cuda/attention.cu")
-    need("cuda/attention.cu", at, "g_attn_split_max_t = s && atoi(s) > 0 ? atoi(s) : ATTN_SPLIT_MAX_T;",
+    need("cuda/attention.cu", at, "g_attn_split_max_t = env_positive(\"BEAGLE_CUDA_ATTN_SPLIT_MAX_T\", ATTN_SPLIT_MAX_T);",
          "attn_split_max_t() is ATTN_SPLIT_MAX_T unless BEAGLE_CUDA_ATTN_SPLIT_MAX_T is set")
     need("cuda/attention.cu", at, "g_attn_split = v >= ATTN_BK && v % ATTN_BK == 0 ? v : ATTN_SPLIT;",
          "attn_split() is ATTN_SPLIT unless BEAGLE_CUDA_ATTN_SPLIT is set")

@@ -34,6 +34,10 @@ $(CUDA_BACKEND_TEST_BIN): $(BUILD)/test/test_cuda_backend_%: test/kernels/cuda_b
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -Isrc -Itest -MMD -MP -o $@ $< $(CUDA_GPU_EMU_OBJ) $(CUDA_EMU_OBJ) $(LIB) $(CUDAEMU_LIB) $(LDFLAGS)
 
+# The sampling kernel's test compares with the host's warp_dense (src/decode/sampling.cpp): it links the library.
+$(BUILD)/test/test_emu_kernels_sample: $(LIB)
+$(BUILD)/test/test_emu_kernels_sample: EMU_TEST_LIBS = $(LIB)
+
 # Not in sanitizer builds (the emulator switches stacks).
 tests: $(if $(SAN),,$(BUILD)/beagle-cuda-emu $(CUDA_BACKEND_TEST_BIN))
 

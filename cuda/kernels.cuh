@@ -412,3 +412,15 @@ struct TreeExpandKArgs {
 };
 __global__ void tree_expand_kernel(TreeExpandKArgs a);  // one block
 void launch_tree_expand(const TreeExpandKArgs& a, KernelRunner& kr);
+
+// ---- sample.cu: rows of logits -> sampling distributions (temperature, top-k, top-p) and draws from them
+// p[r] = softmax(x[r] / temperature) cut to the top_k largest (0: off; ties at the cut all kept), then to the
+// smallest top set whose mass exceeds top_p of that (0 or >= 1: off), renormalised; with coins,
+// ids[r] = the first column whose running sum of p[r] exceeds coins[r] in [0, 1) (header of sample.cu).
+// One block per row.
+__global__ void warp_rows_kernel(float* p, int* ids, const float* coins, const float* x, int n_cols, float temperature,
+                                 int top_k, float top_p);
+// p, x: rows x n_cols (device; p is written and must not alias x); coins, ids: rows each, both null or both
+// set; temperature > 0.
+void launch_warp_rows(float* p, int* ids, const float* coins, const float* x, int rows, int n_cols, float temperature,
+                      int top_k, float top_p, KernelRunner& kr);

@@ -35,9 +35,10 @@ $(CUDA_EMU_OBJ): $(BUILD)/obj/%.emu.o: %.cu
 	$(CXX) $(CUDAEMU_CXXFLAGS) -MMD -MP -x c++ -include cuda/compat.cuh -c $< -o $@
 
 # Emulator tests: one binary per test file, kernels compiled as C++ with the compat header forced in.
+# EMU_TEST_LIBS: libraries one test links besides the emulator (a target-specific variable, cuda/cuda.mk).
 $(CUDAEMU_TEST_BIN): $(BUILD)/test/test_emu_%: test/kernels/cuda_emu_%.cpp $(CUDAEMU_LIB) test/testlib.h
 	@mkdir -p $(dir $@)
-	$(CXX) $(CUDAEMU_CXXFLAGS) -Isrc -Itest -MMD -MP -x c++ -include cuda/compat.cuh -o $@ $< -x none $(CUDAEMU_LIB) $(LDFLAGS)
+	$(CXX) $(CUDAEMU_CXXFLAGS) -Isrc -Itest -MMD -MP -x c++ -include cuda/compat.cuh -o $@ $< -x none $(EMU_TEST_LIBS) $(CUDAEMU_LIB) $(LDFLAGS)
 
 # Not in sanitizer builds (SAN set by test-asan): ASan does not follow the emulator's stack switches.
 tests: $(if $(SAN),,$(CUDAEMU_TEST_BIN))

@@ -188,10 +188,7 @@ struct Acc {
         j["tok_s"] = rounded(tok_s(), 3);
         j["speedup"] = rounded(plain_tok_s > 0 ? tok_s() / plain_tok_s : 0.0, 4);
         j["mismatches"] = mismatches;
-        if (!rounds_by_mode.empty()) {
-            j["rounds_by_mode"] = Json::object();
-            for (const auto& kv : rounds_by_mode) j["rounds_by_mode"][kv.first] = kv.second;
-        }
+        if (!rounds_by_mode.empty()) j["rounds_by_mode"] = rounds_by_mode;
         if (!draft_threads.empty()) j["draft_threads"] = draft_threads;  // --draft-threads -1: rounds on "1" / "all"
         if (!draft_depth.empty()) j["draft_depth"] = draft_depth;        // cost-aware trees: rounds per measured depth
         return j;

@@ -281,8 +281,7 @@ void report_spec(const std::string& mode, const SpecStats& st, int threads, bool
     js["tau"] = rounded(st.tau(), 4);
     js["drafted"] = st.drafted;
     js["rounds"] = st.rounds;
-    js["rounds_by_mode"] = Json::object();
-    for (const auto& kv : st.rounds_by_mode) js["rounds_by_mode"][kv.first] = kv.second;
+    js["rounds_by_mode"] = st.rounds_by_mode;  // an object, {} when empty
     if (!st.draft_threads.empty()) js["draft_threads"] = st.draft_threads;
     if (!st.draft_depth.empty()) js["draft_depth"] = st.draft_depth;
     js["accept_by_depth"] = accept;

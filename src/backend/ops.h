@@ -163,6 +163,15 @@ struct ScratchSizes {
     int n_heads = 0, head_dim = 0, keys = 0;  // causal / tree attention: heads, head size, most keys seen
 };
 
+// How a row of logits becomes a sampling distribution (Ops::warp_rows; SamplingParams in
+// src/decode/sampling.h adds the seed): softmax(logits / temperature), cut to the top_k largest (0: off),
+// then to the smallest set of largest entries whose mass exceeds top_p of what is left (>= 1 or <= 0: off).
+struct WarpParams {
+    float temperature = 0.8f;  // 0 = greedy (no distribution: the callers take the argmax instead)
+    int top_k = 0;             // 0 = off
+    float top_p = 0.9f;        // >= 1 or <= 0 = off
+};
+
 static_assert(sizeof(int) == sizeof(float), "backend int buffers are float allocations (Ops::alloc)");
 
 class Ops {
@@ -321,6 +330,16 @@ public:
     // -inf), NaN as -inf, ties to the lower index (the host's stable sort over creation order), their node
     // indices, ids and mask rows. Nothing comes to the host.
     virtual void tree_expand(const float* logits, int n_cols, const TreeExpandArgs& a) = 0;
+    // ---- sampling on the backend (the sampled draft chain and its acceptance: docs/gpu.md "Sampled rounds")
+    // Per row r < rows of x (rows x n_cols logits): p[r] (a backend buffer, rows x n_cols, not x) = the row
+    // warped by wp (WarpParams), normalised to sum 1, zeros outside the kept entries. coins (a host array of
+    // rows floats in [0, 1), or null): ids[r] (a backend int buffer) = the first column whose running sum of
+    // p[r] exceeds coins[r] (none, by rounding: the last nonzero column). The CPU backend computes the host's
+    // warp_dense (run.c's sorted walk, select.h) and that draw exactly; the CUDA kernel (cuda/sample.cu) the
+    // same distribution but for exact ties at the top-p / top-k cut and the order of its float sums. Nothing
+    // comes to the host.
+    virtual void warp_rows(float* p, int* ids, const float* coins, const float* x, int rows, int n_cols,
+                           const WarpParams& wp) = 0;
     // one AdamW step over n elements (see AdamWParams)
     virtual void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) = 0;
 };

@@ -29,6 +29,26 @@ static int sample_dense(const std::vector<float>& p, float coin) {
     return last;
 }
 
+// A candidate x drawn from q is accepted with probability min(1, p(x) / q(x)).
+static float accept_prob(float px, float qx) { return qx > 0 ? std::min(1.0f, px / qx) : 0.0f; }
+
+// After candidate x's rejection: p <- norm(max(0, p - q)), q a point mass at x when null. False (p left
+// unnormalised: the caller restores it) when nothing is left: p == q exactly, which cannot follow a rejection.
+static bool residual(std::vector<float>* pv, const float* q, int x) {
+    std::vector<float>& p = *pv;
+    const int V = (int)p.size();
+    double sum = 0;
+    if (q) {
+        for (int i = 0; i < V; i++) { p[i] = std::max(0.0f, p[i] - q[i]); sum += p[i]; }
+    } else {
+        p[x] = 0;
+        for (int i = 0; i < V; i++) sum += p[i];
+    }
+    if (sum <= 0) return false;
+    for (int i = 0; i < V; i++) p[i] = (float)(p[i] / sum);
+    return true;
+}
+
 std::vector<int> accept_path(const DraftTree& tree, const LogitsRow& row, int V, const SamplingParams& sp, Rng& rng,
                              int* bonus, bool break_residual) {
     if (sp.temperature <= 0) {
@@ -47,24 +67,35 @@ std::vector<int> accept_path(const DraftTree& tree, const LogitsRow& row, int V,
         for (int c : kids[cur]) {
             int x = tree.token[c];
             const float* q = tree.q[c];
-            float prob = q ? (q[x] > 0 ? std::min(1.0f, p[x] / q[x]) : 0.0f) : p[x];
-            if (rng.next_f32() < prob) { next = c; break; }
+            if (rng.next_f32() < (q ? accept_prob(p[x], q[x]) : p[x])) { next = c; break; }
             if (break_residual) continue;  // WRONG on purpose (tests only): keep p
-            // residual: p <- norm(max(0, p - q)), q a point mass when the candidate was not sampled
-            double sum = 0;
-            if (q) {
-                for (int i = 0; i < V; i++) { p[i] = std::max(0.0f, p[i] - q[i]); sum += p[i]; }
-            } else {
-                p[x] = 0;
-                for (int i = 0; i < V; i++) sum += p[i];
-            }
-            if (sum <= 0) { p = p0; continue; }  // p == q exactly: cannot happen after a rejection but be safe
-            for (int i = 0; i < V; i++) p[i] = (float)(p[i] / sum);
+            if (!residual(&p, q, x)) p = p0;
         }
         if (next < 0) { *bonus = sample_dense(p, rng.next_f32()); return path; }
         path.push_back(next);
         cur = next;
     }
+}
+
+std::vector<int> accept_chain(const DraftTree& tree, const float* px, const float* qx, const ChainRows& fetch, Rng& rng,
+                              int* bonus, bool break_residual) {
+    const int n = tree.size() - 1;
+    std::vector<int> path(1, 0);
+    std::vector<float> p, q;
+    for (int k = 0; k < n; k++) {
+        if (rng.next_f32() < accept_prob(px[k], qx[k])) {
+            path.push_back(k + 1);
+            continue;
+        }
+        fetch(k, &p, &q);  // node k's p and child k + 1's q: the residual's
+        const std::vector<float> p0 = p;
+        if (!break_residual && !residual(&p, q.data(), tree.token[k + 1])) p = p0;  // break_residual: as accept_path
+        *bonus = sample_dense(p, rng.next_f32());
+        return path;
+    }
+    fetch(n, &p, nullptr);  // the leaf's p: the bonus token's
+    *bonus = sample_dense(p, rng.next_f32());
+    return path;
 }
 
 std::vector<int> accept_greedy(const DraftTree& tree, const int* y, int* bonus) {

@@ -21,6 +21,14 @@ using LogitsRow = std::function<const float*(int node)>;
 // break_residual (TESTS ONLY): keep p after a rejection, the wrong rule, so a test can show it is caught.
 std::vector<int> accept_path(const DraftTree& tree, const LogitsRow& row, int V, const SamplingParams& sp, Rng& rng,
                              int* bonus, bool break_residual = false);
+// A sampled chain drawn on the backend (DraftTree::backend_q): the walk of accept_path over the chain, reading
+// only what it needs. px[k] = p_k(x_{k+1}), node k's warped target distribution at child k + 1's token, and
+// qx[k] = q(x_{k+1}), for k < n = tree.size() - 1. Where the walk ends, fetch(k, p, q) fills node k's warped
+// p row (V floats) and, after child k + 1's rejection (q not null), that child's q row over the target's
+// vocabulary. Given the same p and q floats it takes accept_path's decisions and draws, seed for seed.
+using ChainRows = std::function<void(int k, std::vector<float>* p, std::vector<float>* q)>;
+std::vector<int> accept_chain(const DraftTree& tree, const float* px, const float* qx, const ChainRows& fetch, Rng& rng,
+                              int* bonus, bool break_residual = false);
 // The greedy rule from the target's greedy tokens alone: y[i] = argmax of node i's logits (computed
 // where the logits are, Llama::argmax_last), so the logits never have to reach the host.
 std::vector<int> accept_greedy(const DraftTree& tree, const int* y, int* bonus);

@@ -188,6 +188,7 @@ private:
     std::vector<TreeNode> tree_nodes_;   // tree on the backend: its nodes as downloaded
     std::vector<int> path_tok_;          // the accepted path's tokens (an EAGLE draft's keys need them)
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
+    std::vector<float> coins_;           // sampled chain on the backend: the round's coins, one per step
 
     // Greedy chain, the ids kept on the backend: step k embeds step k-1's argmax where it was chosen
     // (Draft::forward_ids), so the gamma ids come to the host in one copy after the last step, not one
@@ -210,8 +211,40 @@ private:
         for (int k = 0, node = 0; k < steps; k++) node = tree->add(node, tok_of(ids[k]), 0.0f, nullptr);
     }
 
+    // Sampled chain, the ids and distributions kept on the backend: step k's row is warped and drawn there
+    // (Draft::sample_ids) with the host's coin k, drawn up front in the host loop's order, and step k + 1
+    // embeds that id (forward_ids); the ids come down in one copy, the q rows stay for the acceptance
+    // (DraftTree::backend_q; SpecDecoder reads q at the drawn tokens and one row at a rejection). On the CPU
+    // backend these are propose_chain's host loop's floats and draws.
+    void propose_chain_sampled(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
+        const int P = draft_->n_true(), steps = std::min(p_.gamma, room - tree->size());
+        if (steps <= 0) return;
+        coins_.resize(steps);
+        for (float& c : coins_) c = rng.next_f32();
+        std::vector<uint64_t> mask(words_, 0);
+        const int root = tree->token[0];
+        for (int k = 0; k < steps; k++) {
+            int pos = P + k, row = 0;
+            if (k == 0) draft_->forward(&root, &pos, 1, nullptr, words_, nullptr, nullptr);
+            else draft_->forward_ids(k - 1, &pos, 1, mask.data(), words_);
+            draft_->sample_ids(k, sp, coins_[k]);
+            int pr = draft_->keep_pred(&row, 1);
+            mask[pr / 64] |= 1ULL << (pr % 64);
+        }
+        std::vector<int> ids(steps);
+        draft_->download_ids(ids.data(), steps);
+        DraftTree::BackendQ& bq = tree->backend_q;
+        bq.rows = draft_->q_rows();
+        bq.cols = V_;
+        bq.d2t = d2t_.empty() ? nullptr : d2t_.data();
+        bq.col = ids;
+        for (int k = 0, node = 0; k < steps; k++) node = tree->add(node, tok_of(ids[k]), 0.0f, nullptr);
+    }
+
     void propose_chain(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
         if (sp.temperature <= 0 && draft_->can_forward_ids()) return propose_chain_greedy(tree, room);
+        if (sp.temperature > 0 && p_.chain_on_backend && draft_->can_forward_ids())
+            return propose_chain_sampled(tree, room, sp, rng);
         int P = draft_->n_true();
         std::vector<uint64_t> mask(words_, 0);
         int node = 0;
@@ -289,7 +322,7 @@ private:
         }
         const bool skip_draft = lk_m > 0 && rates_.rate(lk_m, 1) >= p_.lookup_skip;
         if (!skip_draft) {
-            if (p_.tree_on_backend && draft_->can_forward_ids()) expand_on_backend(P, depth, topk, min_score, &nodes);
+            if (p_.tree_on_backend && draft_->can_forward_tree()) expand_on_backend(P, depth, topk, min_score, &nodes);
             else expand_on_host(P, depth, topk, min_score, &nodes);
         }
         propose_rerank(tree, total, aware, a, lk_m, lk_from, ctx, &nodes);

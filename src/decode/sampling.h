@@ -6,14 +6,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "../backend/cpu/select.h"  // argmax, log_sum_exp, top_k_indices
+#include "../backend/cpu/select.h"  // argmax, log_sum_exp, top_k_indices, warp, warp_dense
 
 namespace beagle {
 
-struct SamplingParams {
-    float temperature = 0.8f;  // 0 = greedy
-    int top_k = 0;             // 0 = off
-    float top_p = 0.9f;        // >= 1 or <= 0 = off
+// The truncation (WarpParams, ops.h: temperature, top_k, top_p) and the seed of the draws.
+struct SamplingParams : WarpParams {
     uint64_t seed = 0;
 };
 
@@ -31,18 +29,7 @@ struct Rng {
 };
 
 
-// The sampling distribution after temperature/top-k/top-p, as candidates sorted by decreasing
-// probability (ties: lower id first) with probabilities summing to `total` (not renormalised,
-// as run.c draws coin * total).
-struct Candidates {
-    std::vector<int> ids;
-    std::vector<float> probs;
-    float total = 0.0f;
-};
-void warp(const float* logits, int n, const SamplingParams& sp, Candidates* out);
-// Dense normalised distribution over the vocabulary (zeros outside the kept candidates).
-void warp_dense(const float* logits, int n, const SamplingParams& sp, std::vector<float>* p);
-int sample_candidates(const Candidates& c, float coin);
+// warp, warp_dense, sample_candidates, Candidates: select.h (the CPU backend's Ops::warp_rows is warp_dense).
 
 class Sampler {
 public:

@@ -40,8 +40,10 @@ bool SpecDecoder::step(std::vector<int>* out) {
     Llama& m = *s_.llama;
     const int T = tree_.size(), V = m.config().vocab_size;
     // The verify's logits and states stay on the backend: greedy takes the target's argmax of each node
-    // there (T ids come down), sampling brings down only the logits rows its walk reads (accept_path: the
-    // root's, then each accepted child's, one copy each); the drafter takes the path's states there.
+    // there (T ids come down); a chain drawn on the backend is accepted there but for the host's coins
+    // (accept_backend_chain: two copies); other sampled trees bring down only the logits rows their walk reads
+    // (accept_path: the root's, then each accepted child's, one copy each); the drafter takes the path's
+    // states there.
     const bool rows = spp_.debug_record_rows != nullptr;  // TESTS ONLY: every verify row comes down too
     if (rows) vlogits_.resize((size_t)T * V);
     const double tf = now_seconds();
@@ -54,7 +56,10 @@ bool SpecDecoder::step(std::vector<int>* out) {
         m.argmax_last(vargmax_.data(), T);
         verified(tf);
         path = accept_greedy(tree_, vargmax_.data(), &bonus);
+    } else if (tree_.backend_q.rows && T > 1 && !rows) {
+        path = accept_backend_chain(tf, &bonus);
     } else {
+        host_q();
         const float* logits = rows ? nullptr : m.logits_last(T);  // backend, T x V
         vrow_.resize(V);
         int have = -1;  // the node whose row vrow_ holds
@@ -100,6 +105,70 @@ bool SpecDecoder::draft() {
     return true;
 }
 
+// A chain drawn on the backend (DraftTree::backend_q; BeagleDrafter's sampled chain): the verify's rows are
+// warped there (Ops::warp_rows, the same warp as the host's), p_k(x_{k+1}) and q(x_{k+1}) of the chain come
+// down in one copy, and the rows where the walk ends (node k's p, and after a rejection child k + 1's q) in
+// one more (accept_chain). With the draft's copy of its ids: three syncs a round, whatever the chain's length.
+std::vector<int> SpecDecoder::accept_backend_chain(double tf, int* bonus) {
+    Ops& ops = *s_.ops;
+    Llama& m = *s_.llama;
+    const DraftTree::BackendQ& bq = tree_.backend_q;
+    const int T = tree_.size(), n = T - 1, V = m.config().vocab_size, C = bq.cols;
+    BEAGLE_CHECK((int)bq.col.size() == n, "sampled chain on the backend: %zu draws for %d drafted tokens", bq.col.size(), n);
+    if (!bufs_) bufs_.reset(new BufAlloc<Ops>(ops));
+    if (pw_n_ < (size_t)T * V) {  // grown to the longest chain (the first round's, in practice)
+        bufs_->release(pw_);
+        bufs_->release(pq_);
+        pw_n_ = (size_t)T * V;
+        pw_ = bufs_->alloc(pw_n_);
+        pq_ = bufs_->alloc(2 * (size_t)T);
+    }
+    if (ends_n_ < (size_t)V + C) {
+        bufs_->release(ends_);
+        ends_n_ = (size_t)V + C;
+        ends_ = bufs_->alloc(ends_n_);
+    }
+    ops.warp_rows(pw_, nullptr, nullptr, m.logits_last(T), T, V, sp_);
+    std::vector<int> ip(n), iq(n);
+    for (int k = 0; k < n; k++) {
+        ip[k] = k * V + tree_.token[k + 1];
+        iq[k] = k * C + bq.col[k];
+    }
+    ops.gather_rows(pq_, pw_, ip.data(), n, 1);
+    ops.gather_rows(pq_ + n, bq.rows, iq.data(), n, 1);
+    pq_host_.resize(2 * (size_t)n);
+    ops.download(pq_host_.data(), pq_, 2 * (size_t)n);  // waits for the forward, which is timed up to here
+    verified(tf);
+    auto fetch = [&](int k, std::vector<float>* p, std::vector<float>* q) {
+        ops.copy(ends_, pw_ + (size_t)k * V, V);
+        if (q) ops.copy(ends_ + V, bq.rows + (size_t)k * C, C);
+        ends_host_.resize((size_t)V + (q ? C : 0));
+        ops.download(ends_host_.data(), ends_, ends_host_.size());
+        p->assign(ends_host_.begin(), ends_host_.begin() + V);
+        if (!q) return;
+        q->assign(V, 0.0f);
+        for (int j = 0; j < C; j++) (*q)[bq.d2t ? bq.d2t[j] : j] = ends_host_[(size_t)V + j];
+    };
+    return accept_chain(tree_, pq_host_.data(), pq_host_.data() + n, fetch, sampler_.rng(), bonus,
+                        spp_.debug_break_residual);
+}
+
+// A walk over host rows (commit(), the tests' recorded rows) of a chain drawn on the backend: its q rows, over
+// the target's vocabulary, brought to the host as the nodes' q (a copy each).
+void SpecDecoder::host_q() {
+    const DraftTree::BackendQ& bq = tree_.backend_q;
+    if (!bq.rows) return;
+    const int n = tree_.size() - 1, V = s_.llama->config().vocab_size, C = bq.cols;
+    std::vector<float> row(C);
+    q_host_.resize(n);
+    for (int k = 0; k < n; k++) {
+        s_.ops->download(row.data(), bq.rows + (size_t)k * C, C);
+        q_host_[k].assign(V, 0.0f);
+        for (int j = 0; j < C; j++) q_host_[k][bq.d2t ? bq.d2t[j] : j] = row[j];
+        tree_.q[k + 1] = q_host_[k].data();
+    }
+}
+
 // TESTS ONLY (speculative.h): the root row of this verify's downloaded logits, one logit one ulp up, once.
 void SpecDecoder::debug_ulp_verify_row() {
     if (!spp_.debug_ulp_verify_row || tree_.size() < 2) return;
@@ -114,6 +183,7 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
     const int T = tree.size();
     if (spp_.learn_cost) d_.observe_verify(T, forward_s);
     int bonus = -1;
+    host_q();
     auto row = [&](int i) { return vlogits + (size_t)i * V; };
     std::vector<int> path = accept_path(tree, row, V, sp_, sampler_.rng(), &bonus, spp_.debug_break_residual);
     finish(path, bonus, vlogits, vstates, false, out);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../backend/buf_alloc.h"
 #include "drafter.h"
 #include "sampling.h"
 #include "session.h"
@@ -75,6 +76,8 @@ private:
                 std::vector<int>* out);
     void verified(double forward_start);
     void debug_ulp_verify_row();
+    std::vector<int> accept_backend_chain(double forward_start, int* bonus);
+    void host_q();
 
 private:
     Session& s_;
@@ -91,6 +94,13 @@ private:
     std::vector<int> pos_;
     std::vector<float> vlogits_, vrow_, path_states_;  // vrow_: the logits row a sampled walk read last
     std::vector<int> vargmax_;  // greedy: the target's token after each tree node
+    // a chain drawn on the backend (accept_backend_chain): the verify's warped rows, the chain's p(x) and q(x)
+    // side by side, the rows where the walk ends (backend buffers, grown to the largest tree), their host copies
+    std::unique_ptr<BufAlloc<Ops>> bufs_;
+    float *pw_ = nullptr, *pq_ = nullptr, *ends_ = nullptr;
+    size_t pw_n_ = 0, ends_n_ = 0;
+    std::vector<float> pq_host_, ends_host_;
+    std::vector<std::vector<float>> q_host_;  // host_q(): the chain's q rows over the target's vocabulary
 };
 
 // Speculative generation from a fresh cache (see Session::generate_plain for the contract).

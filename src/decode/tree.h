@@ -14,6 +14,15 @@ struct DraftTree {
     std::vector<float> score;              // drafter's cumulative log-probability (ranking only)
     std::vector<const float*> q;           // per node: draft distribution it was SAMPLED from, or
                                            // nullptr = chosen deterministically (point mass)
+    // A chain drawn on the backend (BeagleDrafter, Draft::sample_ids): node k + 1 was drawn from row k of
+    // rows (cols floats each, a backend buffer), at column col[k]; column j is target token d2t[j] (d2t
+    // null: j). The host walk (SpecDecoder) fetches only what it reads; q[] of those nodes stays null.
+    struct BackendQ {
+        const float* rows = nullptr;
+        int cols = 0;
+        const int32_t* d2t = nullptr;
+        std::vector<int> col;
+    } backend_q;
 
     void reset(int root_token) {
         token.assign(1, root_token);
@@ -21,6 +30,8 @@ struct DraftTree {
         depth.assign(1, 0);
         score.assign(1, 0.0f);
         q.assign(1, nullptr);
+        backend_q.rows = nullptr;
+        backend_q.col.clear();
     }
     int add(int par, int tok, float sc, const float* qdist = nullptr) {
         token.push_back(tok);
@@ -53,6 +64,7 @@ struct DraftTree {
         depth.resize(n);
         score.resize(n);
         q.resize(n);
+        if (backend_q.col.size() > (size_t)n - 1) backend_q.col.resize(n - 1);
     }
 };
 

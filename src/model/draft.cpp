@@ -342,6 +342,7 @@ struct Draft::Acts {
     float *key_ns = nullptr, *key_rstd = nullptr;  // Beagle: ensure_kv's normed states, kept between rounds
     int key_rows = 0;                              //   (grown only past the largest batch of new keys)
     int* ids = nullptr;  // backend ints: the greedy chain's argmax ids, one slot per step (argmax_ids)
+    float* q = nullptr;  // the sampled chain's distributions, one row per id slot (sample_ids; allocated then)
     int* d2t = nullptr;  // backend ints: a reduced vocabulary's d2t table (forward_ids maps its ids through it)
     // the greedy tree's working tree on the backend (tree_expand): nodes, and per depth parity the query
     // rows' nodes and predicted-key mask rows (one depth reads one parity and writes the other); the ids
@@ -553,6 +554,16 @@ void Draft::argmax_ids(int slot) {
     ops_.topk_rows(a_->ids + slot, nullptr, nullptr, a_->logits, n, m_->cfg.head_rows(), 1, true);
 }
 
+void Draft::sample_ids(int slot, const WarpParams& wp, float coin) {
+    BEAGLE_CHECK(last_pos_.size() == 1, "draft: sample_ids after a forward of %zu rows (one)", last_pos_.size());
+    BEAGLE_CHECK(slot >= 0 && slot <= max_pred_, "draft: sample_ids slot %d past %d", slot, max_pred_);
+    const int V = m_->cfg.head_rows();
+    if (!a_->q) a_->q = a_->al.alloc((size_t)(max_pred_ + 1) * V);
+    ops_.warp_rows(a_->q + (size_t)slot * V, a_->ids + slot, &coin, a_->logits, 1, V, wp);
+}
+
+const float* Draft::q_rows() const { return a_->q; }
+
 void Draft::download_ids(int* out, int n) {
     BEAGLE_CHECK(n >= 0 && n <= max_pred_ + 1, "draft: download_ids of %d ids, %d slots", n, max_pred_ + 1);
     if (n > 0) ops_.download((float*)out, (const float*)a_->ids, (size_t)n);  // 4-byte ints, copied as is
@@ -585,7 +596,7 @@ void Draft::tree_expand(int depth, int k, int n_nodes, int n_next, int base, flo
 }
 
 void Draft::forward_tree(int depth, const int* pos, int n) {
-    BEAGLE_CHECK(can_forward_ids(),
+    BEAGLE_CHECK(can_forward_tree(),
                  "draft: forward_tree needs a Beagle draft with the target's embedding (use_target_weights)");
     BEAGLE_CHECK(depth >= 1 && n >= 1 && n <= max_q_, "draft forward_tree: depth %d, %d queries (1..%d)", depth, n, max_q_);
     ops_.embed(a_->A.u, m_->embd_w, a_->tids, n, true, a_->d2t);  // u = E(d2t[id]), never on the host
@@ -677,14 +688,17 @@ void Draft::ensure_kv() {
     }
 }
 
-bool Draft::can_forward_ids() const { return m_->cfg.arch == ARCH_BEAGLE && m_->embd_w.data; }
+bool Draft::can_forward_ids() const { return m_->embd_w.data != nullptr; }
+bool Draft::can_forward_tree() const { return m_->cfg.arch == ARCH_BEAGLE && m_->embd_w.data; }
 
 void Draft::forward_ids(int slot, const int* pos, int n, const uint64_t* pred_mask, int mask_words) {
-    BEAGLE_CHECK(can_forward_ids(),
-                 "draft: forward_ids needs a Beagle draft with the target's embedding (use_target_weights)");
+    BEAGLE_CHECK(can_forward_ids(), "draft: forward_ids needs the target's embedding (use_target_weights)");
     BEAGLE_CHECK(n >= 1 && n <= max_q_ && slot >= 0 && slot + n <= max_pred_ + 1,
                  "draft forward_ids: %d queries from slot %d (queries 1..%d, slots %d)", n, slot, max_q_, max_pred_ + 1);
-    ops_.embed(a_->A.u, m_->embd_w, a_->ids + slot, n, true, a_->d2t);  // u = E(d2t[id]), never on the host
+    // u (Beagle) or e (EAGLE: the input before fc) = E(d2t[id]), never on the host
+    const bool eagle = m_->cfg.arch == ARCH_EAGLE;
+    ops_.embed(eagle ? a_->A.e : a_->A.u, m_->embd_w, a_->ids + slot, n, true, a_->d2t);
+    ids_embedded_ = true;
     forward(nullptr, pos, n, pred_mask, mask_words, nullptr, nullptr);
 }
 
@@ -697,7 +711,9 @@ void Draft::forward_impl(const int* tokens, const int* pos, int n, const uint64_
                          bool mask_on_backend, float* states_out, float* logits_out) {
     const DraftConfig& c = m_->cfg;
     BEAGLE_CHECK(n >= 1 && n <= max_q_, "draft forward: %d queries, allowed 1..%d", n, max_q_);
-    BEAGLE_CHECK(tokens || c.arch == ARCH_BEAGLE, "draft forward: an EAGLE draft needs host tokens");
+    const bool embedded = ids_embedded_;  // forward_ids: the queries' embeddings are in place (tokens null)
+    ids_embedded_ = false;
+    BEAGLE_CHECK(tokens || c.arch == ARCH_BEAGLE || embedded, "draft forward: an EAGLE draft needs host tokens or forward_ids");
     ensure_kv();
     forwards_++;
     if (c.arch == ARCH_EAGLE) {

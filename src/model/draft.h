@@ -189,11 +189,20 @@ public:
     // an id buffer on the backend (Ops::topk_rows on_backend); forward_ids(s, ...) runs n queries whose
     // tokens are the ids of slots s..s+n-1, embedded on the backend (Ops::embed on_backend, through the
     // d2t table on the backend for a reduced vocabulary); download_ids brings the first n slots to the
-    // host in one copy. max_pred + 1 slots. forward_ids: Beagle drafts using the target's embedding only.
+    // host in one copy. max_pred + 1 slots. forward_ids: drafts using the target's embedding (Beagle: the
+    // query's input; EAGLE: the token embedding before fc, the feature found from pos and the mask as forward's).
     void argmax_ids(int slot);
     void forward_ids(int slot, const int* pos, int n, const uint64_t* pred_mask, int mask_words);
     void download_ids(int* out, int n);
     bool can_forward_ids() const;
+    bool can_forward_tree() const;  // tree_expand / forward_tree: Beagle drafts using the target's embedding
+    // The sampled chain without the host (BeagleDrafter, temperature > 0): sample_ids(slot, wp, coin) warps the
+    // last forward's one row of logits into row `slot` of a q buffer on the backend (Ops::warp_rows; the buffer,
+    // max_pred + 1 rows of head_rows() floats, is allocated at the first call: sampled runs only) and draws
+    // its id into id slot `slot` with the host's coin, for forward_ids and download_ids as argmax_ids's.
+    // q_rows(): that buffer (null before the first call); row s is the distribution slot s was drawn from.
+    void sample_ids(int slot, const WarpParams& wp, float coin);
+    const float* q_rows() const;
     // The greedy EAGLE-2 tree without the host between depths (BeagleDrafter; Ops::tree_expand): the
     // working tree lives on the backend, draft_tree_nodes() TreeNode records in creation order (node 0
     // the root, never written). tree_expand(depth, ...) expands the last forward's n rows (at depth 0 the
@@ -202,7 +211,7 @@ public:
     // base + row, base = keep_pred's first row or -1); forward_tree(d, pos, n) runs them (their ids
     // embedded on the backend through d2t, their masks read there: XAttnMask::set1_on_backend);
     // download_tree brings nodes [first, first + n) to the host in one copy. Beagle drafts using the
-    // target's embedding only (can_forward_ids).
+    // target's embedding only (can_forward_tree).
     void tree_expand(int depth, int k, int n_nodes, int n_next, int base, float min_score);
     void forward_tree(int depth, const int* pos, int n);
     void download_tree(TreeNode* out, int first, int n);
@@ -230,6 +239,7 @@ private:
     std::unique_ptr<Tensor> q8_t_[DT_COUNT];
     bool concat_ = true;
     int64_t forwards_ = 0;
+    bool ids_embedded_ = false;              // forward_ids placed the next forward's embeddings (EAGLE: no host tokens)
     float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
     float *stage_t_, *stage_p_;              // pending states (K/V not yet computed). EAGLE: stage_t_ row p holds
                                              // f_p for every true position (the features of later keys and queries),

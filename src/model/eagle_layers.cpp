@@ -13,7 +13,7 @@ void eagle_input(DraftModelT<O>& m, BufAlloc<O>& al, RealOf<O>* e, RealOf<O>* x,
     if (n == 0) return;
     const DraftConfig& c = m.cfg;
     BEAGLE_CHECK(c.arch == ARCH_EAGLE, "eagle_input on a %s draft", draft_arch_name(c.arch));
-    draft_embed(m, e, tokens, n);                                   // e = E(t_p)
+    if (tokens) draft_embed(m, e, tokens, n);                       // e = E(t_p) (null: e in place, Draft::forward_ids)
     draft_matmul(m, DT_FC_E, x, e, n, c.dim, c.dim);                // x = fc_e e
     R* xf = al.alloc((size_t)n * c.dim);
     draft_matmul(m, DT_FC_F, xf, feat, n, c.dim, c.dim);            //   + fc_f f_{p-1}

@@ -14,7 +14,8 @@
 
 namespace beagle {
 
-// e = E(tokens) (saved in e), x = fc_e e + fc_f feat, xn = RMSNorm_in(x) (rstd saved). n rows.
+// e = E(tokens) (saved in e; tokens null: e holds them already), x = fc_e e + fc_f feat,
+// xn = RMSNorm_in(x) (rstd saved). n rows.
 template <class O>
 void eagle_input(DraftModelT<O>& m, BufAlloc<O>& al, RealOf<O>* e, RealOf<O>* x, RealOf<O>* xn, RealOf<O>* rstd,
                  const int* tokens, const RealOf<O>* feat, int n);

@@ -5,7 +5,7 @@
 // attention with each AttnMask kind, swiglu, add, move_rows/scatter_rows, and every training op
 // (dense products and transposes, rmsnorm fwd/bwd, rope inverse, xattn fwd/bwd with PREFIX and BLOCK
 // masks, swiglu bwd, chunked cross-entropy, SmoothL1, sumsq, AdamW), plus topk_rows (drafting, greedy
-// acceptance; ids left on the backend for embed, the greedy chain) and the runtime counters (caching allocator, asynchronous uploads, staging once, one
+// acceptance; ids left on the backend for embed, the greedy chain), warp_rows (the sampled chain) and the runtime counters (caching allocator, asynchronous uploads, staging once, one
 // sync per download). This checks the host code (argument mapping, host-array staging, masks) that
 // the kernel tests do not.
 // Tolerances: exact where both backends do the same float operations (copies, embed, elementwise
@@ -639,6 +639,63 @@ static void test_ids_on_backend() {
     for (Buf* b : {&x, &ids, &d2t, &u, &ref}) rel(*b);
 }
 
+// warp_rows on both backends (the sampled chain's draft steps and its acceptance): the CPU backend is the
+// host's warp_dense, the CUDA backend the kernel of cuda/sample.cu, on the same logits. On tie-free rows they
+// keep the same entries; each kept probability within 2e-4 relative (expf per entry and different summation
+// orders in the softmax's and the cut's normalisers: test_emu_kernels_sample measures up to 1.03e-4); the
+// drawn ids equal where the coin is more than 1e-4 from a running sum (else a neighbour in the kept set).
+// The coins go up with the launch: no sync, nothing down, rows x 4 bytes up.
+static void test_warp_rows() {
+    const int rows = 3, n = 1000;
+    std::vector<float> h = rvec(rows * n, -6, 6);
+    Buf x = mk(h), pc = mk(rows * n), ids = mk(rows);
+    std::vector<float> coins = {0.04f, 0.49f, 0.92f};
+    const DeviceCounters& cnt = *g_gpu->device_counters();
+    WarpParams cases[4];
+    cases[0].temperature = 1.0f, cases[0].top_p = 1.0f;
+    cases[1].temperature = 0.8f, cases[1].top_p = 0.9f;
+    cases[2].temperature = 0.5f, cases[2].top_k = 20, cases[2].top_p = 0.9f;
+    cases[3].temperature = 1.3f, cases[3].top_k = 1;
+    for (const WarpParams& wp : cases) {
+        for (float& u : coins) u += 0.01f;  // new coins each call (the same ones would not go up again: staging)
+        g_cpu->warp_rows(pc.c, (int*)ids.c, coins.data(), x.c, rows, n, wp);
+        const DeviceCounters c0 = cnt;
+        g_gpu->warp_rows(pc.g, (int*)ids.g, coins.data(), x.g, rows, n, wp);
+        const DeviceCounters d = cnt - c0;
+        CHECK(d.syncs == 0 && d.d2h_bytes == 0 && d.h2d_bytes == rows * 4 && d.launches == 1,
+              "warp_rows: %lld syncs, %lld / %lld bytes down / up, %lld launches", d.syncs, d.d2h_bytes, d.h2d_bytes,
+              d.launches);
+        const std::vector<float> c = get(*g_cpu, pc.c, pc.n), g = get(*g_gpu, pc.g, pc.n);
+        const std::vector<float> ic = get(*g_cpu, ids.c, rows), ig = get(*g_gpu, ids.g, rows);
+        int kept = 0, bad = 0;
+        for (size_t i = 0; i < c.size(); i++) {
+            kept += c[i] > 0;
+            bad += (c[i] > 0) != (g[i] > 0) || std::fabs(g[i] - c[i]) > 2e-4 * c[i];
+        }
+        CHECK(bad == 0 && kept >= rows, "warp_rows t %.1f top_k %d top_p %.1f: %d of %d kept entries differ", wp.temperature,
+              wp.top_k, wp.top_p, bad, kept);
+        for (int r = 0; r < rows; r++) {
+            const int a = ((const int*)ic.data())[r], b = ((const int*)ig.data())[r];
+            double cdf = 0, gap = 1;  // the coin's distance from the nearest running sum (CPU floats)
+            for (int i = 0; i < n; i++) {
+                cdf += c[(size_t)r * n + i];
+                gap = std::min(gap, std::fabs(cdf - coins[r]));
+            }
+            CHECK(a == b || gap <= 1e-4, "warp_rows row %d coin %.2f: cuda drew %d, cpu %d", r, coins[r], b, a);
+            CHECK(c[(size_t)r * n + a] > 0, "warp_rows row %d: cpu drew %d outside the kept entries", r, a);
+        }
+        if (wp.top_k == 1)
+            for (int r = 0; r < rows; r++)
+                CHECK(((const int*)ig.data())[r] == (int)(std::max_element(h.begin() + (size_t)r * n, h.begin() + (size_t)(r + 1) * n) -
+                                                           (h.begin() + (size_t)r * n)),
+                      "warp_rows top_k 1 row %d: not the argmax", r);
+    }
+    // without coins: only the rows
+    g_gpu->warp_rows(pc.g, nullptr, nullptr, x.g, rows, n, cases[1]);
+    CHECK_THROWS(g_gpu->warp_rows(pc.g, nullptr, nullptr, x.g, rows, n, WarpParams{0.0f, 0, 1.0f}), "temperature");
+    for (Buf* b : {&x, &pc, &ids}) rel(*b);
+}
+
 // The runtime counters (cuda_rt.h): what each kind of call costs, exactly.
 static void test_counters() {
     const DeviceCounters& n = *g_gpu->device_counters();
@@ -742,6 +799,7 @@ int main() {
     test_xattn();
     test_topk_rows();
     test_ids_on_backend();
+    test_warp_rows();
     test_counters();
     printf("kernels launched by the CUDA backend:\n");
     for (auto& kv : g_gpu->launch_counts()) printf("  %-26s %ld\n", kv.first.c_str(), kv.second);

@@ -6,7 +6,11 @@
 //     fixed tree: candidates point masses and sampled q, rejections and acceptances);
 //   - stories260K, temperature 0.8 (top-p 0.9 too), 64 tokens x 6 seeds per drafter: a random-weights Beagle
 //     chain (sampled q), the shipped draft's tree of 24 (many paths), prompt lookup (point masses):
-//     step() == draft() + a forward with every row downloaded + commit().
+//     step() == draft() + a forward with every row downloaded + commit();
+//   - the chain drawn on the backend (Draft::sample_ids, accept_chain) == the host loop
+//     (BeagleDraftParams::chain_on_backend false), seed for seed, top-k and top-p on and off: random
+//     stories260K drafts (Beagle and EAGLE), and SmolLM2 with its shipped draft (a reduced vocabulary: q
+//     columns through d2t).
 #include <algorithm>
 #include <set>
 #include <string>
@@ -82,6 +86,40 @@ static std::vector<int> generate_host_rows(Session& s, Drafter& d, const std::ve
     return out;
 }
 
+// The chain drawn on the backend (Draft::sample_ids through Ops::warp_rows, accepted by accept_chain) commits
+// what the host loop commits (each step's logits downloaded, warped and drawn on the host, the walk over host q
+// rows), seed for seed, top-k and top-p on and off: on the CPU backend the same floats and draws.
+static void chain_on_backend_vs_host(Session& s, const DraftWeights& w, const std::string& source,
+                                     const std::vector<int>& prompt, int n) {
+    BeagleDraftParams p;
+    p.tree = false;
+    p.gamma = 4;
+    BeagleDraftParams host = p;
+    host.chain_on_backend = false;
+    std::unique_ptr<Drafter> d_back = make_drafter(s, "chain", p, &w, source), d_host = make_drafter(s, "chain", host, &w, source);
+    int same = 0, rounds = 0;
+    for (int k = 0; k < 6; k++) {
+        SamplingParams sp;
+        sp.temperature = k < 3 ? 0.8f : 1.2f;
+        sp.top_p = k % 3 == 0 ? 1.0f : 0.9f;
+        sp.top_k = k % 3 == 2 ? 20 : 0;
+        sp.seed = 2000 + k;
+        SpecParams spp;
+        spp.learn_cost = false;
+        SpecStats st_b, st_h;
+        std::vector<int> got, want;
+        generate_speculative(s, *d_back, prompt, n, sp, spp, nullptr, &st_b, &got);
+        generate_speculative(s, *d_host, prompt, n, sp, spp, nullptr, &st_h, &want);
+        same += got == want;
+        rounds += st_b.rounds;
+        CHECK(got == want && st_b.rounds == st_h.rounds, "%s seed %d: the chain drawn on the backend committed %zu tokens "
+              "in %d rounds, the host loop %zu in %d: differ", source.c_str(), 2000 + k, got.size(), st_b.rounds,
+              want.size(), st_h.rounds);
+    }
+    printf("sampled chain on the backend vs the host loop, %s: %d/6 seeds identical (%d rounds)\n", source.c_str(), same,
+           rounds);
+}
+
 int main() {
     test_rows_read();
     const std::string M = test_models_dir(), root = test_root();
@@ -135,8 +173,28 @@ int main() {
             printf("%-26s 6 seeds x %d tokens: %d/6 identical; %d rounds, tau %.2f\n", c.name, n, same, rounds,
                    rounds ? (double)tokens_after_root / rounds : 0.0);
         }
+        chain_on_backend_vs_host(s, rnd, "random", prompt, 64);
+        DraftConfig ec = draft_config_for_target(s.mf->config, s.tok->spec());
+        ec.arch = ARCH_EAGLE;  // its token embedding placed on the backend too (forward_ids)
+        DraftWeights rnd_eagle;
+        rnd_eagle.init_random(ec, 7);
+        chain_on_backend_vs_host(s, rnd_eagle, "random eagle", prompt, 64);
     } catch (const Error& e) {
         CHECK(false, "error: %s", e.what());
+    }
+    // SmolLM2 with its shipped draft: a reduced vocabulary (the q rows' columns are target tokens through d2t)
+    const std::string sm = root + "/weights/SmolLM2-135M-Instruct.Q4_1.gguf", sd = root + "/weights/beagle-smollm2-135m.bin";
+    if (file_exists(sm) && file_exists(sd)) {
+        try {
+            Session s(sm, "", 2, 512, 64);
+            DraftWeights w = load_draft(sd);
+            chain_on_backend_vs_host(s, w, sd, s.encode_prompt("Write a short story about a robot learning to paint.",
+                                                                 true, ""), 32);
+        } catch (const Error& e) {
+            CHECK(false, "error: %s", e.what());
+        }
+    } else {
+        CHECK(false, "%s or %s missing (make model): the reduced-vocabulary case cannot run", sm.c_str(), sd.c_str());
     }
     return test_summary("spec_sampled_rows");
 }

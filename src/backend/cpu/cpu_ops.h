@@ -63,6 +63,8 @@ public:
                   float scale) override;
     double sumsq(const float* x, size_t n) override;
     void tree_expand(const float* logits, int n_cols, const TreeExpandArgs& a) override;  // select.cpp
+    void warp_rows(float* p, int* ids, const float* coins, const float* x, int rows, int n_cols,
+                   const WarpParams& wp) override;  // select.cpp
     void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k,
                    bool on_backend = false) override;  // select.cpp
     void adamw(float* w, float* m, float* v, const float* g, size_t n, const AdamWParams& p) override;

@@ -65,6 +65,82 @@ int argmax(const float* logits, int n) {
     return 0;  // no number at all (every logit NaN)
 }
 
+// ---- sampling (the softmax and top-p walk mirror run.c's sample() / sample_topp())
+void warp(const float* logits, int n, const WarpParams& sp, Candidates* out) {
+    // softmax(logits / temperature), as run.c: divide, subtract max, expf, normalise
+    std::vector<float> p(logits, logits + n);
+    for (int i = 0; i < n; i++) p[i] /= sp.temperature;
+    float mx = p[0];
+    for (int i = 1; i < n; i++) mx = std::max(mx, p[i]);
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        p[i] = expf(p[i] - mx);
+        sum += p[i];
+    }
+    for (int i = 0; i < n; i++) p[i] /= sum;
+
+    out->ids.clear();
+    out->probs.clear();
+    bool use_top_p = sp.top_p > 0.0f && sp.top_p < 1.0f;
+    // run.c pre-filter: values below (1 - top_p) / (n - 1) cannot be in the nucleus
+    float cutoff = use_top_p && n > 1 ? (1.0f - sp.top_p) / (n - 1) : 0.0f;
+    for (int i = 0; i < n; i++)
+        if (!use_top_p || p[i] >= cutoff) out->ids.push_back(i);
+    // with no truncation run.c walks the CDF in id order; with truncation, by decreasing probability
+    if (use_top_p || sp.top_k > 0)
+        std::stable_sort(out->ids.begin(), out->ids.end(), [&](int a, int b) { return p[a] > p[b]; });
+    if (sp.top_k > 0 && (size_t)sp.top_k < out->ids.size()) {
+        // top-k: renormalise over the k best before top-p
+        out->ids.resize(sp.top_k);
+        float s = 0.0f;
+        for (int id : out->ids) s += p[id];
+        for (int id : out->ids) p[id] /= s;
+    }
+    size_t last = out->ids.size();
+    float cum = 0.0f;
+    for (size_t i = 0; i < out->ids.size(); i++) {
+        cum += p[out->ids[i]];
+        if (use_top_p && cum > sp.top_p) {
+            last = i + 1;
+            break;
+        }
+    }
+    out->ids.resize(last);
+    out->total = 0.0f;
+    for (int id : out->ids) {
+        out->probs.push_back(p[id]);
+        out->total += p[id];
+    }
+}
+
+void warp_dense(const float* logits, int n, const WarpParams& sp, std::vector<float>* p) {
+    Candidates c;
+    warp(logits, n, sp, &c);
+    p->assign(n, 0.0f);
+    for (size_t i = 0; i < c.ids.size(); i++) (*p)[c.ids[i]] = c.probs[i] / c.total;
+}
+
+int sample_candidates(const Candidates& c, float coin) {
+    float r = coin * c.total, cdf = 0.0f;
+    for (size_t i = 0; i < c.ids.size(); i++) {
+        cdf += c.probs[i];
+        if (r < cdf) return c.ids[i];
+    }
+    return c.ids.back();
+}
+
+int draw_dense(const float* p, int n, float coin) {
+    float cdf = 0.0f;
+    int last = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(p[i] > 0.0f)) continue;
+        cdf += p[i];
+        last = i;
+        if (coin < cdf) return i;
+    }
+    return last;
+}
+
 // Row by row with the functions above: the ids and values the drafters and acceptance used to compute
 // from downloaded logits, bit for bit. Backend buffers are host memory: on_backend changes nothing.
 void CpuOps::topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k, bool on_backend) {
@@ -81,6 +157,18 @@ void CpuOps::topk_rows(int* idx, float* val, float* lse, const float* x, int row
         if (val)
             for (int j = 0; j < k; j++) val[(size_t)r * k + j] = ir[j] >= 0 ? xr[ir[j]] : -INFINITY;
         if (lse) lse[r] = log_sum_exp(xr, n_cols);
+    }
+}
+
+// Row by row: warp_dense and draw_dense, the host's sampling math on the same floats (the drafter's and the
+// acceptance's host loops computed exactly these).
+void CpuOps::warp_rows(float* p, int* ids, const float* coins, const float* x, int rows, int n_cols, const WarpParams& wp) {
+    BEAGLE_CHECK(wp.temperature > 0, "warp_rows: temperature %g (greedy rows have no distribution)", wp.temperature);
+    std::vector<float> row;
+    for (int r = 0; r < rows; r++) {
+        warp_dense(x + (size_t)r * n_cols, n_cols, wp, &row);
+        std::copy(row.begin(), row.end(), p + (size_t)r * n_cols);
+        if (coins) ids[r] = draw_dense(row.data(), n_cols, coins[r]);
     }
 }
 

@@ -85,6 +85,8 @@ public:
     void tree_expand(const float* logits, int n_cols, const TreeExpandArgs& a) override;
     void topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k,
                    bool on_backend = false) override;
+    void warp_rows(float* p, int* ids, const float* coins, const float* x, int rows, int n_cols,
+                   const WarpParams& wp) override;
 
     // Kernel launches so far, by kernel name (tests check which kernels an op ran).
     const std::map<std::string, long>& launch_counts() const;
@@ -92,7 +94,7 @@ public:
 private:
     // device scratch slots (host arrays staged for kernels, temporaries)
     enum Slot : int { S_TOKENS, S_POS, S_MASK, S_START, S_LEN, S_IDX, S_IDX2, S_QROW, S_BITS, S_QACT, S_D, S_PART,
-                      S_FREQ, S_LABELS, S_TMP, S_TOPK, S_ATTN_PART, S_NPAST, S_COUNT };
+                      S_FREQ, S_LABELS, S_TMP, S_TOPK, S_ATTN_PART, S_NPAST, S_COINS, S_COUNT };
     // Device copy of a host array in scratch slot `slot` (grown on demand, reused by the next call),
     // uploaded asynchronously through the pinned arena; bytes equal to what the slot already holds
     // are not uploaded again (the positions of a forward go up once, not at every layer's RoPE).

@@ -125,7 +125,8 @@ static constexpr size_t STEP_SLOT_BYTES = 1024;
 
 void CudaOps::reserve(const ScratchSizes& s) {
     const int R = std::max(s.rows, 1);
-    for (int slot : {S_TOKENS, S_POS, S_START, S_LEN, S_IDX, S_IDX2, S_QROW}) scratch(slot, (size_t)R * sizeof(int));
+    for (int slot : {S_TOKENS, S_POS, S_START, S_LEN, S_IDX, S_IDX2, S_QROW, S_COINS})
+        scratch(slot, (size_t)R * sizeof(int));
     if (s.mask_words > 0) {
         scratch(S_MASK, (size_t)R * s.mask_words * sizeof(uint64_t));
         scratch(S_BITS, (size_t)R * s.mask_words * sizeof(uint64_t));
@@ -569,6 +570,15 @@ void CudaOps::topk_rows(int* idx, float* val, float* lse, const float* x, int ro
     memcpy(idx, h.data(), nk * sizeof(int));  // k = 1: argmax, 0 for a row without a number (topk_kernel)
     if (val) memcpy(val, h.data() + nk * sizeof(int), nk * sizeof(float));
     if (lse) memcpy(lse, h.data() + nk * 8, (size_t)rows * sizeof(float));
+}
+
+// Sampling distributions and draws (sample.cu): the coins go up with the launch (staged, asynchronous),
+// the rows and ids stay on the device: no sync.
+void CudaOps::warp_rows(float* p, int* ids, const float* coins, const float* x, int rows, int n_cols, const WarpParams& wp) {
+    if (rows <= 0) return;
+    BEAGLE_CHECK(wp.temperature > 0, "warp_rows: temperature %g (greedy rows have no distribution)", wp.temperature);
+    const float* d_coins = coins ? (const float*)stage(S_COINS, coins, (size_t)rows * sizeof(float)) : nullptr;
+    launch_warp_rows(p, coins ? ids : nullptr, d_coins, x, rows, n_cols, wp.temperature, wp.top_k, wp.top_p, *run_);
 }
 
 // One depth of the dynamic tree (tree.cu): the top-k and logsumexps into the S_TOPK scratch as topk_rows

@@ -339,7 +339,8 @@ struct Draft::Acts {
     QueryActs<float> A;
     float *xn = nullptr, *rstd = nullptr, *logits = nullptr;
     float* feat = nullptr;  // EAGLE: the queries' input features f_{p-1}
-    float *key_ns = nullptr, *key_rstd = nullptr;  // Beagle: ensure_kv's normed states, kept between rounds
+    float *key_ns = nullptr, *key_rstd = nullptr;  // ensure_kv's normed states, kept between rounds
+    float *key_e = nullptr, *key_x = nullptr;      //   (EAGLE: and the keys' embeddings and inputs before the norm)
     int key_rows = 0;                              //   (grown only past the largest batch of new keys)
     int* ids = nullptr;  // backend ints: the greedy chain's argmax ids, one slot per step (argmax_ids)
     float* q = nullptr;  // the sampled chain's distributions, one row per id slot (sample_ids; allocated then)
@@ -448,6 +449,12 @@ void Draft::key_rows(int n) {
     al.release(a_->key_rstd);
     a_->key_ns = al.alloc((size_t)n * m_->cfg.dim);
     a_->key_rstd = al.alloc(n);
+    if (m_->cfg.arch == ARCH_EAGLE) {
+        al.release(a_->key_e);
+        al.release(a_->key_x);
+        a_->key_e = al.alloc((size_t)n * m_->cfg.dim);
+        a_->key_x = al.alloc((size_t)n * m_->cfg.dim);
+    }
     a_->key_rows = n;
 }
 
@@ -648,7 +655,6 @@ int Draft::keep_pred(const int* rows, int n) {
 // Lazy appending: K/V of states added since the last forward are computed now, once.
 void Draft::ensure_kv() {
     const DraftConfig& c = m_->cfg;
-    BufAlloc<Ops>& al = a_->al;
     int kvd = c.kv_dim();
     if (c.arch == ARCH_EAGLE) {  // keys of the new true positions p >= 1: x_p = W_fc [E(t_p); f_{p-1}], set-0 row p - 1
         const int p0 = std::max(n_true_cached_, 1), p1 = n_true_cached_ + n_true_pending_;
@@ -656,13 +662,10 @@ void Draft::ensure_kv() {
         if (n > 0) {
             std::vector<int> pos(n);
             for (int i = 0; i < n; i++) pos[i] = p0 + i;
-            float* e = al.alloc((size_t)n * c.dim);
-            float* x = al.alloc((size_t)n * c.dim);
-            float* xn = al.alloc((size_t)n * c.dim);
-            float* rstd = al.alloc(n);
-            eagle_input(*m_, al, e, x, xn, rstd, true_tok_.data() + p0, stage_t_ + (size_t)(p0 - 1) * c.dim, n);
-            eagle_kv(*m_, xn, kt_ + (size_t)(p0 - 1) * kvd, vt_ + (size_t)(p0 - 1) * kvd, n, pos.data());
-            for (float** p : {&e, &x, &xn, &rstd}) al.release(*p);
+            key_rows(n);  // e, x, xn, rstd: kept between rounds (a device backend allocates nothing per round)
+            eagle_input(*m_, a_->key_e, a_->key_x, a_->key_ns, a_->key_rstd, true_tok_.data() + p0,
+                        stage_t_ + (size_t)(p0 - 1) * c.dim, n);
+            eagle_kv(*m_, a_->key_ns, kt_ + (size_t)(p0 - 1) * kvd, vt_ + (size_t)(p0 - 1) * kvd, n, pos.data());
         }
         n_true_cached_ = p1;
         n_true_pending_ = 0;

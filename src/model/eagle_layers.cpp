@@ -7,18 +7,15 @@
 namespace beagle {
 
 template <class O>
-void eagle_input(DraftModelT<O>& m, BufAlloc<O>& al, RealOf<O>* e, RealOf<O>* x, RealOf<O>* xn, RealOf<O>* rstd,
-                 const int* tokens, const RealOf<O>* feat, int n) {
-    using R = RealOf<O>;
+void eagle_input(DraftModelT<O>& m, RealOf<O>* e, RealOf<O>* x, RealOf<O>* xn, RealOf<O>* rstd, const int* tokens,
+                 const RealOf<O>* feat, int n) {
     if (n == 0) return;
     const DraftConfig& c = m.cfg;
     BEAGLE_CHECK(c.arch == ARCH_EAGLE, "eagle_input on a %s draft", draft_arch_name(c.arch));
     if (tokens) draft_embed(m, e, tokens, n);                       // e = E(t_p) (null: e in place, Draft::forward_ids)
     draft_matmul(m, DT_FC_E, x, e, n, c.dim, c.dim);                // x = fc_e e
-    R* xf = al.alloc((size_t)n * c.dim);
-    draft_matmul(m, DT_FC_F, xf, feat, n, c.dim, c.dim);            //   + fc_f f_{p-1}
-    m.ops.add(x, xf, (size_t)n * c.dim);
-    al.release(xf);
+    draft_matmul(m, DT_FC_F, xn, feat, n, c.dim, c.dim);            //   + fc_f f_{p-1} (xn: free until the norm)
+    m.ops.add(x, xn, (size_t)n * c.dim);
     m.ops.rmsnorm_f32(xn, rstd, x, m.w[DT_NORM_Q], n, c.dim, c.norm_eps);  // RMSNorm_in(x)
 }
 
@@ -38,7 +35,7 @@ void eagle_forward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, 
     if (n == 0) return;
     const DraftConfig& c = m.cfg;
     BEAGLE_CHECK(n <= A.n && A.e, "eagle_forward: %d queries but EAGLE activations for %d", n, A.n);
-    eagle_input(m, al, A.e, A.u, A.nq, A.rstd_q, tokens, feat, n);  // u = x, nq = RMSNorm_in(x)
+    eagle_input(m, A.e, A.u, A.nq, A.rstd_q, tokens, feat, n);  // u = x, nq = RMSNorm_in(x)
     eagle_kv(m, A.nq, K, V, n, pos);
     draft_matmul(m, DT_WQ, A.q, A.nq, n, c.dim, c.q_dim());
     m.ops.rope(A.q, pos, n, c.n_heads, c.rope(), false);
@@ -96,7 +93,7 @@ void eagle_acts_free(BufAlloc<O>& al, QueryActs<RealOf<O>>* A) {
 }
 
 #define BEAGLE_EAGLE_LAYERS(O)                                                                                      \
-    template void eagle_input<O>(DraftModelT<O>&, BufAlloc<O>&, RealOf<O>*, RealOf<O>*, RealOf<O>*, RealOf<O>*,      \
+    template void eagle_input<O>(DraftModelT<O>&, RealOf<O>*, RealOf<O>*, RealOf<O>*, RealOf<O>*,                    \
                                  const int*, const RealOf<O>*, int);                                                \
     template void eagle_kv<O>(DraftModelT<O>&, const RealOf<O>*, RealOf<O>*, RealOf<O>*, int, const int*);           \
     template void eagle_forward<O>(DraftModelT<O>&, BufAlloc<O>&, QueryActs<RealOf<O>>&, int, const int*,            \

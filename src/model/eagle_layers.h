@@ -17,8 +17,8 @@ namespace beagle {
 // e = E(tokens) (saved in e; tokens null: e holds them already), x = fc_e e + fc_f feat,
 // xn = RMSNorm_in(x) (rstd saved). n rows.
 template <class O>
-void eagle_input(DraftModelT<O>& m, BufAlloc<O>& al, RealOf<O>* e, RealOf<O>* x, RealOf<O>* xn, RealOf<O>* rstd,
-                 const int* tokens, const RealOf<O>* feat, int n);
+void eagle_input(DraftModelT<O>& m, RealOf<O>* e, RealOf<O>* x, RealOf<O>* xn, RealOf<O>* rstd, const int* tokens,
+                 const RealOf<O>* feat, int n);
 // K = RoPE_pos(Wk xn), V = Wv xn (n rows of kv_dim).
 template <class O>
 void eagle_kv(DraftModelT<O>& m, const RealOf<O>* xn, RealOf<O>* K, RealOf<O>* V, int n, const int* pos);

@@ -80,6 +80,23 @@ for mode in "chain 4156 3 0" "tree 8192 1 1"; do
     "$tmp/g.json" "g['rounds'] >= 3 and g['allocs_after_warmup'] == 0 and j['tau'] > 1 and \
       g['d2h_bytes_per_round'] <= $2 + $4 * j['tau'] * 2048 + 1 and g['syncs_per_round'] <= $3 + $4 * j['tau'] + 0.01"
 done
+# the shipped EAGLE draft (arch eagle): its chain's ids stay on the device too (forward_ids places the token
+# embedding before fc), greedy <= 2 syncs and sampled 3 per round (6.0 and 7.44 before); its trees keep the host
+# loop (depth + 1 = 6 syncs); neither allocates after the first round (its new keys' temporaries are kept:
+# 8-12 cudaMallocs after warm-up before)
+E=weights/eagle-stories260K.bin
+if [ -f "$E" ]; then
+  for mode in "chain 0 2" "chain 0.8 3" "tree 0 6"; do
+    set -- $mode
+    args="$1"; [ "$1" = tree ] && args="tree --total-tokens 24"
+    "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 40 --temp $2 --seed 3 -d "$E" --spec $args --json \
+      > /dev/null 2> "$tmp/g.json" || { echo "FAIL eagle $1 temp $2: exit $?"; cat "$tmp/g.json"; fails=$((fails+1)); continue; }
+    check "eagle $1 temp $2: allocs_after_warmup == 0, syncs_per_round <= $3" "$tmp/g.json" \
+      "g['rounds'] >= 3 and g['allocs_after_warmup'] == 0 and g['syncs_per_round'] <= $3"
+  done
+else
+  echo "FAIL: $E missing"; fails=$((fails+1))
+fi
 SM=${BEAGLE_MODEL:-weights/SmolLM2-135M-Instruct.Q4_1.gguf}
 SD=weights/beagle-smollm2-135m.bin
 skips=0

@@ -103,7 +103,7 @@ plan (output in $OUT):
      this one GPU (NCCL may refuse two ranks on one device: then its error, exit non-zero, no hang)
   6. bench.json: beagle bench (decode tok/s, verify cost T = 1..64; again with BEAGLE_CUDA_GRAPH=0), the bench-sd speedups, training step
      time and device memory at SmolLM2 size (train --max-steps 8 on SmolLM2 datagen data), generate --json
-     runtime counters per round (plain, chain, tree)
+     runtime counters per round (plain, chain, tree; chain and tree sampled)
   7. test/cli/test_7b_shaped.sh                    with BEAGLE_CUDA_BIN=build/beagle-cuda: 7B-shaped 2-layer random target
                                                    (build/test/tool_random_llama): plan vs peak_device_bytes, training, SD == plain
   8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain);
@@ -193,6 +193,11 @@ counters() {
   build/beagle-cuda generate -m "$SMOL" -d "$SMOL_DRAFT" --spec chain -p "$P" -n 64 --temp 0 --chat --json --no-stream 2> "$OUT/gen_chain.json"
   build/beagle-cuda generate -m "$SMOL" -d "$SMOL_DRAFT" --spec tree --total-tokens 60 -p "$P" -n 64 --temp 0 --chat --json \
     --no-stream 2> "$OUT/gen_tree.json"
+  # sampled: the chain drawn and accepted on the device (3 syncs per round), the tree's path rows
+  build/beagle-cuda generate -m "$SMOL" -d "$SMOL_DRAFT" --spec chain -p "$P" -n 64 --temp 0.8 --seed 5 --chat --json \
+    --no-stream 2> "$OUT/gen_chain_sampled.json"
+  build/beagle-cuda generate -m "$SMOL" -d "$SMOL_DRAFT" --spec tree --total-tokens 60 -p "$P" -n 64 --temp 0.8 --seed 5 \
+    --chat --json --no-stream 2> "$OUT/gen_tree_sampled.json"
 }
 step counters counters
 # the launch knobs (same bits, other kernels or grids) timed side by side: scripts/gpu_knobs.sh
@@ -270,7 +275,8 @@ k = load("knobs.json")
 if k: r["knobs_smollm2"] = k
 k = load("kernels.json")
 if k: r["kernels_ncu"] = k
-r["generate_counters"] = {m: (load("gen_%s.json" % m, True) or {}).get("gpu") for m in ("none", "chain", "tree")}
+r["generate_counters"] = {m: (load("gen_%s.json" % m, True) or {}).get("gpu")
+                          for m in ("none", "chain", "tree", "chain_sampled", "tree_sampled")}
 json.dump(r, open(os.path.join(out, "bench.json"), "w"), indent=2)
 print("wrote", os.path.join(out, "bench.json"))
 EOF

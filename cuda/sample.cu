@@ -14,8 +14,8 @@
 //   5. coins (with ids; both null or neither): u = coins[r] in [0, 1); ids[r] = the first column c (column
 //      order) whose running sum p[r][0] + ... + p[r][c] exceeds u; if none (rounding), the last column
 //      with p[r][c] > 0.
-//   A row without a number (every logit NaN or -inf, or a +inf logit: S = 0) gets p = 0 and id 0 (as
-//   topk_kernel's argmax of such a row).
+//   A row without a number (every logit NaN or -inf, or a +inf logit or x / temperature overflowing: S = 0)
+//   gets p = 0 and id 0 (as topk_kernel's argmax of such a row).
 // This is the host's warp_dense (src/decode/sampling.cpp, karpathy's run.c: sort, top-k renormalised,
 // cumulative top-p walk) except (a) exact ties at a cut: every entry equal to the threshold is kept (run.c
 // keeps the lower ids first), (b) the float summation order, and (c) the draw walks the columns in id

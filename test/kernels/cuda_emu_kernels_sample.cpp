@@ -8,7 +8,7 @@
 //   p against the reference: rtol 1e-5, atol 1e-30. The reference repeats the kernel's float steps up to the
 //     exponent (v = x / T and v - m in float, as the kernel and the host), so what is left is expf (<= 2 ulp
 //     on a GPU, 1 here), the float sum S over <= 49,152 terms in a fixed tree order, and two divisions:
-//     ~1e-6 at worst, 10x under the tolerance. atol covers p in float's subnormal range.
+//     ~1e-6 at worst (2.6e-7 seen), 10x under the tolerance. atol covers p in float's subnormal range.
 //   kept sets: equal, except where the reference's top-p cumulative mass lies within 1e-5 (relative) of the
 //     target top_p * M_k, where float summation order may move the cut by one group: then the kernel's
 //     row is checked against the nearest of the cuts allowed there (counted, printed).
@@ -250,11 +250,17 @@ static int launch_block(int n) { return n >= 8192 ? 1024 : 256; }  // launch_war
 
 // The sweep of tie-free rows: every (T, top_k, top_p, spread) for the shorter rows, a Latin-square selection
 // (every value of each parameter at least 4 times) for 49,152 columns. Rows 1..6 in turn.
+// Quick (BEAGLE_KERNEL_TEST_QUICK=1, test_cuda_kernels_valgrind.sh: a bounds check under memcheck): 1 case of 8
+// of the sweep up to 100 columns, the special rows at 32 and 256 threads (ties at 32), 1024 threads on 9,000
+// columns in the launcher's test, the debug schedules.
+static const bool g_quick = getenv("BEAGLE_KERNEL_TEST_QUICK") && atoi(getenv("BEAGLE_KERNEL_TEST_QUICK")) > 0;
+
 static void test_sweep() {
     const float temps[] = {0.3f, 0.8f, 1.0f, 2.0f};
     const float top_ps[] = {0.0f, 0.5f, 0.9f, 1.0f};
     int cycle = 0;
     for (int n : {1, 7, 100, 8192, 49152}) {
+        if (g_quick && n >= 8192) continue;
         const int ks[] = {0, 1, 40, n};
         for (int ti = 0; ti < 4; ti++)
             for (int ki = 0; ki < 4; ki++)
@@ -262,6 +268,7 @@ static void test_sweep() {
                     for (int wide = 0; wide < 2; wide++) {
                         if (n == 49152 && (ti + ki + pi) % 4 != 0) continue;  // 16 of 64, x 2 spreads
                         if (n == 8192 && (ti + ki + pi + wide) % 2 != 0) continue;  // half
+                        if (g_quick && (ti + 2 * ki + pi + wide) % 8 != 0) continue;  // 1 of 8
                         const int rows = 1 + cycle++ % 6;
                         std::vector<float> x = tie_free_rows(rows, n, wide);
                         check_rows(x, rows, n, temps[ti], ks[ki], top_ps[pi], launch_block(n), random_coins(rows),
@@ -386,12 +393,13 @@ static void time_vocab_row() {
 int main() {
     test_sweep();
     for (int block : {32, 64, 256, 1024}) {
-        test_ties(block);
+        if (g_quick && (block == 64 || block == 1024)) continue;
+        if (!g_quick || block == 32) test_ties(block);
         test_special(block);
         test_argmax(3, 1000, block);
         test_fallback(block);
     }
-    test_argmax(2, 49152, 1024);
+    if (!g_quick) test_argmax(2, 49152, 1024);
     test_launcher();
     kt_debug_modes([](const char* mode) {
         const int rows = 3, n = 300;
@@ -408,6 +416,6 @@ int main() {
            "warp_dense (%d with the top-p cut moved by rounding; normalisers' ratio within %.2e of 1)\n",
            g_n.rows, g_n.ambiguous, g_n.draws_exact, g_n.draws_near, g_n.host_rows, g_n.host_cut_moved,
            g_n.host_max_factor);
-    time_vocab_row();
+    if (!g_quick) time_vocab_row();
     return kt_finish("test_emu_kernels_sample");
 }

@@ -190,36 +190,17 @@ private:
     std::vector<std::vector<float>> q_;  // chain sampling: the distribution each token was drawn from
     std::vector<float> coins_;           // sampled chain on the backend: the round's coins, one per step
 
-    // Greedy chain, the ids kept on the backend: step k embeds step k-1's argmax where it was chosen
-    // (Draft::forward_ids), so the gamma ids come to the host in one copy after the last step, not one
-    // sync per step. The same ids as propose_chain's host loop: the same argmax of the same logits.
-    void propose_chain_greedy(DraftTree* tree, int room) {
+    // The chain with its ids kept on the backend: step k's id is chosen there, the argmax (greedy) or a draw
+    // from the step's warped row with the host's coin k (sampled: Draft::sample_ids; the coins drawn up front
+    // in the host loop's order), and step k + 1 embeds it (Draft::forward_ids), so the gamma ids come to the
+    // host in one copy after the last step, not one sync per step. Sampled, the q rows stay there for the
+    // acceptance (DraftTree::backend_q; SpecDecoder reads q at the drawn tokens and one row at a rejection).
+    // The same ids as propose_chain's host loop: on the CPU backend the same floats and draws.
+    void propose_chain_on_backend(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
         const int P = draft_->n_true(), steps = std::min(p_.gamma, room - tree->size());
         if (steps <= 0) return;
-        std::vector<uint64_t> mask(words_, 0);
-        const int root = tree->token[0];
-        for (int k = 0; k < steps; k++) {
-            int pos = P + k, row = 0;
-            if (k == 0) draft_->forward(&root, &pos, 1, nullptr, words_, nullptr, nullptr);
-            else draft_->forward_ids(k - 1, &pos, 1, mask.data(), words_);
-            draft_->argmax_ids(k);
-            int pr = draft_->keep_pred(&row, 1);
-            mask[pr / 64] |= 1ULL << (pr % 64);
-        }
-        std::vector<int> ids(steps);
-        draft_->download_ids(ids.data(), steps);
-        for (int k = 0, node = 0; k < steps; k++) node = tree->add(node, tok_of(ids[k]), 0.0f, nullptr);
-    }
-
-    // Sampled chain, the ids and distributions kept on the backend: step k's row is warped and drawn there
-    // (Draft::sample_ids) with the host's coin k, drawn up front in the host loop's order, and step k + 1
-    // embeds that id (forward_ids); the ids come down in one copy, the q rows stay for the acceptance
-    // (DraftTree::backend_q; SpecDecoder reads q at the drawn tokens and one row at a rejection). On the CPU
-    // backend these are propose_chain's host loop's floats and draws.
-    void propose_chain_sampled(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
-        const int P = draft_->n_true(), steps = std::min(p_.gamma, room - tree->size());
-        if (steps <= 0) return;
-        coins_.resize(steps);
+        const bool sampled = sp.temperature > 0;
+        coins_.resize(sampled ? steps : 0);
         for (float& c : coins_) c = rng.next_f32();
         std::vector<uint64_t> mask(words_, 0);
         const int root = tree->token[0];
@@ -227,24 +208,26 @@ private:
             int pos = P + k, row = 0;
             if (k == 0) draft_->forward(&root, &pos, 1, nullptr, words_, nullptr, nullptr);
             else draft_->forward_ids(k - 1, &pos, 1, mask.data(), words_);
-            draft_->sample_ids(k, sp, coins_[k]);
+            if (sampled) draft_->sample_ids(k, sp, coins_[k]);
+            else draft_->argmax_ids(k);
             int pr = draft_->keep_pred(&row, 1);
             mask[pr / 64] |= 1ULL << (pr % 64);
         }
         std::vector<int> ids(steps);
         draft_->download_ids(ids.data(), steps);
-        DraftTree::BackendQ& bq = tree->backend_q;
-        bq.rows = draft_->q_rows();
-        bq.cols = V_;
-        bq.d2t = d2t_.empty() ? nullptr : d2t_.data();
-        bq.col = ids;
+        if (sampled) {
+            DraftTree::BackendQ& bq = tree->backend_q;
+            bq.rows = draft_->q_rows();
+            bq.cols = V_;
+            bq.d2t = d2t_.empty() ? nullptr : d2t_.data();
+            bq.col = ids;
+        }
         for (int k = 0, node = 0; k < steps; k++) node = tree->add(node, tok_of(ids[k]), 0.0f, nullptr);
     }
 
     void propose_chain(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
-        if (sp.temperature <= 0 && draft_->can_forward_ids()) return propose_chain_greedy(tree, room);
-        if (sp.temperature > 0 && p_.chain_on_backend && draft_->can_forward_ids())
-            return propose_chain_sampled(tree, room, sp, rng);
+        if (draft_->can_forward_ids() && (sp.temperature <= 0 || p_.chain_on_backend))
+            return propose_chain_on_backend(tree, room, sp, rng);
         int P = draft_->n_true();
         std::vector<uint64_t> mask(words_, 0);
         int node = 0;

@@ -26,7 +26,7 @@ struct BeagleDraftParams {
     bool tree_on_backend = true;  // greedy tree of a Beagle draft: the working tree stays on the backend between
                                   // depths (one sync per round, Draft::tree_expand); false: the host loop (one per
                                   // depth), the reference the tests compare it with. EAGLE drafts use the host loop
-    bool chain_on_backend = true;  // sampled chain of a Beagle draft: each step's row warped and drawn on the
+    bool chain_on_backend = true;  // sampled chain (Beagle or EAGLE draft): each step's row warped and drawn on the
                                    // backend (Draft::sample_ids, one sync per round for its ids); false: the host
                                    // loop (one sync per step), the reference the tests compare it with
     int threads = -1;        // CPU backend: threads of the draft's forwards. N > 0: a pool of its own; 0: the

@@ -145,9 +145,7 @@ std::vector<int> SpecDecoder::accept_backend_chain(double tf, int* bonus) {
         ends_host_.resize((size_t)V + (q ? C : 0));
         ops.download(ends_host_.data(), ends_, ends_host_.size());
         p->assign(ends_host_.begin(), ends_host_.begin() + V);
-        if (!q) return;
-        q->assign(V, 0.0f);
-        for (int j = 0; j < C; j++) (*q)[bq.d2t ? bq.d2t[j] : j] = ends_host_[(size_t)V + j];
+        if (q) bq.to_target(ends_host_.data() + V, V, q);
     };
     return accept_chain(tree_, pq_host_.data(), pq_host_.data() + n, fetch, sampler_.rng(), bonus,
                         spp_.debug_break_residual);
@@ -163,8 +161,7 @@ void SpecDecoder::host_q() {
     q_host_.resize(n);
     for (int k = 0; k < n; k++) {
         s_.ops->download(row.data(), bq.rows + (size_t)k * C, C);
-        q_host_[k].assign(V, 0.0f);
-        for (int j = 0; j < C; j++) q_host_[k][bq.d2t ? bq.d2t[j] : j] = row[j];
+        bq.to_target(row.data(), V, &q_host_[k]);
         tree_.q[k + 1] = q_host_[k].data();
     }
 }

@@ -22,6 +22,11 @@ struct DraftTree {
         int cols = 0;
         const int32_t* d2t = nullptr;
         std::vector<int> col;
+        // A downloaded row (cols floats) over the target's vocabulary of V tokens (zeros elsewhere).
+        void to_target(const float* row, int V, std::vector<float>* q) const {
+            q->assign(V, 0.0f);
+            for (int j = 0; j < cols; j++) (*q)[d2t ? d2t[j] : j] = row[j];
+        }
     } backend_q;
 
     void reset(int root_token) {

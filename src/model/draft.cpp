@@ -692,7 +692,7 @@ void Draft::ensure_kv() {
 }
 
 bool Draft::can_forward_ids() const { return m_->embd_w.data != nullptr; }
-bool Draft::can_forward_tree() const { return m_->cfg.arch == ARCH_BEAGLE && m_->embd_w.data; }
+bool Draft::can_forward_tree() const { return m_->cfg.arch == ARCH_BEAGLE && can_forward_ids(); }
 
 void Draft::forward_ids(int slot, const int* pos, int n, const uint64_t* pred_mask, int mask_words) {
     BEAGLE_CHECK(can_forward_ids(), "draft: forward_ids needs the target's embedding (use_target_weights)");
@@ -701,12 +701,12 @@ void Draft::forward_ids(int slot, const int* pos, int n, const uint64_t* pred_ma
     // u (Beagle) or e (EAGLE: the input before fc) = E(d2t[id]), never on the host
     const bool eagle = m_->cfg.arch == ARCH_EAGLE;
     ops_.embed(eagle ? a_->A.e : a_->A.u, m_->embd_w, a_->ids + slot, n, true, a_->d2t);
-    ids_embedded_ = true;
-    forward(nullptr, pos, n, pred_mask, mask_words, nullptr, nullptr);
+    forward_impl(nullptr, pos, n, pred_mask, mask_words, false, nullptr, nullptr);
 }
 
 void Draft::forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
                     float* states_out, float* logits_out) {
+    BEAGLE_CHECK(tokens || m_->cfg.arch == ARCH_BEAGLE, "draft forward: an EAGLE draft needs host tokens");
     forward_impl(tokens, pos, n, pred_mask, mask_words, false, states_out, logits_out);
 }
 
@@ -714,9 +714,6 @@ void Draft::forward_impl(const int* tokens, const int* pos, int n, const uint64_
                          bool mask_on_backend, float* states_out, float* logits_out) {
     const DraftConfig& c = m_->cfg;
     BEAGLE_CHECK(n >= 1 && n <= max_q_, "draft forward: %d queries, allowed 1..%d", n, max_q_);
-    const bool embedded = ids_embedded_;  // forward_ids: the queries' embeddings are in place (tokens null)
-    ids_embedded_ = false;
-    BEAGLE_CHECK(tokens || c.arch == ARCH_BEAGLE || embedded, "draft forward: an EAGLE draft needs host tokens or forward_ids");
     ensure_kv();
     forwards_++;
     if (c.arch == ARCH_EAGLE) {

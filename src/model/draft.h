@@ -239,7 +239,6 @@ private:
     std::unique_ptr<Tensor> q8_t_[DT_COUNT];
     bool concat_ = true;
     int64_t forwards_ = 0;
-    bool ids_embedded_ = false;              // forward_ids placed the next forward's embeddings (EAGLE: no host tokens)
     float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
     float *stage_t_, *stage_p_;              // pending states (K/V not yet computed). EAGLE: stage_t_ row p holds
                                              // f_p for every true position (the features of later keys and queries),

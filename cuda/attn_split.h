@@ -13,8 +13,12 @@
 // Another slice length is another reduction order (other bits, the same in every kernel and batch size).
 constexpr int ATTN_SPLIT = 32;
 // Split-KV (a block per query, KV head and slice) for passes of at most ATTN_SPLIT_MAX_T queries; the
-// query-tiled kernel above.
-constexpr int ATTN_SPLIT_MAX_T = 16;
+// query-tiled kernel above (prefill chunks). 64 covers every verify pass of a tree of 60, measured on the
+// H200 (2026-11-27, scripts/gpu_knobs.sh and bench-sd, real SmolLM2): against 16, verify T = 24 / 64
+// 12.9 / 15.3 -> 4.1 / 6.3 ms, prefill 7,148 -> 14,650 tok/s, decode unchanged (681 / 670 tok/s), and
+// bench-sd tree-60 0.32x -> 0.59x (0 mismatches). Both kernels reduce a query's keys in the same slices,
+// so the choice moves time, not bits.
+constexpr int ATTN_SPLIT_MAX_T = 64;
 
 // Bytes of the split-KV partials of T query rows over n_past + T keys in slices of `split` keys: per (row,
 // query head, slice) the state m, l, the key count and o[head_dim], floats.

@@ -4,11 +4,12 @@
 # then prints the fastest setting of each knob and writes every measurement to JSON.
 #   BEAGLE_CUDA_ATTN_SPLIT      keys per split-KV slice (cuda/attention.cu; default 32). Another length is
 #                               another reduction order: other bits, the same in every kernel and batch size
-#   BEAGLE_CUDA_ATTN_SPLIT_MAX_T split-KV for passes up to T queries (default 16; above: the query-tiled kernel) }
+#   BEAGLE_CUDA_ATTN_SPLIT_MAX_T split-KV for passes up to T queries (default 64; above: the query-tiled kernel) }
 #   BEAGLE_CUDA_QGEMM_ROWS      weight rows per block of the dp4a GEMM (default: by grid size)   } the same
 #   BEAGLE_CUDA_DP4A_MAX_T      the dp4a GEMM up to T tokens (default 16; above: tensor cores)    } bits (the
 #   BEAGLE_CUDA_TALL_MIN_ROWS   the 64-row tensor-core GEMM from this many rows (default: off)   } tests memcmp)
-# Measured on an H100 on 2026-11-27 (docs/gpu.md "Launch knobs on the H100"): the defaults come from there.
+# Measured on an H100 and an H200 on 2026-11-27 (docs/gpu.md "Launch knobs on the H100", "Third lease: an H200"):
+# the defaults come from there.
 # Usage: scripts/gpu_knobs.sh MODEL OUT.json [--prompt-tokens N] [-z TOKENIZER]   (BEAGLE_CUDA_BIN: default build/beagle-cuda)
 # The knobs a build does not read are timed anyway and come out equal to the default (noise): the JSON
 # says which build ran. Writes OUT.json and OUT.env (`export` lines: each knob's best setting where it beats
@@ -37,7 +38,7 @@ SETTINGS=(
   "attn_split=64|BEAGLE_CUDA_ATTN_SPLIT=64"
   "attn_split=128|BEAGLE_CUDA_ATTN_SPLIT=128"
   "attn_split=256|BEAGLE_CUDA_ATTN_SPLIT=256"
-  "attn_split_max_t=64|BEAGLE_CUDA_ATTN_SPLIT_MAX_T=64"
+  "attn_split_max_t=16|BEAGLE_CUDA_ATTN_SPLIT_MAX_T=16"
   "qgemm_rows=8|BEAGLE_CUDA_QGEMM_ROWS=8"
   "qgemm_rows=16|BEAGLE_CUDA_QGEMM_ROWS=16"
   "qgemm_rows=32|BEAGLE_CUDA_QGEMM_ROWS=32"

@@ -50,6 +50,8 @@ void check_options(const DatagenOptions& o) {
     BEAGLE_CHECK((o.sample > 0) + !o.prompts.empty() + (o.self_prompts > 0) == 1,
                  "beagle datagen: give exactly one of --prompts FILE, --sample N or --self-prompts N");
     BEAGLE_CHECK(o.prompts.empty() ? o.skip == 0 && o.limit == 0 : true, "beagle datagen: --skip and --limit apply to --prompts only");
+    BEAGLE_CHECK(o.prompt_temp > 0 && o.prompt_top_p > 0 && o.prompt_top_p <= 1,
+                 "beagle datagen: --prompt-temp must be > 0 and --prompt-top-p in (0, 1] (the user turns are sampled)");
     BEAGLE_CHECK(o.max_new >= 1 && o.batch >= 1 && o.batch <= 256 && o.shard_seqs >= 1 && o.max_prompt >= 1,
                  "beagle datagen: --max-new, --batch (1..256), --shard-seqs and --max-prompt must be >= 1");
 }
@@ -208,7 +210,8 @@ const int kMinTurn = 4, kMaxDraws = 100;
 
 std::vector<std::string> draw_user_turns(Generator& g, const DatagenOptions& o, const std::vector<int>& prefix,
                                          size_t max_chat, std::vector<Item>& items, size_t i0, size_t i1) {
-    const Generator saved = g;
+    const SamplingParams answer_sp = g.sp;
+    const int answer_max_new = g.max_new;
     g.sp.temperature = (float)o.prompt_temp;
     g.sp.top_p = (float)o.prompt_top_p;
     g.max_new = (int)o.max_prompt;
@@ -235,7 +238,8 @@ std::vector<std::string> draw_user_turns(Generator& g, const DatagenOptions& o, 
             std::vector<int> ids;
             if (ended && (int)user.size() >= kMinTurn && !text.empty() && utf8_valid(text))
                 ids = g.tok.encode(apply_chat_template(g.tok, text), bos, true);
-            if (ids.empty() || ids.size() > max_chat) {  // (longer than max_chat: a re-encoding longer than the turn)
+            // (a chat prompt over max_chat would need a turn re-encoded to more tokens than were sampled)
+            if (ids.empty() || ids.size() > max_chat) {
                 again.push_back(todo[j]);
                 g.redrawn++;
                 continue;
@@ -245,8 +249,8 @@ std::vector<std::string> draw_user_turns(Generator& g, const DatagenOptions& o, 
         }
         todo.swap(again);
     }
-    g.sp = saved.sp;
-    g.max_new = saved.max_new;
+    g.sp = answer_sp;
+    g.max_new = answer_max_new;
     g.keep_states = true;
     return turns;
 }

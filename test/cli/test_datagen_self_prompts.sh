@@ -10,6 +10,7 @@
 #   - every stored prompt decodes to the template's system + user prefix, the (non-empty) turn written
 #     to self_prompts.jsonl, then the end of the turn and the assistant prefix;
 #   - --prompts DIR/self_prompts.jsonl (greedy, a --max-prompt that cuts nothing) gives identical shards;
+#   - mpirun -np 2 (if installed) writes the bytes of 1 process;
 #   - --prompts / --sample / --self-prompts are mutually exclusive; a model without a chat template is refused;
 #   - on SmolLM2 (BEAGLE_MODEL, if present): the real template's prefixes, and the re-fed shards identical.
 set -u
@@ -49,6 +50,17 @@ diff -r "$tmp/a" "$tmp/c" > /dev/null && ok "killed after $n_before of 12 shards
 rm "$tmp/c/shard-00003.bin" "$tmp/c/self_prompts-00005.jsonl" "$tmp/c/shard-00007.bin" "$tmp/c/self_prompts-00007.jsonl" "$tmp/c/self_prompts.jsonl"
 gen -o "$tmp/c" --batch 5 --shard-seqs 8 -t 1 2> /dev/null
 diff -r "$tmp/a" "$tmp/c" > /dev/null && ok "deleted shard / turns file / both / self_prompts.jsonl rewritten identically" || bad "rewritten files differ"
+
+# mpirun -np 2: rank r writes shards r, r + 2, ...; rank 0 joins the turns: the bytes of one process
+if command -v mpirun > /dev/null; then
+  if [ -n "${ASAN_OPTIONS:-}" ]; then export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"; fi  # see test_train_mpi.sh
+  mpirun --oversubscribe --allow-run-as-root --bind-to none -x ASAN_OPTIONS -np 2 \
+    "$B" datagen -m "$tmp/chat.gguf" --self-prompts 96 -n 200 --max-prompt 48 --batch 8 --shard-seqs 8 -t 1 -o "$tmp/m" 2> "$tmp/m.log" \
+    || { bad "mpirun -np 2"; cat "$tmp/m.log"; }
+  diff -r "$tmp/a" "$tmp/m" > /dev/null && ok "mpirun -np 2: identical to 1 process" || bad "mpirun -np 2 differs"
+else
+  echo "skip mpirun part: no mpirun"
+fi
 
 # the stored prompts: template prefix + the turn of self_prompts.jsonl + end of turn + assistant prefix
 python3 - "$tmp/a" "$B" "$tmp/chat.gguf" \
@@ -96,6 +108,7 @@ err "--self-prompts with --prompts" "exactly one of --prompts FILE, --sample N o
 err "--self-prompts with --sample" "exactly one of" --self-prompts 4 --sample 4
 err "--prompts with --sample" "exactly one of" --prompts "$tmp/a/self_prompts.jsonl" --sample 4
 err "--self-prompts with --skip" "apply to --prompts only" --self-prompts 4 --skip 2
+err "--prompt-temp 0" "prompt-temp must be > 0" --self-prompts 4 --prompt-temp 0
 err "--self-prompts --no-chat" "needs a chat template" --self-prompts 4 --no-chat
 "$B" datagen -m "$M/stories260K.bin" -z "$M/tok512.bin" --self-prompts 4 -o "$tmp/y" 2> "$tmp/e.log"
 [ $? -eq 1 ] && grep -q "needs a chat template" "$tmp/e.log" && ok "base model refused: $(cat "$tmp/e.log")" || { bad "base model"; cat "$tmp/e.log"; }

@@ -9,20 +9,28 @@ namespace beagle {
 
 int cmd_datagen(int argc, char** argv) {
     DatagenOptions o;
-    Args a("datagen", "-m MODEL [-z TOK] (--prompts FILE | --sample N) -o DIR [options]",
+    Args a("datagen", "-m MODEL [-z TOK] (--prompts FILE | --sample N | --self-prompts N) -o DIR [options]",
            "Self-distillation: the target answers the prompts (chat template for instruct models) or samples N\n"
            "texts from BOS (base models); tokens and every position's true state (f16) go to shards in DIR,\n"
-           "written atomically. Run it again after a kill to resume. Under mpirun -np N rank r writes shards\n"
-           "r, r+N, ... (the same bytes as one process).");
+           "written atomically. --self-prompts N (Magpie): the target first writes N user turns itself, each\n"
+           "continuing the chat template's user prefix at --prompt-temp / --prompt-top-p up to its end-of-turn\n"
+           "token (turns that reach --max-prompt tokens unended or have < 4 tokens are drawn again from the\n"
+           "sequence's next stream), then answers them as --prompts does; the turns go to DIR/self_prompts.jsonl\n"
+           "(--prompts DIR/self_prompts.jsonl with a --max-prompt that cuts nothing gives the same shards).\n"
+           "Run it again after a kill to resume. Under mpirun -np N rank r writes shards r, r+N, ... (the same\n"
+           "bytes as one process).");
     a.str("-m,--model", &o.model, "target model");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--prompts", &o.prompts, "prompt file: ShareGPT JSON, JSONL (turns/question/instruction/prompt/text) or text lines");
     a.integer("--sample", &o.sample, "sample this many texts from BOS instead of answering prompts");
+    a.integer("--self-prompts", &o.self_prompts, "the target writes this many user turns itself (Magpie) and answers them");
+    a.number("--prompt-temp", &o.prompt_temp, "--self-prompts: temperature of the user turns");
+    a.number("--prompt-top-p", &o.prompt_top_p, "--self-prompts: nucleus threshold of the user turns");
     a.integer("--skip", &o.skip, "skip the first N prompts");
     a.integer("--limit", &o.limit, "use at most N prompts (0 = all)");
     a.str("-o,--output", &o.out_dir, "output directory");
     a.integer("-n,--max-new", &o.max_new, "tokens generated per sequence");
-    a.integer("--max-prompt", &o.max_prompt, "cut prompts to this many tokens");
+    a.integer("--max-prompt", &o.max_prompt, "cut prompts to this many tokens (--self-prompts: longest user turn)");
     a.number("--temp", &o.temperature, "temperature (-1: greedy for prompts, 1.0 for --sample)");
     a.number("--top-p", &o.top_p, "nucleus threshold when sampling");
     a.integer("-s,--seed", &o.seed, "seed (each sequence gets its own stream derived from it)");

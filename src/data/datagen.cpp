@@ -13,8 +13,10 @@
 #include "../core/comm.h"
 #include "../core/common.h"
 #include "../core/progress.h"
+#include "../core/rng.h"
 #include "../core/threadpool.h"
 #include "../decode/sampling.h"
+#include "../io/json.h"
 #include "../io/model_file.h"
 #include "../model/draft.h"
 #include "../model/llama.h"
@@ -45,17 +47,25 @@ struct Slot {
 void check_options(const DatagenOptions& o) {
     BEAGLE_CHECK(!o.model.empty(), "beagle datagen: -m MODEL is required");
     BEAGLE_CHECK(!o.out_dir.empty(), "beagle datagen: -o DIR is required");
-    BEAGLE_CHECK((o.sample > 0) != !o.prompts.empty(), "beagle datagen: give exactly one of --prompts FILE or --sample N");
+    BEAGLE_CHECK((o.sample > 0) + !o.prompts.empty() + (o.self_prompts > 0) == 1,
+                 "beagle datagen: give exactly one of --prompts FILE, --sample N or --self-prompts N");
+    BEAGLE_CHECK(o.prompts.empty() ? o.skip == 0 && o.limit == 0 : true, "beagle datagen: --skip and --limit apply to --prompts only");
+    BEAGLE_CHECK(o.prompt_temp > 0 && o.prompt_top_p > 0 && o.prompt_top_p <= 1,
+                 "beagle datagen: --prompt-temp must be > 0 and --prompt-top-p in (0, 1] (the user turns are sampled)");
     BEAGLE_CHECK(o.max_new >= 1 && o.batch >= 1 && o.batch <= 256 && o.shard_seqs >= 1 && o.max_prompt >= 1,
                  "beagle datagen: --max-new, --batch (1..256), --shard-seqs and --max-prompt must be >= 1");
 }
 
 // The work: one item per sampled text (BOS) or per prompt (chat template if the tokenizer has one),
 // each with its own seed so the data do not depend on batching or on where a run was interrupted.
+// --self-prompts: the prompts are left empty here (draw_user_turns writes them shard by shard).
 std::vector<Item> make_items(const DatagenOptions& o, const TokenizerSpec& spec, const Tokenizer& tok) {
     std::vector<Item> items;
     bool bos = spec.add_bos || spec.llama2c_spaces;
-    if (o.sample > 0) {
+    if (o.self_prompts > 0) {
+        BEAGLE_CHECK(o.chat && !spec.chat_template.empty(), "--self-prompts needs a chat template (an instruct model, no --no-chat)");
+        for (long i = 0; i < o.self_prompts; i++) items.push_back({{}, (uint64_t)o.seed * 1000003ULL + i});
+    } else if (o.sample > 0) {
         BEAGLE_CHECK(tok.bos() >= 0, "--sample needs a tokenizer with a BOS token");
         for (long i = 0; i < o.sample; i++) items.push_back({{tok.bos()}, (uint64_t)o.seed * 1000003ULL + i});
     } else {
@@ -98,8 +108,14 @@ struct Generator {
     SamplingParams sp;
     int batch, max_batch, max_new, V, D;
     Progress& prog;
-    int64_t done_seqs = 0, done_tokens = 0;
+    bool keep_states = true;  // false: user turns of --self-prompts (tokens only, the last one not fed)
+    int64_t done_seqs = 0, done_tokens = 0, redrawn = 0;
 };
+
+// The token ends the sequence (end of turn; a llama2.c model's BOS starts the next story).
+bool ends(const Generator& g, int t) {
+    return g.tok.is_eog(t) || (g.spec.llama2c_spaces && t == g.tok.bos());
+}
 
 // Items [i0, i1) generated to completion, `batch` sequences at a time: each target pass feeds one
 // token of every decoding sequence and fills the rest of the batch with prompt tokens.
@@ -155,32 +171,88 @@ std::vector<SeqData> generate_shard(Generator& g, const std::vector<Item>& items
             int s = bs[r], r1 = r;
             while (r1 < T && bs[r1] == s) r1++;
             Slot& sl = slots[s];
-            for (int k = r; k < r1; k++)
-                for (int d = 0; d < D; d++) sl.st.push_back(f32_to_f16(states[(size_t)k * D + d]));
+            if (g.keep_states)
+                for (int k = r; k < r1; k++)
+                    for (int d = 0; d < D; d++) sl.st.push_back(f32_to_f16(states[(size_t)k * D + d]));
             sl.fed += r1 - r;
             g.done_tokens += r1 - r;
-            if (sl.fed == (int)sl.toks.size()) {
-                if (sl.final_fed) {  // complete
-                    SeqData& sd = out[sl.item];
-                    sd.tokens.assign(sl.toks.begin(), sl.toks.end());
-                    sd.states.swap(sl.st);
-                    sd.n_prompt = sl.n_prompt;
-                    sl.item = -1;
-                    finished++;
-                    g.done_seqs++;
-                } else {
-                    int t = sl.sampler->sample(&logits[(size_t)(r1 - 1) * V]);
-                    sl.toks.push_back(t);
-                    sl.n_gen++;
-                    bool stop = g.tok.is_eog(t) || (g.spec.llama2c_spaces && t == g.tok.bos());
-                    if (stop || sl.n_gen >= g.max_new) sl.final_fed = true;
-                }
+            if (sl.fed == (int)sl.toks.size() && !sl.final_fed) {
+                int t = sl.sampler->sample(&logits[(size_t)(r1 - 1) * V]);
+                sl.toks.push_back(t);
+                sl.n_gen++;
+                if (ends(g, t) || sl.n_gen >= g.max_new) sl.final_fed = true;
+            }
+            // complete: the last token fed (its state is data), or only sampled when no states are kept
+            if (sl.final_fed && sl.fed + (g.keep_states ? 0 : 1) == (int)sl.toks.size()) {
+                SeqData& sd = out[sl.item];
+                sd.tokens.assign(sl.toks.begin(), sl.toks.end());
+                sd.states.swap(sl.st);
+                sd.n_prompt = sl.n_prompt;
+                sl.item = -1;
+                finished++;
+                g.done_seqs += g.keep_states;
             }
             r = r1;
         }
         g.prog.update(g.done_seqs, strfmt("%lld tokens", (long long)g.done_tokens));
     }
     return out;
+}
+
+// --self-prompts (Magpie): the user turns of items [i0, i1), written by the target itself. Draw k of
+// sequence i continues the chat template's user prefix (`prefix`, the tokens of chat_user_prefix) with
+// its own stream, seeded from (--seed, i, k), at --prompt-temp / --prompt-top-p, up to its end-of-turn
+// token. A turn that reaches --max-prompt tokens without ending, has fewer than kMinTurn tokens, or
+// does not decode to UTF-8 text is dropped and sequence i draws again with k + 1: every sequence's
+// turn depends only on the seed and its index, so shards stay independent (resume, ranks, batch size).
+// Sets each item's prompt to the chat prompt of its turn, built as --prompts builds it; returns the turns.
+const int kMinTurn = 4, kMaxDraws = 100;
+
+std::vector<std::string> draw_user_turns(Generator& g, const DatagenOptions& o, const std::vector<int>& prefix,
+                                         size_t max_chat, std::vector<Item>& items, size_t i0, size_t i1) {
+    const SamplingParams answer_sp = g.sp;
+    const int answer_max_new = g.max_new;
+    g.sp.temperature = (float)o.prompt_temp;
+    g.sp.top_p = (float)o.prompt_top_p;
+    g.max_new = (int)o.max_prompt;
+    g.keep_states = false;
+    bool bos = g.spec.add_bos || g.spec.llama2c_spaces;
+    std::vector<std::string> turns(i1 - i0);
+    std::vector<size_t> todo;
+    for (size_t i = i0; i < i1; i++) todo.push_back(i);
+    for (int k = 0; !todo.empty(); k++) {
+        if (k == kMaxDraws)
+            fail("--self-prompts: sequence %zu wrote no usable user turn in %d draws (ended by the end-of-turn token "
+                 "within --max-prompt %ld tokens, at least %d tokens); raise --max-prompt or change --prompt-temp",
+                 todo[0], kMaxDraws, o.max_prompt, kMinTurn);
+        std::vector<Item> draws;
+        for (size_t i : todo) draws.push_back({prefix, TrainRng(((uint64_t)o.seed * 1000003ULL + i) * 1000003ULL + k).next()});
+        std::vector<SeqData> got = generate_shard(g, draws, 0, draws.size());
+        std::vector<size_t> again;
+        for (size_t j = 0; j < todo.size(); j++) {
+            std::vector<int> user(got[j].tokens.begin() + prefix.size(), got[j].tokens.end());
+            bool ended = !user.empty() && ends(g, user.back());
+            if (ended) user.pop_back();
+            std::string text;
+            for (size_t q = 0; q < user.size(); q++) text += g.tok.decode_token(q ? user[q - 1] : prefix.back(), user[q]);
+            std::vector<int> ids;
+            if (ended && (int)user.size() >= kMinTurn && !text.empty() && utf8_valid(text))
+                ids = g.tok.encode(apply_chat_template(g.tok, text), bos, true);
+            // (a chat prompt over max_chat would need a turn re-encoded to more tokens than were sampled)
+            if (ids.empty() || ids.size() > max_chat) {
+                again.push_back(todo[j]);
+                g.redrawn++;
+                continue;
+            }
+            items[todo[j]].prompt = ids;
+            turns[todo[j] - i0] = text;
+        }
+        todo.swap(again);
+    }
+    g.sp = answer_sp;
+    g.max_new = answer_max_new;
+    g.keep_states = true;
+    return turns;
 }
 
 }  // namespace
@@ -203,13 +275,13 @@ void run_datagen(const DatagenOptions& o) {
     std::unique_ptr<Comm> comm = make_comm();
     const int rank = comm->rank(), n_ranks = comm->size();
     double temp = o.temperature >= 0 ? o.temperature : (o.sample > 0 ? 1.0 : 0.0);
-    const std::vector<std::pair<std::string, std::string>> meta = {
+    std::vector<std::pair<std::string, std::string>> meta = {
         {"format", "beagle-data 1"},
         {"model", o.model},
         {"dim", std::to_string(D)},
         {"vocab", std::to_string(V)},
         {"tokenizer_hash", strfmt("%016llx", (unsigned long long)tok_hash)},
-        {"source", o.sample > 0 ? strfmt("sample %ld", o.sample) : o.prompts},
+        {"source", o.sample > 0 ? strfmt("sample %ld", o.sample) : o.self_prompts > 0 ? strfmt("self-prompts %ld", o.self_prompts) : o.prompts},
         {"skip", std::to_string(o.skip)},
         {"limit", std::to_string(o.limit)},
         {"items", std::to_string(items.size())},
@@ -221,6 +293,10 @@ void run_datagen(const DatagenOptions& o) {
         {"shard_seqs", std::to_string(o.shard_seqs)},
         {"f32_weights", o.f32_weights ? "1" : "0"},
     };
+    if (o.self_prompts > 0) {
+        meta.push_back({"prompt_temp", strfmt("%g", o.prompt_temp)});
+        meta.push_back({"prompt_top_p", strfmt("%g", o.prompt_top_p)});
+    }
     if (rank == 0) open_data_dir(o, meta);
     comm->barrier();
     if (rank != 0) open_data_dir(o, meta);
@@ -229,6 +305,13 @@ void run_datagen(const DatagenOptions& o) {
     std::unique_ptr<Ops> ops = make_ops("", threads);
     int max_prompt_len = 0;
     for (auto& it : items) max_prompt_len = std::max(max_prompt_len, (int)it.prompt.size());
+    // --self-prompts: the user prefix the target continues, and the longest chat prompt a turn may give
+    std::vector<int> user_prefix;
+    if (o.self_prompts > 0) {
+        bool bos = spec.add_bos || spec.llama2c_spaces;
+        user_prefix = tok->encode(chat_user_prefix(*tok), bos, true);
+        max_prompt_len = (int)(tok->encode(apply_chat_template(*tok, ""), bos, true).size() + o.max_prompt);
+    }
     int ctx = max_prompt_len + (int)o.max_new + 1;
     const int max_batch = std::max(64, (int)o.batch);
     Llama m(*mf, *ops, ctx, max_batch, (int)o.batch);
@@ -244,16 +327,30 @@ void run_datagen(const DatagenOptions& o) {
     for (size_t sh = rank; sh < n_shards; sh += n_ranks) {
         std::string path = strfmt("%s/shard-%05zu.bin", o.out_dir.c_str(), sh);
         size_t i0 = sh * o.shard_seqs, i1 = std::min(items.size(), i0 + o.shard_seqs);
-        if (file_exists(path)) {  // resume: a shard exists only if it was completely written
+        std::string turns_path = strfmt("%s/self_prompts-%05zu.jsonl", o.out_dir.c_str(), sh);
+        bool need_turns = o.self_prompts > 0 && !file_exists(turns_path);
+        if (file_exists(path) && !need_turns) {  // resume: a shard exists only if it was completely written
             g.done_seqs += (int64_t)(i1 - i0);
             prog.update(g.done_seqs, "resumed");
             continue;
         }
-        write_shard(path, D, V, tok_hash, generate_shard(g, items, i0, i1));
+        if (o.self_prompts > 0) {  // the shard's user turns first, written before the shard (atomically too)
+            std::string jsonl;
+            for (const std::string& t : draw_user_turns(g, o, user_prefix, max_prompt_len, items, i0, i1))
+                jsonl += "{\"prompt\": " + json_quote(t) + "}\n";
+            if (need_turns) write_file_atomic(turns_path, jsonl.data(), jsonl.size());
+        }
+        if (!file_exists(path)) write_shard(path, D, V, tok_hash, generate_shard(g, items, i0, i1));
     }
-    prog.finish(strfmt("%lld tokens, %zu shards in %s", (long long)g.done_tokens,
-                       n_ranks > 1 ? (n_shards + n_ranks - 1 - rank) / n_ranks : n_shards, o.out_dir.c_str()));
-    comm->barrier();  // the directory is complete when every rank returns
+    prog.finish(strfmt("%lld tokens, %zu shards in %s%s", (long long)g.done_tokens,
+                       n_ranks > 1 ? (n_shards + n_ranks - 1 - rank) / n_ranks : n_shards, o.out_dir.c_str(),
+                       o.self_prompts > 0 ? strfmt(", %lld user turns redrawn", (long long)g.redrawn).c_str() : ""));
+    comm->barrier();  // the directory is complete when every rank returns (rank 0 last: self_prompts.jsonl)
+    if (o.self_prompts > 0 && rank == 0) {  // the shards' user turns in one file, in sequence order
+        std::string all;
+        for (size_t sh = 0; sh < n_shards; sh++) all += read_file(strfmt("%s/self_prompts-%05zu.jsonl", o.out_dir.c_str(), sh));
+        write_file_atomic(o.out_dir + "/self_prompts.jsonl", all.data(), all.size());
+    }
 }
 
 }  // namespace beagle

@@ -1,7 +1,8 @@
 // datagen.h: self-distillation data for the draft (`beagle datagen`). The target answers prompts
-// (chat template for instruct models) or, for a base model, samples texts from BOS; every position's
-// true state is kept (f16). Many sequences share each target pass (Llama::forward_multi): decode of
-// one sequence is memory-bound, a batch costs little more. Shards are written atomically; a killed
+// (chat template for instruct models; or prompts it wrote itself, Magpie style: --self-prompts) or, for
+// a base model, samples texts from BOS; every position's true state is kept (f16). Many sequences
+// share each target pass (Llama::forward_multi): decode of one sequence is memory-bound, a batch
+// costs little more. Shards are written atomically; a killed
 // run resumes at the first missing shard, and per-sequence seeds make the result independent of
 // where it was interrupted.
 #pragma once
@@ -13,10 +14,13 @@ namespace beagle {
 struct DatagenOptions {
     std::string model, tokenizer, prompts, out_dir;
     long sample = 0;          // base models: number of texts sampled from BOS (instead of prompts)
+    long self_prompts = 0;    // instruct models: number of user turns the target writes itself (Magpie)
+    double prompt_temp = 1.0; // --self-prompts: sampling of the user turns
+    double prompt_top_p = 0.95;
     long skip = 0;            // prompts: skip the first `skip` (keep train/eval disjoint)
     long limit = 0;           // prompts: use at most this many (0 = all)
     long max_new = 256;       // generated tokens per sequence
-    long max_prompt = 512;    // longer prompts are cut to their first max_prompt tokens
+    long max_prompt = 512;    // longer prompts are cut to their first max_prompt tokens (self_prompts: turn limit)
     double temperature = -1;  // -1: 0 (greedy) for prompts, 1.0 for --sample
     double top_p = 0.9;
     long seed = 1234;

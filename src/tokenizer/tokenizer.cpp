@@ -147,6 +147,10 @@ static std::string default_system_from_template(const std::string& tmpl) {
     return "";
 }
 
+static std::string turn_start(const std::string& role) {
+    return "<|im_start|>" + role + "\n";
+}
+
 std::string apply_chat_template(const Tokenizer& tok, const std::string& user, const std::string& system) {
     std::vector<ChatMessage> messages;
     if (!system.empty()) messages.push_back({"system", system});
@@ -154,7 +158,8 @@ std::string apply_chat_template(const Tokenizer& tok, const std::string& user, c
     return apply_chat_template(tok, messages);
 }
 
-std::string apply_chat_template(const Tokenizer& tok, const std::vector<ChatMessage>& messages) {
+// The default system turn (when the conversation has none of its own); throws Error without ChatML tokens.
+static std::string default_system_turn(const Tokenizer& tok) {
     const TokenizerSpec& spec = tok.spec();
     bool has_start = false, has_end = false;
     for (const std::string& t : spec.tokens) {
@@ -164,14 +169,20 @@ std::string apply_chat_template(const Tokenizer& tok, const std::vector<ChatMess
     if (!has_start || !has_end)
         fail("%s: no ChatML tokens <|im_start|> and <|im_end|> in the vocabulary; only ChatML chat prompts are supported",
              spec.source.empty() ? "tokenizer" : spec.source.c_str());
-    std::string out;
-    if (messages.empty() || messages[0].role != "system") {
-        std::string sys = default_system_from_template(spec.chat_template);
-        if (!sys.empty()) out += "<|im_start|>system\n" + sys + "<|im_end|>\n";
-    }
-    for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-    out += "<|im_start|>assistant\n";
+    std::string sys = default_system_from_template(spec.chat_template);
+    return sys.empty() ? "" : turn_start("system") + sys + "<|im_end|>\n";
+}
+
+std::string apply_chat_template(const Tokenizer& tok, const std::vector<ChatMessage>& messages) {
+    std::string out = default_system_turn(tok);
+    if (!messages.empty() && messages[0].role == "system") out.clear();
+    for (const ChatMessage& m : messages) out += turn_start(m.role) + m.content + "<|im_end|>\n";
+    out += turn_start("assistant");
     return out;
+}
+
+std::string chat_user_prefix(const Tokenizer& tok) {
+    return default_system_turn(tok) + turn_start("user");
 }
 
 }  // namespace beagle

@@ -48,5 +48,8 @@ struct ChatMessage {
     std::string role, content;
 };
 std::string apply_chat_template(const Tokenizer& tok, const std::vector<ChatMessage>& messages);
+// What apply_chat_template(tok, user) writes before the user's words: the default system turn (if the
+// template inserts one) and "<|im_start|>user\n" (beagle datagen --self-prompts lets the model go on from it).
+std::string chat_user_prefix(const Tokenizer& tok);
 
 }  // namespace beagle

@@ -3,7 +3,9 @@
 // small SentencePiece-style tokenizer, from a fixed seed. Test data for 7B-class runs (test_7b_shaped.sh).
 //
 //   build/test/tool_random_llama OUT.gguf [--layers N] [--vocab V] [--dim D] [--heads H] [--kv-heads K]
-//                                [--ffn F] [--type q4_1|q8_0] [--seed S]
+//                                [--ffn F] [--type q4_1|q8_0] [--seed S] [--chatml 1]
+// --chatml 1: the vocabulary also holds "\n" and the ChatML control tokens <|im_start|> <|im_end|>, no
+// dummy space prefix, and the file a chat template with a default system line (a tiny instruct-shaped model: datagen --self-prompts).
 //
 // Weights have the scale of a trained model's (each matrix row's std about 1/sqrt(in), norms 1), so
 // activations stay O(1) and logits are spread, not saturated. Tensor data is streamed to the file one
@@ -25,7 +27,7 @@ using namespace beagle;
 namespace {
 
 struct Shape {
-    long layers = 2, vocab = 32000, dim = 4096, heads = 32, kv_heads = 8, ffn = 14336, seed = 1234;
+    long layers = 2, vocab = 32000, dim = 4096, heads = 32, kv_heads = 8, ffn = 14336, seed = 1234, chatml = 0;
     uint32_t type = lt::GT_Q4_1;
 };
 
@@ -54,7 +56,7 @@ void random_block(uint32_t type, uint64_t in, std::mt19937& rng, uint8_t* out) {
 int main(int argc, char** argv) {
     try {
         const char* usage = "usage: tool_random_llama OUT.gguf [--layers N] [--vocab V] [--dim D] [--heads H] "
-                            "[--kv-heads K] [--ffn F] [--type q4_1|q8_0] [--seed S]";
+                            "[--kv-heads K] [--ffn F] [--type q4_1|q8_0] [--seed S] [--chatml 1]";
         if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
             printf("%s\n", usage);
             return 0;
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
             std::string v = argv[++i];
             long* dst = a == "--layers" ? &s.layers : a == "--vocab" ? &s.vocab : a == "--dim" ? &s.dim
                       : a == "--heads" ? &s.heads : a == "--kv-heads" ? &s.kv_heads : a == "--ffn" ? &s.ffn
-                      : a == "--seed" ? &s.seed : nullptr;
+                      : a == "--seed" ? &s.seed : a == "--chatml" ? &s.chatml : nullptr;
             if (a == "--type") {
                 if (v != "q4_1" && v != "q8_0") fail("tool_random_llama: --type q4_1 or q8_0, got '%s'", v.c_str());
                 s.type = v == "q8_0" ? lt::GT_Q8_0 : lt::GT_Q4_1;
@@ -99,17 +101,27 @@ int main(int argc, char** argv) {
         w.str("tokenizer.ggml.model", "llama");
         std::vector<std::string> toks = {"<unk>", "<s>", "</s>", "\xe2\x96\x81"};
         for (int c = 33; c < 127; c++) toks.push_back(std::string(1, (char)c));
+        const size_t n_plain = toks.size();
+        if (s.chatml) toks.insert(toks.end(), {"\n", "<|im_start|>", "<|im_end|>"});
         while ((long)toks.size() < s.vocab) toks.push_back("\xe2\x96\x81t" + std::to_string(toks.size()));
         std::vector<float> scores(toks.size());
         std::vector<int32_t> types(toks.size(), 1);
         for (size_t i = 0; i < toks.size(); i++) scores[i] = -(float)i;
         types[0] = 2;
         types[1] = types[2] = 3;
+        if (s.chatml) types[n_plain + 1] = types[n_plain + 2] = 3;
         w.str_array("tokenizer.ggml.tokens", toks);
         w.f32_array("tokenizer.ggml.scores", scores);
         w.i32_array("tokenizer.ggml.token_type", types);
         w.u32("tokenizer.ggml.bos_token_id", 1);
         w.u32("tokenizer.ggml.eos_token_id", 2);
+        if (s.chatml) w.boolean("tokenizer.ggml.add_space_prefix", false);  // as ChatML models: no dummy " "
+        if (s.chatml)
+            w.str("tokenizer.chat_template",
+                  "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+                  "{{ '<|im_start|>system\\nYou are a tiny random model<|im_end|>\\n' }}{% endif %}"
+                  "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+                  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
 
         // tensor list: name, rows, cols (cols innermost), norm or matrix
         struct TI { std::string name; uint64_t rows, cols; bool norm; };

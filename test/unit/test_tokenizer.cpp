@@ -151,6 +151,10 @@ static void test_smollm2(const std::string& model_path) {
     CHECK(chat == "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
                   "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
           "chat: %s", chat.c_str());
+    // the prefix datagen --self-prompts continues: what the template writes before the user's words
+    CHECK(chat_user_prefix(*tok) == "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                                    "Face<|im_end|>\n<|im_start|>user\n",
+          "user prefix: %s", chat_user_prefix(*tok).c_str());
     chat = apply_chat_template(*tok, "Hi", "Be brief.");
     CHECK(chat == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     std::vector<int> cids = tok->encode(chat, false, true);

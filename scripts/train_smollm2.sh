@@ -65,17 +65,7 @@ build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase4" -o "$WORK/b
     --init "$WORK/beagle-smollm2-135m.phase3.bin" --stage1-epochs 3 --stage2-epochs 1 --vloss-weight 1 --seed 4 -t 2
 build/beagle train "${common[@]}" --data "$WORK/data-smollm2-phase4" -o "$WORK/beagle-smollm2-135m.phase5.bin" --ckpt "$WORK/beagle-smollm2-135m.phase5.ckpt" \
     --init "$WORK/beagle-smollm2-135m.phase4.bin" --stage1-epochs 2 --stage2-epochs 1 --vloss-weight 1 --seed 5 -t 2
-gen6=(-m "$M" -n 256 --max-prompt 256 --batch 32 --shard-seqs 64 -t 2)
-sg=$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json
-v3=$SHARED/data/train/sharegpt_v3_filtered_1000.json
-build/beagle datagen "${gen6[@]}" --prompts "$sg" -o "$WORK/data-p6-sg90k-greedy"
-build/beagle datagen "${gen6[@]}" --prompts "$v3" -o "$WORK/data-p6-v3-greedy"
-build/beagle datagen "${gen6[@]}" --prompts "$SHARED/data/train/selfinstruct_seed_tasks.jsonl" -o "$WORK/data-p6-selfinstruct-greedy"
-build/beagle datagen "${gen6[@]}" --prompts "$SHARED/data/train/gsm8k_train.jsonl" --limit 3000 -o "$WORK/data-p6-gsm8k-greedy"
-build/beagle datagen "${gen6[@]}" --prompts "$sg" --temp 0.7 --seed 21 -o "$WORK/data-p6-sg90k-t07a"
-build/beagle datagen "${gen6[@]}" --prompts "$v3" --temp 0.7 --seed 22 -o "$WORK/data-p6-v3-t07a"
-build/beagle datagen "${gen6[@]}" --prompts "$sg" --temp 0.5 --seed 31 -o "$WORK/data-p6-sg90k-t05b"
-build/beagle datagen "${gen6[@]}" --prompts "$v3" --temp 0.5 --seed 32 -o "$WORK/data-p6-v3-t05b"
+bash scripts/smollm2_data_d.sh "$WORK" 2
 bash scripts/merge_data.sh "$WORK/data-smollm2-phase6" "$WORK"/data-p6-{sg90k-greedy,v3-greedy,selfinstruct-greedy,gsm8k-greedy,sg90k-t07a,v3-t07a,sg90k-t05b,v3-t05b}
 build/beagle train "${common[@]}" --data "$WORK/data-p6-sg90k-greedy" -o "$WORK/beagle-smollm2-135m.phase6a.bin" --ckpt "$WORK/beagle-smollm2-135m.phase6a.ckpt" \
     --init "$WORK/beagle-smollm2-135m.phase5.bin" --stage1-epochs 1 --stage2-epochs 1 --lr-decay 0.5 --vloss-weight 1 --seed 7 -t 2

@@ -315,6 +315,29 @@ static void test_special(int block) {
     for (int i = 0; i < n; i++) x[5 * n + i] = i == 31 ? 2.0f : -INFINITY;  // row 5: one number
     for (int top_k : {0, 3})
         for (float top_p : {0.0f, 0.8f}) check_rows(x, 6, n, 0.9f, top_k, top_p, block, random_coins(6), false, "nan/inf");
+    // the host's warp_dense follows the same rules (NaN -> p = 0; no number -> p = 0 and draw id 0): the same
+    // kept columns and p to rtol 1e-5 (the same expf of the same floats, other summation orders), and the
+    // host's draw of a row without a number is id 0 as the kernel's
+    std::vector<float> p((size_t)6 * n), u = random_coins(6);
+    std::vector<int> ids(6, -9);
+    TLAUNCH(6, block, 0, warp_rows_kernel)(p.data(), ids.data(), u.data(), x.data(), n, 0.9f, 0, 0.8f);
+    beagle::SamplingParams sp;
+    sp.temperature = 0.9f;
+    sp.top_p = 0.8f;
+    for (int r = 0; r < 6; r++) {
+        std::vector<float> hp;
+        beagle::warp_dense(&x[(size_t)r * n], n, sp, &hp);
+        const std::vector<double> kp(p.begin() + (size_t)r * n, p.begin() + (size_t)(r + 1) * n);
+        kt_compare("warp_rows_kernel", hp.data(), kp.data(), n, 1e-7, 1e-5,
+                   kt_fmt("host warp_dense vs the kernel, NaN / inf row %d", r));
+        beagle::Candidates c;
+        beagle::warp(&x[(size_t)r * n], n, sp, &c);
+        if (r >= 2 && r <= 4) {
+            const int host_id = beagle::sample_candidates(c, u[r]), want = 0;
+            kt_compare_int("warp_rows_kernel", &host_id, &want, 1, kt_fmt("host draw of a row without a number, row %d", r));
+            kt_compare_int("warp_rows_kernel", &ids[r], &want, 1, kt_fmt("kernel draw of a row without a number, row %d", r));
+        }
+    }
 }
 
 // top_k = 1: the argmax, p = 1 exactly, id = argmax whatever the coin.

@@ -68,19 +68,30 @@ int argmax(const float* logits, int n) {
 // ---- sampling (the softmax and top-p walk mirror run.c's sample() / sample_topp())
 void warp(const float* logits, int n, const WarpParams& sp, Candidates* out) {
     // softmax(logits / temperature), as run.c: divide, subtract max, expf, normalise
+    // as cuda/sample.cu: a NaN logit gets p = 0, and a row without a number (every logit NaN or -inf, or
+    // a +inf one: no finite softmax) gets the single candidate 0 with mass 0 (sample_candidates draws id 0,
+    // warp_dense gives p = 0), never NaN probabilities. On rows of numbers this is run.c's arithmetic.
     std::vector<float> p(logits, logits + n);
     for (int i = 0; i < n; i++) p[i] /= sp.temperature;
-    float mx = p[0];
-    for (int i = 1; i < n; i++) mx = std::max(mx, p[i]);
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (p[i] > mx) mx = p[i];  // NaN never wins
     float sum = 0.0f;
     for (int i = 0; i < n; i++) {
-        p[i] = expf(p[i] - mx);
+        const float e = expf(p[i] - mx);
+        p[i] = e == e ? e : 0.0f;  // NaN logit, or inf - inf
         sum += p[i];
+    }
+    out->ids.clear();
+    out->probs.clear();
+    if (!(sum > 0.0f)) {
+        out->ids.push_back(0);
+        out->probs.push_back(0.0f);
+        out->total = 0.0f;
+        return;
     }
     for (int i = 0; i < n; i++) p[i] /= sum;
 
-    out->ids.clear();
-    out->probs.clear();
     bool use_top_p = sp.top_p > 0.0f && sp.top_p < 1.0f;
     // run.c pre-filter: values below (1 - top_p) / (n - 1) cannot be in the nucleus
     float cutoff = use_top_p && n > 1 ? (1.0f - sp.top_p) / (n - 1) : 0.0f;
@@ -117,7 +128,8 @@ void warp_dense(const float* logits, int n, const WarpParams& sp, std::vector<fl
     Candidates c;
     warp(logits, n, sp, &c);
     p->assign(n, 0.0f);
-    for (size_t i = 0; i < c.ids.size(); i++) (*p)[c.ids[i]] = c.probs[i] / c.total;
+    if (c.total > 0.0f)
+        for (size_t i = 0; i < c.ids.size(); i++) (*p)[c.ids[i]] = c.probs[i] / c.total;
 }
 
 int sample_candidates(const Candidates& c, float coin) {

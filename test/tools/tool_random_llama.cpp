@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < ts.size(); i++) {
             const TI& t = ts[i];
             std::vector<uint8_t> pad(offs[i] - pos, 0);
-            fwrite(pad.data(), 1, pad.size(), f);
+            if (!pad.empty()) fwrite(pad.data(), 1, pad.size(), f);  // (an empty vector's data() may be null)
             pos = offs[i];
             if (t.norm) {
                 std::vector<float> one(t.cols, 1.0f);

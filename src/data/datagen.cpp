@@ -61,13 +61,14 @@ void check_options(const DatagenOptions& o) {
 // --self-prompts: the prompts are left empty here (draw_user_turns writes them shard by shard).
 std::vector<Item> make_items(const DatagenOptions& o, const TokenizerSpec& spec, const Tokenizer& tok) {
     std::vector<Item> items;
-    bool bos = spec.add_bos || spec.llama2c_spaces;
+    const bool bos = spec.prompt_bos();
+    auto seed_of = [&](long i) { return (uint64_t)o.seed * 1000003ULL + i; };  // item i's stream
     if (o.self_prompts > 0) {
         BEAGLE_CHECK(o.chat && !spec.chat_template.empty(), "--self-prompts needs a chat template (an instruct model, no --no-chat)");
-        for (long i = 0; i < o.self_prompts; i++) items.push_back({{}, (uint64_t)o.seed * 1000003ULL + i});
+        for (long i = 0; i < o.self_prompts; i++) items.push_back({{}, seed_of(i)});
     } else if (o.sample > 0) {
         BEAGLE_CHECK(tok.bos() >= 0, "--sample needs a tokenizer with a BOS token");
-        for (long i = 0; i < o.sample; i++) items.push_back({{tok.bos()}, (uint64_t)o.seed * 1000003ULL + i});
+        for (long i = 0; i < o.sample; i++) items.push_back({{tok.bos()}, seed_of(i)});
     } else {
         std::vector<Prompt> ps = load_prompts(o.prompts);
         long end = o.limit > 0 ? std::min<long>((long)ps.size(), o.skip + o.limit) : (long)ps.size();
@@ -78,7 +79,7 @@ std::vector<Item> make_items(const DatagenOptions& o, const TokenizerSpec& spec,
                                         : tok.encode(ps[i].text, bos, false);
             if ((long)ids.size() > o.max_prompt) ids.resize(o.max_prompt);
             if (ids.empty()) continue;
-            items.push_back({ids, (uint64_t)o.seed * 1000003ULL + i});
+            items.push_back({ids, seed_of(i)});
         }
     }
     BEAGLE_CHECK(!items.empty(), "no work: no prompts");
@@ -201,8 +202,8 @@ std::vector<SeqData> generate_shard(Generator& g, const std::vector<Item>& items
 
 // --self-prompts (Magpie): the user turns of items [i0, i1), written by the target itself. Draw k of
 // sequence i continues the chat template's user prefix (`prefix`, the tokens of chat_user_prefix) with
-// its own stream, seeded from (--seed, i, k), at --prompt-temp / --prompt-top-p, up to its end-of-turn
-// token. A turn that reaches --max-prompt tokens without ending, has fewer than kMinTurn tokens, or
+// its own stream, seeded from item i's seed (--seed, i) and k, at --prompt-temp / --prompt-top-p, up to
+// its end-of-turn token. A turn that reaches --max-prompt tokens without ending, has fewer than kMinTurn tokens, or
 // does not decode to UTF-8 text is dropped and sequence i draws again with k + 1: every sequence's
 // turn depends only on the seed and its index, so shards stay independent (resume, ranks, batch size).
 // Sets each item's prompt to the chat prompt of its turn, built as --prompts builds it; returns the turns.
@@ -216,7 +217,6 @@ std::vector<std::string> draw_user_turns(Generator& g, const DatagenOptions& o, 
     g.sp.top_p = (float)o.prompt_top_p;
     g.max_new = (int)o.max_prompt;
     g.keep_states = false;
-    bool bos = g.spec.add_bos || g.spec.llama2c_spaces;
     std::vector<std::string> turns(i1 - i0);
     std::vector<size_t> todo;
     for (size_t i = i0; i < i1; i++) todo.push_back(i);
@@ -226,7 +226,7 @@ std::vector<std::string> draw_user_turns(Generator& g, const DatagenOptions& o, 
                  "within --max-prompt %ld tokens, at least %d tokens); raise --max-prompt or change --prompt-temp",
                  todo[0], kMaxDraws, o.max_prompt, kMinTurn);
         std::vector<Item> draws;
-        for (size_t i : todo) draws.push_back({prefix, TrainRng(((uint64_t)o.seed * 1000003ULL + i) * 1000003ULL + k).next()});
+        for (size_t i : todo) draws.push_back({prefix, TrainRng(items[i].seed * 1000003ULL + k).next()});
         std::vector<SeqData> got = generate_shard(g, draws, 0, draws.size());
         std::vector<size_t> again;
         for (size_t j = 0; j < todo.size(); j++) {
@@ -237,7 +237,7 @@ std::vector<std::string> draw_user_turns(Generator& g, const DatagenOptions& o, 
             for (size_t q = 0; q < user.size(); q++) text += g.tok.decode_token(q ? user[q - 1] : prefix.back(), user[q]);
             std::vector<int> ids;
             if (ended && (int)user.size() >= kMinTurn && !text.empty() && utf8_valid(text))
-                ids = g.tok.encode(apply_chat_template(g.tok, text), bos, true);
+                ids = g.tok.encode(apply_chat_template(g.tok, text), g.spec.prompt_bos(), true);
             // (a chat prompt over max_chat would need a turn re-encoded to more tokens than were sampled)
             if (ids.empty() || ids.size() > max_chat) {
                 again.push_back(todo[j]);
@@ -308,9 +308,8 @@ void run_datagen(const DatagenOptions& o) {
     // --self-prompts: the user prefix the target continues, and the longest chat prompt a turn may give
     std::vector<int> user_prefix;
     if (o.self_prompts > 0) {
-        bool bos = spec.add_bos || spec.llama2c_spaces;
-        user_prefix = tok->encode(chat_user_prefix(*tok), bos, true);
-        max_prompt_len = (int)(tok->encode(apply_chat_template(*tok, ""), bos, true).size() + o.max_prompt);
+        user_prefix = tok->encode(chat_user_prefix(*tok), spec.prompt_bos(), true);
+        max_prompt_len = (int)(tok->encode(apply_chat_template(*tok, ""), spec.prompt_bos(), true).size() + o.max_prompt);
     }
     int ctx = max_prompt_len + (int)o.max_new + 1;
     const int max_batch = std::max(64, (int)o.batch);

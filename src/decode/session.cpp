@@ -50,9 +50,7 @@ std::vector<int> Session::tokenize_chat(const std::vector<ChatMessage>& messages
 }
 
 std::vector<int> Session::encode_text(const std::string& text, bool special) const {
-    const TokenizerSpec& sp = tok->spec();
-    bool bos = sp.add_bos || sp.llama2c_spaces;
-    std::vector<int> ids = tok->encode(text, bos, special);
+    std::vector<int> ids = tok->encode(text, tok->spec().prompt_bos(), special);
     if (ids.empty()) {
         if (tok->bos() < 0) fail("empty prompt and the tokenizer has no BOS token to start from");
         ids.push_back(tok->bos());

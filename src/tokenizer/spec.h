@@ -20,6 +20,9 @@ struct TokenizerSpec {
     bool llama2c_spaces = false;       // llama2.c tokenizer.bin: pieces hold ' ' not "▁"
     std::string chat_template;         // Jinja text from the file, if any (we recognise, not execute, it)
     std::string source;                // where it came from, for messages
+
+    // A prompt's tokens start with BOS (llama2.c models always begin a text with it).
+    bool prompt_bos() const { return add_bos || llama2c_spaces; }
 };
 
 }  // namespace beagle

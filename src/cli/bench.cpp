@@ -26,11 +26,12 @@
 
 namespace beagle {
 
-// Best-of-`reps` read bandwidth (bytes/s) over a buffer much larger than the caches, n threads.
+// Best-of-`reps` read bandwidth (bytes/s) over a buffer much larger than the caches, n threads. The buffer
+// is alloc_large memory, as the packed weights are (2 MiB pages unless BEAGLE_HUGEPAGES=0), so the roofline
+// is the stream the weights could have.
 static double measure_read_bandwidth(int n_threads, size_t bytes, int reps) {
     size_t n = bytes / sizeof(float);
-    float* buf = nullptr;
-    if (posix_memalign((void**)&buf, 64, n * sizeof(float)) != 0) fail("out of memory for the bandwidth buffer");
+    float* buf = (float*)alloc_large(n * sizeof(float));
     for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 1023);
     ThreadPool pool(n_threads);
     std::vector<float> sink(n_threads);
@@ -81,6 +82,7 @@ static Json bench_path(const std::string& model, const std::string& tok_path, in
         "The history of the city begins with a small settlement on the river, where traders met to exchange grain, "
         "salt and wool. Over the centuries the market grew into a town with walls, a cathedral and a university. ";
     std::vector<double> prefill_tps, decode_tps_n, decode_tps_1;
+    size_t huge_bytes = 0;
     std::vector<int> verify_T;  // 1..16, then the larger trees
     for (int T = 1; T <= 16; T++) verify_T.push_back(T);
     for (int T : {24, 32, 48, 64}) verify_T.push_back(T);
@@ -90,6 +92,7 @@ static Json bench_path(const std::string& model, const std::string& tok_path, in
     for (int pass = 0; pass < (device ? 1 : 2); pass++) {
         int nt = pass == 0 ? threads : 1;
         Session s(model, tok_path, nt, n_prompt + std::max(n_gen, 64) + 8, 64);
+        if (pass == 0) huge_bytes = anon_huge_bytes();
         std::string p;
         std::vector<int> ids;
         while ((int)ids.size() < n_prompt) {
@@ -145,6 +148,7 @@ static Json bench_path(const std::string& model, const std::string& tok_path, in
         js["roofline_tok_s"] = rounded(roof, 3);
         js["roofline_fraction"] = rounded(best_dn / roof, 4);
         js["roofline_fraction_1t"] = rounded(best_d1 / (bw1 / wb), 4);
+        js["huge_page_bytes"] = (int64_t)huge_bytes;  // the process's memory in 2 MiB pages with the model loaded
     }
     js["verify_cost"] = Json::array();
     for (size_t k = 0; k < verify_T.size() && verify_s[k] < 1e29; k++)
@@ -167,7 +171,9 @@ int cmd_bench(int argc, char** argv) {
            "Measure prefill and decode speed, the machine's read bandwidth, the decode roofline fraction and the\n"
            "verify cost of T = 1..16 (and 24..64) tokens, on every matmul ISA path this CPU can run (AVX2, and\n"
            "AVX-512 VNNI where present). Prints one JSON object (and writes it to -o FILE): \"paths\" holds one\n"
-           "object per path; the top-level speed fields repeat the path this CPU uses by default.");
+           "object per path; the top-level speed fields repeat the path this CPU uses by default.\n"
+           "Environment: BEAGLE_ISA=avx2 makes avx2 the default path; BEAGLE_HUGEPAGES=0 keeps weights, caches and\n"
+           "the bandwidth probe in 4 KiB pages (default: 2 MiB pages where the kernel allows, reported as huge_pages).");
     a.str("-m,--model", &model, "model file");
     a.str("-z,--tokenizer", &tok_path, "tokenizer file if the model has none");
     a.str("-o,--output", &out, "write the JSON here too");
@@ -218,6 +224,7 @@ int cmd_bench(int argc, char** argv) {
     if (!device) {
         js["bandwidth_gb_s"] = rounded(bw / 1e9, 3);
         js["bandwidth_gb_s_1t"] = rounded(bw1 / 1e9, 3);
+        js["huge_pages"] = huge_pages_enabled();  // BEAGLE_HUGEPAGES (alloc_large in common.h)
     }
     js["weight_bytes_per_token"] = (int64_t)std::llround(wb);
     js["paths"] = Json::array();

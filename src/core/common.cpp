@@ -228,6 +228,35 @@ size_t peak_rss_bytes() {
     return (size_t)ru.ru_maxrss * 1024;
 }
 
+bool huge_pages_enabled() {
+    static const bool on = [] {
+        const char* e = getenv("BEAGLE_HUGEPAGES");
+        return !(e && strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
+void* alloc_large(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    const bool advise = bytes >= huge && huge_pages_enabled();
+    void* p = nullptr;
+    if (posix_memalign(&p, advise ? huge : 64, bytes ? bytes : 1) != 0)
+        fail("out of memory allocating %zu bytes", bytes);
+    if (advise) madvise(p, bytes / huge * huge, MADV_HUGEPAGE);  // only advice: EINVAL (no THP) leaves 4 KiB pages
+    return p;
+}
+
+size_t anon_huge_bytes() {
+    FILE* f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
 bool utf8_valid(const std::string& s, size_t* bad_offset) {
     const unsigned char* p = (const unsigned char*)s.data();
     size_t n = s.size(), i = 0;

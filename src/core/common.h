@@ -57,6 +57,16 @@ double now_seconds();          // monotonic clock
 double thread_cpu_seconds();   // CPU time of the calling thread (a busy machine's preemptions do not count)
 size_t peak_rss_bytes();       // from getrusage (ru_maxrss)
 
+// Host memory for large, long-lived buffers that are streamed (packed weights, KV caches, the bandwidth
+// probe). From 2 MiB up: aligned to 2 MiB and advised MADV_HUGEPAGE, so where transparent huge pages are
+// "madvise" or "always" the kernel backs it with 2 MiB pages. A decode step streams every weight once
+// (~100 MB for SmolLM2-135M): with 4 KiB pages that is ~24k TLB misses a token, each a page walk in the
+// middle of the stream (docs/bench.md "Huge pages"). Smaller buffers: 64-byte aligned, no advice.
+// BEAGLE_HUGEPAGES=0 turns the advice off everywhere (for side-by-side timing). Not zeroed; free with free().
+void* alloc_large(size_t bytes);
+bool huge_pages_enabled();   // BEAGLE_HUGEPAGES is not "0" (read once)
+size_t anon_huge_bytes();    // this process's memory in transparent huge pages now (/proc/self/smaps_rollup), 0 if unknown
+
 // UTF-8: true if s is valid UTF-8; else *bad_offset gets the first bad byte offset.
 bool utf8_valid(const std::string& s, size_t* bad_offset = nullptr);
 

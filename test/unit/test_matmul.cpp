@@ -402,6 +402,67 @@ static void test_pack_lifetime() {
     CHECK(wb.packed && wb.packed == wb2.packed, "two Weights of one matrix share one packed copy");
 }
 
+// The VmFlags of the mapping that holds address p (/proc/self/smaps), or "" if none does.
+static std::string vm_flags_of(const void* p) {
+    FILE* f = fopen("/proc/self/smaps", "r");
+    if (!f) return "";
+    char line[512];
+    bool inside = false;
+    std::string flags;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            flags = line + 8;
+            break;
+        }
+    }
+    fclose(f);
+    return flags;
+}
+
+// Ops::matmul_weight's copies are cpu_pack_weight's bytes, laid end to end (64-byte steps) in one chunk of
+// alloc_large memory, which is advised for 2 MiB pages (VmFlags "hg") unless BEAGLE_HUGEPAGES=0; and
+// alloc_large's own alignment: 2 MiB from 2 MiB up, 64 bytes below.
+static void test_pack_arena() {
+    std::unique_ptr<Ops> ops = make_cpu_ops(2);
+    Rng rng(11);
+    const int64_t rows = 37, cols = 96;
+    std::vector<uint8_t> a = make_weight(DType::Q4_1, rows, cols, rng), b = make_weight(DType::Q4_1, rows, cols, rng);
+    Tensor ta, tb;
+    for (Tensor* t : {&ta, &tb}) {
+        t->name = "w";
+        t->dtype = DType::Q4_1;
+        t->ndim = 2;
+        t->shape[0] = rows;
+        t->shape[1] = cols;
+        t->nbytes = a.size();
+    }
+    ta.data = a.data();
+    tb.data = b.data();
+    Weight wa = ops->matmul_weight(ta), wb = ops->matmul_weight(tb);
+    const int G = cpu_pack_rows();
+    const uint64_t n = cpu_packed_bytes(wa, G);
+    CHECK(wa.packed && wb.packed && wa.packed_rows == G, "both matrices packed in groups of %d", G);
+    std::vector<uint8_t> ref_a = cpu_pack_weight(ops->weight(ta), G), ref_b = cpu_pack_weight(ops->weight(tb), G);
+    CHECK(ref_a.size() == n && memcmp(wa.packed, ref_a.data(), n) == 0 && memcmp(wb.packed, ref_b.data(), n) == 0,
+          "the arena copies equal cpu_pack_weight's bytes (%llu)", (unsigned long long)n);
+    CHECK(wb.packed == wa.packed + (n + 63) / 64 * 64, "the second copy follows the first at a 64-byte step: offset %lld, expected %llu",
+          (long long)(wb.packed - wa.packed), (unsigned long long)((n + 63) / 64 * 64));
+    const bool hg = vm_flags_of(wa.packed).find(" hg") != std::string::npos;
+    CHECK(hg == huge_pages_enabled(), "packed weights: advised for huge pages %d, expected %d (flags:%s)", (int)hg,
+          (int)huge_pages_enabled(), vm_flags_of(wa.packed).c_str());
+    void* big = alloc_large((size_t)3 << 20);
+    void* small = alloc_large(1000);
+    CHECK(((uintptr_t)small & 63) == 0, "alloc_large(1000) is 64-byte aligned: %p", small);
+    if (huge_pages_enabled())
+        CHECK(((uintptr_t)big & (((uintptr_t)2 << 20) - 1)) == 0 && vm_flags_of(big).find(" hg") != std::string::npos,
+              "alloc_large(3 MiB) is 2 MiB aligned (%p) and advised (flags:%s)", big, vm_flags_of(big).c_str());
+    free(big);
+    free(small);
+}
+
 // cpu_matmul_n over a set (Q/K/V-like: three row counts, partial groups) gives the bits of one
 // cpu_matmul per matrix, packed or not, with 1 and 2 threads; a set with one unpacked matrix too.
 static void test_matmul_n(const char* isa, ThreadPool& pool1, ThreadPool& pool2) {
@@ -520,6 +581,7 @@ int main() {
     for (const char* isa : isas) {
         cpu_matmul_set_isa(isa);
         test_pack_lifetime();
+        test_pack_arena();
     }
     g_pack = false;
     g_packs.clear();

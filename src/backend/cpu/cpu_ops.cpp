@@ -12,10 +12,10 @@
 namespace beagle {
 
 float* CpuOps::alloc(size_t n) {
-    void* p = nullptr;
+    void* p;
     size_t bytes = (n ? n : 1) * sizeof(float);
     bytes = (bytes + 63) / 64 * 64;
-    if (posix_memalign(&p, 64, bytes) != 0) fail("out of memory allocating %zu bytes", bytes);
+    p = alloc_large(bytes);  // KV caches and other large buffers: 2 MiB pages where the kernel gives them
     memset(p, 0, bytes);
     return (float*)p;
 }

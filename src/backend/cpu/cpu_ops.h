@@ -78,16 +78,28 @@ private:
     // matmul_weight: row-group copies (the current ISA's rows per group), found by the matrix's bytes
     // (data pointer, size, dtype, shape, group rows) and alive while some Weight holds them: a tensor
     // freed and another allocated at the same address never gets the old copy (its Weights died with
-    // it, so the entry expired).
+    // it, so the entry expired). The copies are laid end to end in chunks of alloc_large memory (2 MiB
+    // pages where the kernel gives them: a decode streams them all once a token); a chunk is freed when
+    // the last copy in it is.
+    struct PackChunk {
+        uint8_t* base = nullptr;
+        uint64_t cap = 0, used = 0;
+        ~PackChunk();
+    };
+    struct Packed {  // one copy: what a Weight's `keep` holds
+        std::shared_ptr<PackChunk> chunk;
+        const uint8_t* bytes;
+    };
     struct Pack {
         const void* data;
         uint64_t nbytes;
         DType dtype;
         int64_t rows, cols;
         int group_rows;
-        std::weak_ptr<const std::vector<uint8_t>> bytes;
+        std::weak_ptr<const Packed> copy;
     };
     std::vector<Pack> packs_;
+    std::shared_ptr<PackChunk> chunk_;  // where the next copy goes
 };
 
 }  // namespace beagle

@@ -440,7 +440,7 @@ bool cpu_can_pack(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t ==
 
 int cpu_pack_rows() { return current_isa() == ISA_AVX512 ? 16 : 8; }
 
-std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G) {
+static void check_packable(const Weight& W, int G) {
     const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
     if (!cpu_can_pack(W.dtype))
         fail("cpu_pack_weight: %s: dtype %s cannot be packed (expected Q8_0, Q4_0 or Q4_1)", name, dtype_name(W.dtype));
@@ -448,18 +448,34 @@ std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G) {
         fail("cpu_pack_weight: %s: shape %lld x %lld, expected rows >= 1 and columns a positive multiple of %d", name,
              (long long)W.rows, (long long)W.cols, QK);
     if (G != 8 && G != 16) fail("cpu_pack_weight: %s: rows per group must be 8 or 16, found %d", name, G);
+}
+
+uint64_t cpu_packed_bytes(const Weight& W, int G) {
+    check_packable(W, G);
+    return (uint64_t)((W.rows + G - 1) / G) * (uint64_t)(W.cols / QK) * pack_block_bytes(W.dtype, G);
+}
+
+std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G) {
+    std::vector<uint8_t> out((size_t)cpu_packed_bytes(W, G));
+    cpu_pack_weight_into(W, G, out.data());
+    return out;
+}
+
+void cpu_pack_weight_into(const Weight& W, int G, uint8_t* out) {
+    const uint64_t n = cpu_packed_bytes(W, G);  // (the checks)
+    const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
     const DType dt = W.dtype;
-    const int64_t nb = W.cols / QK, ngroups = (W.rows + G - 1) / G;
+    const int64_t nb = W.cols / QK;
     const uint64_t BB = pack_block_bytes(dt, G), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
     const uint64_t src_blk = dtype_row_bytes(dt, QK);  // bytes of one stored block
     const uint64_t chunk = 2 * (uint64_t)G;            // bytes of one chunk (G rows x 2 positions)
-    std::vector<uint8_t> out((size_t)(ngroups * nb * BB), 0);
+    memset(out, 0, (size_t)n);  // the padding rows of the last group
     for (int64_t r = 0; r < W.rows; r++) {
         const int64_t g = r / G, l = r % G;
         const uint8_t* row = (const uint8_t*)W.data + (uint64_t)r * src_row;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t* src = row + (uint64_t)b * src_blk;
-            uint8_t* blk = out.data() + (uint64_t)(g * nb + b) * BB;
+            uint8_t* blk = out + (uint64_t)(g * nb + b) * BB;
             memcpy(blk + 2 * l, src, 2);  // d
             if (dt == DType::Q8_0) {
                 const int8_t* qs = (const int8_t*)(src + 2);
@@ -488,7 +504,6 @@ std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G) {
                         (uint8_t)(nib(q16_element(4 * k + e)) | nib(q16_element(4 * k + 2 + e)) << 4);
         }
     }
-    return out;
 }
 
 namespace {
@@ -619,26 +634,36 @@ void cpu_matmul_n(int n, float* const* ys, const float* x, const Weight* const* 
 }
 
 // ---- the op interface: matmul of a model Weight, and its weights packed in row groups of the current ISA
+CpuOps::PackChunk::~PackChunk() { free(base); }
+
 Weight CpuOps::matmul_weight(const Tensor& t) {
     Weight w = weight(t);
     if (!cpu_can_pack(w.dtype) || w.cols % QK != 0 || w.rows < 1) return w;
     const int G = cpu_pack_rows();
-    packs_.erase(std::remove_if(packs_.begin(), packs_.end(), [](const Pack& p) { return p.bytes.expired(); }),
+    packs_.erase(std::remove_if(packs_.begin(), packs_.end(), [](const Pack& p) { return p.copy.expired(); }),
                  packs_.end());
+    std::shared_ptr<const Packed> copy;
     for (const Pack& p : packs_)  // tied weights (lm_head = tok_embd) are packed once
         if (p.data == t.data && p.nbytes == t.nbytes && p.dtype == w.dtype && p.rows == w.rows && p.cols == w.cols &&
-            p.group_rows == G)
-            if (std::shared_ptr<const std::vector<uint8_t>> b = p.bytes.lock()) {
-                w.packed = b->data();
-                w.packed_rows = G;
-                w.keep = b;
-                return w;
-            }
-    auto b = std::make_shared<const std::vector<uint8_t>>(cpu_pack_weight(w, G));
-    packs_.push_back({t.data, t.nbytes, w.dtype, w.rows, w.cols, G, b});
-    w.packed = b->data();
+            p.group_rows == G && (copy = p.copy.lock()))
+            break;
+    if (!copy) {
+        const uint64_t n = (cpu_packed_bytes(w, G) + 63) / 64 * 64;
+        if (!chunk_ || chunk_->cap - chunk_->used < n) {  // a new chunk: 64 MiB, or this matrix's size
+            const uint64_t huge = (uint64_t)2 << 20, cap = std::max<uint64_t>((uint64_t)64 << 20, (n + huge - 1) / huge * huge);
+            chunk_ = std::make_shared<PackChunk>();
+            chunk_->base = (uint8_t*)alloc_large((size_t)cap);
+            chunk_->cap = cap;
+        }
+        uint8_t* bytes = chunk_->base + chunk_->used;
+        cpu_pack_weight_into(w, G, bytes);
+        chunk_->used += n;
+        copy = std::make_shared<const Packed>(Packed{chunk_, bytes});
+        packs_.push_back({t.data, t.nbytes, w.dtype, w.rows, w.cols, G, copy});
+    }
+    w.packed = copy->bytes;
     w.packed_rows = G;
-    w.keep = b;
+    w.keep = copy;
     return w;
 }
 

@@ -56,8 +56,11 @@ int cpu_matmul_act_bits();            // what cpu_matmul uses now
 inline uint64_t pack_block_bytes(DType t, int G) { return t == DType::Q8_0 ? 34ull * G : 20ull * G; }
 bool cpu_can_pack(DType t);                              // Q8_0, Q4_0, Q4_1
 int cpu_pack_rows();                                     // G of the current ISA: 16 (avx512) or 8 (avx2)
-// Error for other dtypes, cols % 32 != 0 or G other than 8 or 16.
+// Error for other dtypes, cols % 32 != 0 or G other than 8 or 16. _into writes the cpu_packed_bytes(W, G)
+// bytes to `out` (the CPU backend packs into its huge-page arena, cpu_ops.h).
 std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G);
+uint64_t cpu_packed_bytes(const Weight& W, int G);
+void cpu_pack_weight_into(const Weight& W, int G, uint8_t* out);
 
 // ---- internal: shared by matmul.cpp and matmul_avx512.cpp
 struct MatmulJob {

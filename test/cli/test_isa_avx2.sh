@@ -6,7 +6,8 @@
 # MT-Bench turns x 48 tokens in tree, lookup and hybrid modes (bench-sd counts mismatches). On a CPU
 # with AVX-512 VNNI too: SmolLM2's logits of a chat prompt (every position) and its 16-token greedy
 # continuation are byte-identical on the two paths (both run the row-group kernels, whose float steps
-# are the same, matmul.h), so test_smollm2_reference's verdicts hold on the AVX2 path as well.
+# are the same, matmul.h), so test_smollm2_reference's verdicts hold on the AVX2 path as well. And the
+# same bits with the weights in 4 KiB pages as in 2 MiB pages (BEAGLE_HUGEPAGES).
 set -u
 cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
@@ -31,6 +32,20 @@ if grep -q avx512_vnni /proc/cpuinfo; then
     echo "FAIL: SmolLM2 logits or greedy tokens differ between the AVX2 and AVX-512 paths"; fail=1
   fi
 fi
+# 4 KiB pages (BEAGLE_HUGEPAGES=0) against 2 MiB pages: the same logits and greedy tokens (where the weights
+# live changes no arithmetic), and test_matmul's check that nothing was advised for huge pages then
+ids2=1,9690,314,253,1345,2914,28,416,260,1456,30,2,198,1,520,9531,198
+for hp in 0 1; do
+  BEAGLE_HUGEPAGES=$hp "$B"/test/tool_logits "$MODEL" $ids2 "$tmp/logits.hp$hp" --greedy 16 > "$tmp/greedy.hp$hp" \
+    || { echo "FAIL: tool_logits with BEAGLE_HUGEPAGES=$hp"; fail=1; }
+done
+if cmp -s "$tmp/logits.hp0" "$tmp/logits.hp1" && cmp -s "$tmp/greedy.hp0" "$tmp/greedy.hp1"; then
+  echo "4 KiB pages = 2 MiB pages: logits and 16 greedy tokens byte-identical"
+else
+  echo "FAIL: SmolLM2 logits or greedy tokens differ between BEAGLE_HUGEPAGES=0 and 1"; fail=1
+fi
+BEAGLE_HUGEPAGES=0 "$B"/test/test_matmul > "$tmp/matmul.hp0" 2>&1 \
+  || { tail -5 "$tmp/matmul.hp0"; echo "FAIL: test_matmul with BEAGLE_HUGEPAGES=0"; fail=1; }
 "$B"/beagle bench-sd -m "$MODEL" -d weights/beagle-smollm2-135m.bin -t 2 -n 48 --per-category 1 \
     --prompts "$SHARED/data/eval/mt_bench_question.jsonl" --modes none,tree,lookup,hybrid -o "$json" > /dev/null 2>&1 \
     || { echo "FAIL: bench-sd on the AVX2 path exited non-zero"; fail=1; }

@@ -20,30 +20,27 @@ echo "$out" | tail -3
 echo "$out" | grep -q "^matmul ISA path: avx2 " || { echo "FAIL: batch invariance did not run on the AVX2 path"; fail=1; }
 [ $rc -eq 0 ] || { echo "FAIL: batch invariance on the AVX2 path (exit $rc)"; fail=1; }
 json=$(mktemp); tmp=$(mktemp -d); trap 'rm -rf "$json" "$tmp"' EXIT
-if grep -q avx512_vnni /proc/cpuinfo; then
-  ids=1,9690,314,253,1345,2914,28,416,260,1456,30,2,198,1,520,9531,198  # a chat turn's first tokens
-  for isa in avx2 avx512; do
-    BEAGLE_ISA=$isa "$B"/test/tool_logits "$MODEL" $ids "$tmp/logits.$isa" --greedy 16 > "$tmp/greedy.$isa" \
-      || { echo "FAIL: tool_logits on the $isa path"; fail=1; }
+ids=1,9690,314,253,1345,2914,28,416,260,1456,30,2,198,1,520,9531,198  # a chat turn's first tokens
+# same_logits VAR A B WHAT: SmolLM2's logits of $ids (every position) and its 16-token greedy continuation,
+# run with VAR=A and with VAR=B, must be byte-identical
+same_logits() {
+  local var=$1 a=$2 b=$3 what=$4 v
+  for v in "$a" "$b"; do
+    env "$var=$v" "$B"/test/tool_logits "$MODEL" $ids "$tmp/logits.$var.$v" --greedy 16 > "$tmp/greedy.$var.$v" \
+      || { echo "FAIL: tool_logits with $var=$v"; fail=1; }
   done
-  if cmp -s "$tmp/logits.avx2" "$tmp/logits.avx512" && cmp -s "$tmp/greedy.avx2" "$tmp/greedy.avx512"; then
-    echo "avx2 = avx512: logits of $(echo $ids | tr ',' ' ' | wc -w) positions and 16 greedy tokens byte-identical"
+  if cmp -s "$tmp/logits.$var.$a" "$tmp/logits.$var.$b" && cmp -s "$tmp/greedy.$var.$a" "$tmp/greedy.$var.$b"; then
+    echo "$what: logits of $(echo $ids | tr ',' ' ' | wc -w) positions and 16 greedy tokens byte-identical"
   else
-    echo "FAIL: SmolLM2 logits or greedy tokens differ between the AVX2 and AVX-512 paths"; fail=1
+    echo "FAIL: SmolLM2 logits or greedy tokens differ between $var=$a and $var=$b"; fail=1
   fi
+}
+if grep -q avx512_vnni /proc/cpuinfo; then
+  same_logits BEAGLE_ISA avx2 avx512 "avx2 = avx512"
 fi
-# 4 KiB pages (BEAGLE_HUGEPAGES=0) against 2 MiB pages: the same logits and greedy tokens (where the weights
-# live changes no arithmetic), and test_matmul's check that nothing was advised for huge pages then
-ids2=1,9690,314,253,1345,2914,28,416,260,1456,30,2,198,1,520,9531,198
-for hp in 0 1; do
-  BEAGLE_HUGEPAGES=$hp "$B"/test/tool_logits "$MODEL" $ids2 "$tmp/logits.hp$hp" --greedy 16 > "$tmp/greedy.hp$hp" \
-    || { echo "FAIL: tool_logits with BEAGLE_HUGEPAGES=$hp"; fail=1; }
-done
-if cmp -s "$tmp/logits.hp0" "$tmp/logits.hp1" && cmp -s "$tmp/greedy.hp0" "$tmp/greedy.hp1"; then
-  echo "4 KiB pages = 2 MiB pages: logits and 16 greedy tokens byte-identical"
-else
-  echo "FAIL: SmolLM2 logits or greedy tokens differ between BEAGLE_HUGEPAGES=0 and 1"; fail=1
-fi
+# 4 KiB pages (BEAGLE_HUGEPAGES=0) against 2 MiB pages: the same bits (where the weights live changes no
+# arithmetic), and test_matmul's check that nothing was advised for huge pages then
+same_logits BEAGLE_HUGEPAGES 0 1 "4 KiB pages = 2 MiB pages"
 BEAGLE_HUGEPAGES=0 "$B"/test/test_matmul > "$tmp/matmul.hp0" 2>&1 \
   || { tail -5 "$tmp/matmul.hp0"; echo "FAIL: test_matmul with BEAGLE_HUGEPAGES=0"; fail=1; }
 "$B"/beagle bench-sd -m "$MODEL" -d weights/beagle-smollm2-135m.bin -t 2 -n 48 --per-category 1 \

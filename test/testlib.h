@@ -56,6 +56,20 @@ static int g_checks = 0, g_failures = 0, g_skips = 0;
         if (!thrown_) { g_failures++; fprintf(stderr, "FAIL %s:%d: %s did not throw\n", __FILE__, __LINE__, #expr); } \
     } while (0)
 
+// True in the ASan + UBSan build (make test-asan, -O1: 5 to 20 times slower). There a test whose cost is
+// repetitions (samples of a distribution, seeds of an equivalence) runs every path with fewer of them:
+// the sanitizers look for a bad access on each path, the -O2 build of `make test` keeps the statistical power.
+static inline bool sanitized_build() {
+#if defined(__SANITIZE_ADDRESS__)
+    return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return true;
+#endif
+#endif
+    return false;
+}
+
 // 0 if every check held, 1 if one failed (or none ran), 77 if all held but a part was skipped.
 static inline int test_summary(const char* name) {
     printf("%s: %d checks, %d failed, %d parts skipped\n", name, g_checks, g_failures, g_skips);

@@ -31,14 +31,16 @@ check() {  # test name -> its memcheck log in $BEAGLE_KERNEL_LOG_DIR/$1.vg, its 
   valgrind --error-exitcode=99 "$B/test/$1" > "$BEAGLE_KERNEL_LOG_DIR/$1.vg" 2>&1
   echo $? > "$BEAGLE_KERNEL_LOG_DIR/$1.rc"
 }
+ran=""
 for t in $tests; do
   [ -x "$B/test/$t" ] || { echo "FAIL: $B/test/$t missing (make tests)"; fail=1; continue; }
+  ran="$ran $t"
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
   check "$t" &
 done
 wait
-for t in $tests; do
-  [ -f "$BEAGLE_KERNEL_LOG_DIR/$t.rc" ] || continue
+for t in $ran; do
+  [ -f "$BEAGLE_KERNEL_LOG_DIR/$t.rc" ] || { echo "FAIL: $t under memcheck: no exit code (its run died)"; fail=1; continue; }
   rc=$(cat "$BEAGLE_KERNEL_LOG_DIR/$t.rc"); log=$BEAGLE_KERNEL_LOG_DIR/$t.vg
   if [ "$rc" -ne 0 ] || ! grep -q "ERROR SUMMARY: 0 errors" "$log"; then
     echo "FAIL: $t under memcheck (exit $rc)"; grep -A12 -m3 "Invalid\|uninitialised" "$log" | head -40; tail -5 "$log"; fail=1

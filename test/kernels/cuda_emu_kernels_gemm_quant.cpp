@@ -299,7 +299,7 @@ struct NameRunner : KernelRunner {
 // thread): about a third of the native run went to the four costliest shapes of main() and half to the launcher's
 // cases of 4,096 rows and more (each runs its kernel twice). Which kernel the launcher picks is a host rule, checked
 // by the native run of make test; under memcheck its cases up to 2,048 rows still run. 9.0 s -> 4.2 s natively.
-static const bool g_quick = getenv("BEAGLE_KERNEL_TEST_QUICK") && atoi(getenv("BEAGLE_KERNEL_TEST_QUICK")) > 0;
+static const bool g_quick = kt_quick();
 
 static void check_launcher(int dt, int rows, int T, const QGemmChoice* choice, Kind want) {
     if (g_quick && rows > 2048) return;

@@ -253,7 +253,7 @@ static int launch_block(int n) { return n >= 8192 ? 1024 : 256; }  // launch_war
 // Quick (BEAGLE_KERNEL_TEST_QUICK=1, test_cuda_kernels_valgrind.sh: a bounds check under memcheck): 1 case of 8
 // of the sweep up to 100 columns, the special rows at 32 and 256 threads (ties at 32), 1024 threads on 9,000
 // columns in the launcher's test, the debug schedules.
-static const bool g_quick = getenv("BEAGLE_KERNEL_TEST_QUICK") && atoi(getenv("BEAGLE_KERNEL_TEST_QUICK")) > 0;
+static const bool g_quick = kt_quick();
 
 static void test_sweep() {
     const float temps[] = {0.3f, 0.8f, 1.0f, 2.0f};

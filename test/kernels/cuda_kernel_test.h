@@ -108,6 +108,13 @@ static inline bool kt_compare_int(const char* kernel, const int* got, const int*
     return kt_compare(kernel, g.data(), r.data(), n, 0.0, 0.0, what + " (exact)");
 }
 
+// BEAGLE_KERNEL_TEST_QUICK=1 (set by test_cuda_kernels_valgrind.sh: a bounds check under memcheck): a kernel
+// test that honours it drops its costliest cases, keeping every code path; each test says what it drops.
+static inline bool kt_quick() {
+    const char* v = getenv("BEAGLE_KERNEL_TEST_QUICK");
+    return v && atoi(v) > 0;
+}
+
 // Run fn under the emulator's debug modes that expose missing barriers and reads of unwritten shared
 // memory: reverse and random thread orders with NaN-poisoned shared memory, then back to normal.
 static inline void kt_debug_modes(const std::function<void(const char* mode)>& fn) {

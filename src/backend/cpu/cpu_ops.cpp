@@ -11,6 +11,13 @@
 
 namespace beagle {
 
+CpuOps::CpuOps(int n_threads) : pool_(n_threads), scratch_(pool_.size()) {
+    const char* e = getenv("BEAGLE_ATTN");
+    if (e && strcmp(e, "per-query") == 0) attention_per_query_ = true;
+    else if (e && *e && strcmp(e, "per-kv-head") != 0)
+        fail("BEAGLE_ATTN: expected per-kv-head or per-query, found '%s'", e);
+}
+
 float* CpuOps::alloc(size_t n) {
     void* p;
     size_t bytes = (n ? n : 1) * sizeof(float);

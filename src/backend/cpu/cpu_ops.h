@@ -14,10 +14,13 @@ namespace beagle {
 
 class CpuOps : public Ops {
 public:
-    explicit CpuOps(int n_threads) : pool_(n_threads), scratch_(pool_.size()) {}
+    // BEAGLE_ATTN=per-query in the environment starts it with the per-query attention loop order.
+    explicit CpuOps(int n_threads);
     const char* name() const override { return "cpu"; }
     ThreadPool& pool() { return pool_; }
     void set_threads(int n) override { pool_.set_limit(n); }
+    // attention's loop order (attention.cpp): per KV head (default) or per query; the same bits either way
+    void set_attention_per_query(bool on) { attention_per_query_ = on; }
 
     float* alloc(size_t n) override;
     void release(float* p) override;
@@ -75,6 +78,7 @@ public:
 private:
     ThreadPool pool_;
     std::vector<std::vector<float>> scratch_;  // per-thread attention scores
+    bool attention_per_query_ = false;
     // matmul_weight: row-group copies (the current ISA's rows per group), found by the matrix's bytes
     // (data pointer, size, dtype, shape, group rows) and alive while some Weight holds them: a tensor
     // freed and another allocated at the same address never gets the old copy (its Weights died with

@@ -195,6 +195,9 @@ static void attend_group(float* out, const float* q, const float* kb, const floa
     for (int i = 0; i < ns; i += 8) {
         const float* kp[8];
         for (int j = 0; j < 8; j++) kp[j] = kb + (int64_t)std::min(i + j, ns - 1) * kv_dim;
+        for (int j = i + 16; j < std::min(i + 24, ns); j++)  // two blocks ahead (a hint: rows 768 bytes apart
+            for (int c = 0; c < head_dim; c += 16)           // in 256-byte pieces defeat the hardware prefetcher)
+                _mm_prefetch((const char*)(kb + (int64_t)j * kv_dim + c), _MM_HINT_T0);
         for (int x = 0; x < nq; x++) {
             const __m256 s8 = _mm256_mul_ps(head_dim == 64 ? dot8_keys<8>(qr[x], kp) : dot8_keys<16>(qr[x], kp), vscale);
             vmx[x] = _mm256_max_ps(vmx[x], s8);  // a repeated last key: no effect on the max
@@ -223,6 +226,8 @@ static void attend_group(float* out, const float* q, const float* kb, const floa
         for (int d = 0; d < head_dim; d += 8) _mm256_storeu_ps(o[x] + d, _mm256_setzero_ps());
     for (int i0 = 0; i0 < ns; i0 += 16) {
         const int i1 = std::min(i0 + 16, ns);
+        for (int j = i0 + 16; j < std::min(i0 + 32, ns); j++)  // the next block (a hint, as in step 1)
+            for (int c = 0; c < head_dim; c += 16) _mm_prefetch((const char*)(vb + (int64_t)j * kv_dim + c), _MM_HINT_T0);
         for (int x = 0; x < nq; x += 3) {
             const int ng = std::min(3, nq - x);
             for (int d0 = 0; d0 < head_dim; d0 += 32) {

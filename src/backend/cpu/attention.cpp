@@ -50,6 +50,21 @@ static inline void weighted_sum(float* o, const float* w, float inv, const float
     for (int d = 0; d < ND; d++) _mm256_storeu_ps(o + 8 * d, acc[d]);
 }
 
+// Scores of one query against the 8 key rows kp (lanes past n repeat a key): s[0 .. min(n, 8)) are
+// stored, vmx returns updated (a repeated key has no effect on the max).
+static inline __m256 score_block(float* s, const float* qr, const float* const* kp, int n, int head_dim,
+                                 __m256 vscale, __m256 vmx) {
+    const __m256 s8 = _mm256_mul_ps(head_dim == 64 ? dot8_keys<8>(qr, kp) : dot8_keys<16>(qr, kp), vscale);
+    if (n >= 8) {
+        _mm256_storeu_ps(s, s8);
+    } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, s8);
+        for (int j = 0; j < n; j++) s[j] = tmp[j];
+    }
+    return _mm256_max_ps(vmx, s8);
+}
+
 // Scores s[i] = (q . k_{keys[i]}) * scale of nk listed keys, 8 at a time (the tail block repeats its
 // last key); returns the running maximum vmx updated with them.
 static inline __m256 scores8(float* s, const float* qr, const float* kb, const int* keys, int nk, int kv_dim,
@@ -60,15 +75,7 @@ static inline __m256 scores8(float* s, const float* qr, const float* kb, const i
         for (int j = 0; j < 8; j++) kp[j] = kb + (int64_t)keys[std::min(i + j, nk - 1)] * kv_dim;
         for (int j = i + 32; j < std::min(i + 40, nk); j++)  // four blocks ahead: rows not yet in cache
             for (int c = 0; c < head_dim; c += 16) _mm_prefetch((const char*)(kb + (int64_t)keys[j] * kv_dim + c), _MM_HINT_T0);
-        const __m256 s8 = _mm256_mul_ps(head_dim == 64 ? dot8_keys<8>(qr, kp) : dot8_keys<16>(qr, kp), vscale);
-        vmx = _mm256_max_ps(vmx, s8);  // repeated last key: no effect on the max
-        if (i + 8 <= nk) {
-            _mm256_storeu_ps(s + i, s8);
-        } else {
-            alignas(32) float tmp[8];
-            _mm256_store_ps(tmp, s8);
-            for (int j = 0; i + j < nk; j++) s[i + j] = tmp[j];
-        }
+        vmx = score_block(s + i, qr, kp, nk - i, head_dim, vscale, vmx);
     }
     return vmx;
 }
@@ -198,18 +205,8 @@ static void attend_group(float* out, const float* q, const float* kb, const floa
         for (int j = i + 16; j < std::min(i + 24, ns); j++)  // two blocks ahead (a hint: rows 768 bytes apart
             for (int c = 0; c < head_dim; c += 16)           // in 256-byte pieces defeat the hardware prefetcher)
                 _mm_prefetch((const char*)(kb + (int64_t)j * kv_dim + c), _MM_HINT_T0);
-        for (int x = 0; x < nq; x++) {
-            const __m256 s8 = _mm256_mul_ps(head_dim == 64 ? dot8_keys<8>(qr[x], kp) : dot8_keys<16>(qr[x], kp), vscale);
-            vmx[x] = _mm256_max_ps(vmx[x], s8);  // a repeated last key: no effect on the max
-            float* s = sc + (int64_t)x * stride;
-            if (i + 8 <= ns) {
-                _mm256_storeu_ps(s + i, s8);
-            } else {
-                alignas(32) float tmp[8];
-                _mm256_store_ps(tmp, s8);
-                for (int j = 0; i + j < ns; j++) s[i + j] = tmp[j];
-            }
-        }
+        for (int x = 0; x < nq; x++)
+            vmx[x] = score_block(sc + (int64_t)x * stride + i, qr[x], kp, ns - i, head_dim, vscale, vmx[x]);
     }
     // 2. each query's scores against its own further keys (at most T), then its softmax weights
     int nk[QMAX];

@@ -41,14 +41,15 @@ int main(int argc, char** argv) {
     for (const Shape& s : shapes) {
         std::vector<float> q((size_t)s.T * H * D), o(q.size());
         for (auto& x : q) x = u(rng);
-        std::vector<uint64_t> chain((size_t)s.T * ((s.T + 63) / 64), 0);
+        const int words = (s.T + 63) / 64;
+        std::vector<uint64_t> chain((size_t)s.T * words, 0);
         for (int t = 0; t < s.T; t++)  // a chain: token t sees new tokens 0..t
-            for (int j = 0; j <= t; j++) chain[(size_t)t * ((s.T + 63) / 64) + j / 64] |= 1ull << (j % 64);
+            for (int j = 0; j <= t; j++) chain[(size_t)t * words + j / 64] |= 1ull << (j % 64);
         AttnMask m;
         m.n_past = s.n_past;
         if (s.tree) {
             m.tree_mask = chain.data();
-            m.mask_words = (s.T + 63) / 64;
+            m.mask_words = words;
         }
         double best[2] = {1e30, 1e30};
         for (int r = 0; r < reps; r++)

@@ -177,20 +177,22 @@ static inline void weighted_block(float* const* o, const float* const* w, const 
         for (int c = 0; c < 4; c++) _mm256_storeu_ps(o[x] + d0 + 8 * c, acc[x][c]);
 }
 
-// The nq queries of one KV head listed in qs (heads) and qt (tokens, ascending), causal or tree mask (no
-// kv_start), head_dim 64 or 128. The first ns keys are visible to all of them: the n_past cached ones,
-// and under a causal mask also the new ones up to the first query's token (most of a prefill chunk's).
-// sc: nq rows of `stride` floats for the scores.
+// The most queries one attend_group call takes (its per-query arrays live on the stack).
+constexpr int GROUP_QUERIES_MAX = 64;
+
+// The nq <= GROUP_QUERIES_MAX queries of one KV head listed in qs (heads) and qt (tokens, ascending),
+// causal or tree mask (no kv_start), head_dim 64 or 128. The first ns keys are visible to all of them: the
+// n_past cached ones, and under a causal mask also the new ones up to the first query's token (most of a
+// prefill chunk's). sc: nq rows of `stride` floats for the scores.
 static void attend_group(float* out, const float* q, const float* kb, const float* vb, const int* qs, const int* qt,
                          int nq, const AttnMask& mask, int T, int q_dim, int kv_dim, int head_dim, float scale,
                          float* sc, int stride, std::vector<int>& own) {
-    constexpr int QMAX = 64;
     const int ns = mask.tree_mask ? mask.n_past : mask.n_past + qt[0] + 1;
-    __m256 vmx[QMAX];
-    float inv[QMAX];
-    const float* qr[QMAX];
-    float* o[QMAX];
-    const float* w[QMAX];
+    __m256 vmx[GROUP_QUERIES_MAX];
+    float inv[GROUP_QUERIES_MAX];
+    const float* qr[GROUP_QUERIES_MAX];
+    float* o[GROUP_QUERIES_MAX];
+    const float* w[GROUP_QUERIES_MAX];
     for (int x = 0; x < nq; x++) {
         qr[x] = q + (int64_t)qt[x] * q_dim + qs[x] * head_dim;
         o[x] = out + (int64_t)qt[x] * q_dim + qs[x] * head_dim;
@@ -209,7 +211,7 @@ static void attend_group(float* out, const float* q, const float* kb, const floa
             vmx[x] = score_block(sc + (int64_t)x * stride + i, qr[x], kp, ns - i, head_dim, vscale, vmx[x]);
     }
     // 2. each query's scores against its own further keys (at most T), then its softmax weights
-    int nk[QMAX];
+    int nk[GROUP_QUERIES_MAX];
     for (int x = 0; x < nq; x++) {
         float* s = sc + (int64_t)x * stride;
         own.clear();
@@ -260,14 +262,14 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
         // jobs: (KV head, chunk of its T * group queries); about two chunks per thread in all
         const int nq = T * group, threads = pool_.limit();
         const int chunks = std::min(nq, std::max(1, (2 * threads + n_kv_heads - 1) / n_kv_heads));
-        const int per = std::min(64, (nq + chunks - 1) / chunks), n_chunks = (nq + per - 1) / per;
+        const int per = std::min(GROUP_QUERIES_MAX, (nq + chunks - 1) / chunks), n_chunks = (nq + per - 1) / per;
         const int stride = (n_keys_max + 7) / 8 * 8;
         pool_.parallel_for((int64_t)n_kv_heads * n_chunks, [&](int64_t b, int64_t e, int th) {
             std::vector<float>& sc = scratch_[th];
             if (sc.size() < (size_t)per * stride) sc.resize((size_t)per * stride);
             std::vector<int> own;
             own.reserve(T);
-            int qs[64], qt[64];
+            int qs[GROUP_QUERIES_MAX], qt[GROUP_QUERIES_MAX];
             for (int64_t job = b; job < e; job++) {
                 const int kvh = (int)(job / n_chunks), r0 = (int)(job % n_chunks) * per, r1 = std::min(nq, r0 + per);
                 for (int r = r0; r < r1; r++) {  // query r of the KV head: token r / group, head of the group r % group

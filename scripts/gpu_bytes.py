@@ -117,7 +117,7 @@ def parse_sources():
     ll = read("src/model/llama.cpp")
     expect = {
         "run": ["embed", "rmsnorm", "matmul_n", "rope_qk", "scatter_rows", "scatter_rows", "attention", "matmul",
-                "add_rmsnorm", "matmul_n", "swiglu", "matmul", "add_rmsnorm", "add"],
+                "add_rmsnorm", "matmul_n", "swiglu_matmul", "add_rmsnorm", "add"],
         "head": ["rmsnorm", "matmul"],
     }
     for fn, ops in expect.items():
@@ -129,6 +129,11 @@ def parse_sources():
             fail(f"src/model/llama.cpp Llama::{fn} calls {got}, the model counts {ops}: update scripts/gpu_bytes.py")
     need("src/model/llama.cpp", ll, "ops_.matmul_n(3, qkv, xb_, wqkv, T);", "Q/K/V in one launch")
     need("src/model/llama.cpp", ll, "ops_.matmul_n(2, gate_up, xb_, wgu, T);", "gate/up in one launch")
+    # swiglu_matmul is counted as its ops.h default, a swiglu launch then a matmul (the CUDA backend keeps it)
+    need("src/backend/ops.h", read("src/backend/ops.h"),
+         "swiglu(h, gate, up, (size_t)T * W.cols);\n        matmul(y, h, W, T);", "swiglu_matmul = swiglu, then matmul")
+    if "swiglu_matmul" in read("src/backend/gpu/cuda_ops.h"):
+        fail("src/backend/gpu/cuda_ops.h overrides swiglu_matmul: the model counts a swiglu and a matmul launch")
     need("src/model/llama.cpp", ll, "if (T == 1 && !tree_mask && ops_.step_begin(this, cur_, ctx_ - 1)) {",
          "T = 1: the graph-captured step (new K/V rows scattered)")
     return {k: c[k] for k in CONSTS}

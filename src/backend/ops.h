@@ -284,6 +284,13 @@ public:
 
     // out[i] = silu(gate[i]) * up[i]
     virtual void swiglu(float* out, const float* gate, const float* up, size_t n) = 0;
+    // The SwiGLU MLP's down projection with its input: h = silu(gate) * up (as swiglu; h may be gate), then
+    // y = h W^T (as matmul, W.cols wide rows). The same bits as those two calls (the CPU backend computes,
+    // quantizes and multiplies h in one parallel region: a barrier instead of a serial pass between two).
+    virtual void swiglu_matmul(float* y, float* h, const float* gate, const float* up, const Weight& W, int T) {
+        swiglu(h, gate, up, (size_t)T * W.cols);
+        matmul(y, h, W, T);
+    }
     // backward of swiglu: dgate, dup assigned
     virtual void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) = 0;
     // y[i] += x[i] (the residual; its backward is the identity)

@@ -83,6 +83,15 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     job_ = nullptr;
 }
 
+void SpinBarrier::wait() {
+    arrived_.fetch_add(1, std::memory_order_acq_rel);
+    const double t0 = now_seconds();
+    for (int spins = 1; arrived_.load(std::memory_order_acquire) < n_; spins++) {
+        _mm_pause();
+        if (spins % 64 == 0 && now_seconds() - t0 > SPIN_PAUSE_S) sched_yield();
+    }
+}
+
 void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t cost) {
     if (n <= 0) return;
     const int nt = limit_;

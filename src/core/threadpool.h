@@ -47,6 +47,19 @@ private:
     std::atomic<int> sleepers_{0};
 };
 
+// A one-use barrier inside one run_on_all job, for a job in phases (a matmul: quantize the activations,
+// then multiply): wait() returns once n threads have called it. It spins like an idle worker (pause,
+// then sched_yield), so a thread descheduled by a busy machine gets its core back.
+class SpinBarrier {
+public:
+    explicit SpinBarrier(int n) : n_(n) {}
+    void wait();
+
+private:
+    const int n_;
+    std::atomic<int> arrived_{0};
+};
+
 // Default thread count: hardware concurrency (at least 1).
 int default_threads();
 

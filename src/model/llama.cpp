@@ -197,8 +197,7 @@ void Llama::run(const int* tokens, const int* pos, int T, const std::vector<Attn
         float* gate_up[2] = {hb_, hb2_};
         const Weight* wgu[2] = {&w.w_gate, &w.w_up};
         ops_.matmul_n(2, gate_up, xb_, wgu, T);
-        ops_.swiglu(hb_, hb_, hb2_, (size_t)T * c.ffn_dim);
-        ops_.matmul(xb2_, hb_, w.w_down, T);
+        ops_.swiglu_matmul(xb2_, hb_, hb_, hb2_, w.w_down, T);  // h = silu(gate) * up, then h W_down^T
         if (l + 1 < c.n_layers)
             ops_.add_rmsnorm(xb_, x_, xb2_, layers_[l + 1].attn_norm, T, dim, c.rms_eps);
         else

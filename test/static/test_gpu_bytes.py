@@ -64,7 +64,7 @@ def problems(root):
 
 
 def scratch_copy(tmp):
-    for rel in ["cuda", "src/model", "scripts", "docs"]:
+    for rel in ["cuda", "src/model", "src/backend", "scripts", "docs"]:
         shutil.copytree(os.path.join(ROOT, rel), os.path.join(tmp, rel),
                         ignore=shutil.ignore_patterns("emu", "dev", "__pycache__"))
     return tmp

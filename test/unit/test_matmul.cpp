@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/matmul.h"
 #include "backend/ops.h"
 #include "backend/cpu/quantize.h"
@@ -464,15 +465,19 @@ static void test_pack_arena() {
 }
 
 // cpu_matmul_n over a set (Q/K/V-like: three row counts, partial groups) gives the bits of one
-// cpu_matmul per matrix, packed or not, with 1 and 2 threads; a set with one unpacked matrix too.
-static void test_matmul_n(const char* isa, ThreadPool& pool1, ThreadPool& pool2) {
+// cpu_matmul per matrix, packed or not, with 1, 2 and 3 threads; a set with one unpacked matrix too.
+// Shapes: a small set (the caller alone) and SmolLM2's Q/K/V (the parallel region: blocks of x split
+// over the threads, a barrier, then the row groups; 18 blocks over 3 threads, 60 or 120 groups).
+static void test_matmul_n(const char* isa, ThreadPool& pool1, ThreadPool& pool2, ThreadPool& pool3) {
     cpu_matmul_set_isa(isa);
     cpu_matmul_set_act_bits(16);
     Rng rng(31);
-    const int64_t cols = 96, rows[3] = {37, 13, 8};
+    const int64_t shapes[2][4] = {{96, 37, 13, 8}, {576, 576, 192, 192}};  // cols, rows of the three
+    for (const auto& sh : shapes)
     for (DType dt : {DType::Q4_1, DType::Q8_0})
         for (bool pack : {true, false})
             for (int T : {1, 5}) {
+                const int64_t cols = sh[0], rows[3] = {sh[1], sh[2], sh[3]};
                 g_pack = pack;
                 std::vector<uint8_t> wb[3];
                 Weight W[3];
@@ -482,7 +487,7 @@ static void test_matmul_n(const char* isa, ThreadPool& pool1, ThreadPool& pool2)
                 }
                 if (!pack) W[1] = make_W(DType::Q4_1, wb[1], rows[1], cols);  // (unpacked either way)
                 std::vector<float> x = make_x(T, cols, rng);
-                for (ThreadPool* p : {&pool1, &pool2}) {
+                for (ThreadPool* p : {&pool1, &pool2, &pool3}) {
                     std::vector<float> ref[3], got[3];
                     float* ys[3];
                     const Weight* ws[3];
@@ -501,6 +506,60 @@ static void test_matmul_n(const char* isa, ThreadPool& pool1, ThreadPool& pool2)
                 }
             }
     g_pack = false;
+}
+
+// cpu_swiglu_matmul(y, h, gate, up, W) = cpu_swiglu then cpu_matmul, bit for bit (y and h; h apart from
+// gate or in place over it), packed or not, with 1, 2 and 3 threads and a 2-thread pool limited to one;
+// and independently: h within 1e-6 relative of silu(g) u in double, y within the float64 model's bound
+// of h W^T (check_result). cols 32 (one block for 2 or 3 threads: some threads quantize nothing), 96, 1536.
+static void test_swiglu_matmul(const char* isa, ThreadPool& pool1, ThreadPool& pool2, ThreadPool& pool3) {
+    cpu_matmul_set_isa(isa);
+    cpu_matmul_set_act_bits(16);
+    Rng rng(57);
+    int bad_bits = 0, bad_h = 0, bad_y = 0, n = 0;
+    for (DType dt : {DType::Q4_1, DType::Q8_0})
+        for (bool pack : {true, false})
+            for (int64_t cols : {32, 96, 1536})
+                for (int64_t rows : {33, 576})
+                    for (int T : {1, 4, 5}) {
+                        g_pack = pack;
+                        std::vector<uint8_t> wb = make_weight(dt, rows, cols, rng);
+                        Weight W = make_W(dt, wb, rows, cols);
+                        std::vector<float> gate = make_x(T, cols, rng), up = make_x(T, cols, rng);
+                        for (float& v : gate) v *= 0.25f;  // silu's interesting range
+                        std::vector<float> h_ref(gate.size()), y_ref((size_t)T * rows);
+                        cpu_swiglu(h_ref.data(), gate.data(), up.data(), gate.size());
+                        cpu_matmul(y_ref.data(), h_ref.data(), W, T, pool1);
+                        for (int i = 0; i < (int)gate.size(); i++) {
+                            const double g = gate[i], want = g / (1.0 + std::exp(-g)) * up[i];
+                            bad_h += !(std::fabs(h_ref[i] - want) <= 1e-6 * std::fabs(want) + 1e-30);
+                        }
+                        bad_y += !check_result(dt, wb.data(), h_ref, y_ref.data(), rows, cols, T,
+                                               kernel_name(isa, 16), 16);
+                        for (int k = 0; k < 4; k++) {
+                            ThreadPool& p = k == 0 ? pool1 : k == 1 || k == 3 ? pool2 : pool3;
+                            if (k == 3) p.set_limit(1);
+                            for (bool in_place : {false, true}) {
+                                std::vector<float> g2 = gate, h((size_t)T * cols, NAN), y((size_t)T * rows, NAN);
+                                float* hp = in_place ? g2.data() : h.data();
+                                cpu_swiglu_matmul(y.data(), hp, g2.data(), up.data(), W, T, p);
+                                const bool same = memcmp(y.data(), y_ref.data(), y.size() * 4) == 0 &&
+                                                  memcmp(hp, h_ref.data(), h_ref.size() * 4) == 0;
+                                bad_bits += !same;
+                                if (!same)
+                                    printf("  %s %s packed %d cols %lld rows %lld T %d threads %d%s%s: differs from "
+                                           "swiglu then matmul\n", isa, dtype_name(dt), pack, (long long)cols,
+                                           (long long)rows, T, p.limit(), k == 3 ? " (limited)" : "",
+                                           in_place ? " in place" : "");
+                                n++;
+                            }
+                            p.set_limit(0);
+                        }
+                    }
+    g_pack = false;
+    CHECK(bad_bits == 0, "%s: %d of %d swiglu_matmul calls differ from swiglu then matmul", isa, bad_bits, n);
+    CHECK(bad_h == 0, "%s: %d swiglu values off silu(g) u by more than 1e-6 relative", isa, bad_h);
+    CHECK(bad_y == 0, "%s: %d shapes of swiglu then matmul outside the float64 model's bound", isa, bad_y);
 }
 
 // Default activation bits: 16, or env BEAGLE_ACT_BITS (checked before anything fixes the choice).
@@ -549,7 +608,7 @@ static void test_pool_limit(ThreadPool& pool1, ThreadPool& pool2) {
 }
 
 int main() {
-    ThreadPool pool1(1), pool2(2);
+    ThreadPool pool1(1), pool2(2), pool3(3);
     test_act_bits_env();
     test_pool_limit(pool1, pool2);
     test_quantizer();
@@ -574,7 +633,8 @@ int main() {
             test_nan(isa, bits, pool2);
         }
     if (cpu_has_avx512_vnni()) test_packed_isas_agree(pool2);
-    for (const char* isa : isas) test_matmul_n(isa, pool1, pool2);
+    for (const char* isa : isas) test_matmul_n(isa, pool1, pool2, pool3);
+    for (const char* isa : isas) test_swiglu_matmul(isa, pool1, pool2, pool3);
     g_pack = true;
     test_pack_errors();
     cpu_matmul_set_act_bits(16);  // the packed kernels' setting

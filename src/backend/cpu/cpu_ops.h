@@ -12,6 +12,11 @@
 
 namespace beagle {
 
+// out[i] = silu(gate[i]) * up[i] for i < n (swiglu.cpp): CpuOps::swiglu, and the input of the fused
+// swiglu_matmul (matmul.cpp). Each element's arithmetic is the same wherever it sits, so any split of
+// [0, n) gives the same bits.
+void cpu_swiglu(float* out, const float* gate, const float* up, size_t n);
+
 class CpuOps : public Ops {
 public:
     // BEAGLE_ATTN=per-query in the environment starts it with the per-query attention loop order.
@@ -38,6 +43,7 @@ public:
     void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
                    int n_kv_heads, int head_dim, const AttnMask& mask) override;
     void swiglu(float* out, const float* gate, const float* up, size_t n) override;
+    void swiglu_matmul(float* y, float* h, const float* gate, const float* up, const Weight& W, int T) override;
     void add(float* y, const float* x, size_t n) override;
     void move_rows(float* buf, const int* src, const int* dst, int n, int width) override;
 

@@ -588,27 +588,38 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
     cpu_matmul_n(1, &y, x, &w, T, pool);
 }
 
-void cpu_matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T, ThreadPool& pool) {
-    // The row-group kernels (matmul_groups_*.cpp) serve a set whose matrices all carry this ISA's packed
-    // copy and share x's width, with 16-bit activations; anything else goes one matrix at a time.
-    const int isa = current_isa(), G = isa == ISA_AVX512 ? 16 : 8;
+// What a packed set multiplies: x itself, or (cpu_swiglu_matmul) h = silu(gate) * up, written to h block by
+// block by the thread that quantizes those blocks (x = h then).
+struct SetInput {
+    const float* x = nullptr;
+    float* h = nullptr;
+    const float* gate = nullptr;
+    const float* up = nullptr;
+};
+
+// True when the row-group kernels (matmul_groups_*.cpp) serve the set: every matrix carries this ISA's packed
+// copy, they share x's width, and activations are 16-bit.
+static bool packed_set_ok(int n, const Weight* const* Ws) {
+    const int G = current_isa() == ISA_AVX512 ? 16 : 8;
     bool packed = n >= 1 && current_act_bits() == 16;
     for (int i = 0; i < n && packed; i++)
         packed = Ws[i]->packed && Ws[i]->packed_rows == G && Ws[i]->cols == Ws[0]->cols;
-    if (!packed) {
-        for (int i = 0; i < n; i++) {
-            if (n > 1) cpu_matmul_n(1, ys + i, x, Ws + i, T, pool);  // one of them may be packed
-            else matmul_unpacked(ys[i], x, *Ws[i], T, pool);
-        }
-        return;
-    }
+    return packed;
+}
+
+// A packed set in one parallel region: the threads split the blocks of 32 columns of every input row (for
+// swiglu_matmul: compute them), quantize them, meet at one barrier, then split all the set's row groups
+// (one barrier for Q/K/V or gate/up, not one per matrix). Quantization is per block and each row group's
+// output is the kernels' alone, so the split never changes a bit.
+static void packed_set(int n, float* const* ys, const SetInput& in, const Weight* const* Ws, int T, ThreadPool& pool) {
+    const int isa = current_isa(), G = isa == ISA_AVX512 ? 16 : 8;
     for (int i = 0; i < n; i++)
-        if (!matmul_args_ok(ys[i], x, *Ws[i], T)) return;  // packed: rows, cols >= 1, so only T = 0 gets here
+        if (!matmul_args_ok(ys[i], in.x, *Ws[i], T)) return;  // packed: rows, cols >= 1, so only T = 0 gets here
     const int64_t cols = Ws[0]->cols;
     std::vector<MatmulJob> jobs(n);
     std::vector<int64_t> first(n + 1, 0);  // matrix i owns groups [first[i], first[i + 1]) of the set
     for (int i = 0; i < n; i++) {
-        jobs[i] = make_job(ys[i], x, *Ws[i], T);
+        jobs[i] = make_job(ys[i], in.x, *Ws[i], T);
         jobs[i].w = Ws[i]->packed;
         first[i + 1] = first[i] + (Ws[i]->rows + G - 1) / G;
     }
@@ -616,12 +627,16 @@ void cpu_matmul_n(int n, float* const* ys, const float* x, const Weight* const* 
     QuantActs acts;
     quant_acts_layout(acts, cols, 16, /*interleaved=*/false, /*with_corr=*/false);
     acts.base = scratch_bytes(acts.stride * (size_t)T);
-    pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
-        for (int64_t t = b; t < e; t++) quantize_act_row(acts, x + t * cols, t);
-    }, 8 * cols);
     for (MatmulJob& j : jobs) j.acts = acts;
-    // one split of all groups of the set over the threads: one barrier for the set, not one per matrix
-    pool.parallel_for(first[n], [&](int64_t b, int64_t e, int) {
+    auto quantize = [&](int64_t b0, int64_t b1) {  // blocks [b0, b1) of every row
+        if (b0 >= b1) return;
+        for (int t = 0; t < T; t++) {
+            const size_t row = (size_t)t * cols + 32 * b0;
+            if (in.gate) cpu_swiglu(in.h + row, in.gate + row, in.up + row, 32 * (size_t)(b1 - b0));
+            quantize_act_blocks(acts, in.x + (size_t)t * cols, t, b0, b1);
+        }
+    };
+    auto multiply = [&](int64_t b, int64_t e) {  // groups [b, e) of the set
         for (int i = 0; i < n; i++) {
             const int64_t g0 = std::max(b, first[i]) - first[i], g1 = std::min(e, first[i + 1]) - first[i];
             if (g0 >= g1) continue;
@@ -630,7 +645,51 @@ void cpu_matmul_n(int n, float* const* ys, const float* x, const Weight* const* 
             else
                 matmul_groups_avx2(jobs[i], g0, g1);
         }
-    }, (int64_t)G * cols * T);
+    };
+    const int nt = pool.limit();
+    const int64_t nb = acts.nb, ngroups = first[n];
+    if (nt == 1 || ngroups == 1 || ngroups * G * cols * T < (1 << 16)) {  // tiny: the caller alone (parallel_for's rule)
+        quantize(0, nb);
+        multiply(0, ngroups);
+        return;
+    }
+    SpinBarrier quantized(nt);
+    pool.run_on_all([&](int t) {
+        if (t >= nt) return;  // beyond the pool's limit: woken, no share
+        quantize(nb * t / nt, nb * (t + 1) / nt);
+        quantized.wait();
+        multiply(ngroups * t / nt, ngroups * (t + 1) / nt);
+    });
+}
+
+void cpu_matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T, ThreadPool& pool) {
+    if (!packed_set_ok(n, Ws)) {
+        for (int i = 0; i < n; i++) {
+            if (n > 1) cpu_matmul_n(1, ys + i, x, Ws + i, T, pool);  // one of them may be packed
+            else matmul_unpacked(ys[i], x, *Ws[i], T, pool);
+        }
+        return;
+    }
+    SetInput in;
+    in.x = x;
+    packed_set(n, ys, in, Ws, T, pool);
+}
+
+void cpu_swiglu_matmul(float* y, float* h, const float* gate, const float* up, const Weight& W, int T,
+                       ThreadPool& pool) {
+    const Weight* w = &W;
+    if (!packed_set_ok(1, &w) || T < 1) {
+        cpu_swiglu(h, gate, up, (size_t)T * (size_t)W.cols);
+        matmul_unpacked(y, h, W, T, pool);
+        return;
+    }
+    BEAGLE_CHECK(h && gate && up, "swiglu_matmul: null input buffer");
+    SetInput in;
+    in.x = h;
+    in.h = h;
+    in.gate = gate;
+    in.up = up;
+    packed_set(1, &y, in, &w, T, pool);
 }
 
 // ---- the op interface: matmul of a model Weight, and its weights packed in row groups of the current ISA
@@ -671,6 +730,10 @@ void CpuOps::matmul(float* y, const float* x, const Weight& W, int T) { cpu_matm
 
 void CpuOps::matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T) {
     cpu_matmul_n(n, ys, x, Ws, T, pool_);
+}
+
+void CpuOps::swiglu_matmul(float* y, float* h, const float* gate, const float* up, const Weight& W, int T) {
+    cpu_swiglu_matmul(y, h, gate, up, W, T, pool_);
 }
 
 }  // namespace beagle

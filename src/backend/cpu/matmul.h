@@ -24,6 +24,11 @@ void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& po
 // packed copy and all have the same cols, x is quantized once and one split of all the matrices' row
 // groups over the threads serves the set (one thread barrier instead of n: Q/K/V, gate/up).
 void cpu_matmul_n(int n, float* const* ys, const float* x, const Weight* const* Ws, int T, ThreadPool& pool);
+// h = silu(gate) * up (cpu_swiglu, T x W.cols; h may be gate), then y = h W^T: the same bits as those two
+// calls. With W packed, each thread computes and quantizes its share of h's blocks, then one barrier, then
+// the multiply: the MLP's elementwise step leaves the serial path between two parallel ones.
+void cpu_swiglu_matmul(float* y, float* h, const float* gate, const float* up, const Weight& W, int T,
+                       ThreadPool& pool);
 
 // Force the kernel set: "auto" (AVX-512 VNNI if the CPU has it, else AVX2), "avx2", "avx512"
 // (Error if the CPU lacks avx512f/bw/vl/vnni). Default: env BEAGLE_ISA, else "auto".

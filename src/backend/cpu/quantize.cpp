@@ -55,13 +55,13 @@ static inline int sum32_epi32(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
     return _mm_cvtsi128_si32(s4);
 }
 
-// int16 blocks in nibble order (quantize.h): d = amax / 32767, q = rint(x / d).
-static void quantize_row_q16(const QuantActs& a, const float* x, int64_t t) {
+// int16 blocks in nibble order (quantize.h): d = amax / 32767, q = rint(x / d), blocks [b0, b1) of row t.
+static void quantize_blocks_q16(const QuantActs& a, const float* x, int64_t t, int64_t b0, int64_t b1) {
     int16_t* q = qa_q16(a, t);
     float* d = qa_d(a, t);
     float* s = qa_s(a, t);
     const __m256i evens_odds = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    for (int64_t b = 0; b < a.nb; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         const float* xb = x + b * 32;
         __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
         __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
@@ -86,8 +86,29 @@ static void quantize_row_q16(const QuantActs& a, const float* x, int64_t t) {
         d[b] = db;
         s[b] = db * (float)qsum;
     }
+}
+
+// Zero the padding of row t past its nb blocks: q up to qbytes, d and s up to nb_pad (int16 layout).
+static void pad_row_q16(const QuantActs& a, int64_t t) {
+    int16_t* q = qa_q16(a, t);
+    float* d = qa_d(a, t);
+    float* s = qa_s(a, t);
     memset(q + a.nb * 32, 0, a.qbytes - (size_t)a.nb * 64);
     for (int64_t b = a.nb; b < a.nb_pad; b++) d[b] = s[b] = 0.0f;
+}
+
+void quantize_act_blocks(const QuantActs& a, const float* x, int64_t t, int64_t b0, int64_t b1) {
+    if (a.bits != 16 || a.interleaved)
+        fail("quantize_act_blocks: expected the plain int16 layout, found %d-bit%s", a.bits,
+             a.interleaved ? " interleaved" : "");
+    quantize_blocks_q16(a, x, t, b0, b1);
+    if (b1 == a.nb) pad_row_q16(a, t);
+}
+
+static void quantize_row_q16(const QuantActs& a, const float* x, int64_t t) {
+    int16_t* q = qa_q16(a, t);
+    quantize_blocks_q16(a, x, t, 0, a.nb);
+    pad_row_q16(a, t);
 
     if (a.interleaved) {
         for (int64_t k = 0; k < (a.nb + 1) / 2; k++) {  // blocks 2k (A) and 2k+1 (B, or padding zeros)

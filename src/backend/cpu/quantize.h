@@ -55,6 +55,10 @@ struct QuantActs {
 void quant_acts_layout(QuantActs& a, int64_t cols, int bits, bool interleaved, bool with_corr);
 // Quantize x (a.cols floats) into token row t of a.
 void quantize_act_row(const QuantActs& a, const float* x, int64_t t);
+// Blocks [b0, b1) of that (x: the whole row), for the plain int16 layout (16 bits, not interleaved; else
+// Error): every block depends on its own 32 values only, so threads may split a row's blocks. The call
+// whose b1 is a.nb also zeroes the row's padding. The same bytes as quantize_act_row.
+void quantize_act_blocks(const QuantActs& a, const float* x, int64_t t, int64_t b0, int64_t b1);
 
 // Element of block position p (0..31) in the int16 nibble order above.
 static inline int q16_element(int p) { return 2 * (p % 8) + (p / 8 == 1 ? 16 : p / 8 == 2 ? 1 : p / 8 == 3 ? 17 : 0); }

@@ -39,7 +39,7 @@ void swiglu_bwd_t(R* dgate, R* dup, const R* dout, const R* gate, const R* up, s
 // out = g sigmoid(g) up, 8 lanes at a time (the tail through masked loads, so every element gets the
 // same arithmetic wherever it sits): sigmoid(g) = 1 / (1 + e) for g >= 0, e / (1 + e) below, with
 // e = e^-|g| (exp8_neg: no overflow).
-void CpuOps::swiglu(float* out, const float* gate, const float* up, size_t n) {
+void cpu_swiglu(float* out, const float* gate, const float* up, size_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
     for (size_t i = 0; i < n; i += 8) {
         const __m256i lanes = tail_mask8((int)std::min<size_t>(8, n - i));
@@ -50,6 +50,8 @@ void CpuOps::swiglu(float* out, const float* gate, const float* up, size_t n) {
         _mm256_maskstore_ps(out + i, lanes, _mm256_mul_ps(_mm256_mul_ps(g, sg), u));
     }
 }
+
+void CpuOps::swiglu(float* out, const float* gate, const float* up, size_t n) { cpu_swiglu(out, gate, up, n); }
 
 void CpuOps::swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) {
     swiglu_bwd_t(dgate, dup, dout, gate, up, n);

@@ -220,8 +220,8 @@ static void test_accuracy(const char* isa, int bits, ThreadPool& pool) {
     }
 }
 
-// y[t, o] of a T = 17 call equals, bit for bit: the T = 1 call on token t alone, the call on a
-// sub-range of rows, and the same call with 1 or 2 threads.
+// y[t, o] of a T = 17 call equals, bit for bit: the T = 1 call on token t alone, the calls on its first
+// 2..16 tokens, the call on a sub-range of rows, and the same call with 1 or 2 threads.
 static void test_invariance(const char* isa, int bits, ThreadPool& pool1, ThreadPool& pool2) {
     cpu_matmul_set_isa(isa);
     cpu_matmul_set_act_bits(bits);
@@ -247,6 +247,15 @@ static void test_invariance(const char* isa, int bits, ThreadPool& pool1, Thread
                 }
             CHECK(same, "%s int%d %s cols %lld: T=1 rows differ from the T=17 call", kernel_name(isa, bits), bits, dtype_name(dt),
                   (long long)cols);
+            // the first Tp tokens alone, Tp = 2..16: every token tiling (tiles of 4 or 8 and each remainder)
+            bool prefix = true;
+            for (int Tp = 2; Tp < T; Tp++) {
+                std::vector<float> yp((size_t)Tp * rows);
+                cpu_matmul(yp.data(), x.data(), W, Tp, pool2);
+                prefix &= memcmp(yp.data(), y1.data(), yp.size() * 4) == 0;
+            }
+            CHECK(prefix, "%s int%d %s cols %lld: a call on the first 2..16 tokens differs from the T=17 call",
+                  kernel_name(isa, bits), bits, dtype_name(dt), (long long)cols);
             // rows 5..14 alone (shifts the row tiling by one) with tokens 3..16
             Weight Ws = make_W(dt, wb, 10, cols, 5);
             cpu_matmul(ys.data(), x.data() + 3 * cols, Ws, T - 3, pool2);

@@ -108,27 +108,34 @@ struct GroupTileInputs {
     }
 };
 
-// The row-group kernels' driver: per group, tiles of 4 tokens (each widened weight vector serves 4),
-// then one tile of the 1..3 left. Tile<Q4, C>::run(job, g, t0) computes tokens t0..t0+C-1 of group g;
-// Q4: Q4_0 or Q4_1 (packed alike), else Q8_0. `who` names the kernel in the error for other dtypes.
-template <template <bool, int> class Tile, bool Q4>
+// The row-group kernels' driver: per group, tiles of CMAX tokens (each widened weight vector serves all of
+// them), then one tile of the 1..CMAX-1 left. CMAX = 4 (AVX2: 16 ymm registers) or 8 (AVX-512: 32 zmm).
+// Tile<Q4, C>::run(job, g, t0) computes tokens t0..t0+C-1 of group g; Q4: Q4_0 or Q4_1 (packed alike),
+// else Q8_0. `who` names the kernel in the error for other dtypes. The tiling changes which tokens share a
+// weight load, never a token's arithmetic (each kernel's float steps per (row, token) do not depend on C).
+template <template <bool, int> class Tile, bool Q4, int CMAX>
 inline void groups_tiles(const MatmulJob& j, int64_t g0, int64_t g1) {
+    static_assert(CMAX == 4 || CMAX == 8, "token tiles of 4 or 8");
     for (int64_t g = g0; g < g1; g++) {
         int t = 0;
-        for (; t + 4 <= j.T; t += 4) Tile<Q4, 4>::run(j, g, t);
+        for (; t + CMAX <= j.T; t += CMAX) Tile<Q4, CMAX>::run(j, g, t);
         switch (j.T - t) {
             case 1: Tile<Q4, 1>::run(j, g, t); break;
             case 2: Tile<Q4, 2>::run(j, g, t); break;
             case 3: Tile<Q4, 3>::run(j, g, t); break;
+            case 4: Tile<Q4, CMAX == 8 ? 4 : 1>::run(j, g, t); break;  // (CMAX = 4: not reached)
+            case 5: Tile<Q4, CMAX == 8 ? 5 : 1>::run(j, g, t); break;
+            case 6: Tile<Q4, CMAX == 8 ? 6 : 1>::run(j, g, t); break;
+            case 7: Tile<Q4, CMAX == 8 ? 7 : 1>::run(j, g, t); break;
             default: break;
         }
     }
 }
-template <template <bool, int> class Tile>
+template <template <bool, int> class Tile, int CMAX>
 inline void groups_run(const MatmulJob& j, int64_t g0, int64_t g1, const char* who) {
     switch (j.dtype) {
-        case DType::Q8_0: groups_tiles<Tile, false>(j, g0, g1); break;
-        case DType::Q4_0: case DType::Q4_1: groups_tiles<Tile, true>(j, g0, g1); break;
+        case DType::Q8_0: groups_tiles<Tile, false, CMAX>(j, g0, g1); break;
+        case DType::Q4_0: case DType::Q4_1: groups_tiles<Tile, true, CMAX>(j, g0, g1); break;
         default: fail("%s: packed weights must be Q8_0, Q4_0 or Q4_1 (code %d)", who, (int)j.dtype);
     }
 }

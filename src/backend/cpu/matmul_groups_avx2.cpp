@@ -117,6 +117,6 @@ struct GroupTile {
 
 }  // namespace
 
-void matmul_groups_avx2(const MatmulJob& j, int64_t g0, int64_t g1) { groups_run<GroupTile>(j, g0, g1, "matmul_groups_avx2"); }
+void matmul_groups_avx2(const MatmulJob& j, int64_t g0, int64_t g1) { groups_run<GroupTile, 4>(j, g0, g1, "matmul_groups_avx2"); }
 
 }  // namespace beagle

@@ -678,12 +678,12 @@ void cpu_matmul_n(int n, float* const* ys, const float* x, const Weight* const* 
 void cpu_swiglu_matmul(float* y, float* h, const float* gate, const float* up, const Weight& W, int T,
                        ThreadPool& pool) {
     const Weight* w = &W;
+    BEAGLE_CHECK(T < 1 || (h && gate && up), "swiglu_matmul: null input buffer");
     if (!packed_set_ok(1, &w) || T < 1) {
         cpu_swiglu(h, gate, up, (size_t)T * (size_t)W.cols);
         matmul_unpacked(y, h, W, T, pool);
         return;
     }
-    BEAGLE_CHECK(h && gate && up, "swiglu_matmul: null input buffer");
     SetInput in;
     in.x = h;
     in.h = h;

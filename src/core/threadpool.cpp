@@ -34,6 +34,17 @@ ThreadPool::~ThreadPool() {
 // then sleep on the condition variable (a futex wake-up costs tens of microseconds on a VM).
 constexpr double SPIN_PAUSE_S = 50e-6, SPIN_S = 5e-3;
 
+// A thread waiting for others within a job (run_on_all's caller, SpinBarrier): pause-spin, and after
+// SPIN_PAUSE_S yield now and then, since a thread descheduled by a busy machine may need this core.
+template <class Done>
+static void spin_until(Done done) {
+    const double t0 = now_seconds();
+    for (int spins = 1; !done(); spins++) {
+        _mm_pause();
+        if (spins % 64 == 0 && now_seconds() - t0 > SPIN_PAUSE_S) sched_yield();
+    }
+}
+
 void ThreadPool::worker(int idx) {
     uint64_t seen = 0;
     for (;;) {
@@ -74,28 +85,23 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     }
     if (sleepers_.load() > 0) cv_.notify_all();
     fn(0);
-    const double t0 = now_seconds();
-    for (int spins = 1; pending_.load(std::memory_order_acquire) != 0; spins++) {
-        _mm_pause();
-        // a worker descheduled by a busy machine may need this core: yield after a while
-        if (spins % 64 == 0 && now_seconds() - t0 > SPIN_PAUSE_S) sched_yield();
-    }
+    spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
     job_ = nullptr;
 }
 
 void SpinBarrier::wait() {
     arrived_.fetch_add(1, std::memory_order_acq_rel);
-    const double t0 = now_seconds();
-    for (int spins = 1; arrived_.load(std::memory_order_acquire) < n_; spins++) {
-        _mm_pause();
-        if (spins % 64 == 0 && now_seconds() - t0 > SPIN_PAUSE_S) sched_yield();
-    }
+    spin_until([&] { return arrived_.load(std::memory_order_acquire) >= n_; });
+}
+
+int ThreadPool::threads_for(int64_t n, int64_t cost) const {
+    return limit_ == 1 || n <= 1 || n * cost < (1 << 16) ? 1 : limit_;
 }
 
 void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t cost) {
     if (n <= 0) return;
-    const int nt = limit_;
-    if (nt == 1 || n == 1 || n * cost < (1 << 16)) {
+    const int nt = threads_for(n, cost);
+    if (nt == 1) {
         fn(0, n, 0);
         return;
     }

@@ -31,6 +31,9 @@ public:
     // since waking a worker costs more than that (the result does not depend on the split).
     using RangeFn = std::function<void(int64_t, int64_t, int)>;
     void parallel_for(int64_t n, const RangeFn& fn, int64_t cost = 1 << 20);
+    // The threads parallel_for(n, fn, cost) splits its items over: 1 (the caller alone) for a tiny job,
+    // else limit(). For a job in phases run through run_on_all with the same rule.
+    int threads_for(int64_t n, int64_t cost) const;
     // fn(thread_index) once on every thread.
     void run_on_all(const std::function<void(int)>& fn);
 

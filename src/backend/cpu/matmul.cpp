@@ -646,9 +646,9 @@ static void packed_set(int n, float* const* ys, const SetInput& in, const Weight
                 matmul_groups_avx2(jobs[i], g0, g1);
         }
     };
-    const int nt = pool.limit();
     const int64_t nb = acts.nb, ngroups = first[n];
-    if (nt == 1 || ngroups == 1 || ngroups * G * cols * T < (1 << 16)) {  // tiny: the caller alone (parallel_for's rule)
+    const int nt = pool.threads_for(ngroups, (int64_t)G * cols * T);
+    if (nt == 1) {  // a tiny set (or a one-thread pool): the caller alone
         quantize(0, nb);
         multiply(0, ngroups);
         return;

@@ -108,6 +108,13 @@ struct GroupTileInputs {
     }
 };
 
+// The last tile of a group: `left` tokens from t, 1 <= left <= C (one instantiation per tile size <= C).
+template <template <bool, int> class Tile, bool Q4, int C>
+inline void last_tile(const MatmulJob& j, int64_t g, int t, int left) {
+    if constexpr (C > 1)
+        if (left < C) return last_tile<Tile, Q4, C - 1>(j, g, t, left);
+    Tile<Q4, C>::run(j, g, t);
+}
 // The row-group kernels' driver: per group, tiles of CMAX tokens (each widened weight vector serves all of
 // them), then one tile of the 1..CMAX-1 left. CMAX = 4 (AVX2: 16 ymm registers) or 8 (AVX-512: 32 zmm).
 // Tile<Q4, C>::run(job, g, t0) computes tokens t0..t0+C-1 of group g; Q4: Q4_0 or Q4_1 (packed alike),
@@ -119,16 +126,7 @@ inline void groups_tiles(const MatmulJob& j, int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; g++) {
         int t = 0;
         for (; t + CMAX <= j.T; t += CMAX) Tile<Q4, CMAX>::run(j, g, t);
-        switch (j.T - t) {
-            case 1: Tile<Q4, 1>::run(j, g, t); break;
-            case 2: Tile<Q4, 2>::run(j, g, t); break;
-            case 3: Tile<Q4, 3>::run(j, g, t); break;
-            case 4: Tile<Q4, CMAX == 8 ? 4 : 1>::run(j, g, t); break;  // (CMAX = 4: not reached)
-            case 5: Tile<Q4, CMAX == 8 ? 5 : 1>::run(j, g, t); break;
-            case 6: Tile<Q4, CMAX == 8 ? 6 : 1>::run(j, g, t); break;
-            case 7: Tile<Q4, CMAX == 8 ? 7 : 1>::run(j, g, t); break;
-            default: break;
-        }
+        if (t < j.T) last_tile<Tile, Q4, CMAX - 1>(j, g, t, j.T - t);
     }
 }
 template <template <bool, int> class Tile, int CMAX>

@@ -19,9 +19,9 @@ void VerifyCost::observe(int T, double seconds) {
         update(t1_, n1_, seconds);
         return;
     }
-    if (n1_ < 4 || table_[T] < 1.01) return;
-    const double e = (seconds / t1_ - 1.0) / (table_[T] - 1.0);
-    update(r_, nr_, std::min(4.0, std::max(0.25, e)));
+    if (n1_ < 4) return;
+    const double e = (seconds / t1_ - table_[T]) / (T - 1);
+    update(b_, nb_, std::min(1.0, std::max(-0.25, e)));
 }
 
 double time_verify(Llama& m, const int* tokens, int T, int reps, double (*clock)()) {

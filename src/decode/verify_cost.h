@@ -2,6 +2,7 @@
 // forward of T tokens costs in decode steps, timed on this machine at start-up (measure_verify_cost)
 // and corrected from the engine's own forward timings (VerifyCost::observe). `beagle bench` times it too.
 #pragma once
+#include <algorithm>
 #include <vector>
 
 #include "session.h"
@@ -10,25 +11,31 @@ namespace beagle {
 
 // The verify cost table of a cost-aware drafter: cost(T) = time of a target forward of T tokens in
 // decode steps, measured at start-up (measure_verify_cost), then corrected online from the engine's
-// own forward timings (observe): t1 = mean of the plain steps (T = 1) seen, r = mean of
-// (t_T / t1 - 1) / (table[T] - 1) over verify passes of T >= 2 tokens (each clamped to [1/4, 4];
-// running means of the first 32, then exponential with weight 1/32; r starts at 1 and waits for 4
-// plain steps), and cost(T) = 1 + r (table[T] - 1). Start-up timing repeats
-// each T in place; inside generation a verify of 2-4 tokens was measured 20-40% dearer.
+// own forward timings (observe): t1 = mean of the plain steps (T = 1) seen, b = mean of
+// (t_T / t1 - table[T]) / (T - 1) over verify passes of T >= 2 tokens (each clamped to [-1/4, 1]:
+// what each token past the first costs beyond the table, in decode steps; running means of the first
+// 32, then exponential with weight 1/32; b starts at 0 and waits for 4 plain steps), and
+// cost(T) = max(1, table[T] + b (T - 1)). Inside generation a verify costs more than the start-up
+// loop (one forward repeated in place) says: Zen 5, 2 threads, AVX-512, 2 / 3 / 4 tokens 1.12 /
+// 1.20 / 1.39 steps against a table of 1.03 / 1.08 / 1.22, about 0.06 steps per token. (Until
+// 2026-11-28 the table's excess over 1 was scaled instead, cost(T) = 1 + r (table[T] - 1), r from
+// (t_T / t1 - 1) / (table[T] - 1) clamped to [1/4, 4]: where the table's cost(2) was 1.03 a 12% dearer
+// 2-token verify made r = 4, and a 4-token verify then "cost" 1.9 steps; the cost-aware trees of mode
+// auto shrank from 3.3 to 2.4 nodes and it fell 13% behind hybrid on MT-Bench.)
 class VerifyCost {
 public:
     VerifyCost() = default;
     explicit VerifyCost(std::vector<double> table) : table_(std::move(table)) {}
     bool empty() const { return table_.empty(); }
     int max_tokens() const { return (int)table_.size() - 1; }  // cost(T) defined for T = 1..max_tokens()
-    double operator[](int T) const { return T <= 1 ? 1.0 : 1.0 + r_ * (table_[T] - 1.0); }
-    double correction() const { return r_; }
+    double operator[](int T) const { return T <= 1 ? 1.0 : std::max(1.0, table_[T] + b_ * (T - 1)); }
+    double per_token_excess() const { return b_; }
     void observe(int T, double seconds);
 
 private:
     std::vector<double> table_;
-    double t1_ = 0, r_ = 1.0;
-    int n1_ = 0, nr_ = 0;
+    double t1_ = 0, b_ = 0;
+    int n1_ = 0, nb_ = 0;
 };
 
 // Seconds of one verify pass of T tokens (tokens[0..T) as a chain, with its tree mask) after the

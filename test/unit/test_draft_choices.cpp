@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "decode/auto_drafter.h"
 #include "decode/drafters.h"
 #include "decode/session.h"
 #include "decode/speculative.h"
@@ -71,9 +72,60 @@ static void test_policy_arms() {
           (int)none.settled(), (int)MeasuredChoice(1, 2).settled());
 }
 
+// Mode auto's switch (auto_drafter.h) with fake drafters and a fixed cost model (verify of T tokens =
+// 1 + 0.3 (T - 1) steps, a draft round 0.15 more): the draft sends 3 candidates; in a good stretch 2 of
+// them are accepted (3 tokens for 1.75 steps), in a bad stretch none (1 token). Lookup sends nothing (a
+// plain step). 40 good rounds, 40 bad ones (the draft is turned off), then good again: the probes must
+// bring the draft back within a few probes, not leave it off for the rest of the text. (Before the
+// probes ran 4 rounds in a row, one probe round moved the draft's record by 1/16 of its worth: it ran
+// 22 of the last 240 rounds.)
+struct FakeDrafter : Drafter {
+    const char* nm;
+    int send;  // candidates proposed under the root
+    FakeDrafter(const char* n, int k) : nm(n), send(k) {}
+    const char* name() const override { return nm; }
+    void begin(const std::vector<int>&, const float*) override {}
+    void propose(const std::vector<int>&, DraftTree* tree, int, const SamplingParams&, Rng&) override {
+        for (int k = 0; k < send; k++) tree->add(k, 1, 0.0f);
+    }
+    void accept(const DraftTree&, const std::vector<int>&, const float*) override {}
+    void accept_skipped(const DraftTree&, const std::vector<int>&, const float*) override {}
+};
+
+static void test_auto_probes() {
+    std::vector<double> cost(25, 1.0);
+    for (int T = 1; T <= 24; T++) cost[T] = 1 + 0.3 * (T - 1);
+    std::unique_ptr<Drafter> a = make_auto_drafter(std::unique_ptr<Drafter>(new FakeDrafter("hybrid", 3)),
+                                                   std::unique_ptr<Drafter>(new FakeDrafter("lookup", 0)), cost, 0.15);
+    a->begin({0}, nullptr);
+    SamplingParams sp;
+    Rng rng(1);
+    int draft_bad = 0, draft_after = 0;
+    const int good1 = 40, bad = 40, good2 = 240;
+    for (int r = 0; r < good1 + bad + good2; r++) {
+        const bool good = r < good1 || r >= good1 + bad;
+        DraftTree tree;
+        tree.reset(0);
+        a->propose({0}, &tree, 64, sp, rng);
+        const bool drafted = std::string(a->round_mode()) == "hybrid";
+        std::vector<int> path = {0};
+        if (drafted && good) path = {0, 1, 2};
+        a->accept(tree, path, nullptr);
+        if (r >= good1 && r < good1 + bad) draft_bad += drafted;
+        if (r >= good1 + bad) draft_after += drafted;
+    }
+    CHECK(draft_bad < bad / 2, "auto: the draft ran %d of %d rounds of the bad stretch (expected it turned off)",
+          draft_bad, bad);
+    CHECK(draft_after >= good2 - 40, "auto: the draft ran %d of the %d rounds after the bad stretch (expected >= %d: "
+          "the probes bring it back)", draft_after, good2, good2 - 40);
+    printf("auto: the draft ran %d of %d rounds of a bad stretch, %d of the %d rounds after it\n", draft_bad, bad,
+           draft_after, good2);
+}
+
 int main() {
     test_policy();
     test_policy_arms();
+    test_auto_probes();
     const std::string M = test_models_dir(), shipped = test_root() + "/weights/beagle-stories260K.bin";
     CHECK(file_exists(shipped), "%s missing", shipped.c_str());
     const std::vector<std::string> prompts = test_stories_prompts();

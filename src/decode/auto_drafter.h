@@ -19,9 +19,9 @@ namespace beagle {
 // g > b = max(1, g_L) (it beats both plain decoding, 1 token per step, and lookup alone; g_L counts
 // from the 4th lookup round on, b = 1 before), during its first 4 rounds, and as a probe after `gap`
 // rounds without it: a probe is 4 draft rounds in a row (a probe of one round moved g by 1/16 of its
-// worth, so a draft turned off by a bad stretch stayed off for the rest of the text: mode auto fell
-// 3-15% behind hybrid on MT-Bench); gap 4, doubled after each probe that leaves g <= b, up to 64; back
-// to 4 once g > b. Every other round is the lookup drafter's.
+// worth, so a draft turned off by a bad stretch stayed off for the rest of the text); gap 4, doubled
+// after each probe that leaves g <= b, up to 64; back to 4 once g > b. Every other round is the lookup
+// drafter's.
 // The drafter that sits a round out is told its tokens and true states (Drafter::accept_skipped), so
 // the draft's keys always cover the whole committed sequence and greedy output is unchanged.
 // draft_cost >= 0: a draft round costs this many decode steps instead of its measured time (tests:

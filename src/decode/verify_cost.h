@@ -21,7 +21,7 @@ namespace beagle {
 // 2026-11-28 the table's excess over 1 was scaled instead, cost(T) = 1 + r (table[T] - 1), r from
 // (t_T / t1 - 1) / (table[T] - 1) clamped to [1/4, 4]: where the table's cost(2) was 1.03 a 12% dearer
 // 2-token verify made r = 4, and a 4-token verify then "cost" 1.9 steps; the cost-aware trees of mode
-// auto shrank from 3.3 to 2.4 nodes and it fell 13% behind hybrid on MT-Bench.)
+// auto shrank from 3.2-3.4 nodes to 2.0-2.6 and it fell up to 13% behind hybrid on MT-Bench.)
 class VerifyCost {
 public:
     VerifyCost() = default;

@@ -53,7 +53,7 @@ public:
         const int T = std::min(tree.size(), cost_.max_tokens());
         double c = cost_[T];
         if (draft_cost_ >= 0) c += draft_cost_;
-        else if (t1_ > 0) c += draft_s_ / t1_;
+        else if (cost_.step_seconds() > 0) c += draft_s_ / cost_.step_seconds();
         drafted_.add(path.size(), c);
         if (drafted_.gain() > baseline()) gap_ = kMinGap;
     }
@@ -67,10 +67,6 @@ public:
         draft_->observe_verify(T, seconds);
         lookup_->observe_verify(T, seconds);
         cost_.observe(T, seconds);
-        if (T <= cost_.max_tokens() && seconds > 0) {  // one decode step's time, from any verify pass
-            const double t1 = seconds / cost_[T];
-            t1_ = t1_ > 0 ? t1_ + (t1 - t1_) * kDecay : t1;
-        }
     }
 
 private:
@@ -91,7 +87,6 @@ private:
     std::unique_ptr<Drafter> draft_, lookup_;
     VerifyCost cost_;
     double draft_cost_;             // >= 0: fixed decode steps per draft round (tests)
-    double t1_ = 0;                 // seconds of one decode step (estimate)
     Rate drafted_, looked_up_;      // draft rounds; lookup rounds and plain steps
     int since_draft_ = 0, gap_ = kMinGap, unsettled_ = 0, probe_left_ = 0;
     bool use_draft_ = true, sent_ = false;

@@ -36,9 +36,10 @@ struct BeagleDraftParams {
                              // threads draft 1.3-1.7x faster than one, under load one is 4-10x faster
     // Non-empty (--total-tokens auto): verify_cost[T] = cost of verifying T tokens in decode steps
     // (measure_verify_cost). Each round then keeps the best-ranked n candidates that maximise the
-    // expected tokens per unit of cost, (1 + a sum_{i<n} exp(score_i)) / verify_cost[n + 1], with
-    // a the draft's calibration (accepted / predicted, learnt online); n = 0 is a plain decode
-    // step. Depths whose frontier cannot pay for a node are not expanded. total_tokens is ignored.
+    // expected tokens per unit of cost, (1 + a sum_{i<n} exp(score_i)) / (verify_cost[n + 1] + o), with
+    // a the draft's calibration (accepted / predicted, learnt online) and o the round's drafting in
+    // decode steps (measured; best_prefix in verify_cost.h); n = 0 is a plain decode step. Depths
+    // whose frontier cannot pay for a node are not expanded. total_tokens is ignored.
     std::vector<double> verify_cost;
     double auto_draft_cost = -1;  // mode auto (auto_drafter.h): a draft round's drafting cost in decode steps;
                                   // < 0: measured each round (tests fix it to make the choices reproducible)

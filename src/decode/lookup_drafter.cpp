@@ -62,17 +62,15 @@ private:
     VerifyCost cost_;     // non-empty: cost-aware length (see make_lookup_drafter)
     LookupRates rates_;
     int matched_ = 1, shadow_tok_ = -1, shadow_m_ = 1;
+    std::vector<double> reach_;  // worth_sending: the chance that the chain is accepted up to each token
     // The chain length n <= len with the most expected tokens per unit of verify cost, from the
     // acceptance rates seen so far for matches of this length (0: a plain step).
     int worth_sending(int m, int len, int first_tok) {
-        len = std::min(len, cost_.max_tokens() - 1);
-        double expect = 1, reach = 1, best = 1.0 / cost_[1];
-        int keep = 0;
-        for (int k = 1; k <= len; k++) {
-            reach *= rates_.rate(m, k);
-            expect += reach;
-            if (expect / cost_[k + 1] > best) { best = expect / cost_[k + 1]; keep = k; }
-        }
+        len = std::max(0, std::min(len, cost_.max_tokens() - 1));
+        reach_.resize(len);
+        double reach = 1;
+        for (int k = 1; k <= len; k++) reach_[k - 1] = reach *= rates_.rate(m, k);
+        const int keep = best_prefix(reach_.data(), len, cost_);
         if (keep == 0) { shadow_tok_ = first_tok; shadow_m_ = m; }
         return keep;
     }

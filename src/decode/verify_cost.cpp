@@ -17,11 +17,27 @@ void VerifyCost::observe(int T, double seconds) {
     };
     if (T == 1) {
         update(t1_, n1_, seconds);
-        return;
+    } else if (n1_ >= 4) {
+        const double e = (seconds / t1_ - table_[T]) / (T - 1);
+        update(b_, nb_, std::min(1.0, std::max(-0.25, e)));
     }
-    if (n1_ < 4) return;
-    const double e = (seconds / t1_ - table_[T]) / (T - 1);
-    update(b_, nb_, std::min(1.0, std::max(-0.25, e)));
+    const double step = seconds / (*this)[T];
+    step_s_ = step_s_ > 0 ? step_s_ + (step - step_s_) / 16 : step;
+}
+
+int best_prefix(const double* p, int count, const VerifyCost& cost, double overhead) {
+    count = std::min(count, cost.max_tokens() - 1);
+    double expect = 1, best = 1.0 / (cost[1] + overhead);
+    int keep = 0;
+    for (int i = 0; i < count; i++) {
+        expect += p[i];
+        const double gain = expect / (cost[i + 2] + overhead);
+        if (gain > best) {
+            best = gain;
+            keep = i + 1;
+        }
+    }
+    return keep;
 }
 
 double time_verify(Llama& m, const int* tokens, int T, int reps, double (*clock)()) {

@@ -30,13 +30,24 @@ public:
     int max_tokens() const { return (int)table_.size() - 1; }  // cost(T) defined for T = 1..max_tokens()
     double operator[](int T) const { return T <= 1 ? 1.0 : std::max(1.0, table_[T] + b_ * (T - 1)); }
     double per_token_excess() const { return b_; }
+    // Seconds of one decode step, estimated from every forward observed (t_T / cost(T), exponential
+    // mean with weight 1/16); 0 until one is observed.
+    double step_seconds() const { return step_s_; }
     void observe(int T, double seconds);
 
 private:
     std::vector<double> table_;
-    double t1_ = 0, b_ = 0;
+    double t1_ = 0, b_ = 0, step_s_ = 0;
     int n1_ = 0, nb_ = 0;
 };
+
+// How many candidates of a ranked list a round verifies: p[i] = the estimated chance that candidate i
+// is accepted (ranked so that every candidate's ancestors come before it), and the n returned
+// maximises the expected tokens per unit of cost, (1 + p[0] + ... + p[n - 1]) / (cost[n + 1] + overhead)
+// (first maximum; n = 0: the root alone, a plain step). overhead: what a round costs beyond its verify
+// pass, in decode steps (the draft's forwards: without it every tree looks dearer than it is and the
+// ratio favours small ones). n <= min(count, cost.max_tokens() - 1).
+int best_prefix(const double* p, int count, const VerifyCost& cost, double overhead = 0);
 
 // Seconds of one verify pass of T tokens (tokens[0..T) as a chain, with its tree mask) after the
 // model's current n_past, best of `reps`; the cache is truncated back after each. T <= max_batch.

@@ -1,6 +1,6 @@
 // test_cpu_attention.cpp: the CPU backend's target attention (src/backend/cpu/attention.cpp) in its two
 // loop orders — per KV head (the group * T queries of a head share each block of cached K / V rows) and
-// per query — gives the same bits, on causal and tree masks, head_dim 64 / 128, GQA groups 1 / 3 / 4,
+// per query — gives the same bits, on causal and tree masks and per-sequence ranges (kv_start), head_dim 64 / 128, GQA groups 1 / 3 / 4,
 // n_past 0 .. 300 (partial 8- and 16-key blocks), T 1 .. 40, 1 and 2 threads; each query equals the same
 // query computed alone (T = 1 over the same visible keys: batch invariance at the op); and both agree
 // with a float64 softmax reference (atol 1e-5 + rtol 1e-5: fp32 dots of <= 128 terms, a degree-7 exp
@@ -23,51 +23,16 @@ static bool visible(const std::vector<uint64_t>& tm, int words, int t, int j, bo
     return tree ? (tm[(size_t)t * words + j / 64] >> (j % 64) & 1) : j <= t;
 }
 
-static void run_case(CpuOps& ops1, CpuOps& ops2, const Case& c, std::mt19937& rng) {
+// Each query t of o_head (c.T queries) against the same query computed alone (its visible keys, keys_of(t),
+// copied to the first rows of a fresh cache, T = 1 causal: bits) and against a float64 softmax reference.
+template <class KeysOf>
+static void check_each_query(CpuOps& ops1, const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                             const std::vector<float>& v, const std::vector<float>& o_head, const char* what,
+                             KeysOf keys_of) {
     const int kv_dim = c.n_kv * c.hd, q_dim = c.n_heads * c.hd, group = c.n_heads / c.n_kv;
-    const int n_rows = c.n_past + c.T;
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> q((size_t)c.T * q_dim), k((size_t)n_rows * kv_dim), v(k.size());
-    for (auto& x : q) x = nd(rng);
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
-    // tree: a random ancestor structure (each node's parent an earlier node or the root), self included
-    const int words = (c.T + 63) / 64;
-    std::vector<uint64_t> tm((size_t)c.T * words, 0);
-    for (int t = 0; t < c.T; t++) {
-        if (t > 0) {
-            const int parent = (int)(rng() % t);
-            for (int w = 0; w < words; w++) tm[(size_t)t * words + w] = tm[(size_t)parent * words + w];
-        }
-        tm[(size_t)t * words + t / 64] |= 1ull << (t % 64);
-    }
-    AttnMask m;
-    m.n_past = c.n_past;
-    if (c.tree) {
-        m.tree_mask = tm.data();
-        m.mask_words = words;
-    }
-    std::vector<float> o_head((size_t)c.T * q_dim), o_query(o_head.size()), o_2(o_head.size());
-    ops1.set_attention_per_query(false);
-    ops1.attention(o_head.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
-    ops2.set_attention_per_query(false);
-    ops2.attention(o_2.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
-    ops1.set_attention_per_query(true);
-    ops1.attention(o_query.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
-    char what[160];
-    snprintf(what, sizeof what, "T %d heads %d/%d hd %d n_past %d %s", c.T, c.n_heads, c.n_kv, c.hd, c.n_past,
-             c.tree ? "tree" : "causal");
-    CHECK(memcmp(o_head.data(), o_query.data(), o_head.size() * sizeof(float)) == 0,
-          "%s: per KV head != per query (bits)", what);
-    CHECK(memcmp(o_head.data(), o_2.data(), o_head.size() * sizeof(float)) == 0, "%s: 2 threads != 1 (bits)", what);
-
-    // each query alone: its visible keys copied to the first rows of a fresh cache, T = 1 causal
     int alone_bad = 0, ref_bad = 0;
     for (int t = 0; t < c.T; t++) {
-        std::vector<int> keys;
-        for (int j = 0; j < c.n_past; j++) keys.push_back(j);
-        for (int j = 0; j < c.T; j++)
-            if (visible(tm, words, t, j, c.tree)) keys.push_back(c.n_past + j);
+        const std::vector<int> keys = keys_of(t);
         const int nk = (int)keys.size();
         std::vector<float> k1((size_t)nk * kv_dim), v1(k1.size()), o1(q_dim);
         for (int i = 0; i < nk; i++) {
@@ -106,6 +71,92 @@ static void run_case(CpuOps& ops1, CpuOps& ops2, const Case& c, std::mt19937& rn
     CHECK(ref_bad == 0, "%s: %d outputs off the float64 reference", what, ref_bad);
 }
 
+static void run_case(CpuOps& ops1, CpuOps& ops2, const Case& c, std::mt19937& rng) {
+    const int kv_dim = c.n_kv * c.hd, q_dim = c.n_heads * c.hd;
+    const int n_rows = c.n_past + c.T;
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> q((size_t)c.T * q_dim), k((size_t)n_rows * kv_dim), v(k.size());
+    for (auto& x : q) x = nd(rng);
+    for (auto& x : k) x = nd(rng);
+    for (auto& x : v) x = nd(rng);
+    // tree: a random ancestor structure (each node's parent an earlier node or the root), self included
+    const int words = (c.T + 63) / 64;
+    std::vector<uint64_t> tm((size_t)c.T * words, 0);
+    for (int t = 0; t < c.T; t++) {
+        if (t > 0) {
+            const int parent = (int)(rng() % t);
+            for (int w = 0; w < words; w++) tm[(size_t)t * words + w] = tm[(size_t)parent * words + w];
+        }
+        tm[(size_t)t * words + t / 64] |= 1ull << (t % 64);
+    }
+    AttnMask m;
+    m.n_past = c.n_past;
+    if (c.tree) {
+        m.tree_mask = tm.data();
+        m.mask_words = words;
+    }
+    std::vector<float> o_head((size_t)c.T * q_dim), o_query(o_head.size()), o_2(o_head.size());
+    ops1.set_attention_per_query(false);
+    ops1.attention(o_head.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
+    ops2.set_attention_per_query(false);
+    ops2.attention(o_2.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
+    ops1.set_attention_per_query(true);
+    ops1.attention(o_query.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
+    char what[160];
+    snprintf(what, sizeof what, "T %d heads %d/%d hd %d n_past %d %s", c.T, c.n_heads, c.n_kv, c.hd, c.n_past,
+             c.tree ? "tree" : "causal");
+    CHECK(memcmp(o_head.data(), o_query.data(), o_head.size() * sizeof(float)) == 0,
+          "%s: per KV head != per query (bits)", what);
+    CHECK(memcmp(o_head.data(), o_2.data(), o_head.size() * sizeof(float)) == 0, "%s: 2 threads != 1 (bits)", what);
+
+    check_each_query(ops1, c, q, k, v, o_head, what, [&](int t) {
+        std::vector<int> keys;
+        for (int j = 0; j < c.n_past; j++) keys.push_back(j);
+        for (int j = 0; j < c.T; j++)
+            if (visible(tm, words, t, j, c.tree)) keys.push_back(c.n_past + j);
+        return keys;
+    });
+}
+
+// Per-sequence ranges (AttnMask::kv_start, batched decoding): query t sees cache rows [start_t, start_t +
+// len_t) of a shared cache of n_rows rows, ranges of random start and length 1 .. n_rows (partial key
+// blocks, overlapping ranges, tokens of one sequence sharing a prefix), checked as run_case does.
+static void run_ranges_case(CpuOps& ops1, CpuOps& ops2, int T, int n_heads, int n_kv, int hd, int n_rows,
+                            std::mt19937& rng) {
+    const Case c{T, n_heads, n_kv, hd, 0, false};
+    const int kv_dim = n_kv * hd, q_dim = n_heads * hd;
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> q((size_t)T * q_dim), k((size_t)n_rows * kv_dim), v(k.size());
+    for (auto& x : q) x = nd(rng);
+    for (auto& x : k) x = nd(rng);
+    for (auto& x : v) x = nd(rng);
+    std::vector<int> start(T), len(T);
+    for (int t = 0; t < T; t++) {
+        start[t] = (int)(rng() % n_rows);
+        len[t] = 1 + (int)(rng() % (n_rows - start[t]));
+    }
+    AttnMask m;
+    m.kv_start = start.data();
+    m.kv_len = len.data();
+    std::vector<float> o_head((size_t)T * q_dim), o_query(o_head.size()), o_2(o_head.size());
+    ops1.set_attention_per_query(false);
+    ops1.attention(o_head.data(), q.data(), k.data(), v.data(), T, n_heads, n_kv, hd, m);
+    ops2.set_attention_per_query(false);
+    ops2.attention(o_2.data(), q.data(), k.data(), v.data(), T, n_heads, n_kv, hd, m);
+    ops1.set_attention_per_query(true);
+    ops1.attention(o_query.data(), q.data(), k.data(), v.data(), T, n_heads, n_kv, hd, m);
+    char what[160];
+    snprintf(what, sizeof what, "T %d heads %d/%d hd %d ranges over %d rows", T, n_heads, n_kv, hd, n_rows);
+    CHECK(memcmp(o_head.data(), o_query.data(), o_head.size() * sizeof(float)) == 0,
+          "%s: per KV head != per query (bits)", what);
+    CHECK(memcmp(o_head.data(), o_2.data(), o_head.size() * sizeof(float)) == 0, "%s: 2 threads != 1 (bits)", what);
+    check_each_query(ops1, c, q, k, v, o_head, what, [&](int t) {
+        std::vector<int> keys(len[t]);
+        for (int i = 0; i < len[t]; i++) keys[i] = start[t] + i;
+        return keys;
+    });
+}
+
 int main() {
     CpuOps ops1(1), ops2(2);
     std::mt19937 rng(1234);
@@ -120,6 +171,14 @@ int main() {
                         run_case(ops1, ops2, {T, hk[0], hk[1], hd, n_past, tree}, rng);
                         n++;
                     }
+    for (int hd : {64, 128})
+        for (const auto& hk : heads)
+            for (int n_rows : {1, 9, 40, 300})
+                for (int T : {1, 3, 32}) {
+                    if (sanitized_build() && n_rows == 300) continue;
+                    run_ranges_case(ops1, ops2, T, hk[0], hk[1], hd, n_rows, rng);
+                    n++;
+                }
     printf("%d attention cases\n", n);
     // the environment's choice of order: a wrong value is an error naming what it expected
     setenv("BEAGLE_ATTN", "per-head", 1);

@@ -3,11 +3,13 @@
 // weighted sum of V rows by FMA in key order: a query's result does not depend on T (batch invariance).
 //
 // Two loop orders compute the same bits:
-//  - per query (attend_query): one query against its visible keys; any head_dim, per-sequence ranges.
-//  - per KV head (attend_group, head_dim 64 / 128, causal or tree mask): the group * T queries that
-//    read one KV head share its n_past cached keys (under a causal mask also the new keys up to the
+//  - per query (attend_query): one query against its visible keys; any head_dim.
+//  - per KV head (attend_group, head_dim 64 / 128): under a causal or tree mask the group * T queries
+//    that read one KV head share its n_past cached keys (under a causal mask also the new keys up to the
 //    job's first token: most of a prefill's), so each block of shared K / V rows is loaded once into L1
-//    and used by every query of the job; only each query's own further keys go query by query.
+//    and used by every query of the job; only each query's own further keys go query by query. Under
+//    per-sequence ranges (kv_start: batched decoding) the group's queries of one token share its range
+//    (SmolLM2: 3 heads a KV head; datagen's attention was 28% of its time, each head streaming the rows).
 //    Before, every query streamed the head's whole K / V from L2 on its own (a 256-byte row every
 //    768 bytes): ~60 cycles per (query, key) on a Zen 3, several times the FMA count.
 // Why the bits agree: a key's score is a function of (q, k) alone (dot8_keys reduces every lane in one
@@ -181,13 +183,18 @@ static inline void weighted_block(float* const* o, const float* const* w, const 
 constexpr int GROUP_QUERIES_MAX = 64;
 
 // The nq <= GROUP_QUERIES_MAX queries of one KV head listed in qs (heads) and qt (tokens, ascending),
-// causal or tree mask (no kv_start), head_dim 64 or 128. The first ns keys are visible to all of them: the
-// n_past cached ones, and under a causal mask also the new ones up to the first query's token (most of a
-// prefill chunk's). sc: nq rows of `stride` floats for the scores.
+// head_dim 64 or 128. The first ns key rows of kb / vb are visible to all of them: under a causal or tree
+// mask the n_past cached ones, and under a causal mask also the new ones up to the first query's token
+// (most of a prefill chunk's); each query's further keys come from the mask (new_keys). mask null: a
+// per-sequence range (kv_start), the ns rows from kb / vb are all of every query's keys.
+// sc: nq rows of `stride` floats for the scores.
 static void attend_group(float* out, const float* q, const float* kb, const float* vb, const int* qs, const int* qt,
-                         int nq, const AttnMask& mask, int T, int q_dim, int kv_dim, int head_dim, float scale,
+                         int nq, int ns, const AttnMask* mask, int T, int q_dim, int kv_dim, int head_dim, float scale,
                          float* sc, int stride, std::vector<int>& own) {
-    const int ns = mask.tree_mask ? mask.n_past : mask.n_past + qt[0] + 1;
+    auto own_keys = [&](int x) {  // query x's keys past the shared ones
+        own.clear();
+        if (mask) new_keys(own, *mask, qt[x], T, ns);
+    };
     __m256 vmx[GROUP_QUERIES_MAX];
     float inv[GROUP_QUERIES_MAX];
     const float* qr[GROUP_QUERIES_MAX];
@@ -214,8 +221,7 @@ static void attend_group(float* out, const float* q, const float* kb, const floa
     int nk[GROUP_QUERIES_MAX];
     for (int x = 0; x < nq; x++) {
         float* s = sc + (int64_t)x * stride;
-        own.clear();
-        new_keys(own, mask, qt[x], T, ns);
+        own_keys(x);
         nk[x] = ns + (int)own.size();
         vmx[x] = scores8(s + ns, qr[x], kb, own.data(), (int)own.size(), kv_dim, head_dim, scale, vmx[x]);
         inv[x] = softmax_weights(s, nk[x], hmax8(vmx[x]));
@@ -241,8 +247,7 @@ static void attend_group(float* out, const float* q, const float* kb, const floa
     }
     // 4. then each query's own keys, its chains resumed in registers
     for (int x = 0; x < nq; x++) {
-        own.clear();
-        new_keys(own, mask, qt[x], T, ns);
+        own_keys(x);
         if (head_dim == 64)
             weighted_sum<8>(o[x], w[x] + ns, inv[x], vb, own.data(), (int)own.size(), kv_dim, true);
         else
@@ -257,8 +262,30 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
     if (mask.kv_start)
         for (int t = 0; t < T; t++) n_keys_max = std::max(n_keys_max, mask.kv_len[t]);
     const float scale = 1.0f / sqrtf((float)head_dim);
-    const bool joint = !mask.kv_start && (head_dim == 64 || head_dim == 128) && !attention_per_query_;
-    if (joint) {
+    const bool joint = (head_dim == 64 || head_dim == 128) && !attention_per_query_;
+    if (joint && mask.kv_start && group <= GROUP_QUERIES_MAX) {
+        // independent sequences (Llama::forward_multi: datagen's batched decoding): jobs (token, KV head),
+        // the group's queries sharing the token's key range (read once for all of them, not once per head)
+        const int stride = (n_keys_max + 7) / 8 * 8;
+        pool_.parallel_for((int64_t)T * n_kv_heads, [&](int64_t b, int64_t e, int th) {
+            std::vector<float>& sc = scratch_[th];
+            if (sc.size() < (size_t)group * stride) sc.resize((size_t)group * stride);
+            std::vector<int> own;
+            int qs[GROUP_QUERIES_MAX], qt[GROUP_QUERIES_MAX];
+            for (int64_t job = b; job < e; job++) {
+                const int t = (int)(job / n_kv_heads), kvh = (int)(job % n_kv_heads);
+                for (int x = 0; x < group; x++) {
+                    qt[x] = t;
+                    qs[x] = kvh * group + x;
+                }
+                const int64_t row0 = (int64_t)mask.kv_start[t] * kv_dim + kvh * head_dim;
+                attend_group(out, q, kcache + row0, vcache + row0, qs, qt, group, mask.kv_len[t], nullptr, T, q_dim,
+                             kv_dim, head_dim, scale, sc.data(), stride, own);
+            }
+        }, (int64_t)4 * group * n_keys_max * head_dim);
+        return;
+    }
+    if (joint && !mask.kv_start) {
         // jobs: (KV head, chunk of its T * group queries); about two chunks per thread in all
         const int nq = T * group, threads = pool_.limit();
         const int chunks = std::min(nq, std::max(1, (2 * threads + n_kv_heads - 1) / n_kv_heads));
@@ -276,7 +303,8 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
                     qt[r - r0] = r / group;
                     qs[r - r0] = kvh * group + r % group;
                 }
-                attend_group(out, q, kcache + kvh * head_dim, vcache + kvh * head_dim, qs, qt, r1 - r0, mask, T,
+                const int ns = mask.tree_mask ? mask.n_past : mask.n_past + qt[0] + 1;
+                attend_group(out, q, kcache + kvh * head_dim, vcache + kvh * head_dim, qs, qt, r1 - r0, ns, &mask, T,
                              q_dim, kv_dim, head_dim, scale, sc.data(), stride, own);
             }
         }, (int64_t)4 * per * n_keys_max * head_dim);

@@ -273,7 +273,7 @@ private:
     double calib() const { return std::min(1.5, std::max(0.1, accepted_ / predicted_)); }
     // A round that runs the draft costs its drafting on top of the verify: the mean drafting time of the
     // timed rounds in decode steps (0 until a verify is timed: a fixed cost model in tests). Zen 5, 2
-    // threads: ~0.2 ms against a 2.1 ms step on the AVX-512 path, ~0.3 ms on AVX2.
+    // threads, either path: 0.15-0.23 ms against a 2.3-2.5 ms step (bench-sd's draft_ms_per_pass).
     double round_overhead() const {
         const double step = cost_.step_seconds();
         return step > 0 ? draft_s_mean_ / step : 0.0;

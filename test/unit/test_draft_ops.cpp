@@ -138,6 +138,24 @@ static void test_rope(CpuOps& ops) {
         std::vector<double> xd(x.begin(), x.end());
         check_vec(g.data(), xd, 1e-6, "rope inverse(forward(x)) == x");
     }
+    // CpuOps keeps the last call's cos / sin: calls with other positions (same T), other parameters, fewer
+    // tokens, and the first positions again must each give a fresh CpuOps's bits
+    RopeParams a, b;
+    a.head_dim = b.head_dim = 8;
+    b.theta = 500000.0f;
+    const std::vector<int> p1 = {0, 3, 17, 100}, p2 = {1, 3, 17, 100};
+    struct Call { const std::vector<int>* pos; int T; const RopeParams* rp; bool inverse; };
+    const Call calls[] = {{&p1, 4, &a, false}, {&p2, 4, &a, false}, {&p2, 4, &b, false}, {&p2, 3, &b, true},
+                          {&p1, 4, &a, false}};
+    for (const Call& c : calls) {
+        auto x = randv((size_t)c.T * 2 * 8);
+        std::vector<float> got = x, fresh = x;
+        ops.rope(got.data(), c.pos->data(), c.T, 2, *c.rp, c.inverse);
+        CpuOps(1).rope(fresh.data(), c.pos->data(), c.T, 2, *c.rp, c.inverse);
+        CHECK(memcmp(got.data(), fresh.data(), got.size() * sizeof(float)) == 0,
+              "rope after other calls differs from a fresh CpuOps (pos[0] %d, T %d, theta %g)", (*c.pos)[0], c.T,
+              (double)c.rp->theta);
+    }
 }
 
 // Dense reference attention over two key sets with the visibility from SPEC's rule (built here).

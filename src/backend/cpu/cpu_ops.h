@@ -85,6 +85,12 @@ private:
     ThreadPool pool_;
     std::vector<std::vector<float>> scratch_;  // per-thread attention scores
     bool attention_per_query_ = false;
+    struct RopeAngles {  // rope: cos / sin of the last call's positions (T x head_dim floats)
+        RopeParams rp;
+        int T = 0;
+        std::vector<int> pos;
+        std::vector<float> cs;
+    } rope_angles_;
     // matmul_weight: row-group copies (the current ISA's rows per group), found by the matrix's bytes
     // (data pointer, size, dtype, shape, group rows) and alive while some Weight holds them: a tensor
     // freed and another allocated at the same address never gets the old copy (its Weights died with

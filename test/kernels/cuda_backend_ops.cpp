@@ -198,7 +198,8 @@ static void test_matmul() {
 
 // The fused ops of the target's forward (Llama::run): each gives the same bits as the unfused calls on
 // the same backend (memcmp) in fewer launches, and matches the CPU backend (rope_qk, add_rmsnorm: fp32
-// tolerances as rope and rmsnorm below; CpuOps has the ops.h defaults, checked bit-identical too).
+// tolerances as rope and rmsnorm below); CpuOps's own add_rmsnorm (a row's add and norm in one pass) and
+// its rope_qk (the ops.h default) are checked bit-identical to the unfused calls too.
 static long long launches() { return g_gpu->device_counters()->launches; }
 static void test_fused_ops() {
     // matmul_n: Q/K/V-like weights of different heights in one launch (T <= 16, QGEMM_DP4A_MAX_T: the GEMM
@@ -295,6 +296,21 @@ static void test_fused_ops() {
                   "%s add_rmsnorm differs from add then rmsnorm", o->name());
         }
         for (Buf* b : {&x, &dx, &y, &x1, &y1}) rel(*b);
+    }
+    // CpuOps's add_rmsnorm at a width with a tail past its 8-wide add, and at a verify's T
+    for (int dim : {100, 576}) {
+        const int T = 8;
+        HostTensor w = make_tensor(DType::F32, 1, dim, "norm");
+        w.t.ndim = 1;
+        w.t.shape[0] = dim;
+        Weight wc = g_cpu->weight(w.t);
+        std::vector<float> x = rvec((size_t)T * dim, -3, 3), dx = rvec((size_t)T * dim), y((size_t)T * dim);
+        std::vector<float> x1 = x, y1 = y;
+        g_cpu->add_rmsnorm(y.data(), x.data(), dx.data(), wc, T, dim, 1e-5f);
+        g_cpu->add(x1.data(), dx.data(), (size_t)T * dim);
+        g_cpu->rmsnorm(y1.data(), x1.data(), wc, T, dim, 1e-5f);
+        CHECK(x == x1 && !memcmp(y.data(), y1.data(), y.size() * 4), "cpu add_rmsnorm (dim %d) differs from add then rmsnorm",
+              dim);
     }
 }
 

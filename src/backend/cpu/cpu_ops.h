@@ -40,6 +40,7 @@ public:
     void embed(float* x, const Weight& E, const int* tokens, int T, bool on_backend = false,
                const int* map = nullptr) override;
     void rmsnorm(float* y, const float* x, const Weight& w, int T, int dim, float eps) override;
+    void add_rmsnorm(float* y, float* x, const float* dx, const Weight& w, int T, int dim, float eps) override;
     void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
                    int n_kv_heads, int head_dim, const AttnMask& mask) override;
     void swiglu(float* out, const float* gate, const float* up, size_t n) override;

@@ -71,14 +71,36 @@ static void check_each_query(CpuOps& ops1, const Case& c, const std::vector<floa
     CHECK(ref_bad == 0, "%s: %d outputs off the float64 reference", what, ref_bad);
 }
 
+// The op per KV head (returned) on 1 thread, on 2 threads and per query: the same bits (memcmp).
+static std::vector<float> both_orders(CpuOps& ops1, CpuOps& ops2, const Case& c, const std::vector<float>& q,
+                                      const std::vector<float>& k, const std::vector<float>& v, const AttnMask& m,
+                                      const char* what) {
+    std::vector<float> o_head((size_t)c.T * c.n_heads * c.hd), o_query(o_head.size()), o_2(o_head.size());
+    ops1.set_attention_per_query(false);
+    ops1.attention(o_head.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
+    ops2.set_attention_per_query(false);
+    ops2.attention(o_2.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
+    ops1.set_attention_per_query(true);
+    ops1.attention(o_query.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
+    CHECK(memcmp(o_head.data(), o_query.data(), o_head.size() * sizeof(float)) == 0,
+          "%s: per KV head != per query (bits)", what);
+    CHECK(memcmp(o_head.data(), o_2.data(), o_head.size() * sizeof(float)) == 0, "%s: 2 threads != 1 (bits)", what);
+    return o_head;
+}
+
+// n standard normal floats
+static std::vector<float> randn(std::mt19937& rng, size_t n) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto& e : x) e = nd(rng);
+    return x;
+}
+
 static void run_case(CpuOps& ops1, CpuOps& ops2, const Case& c, std::mt19937& rng) {
     const int kv_dim = c.n_kv * c.hd, q_dim = c.n_heads * c.hd;
     const int n_rows = c.n_past + c.T;
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> q((size_t)c.T * q_dim), k((size_t)n_rows * kv_dim), v(k.size());
-    for (auto& x : q) x = nd(rng);
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
+    const std::vector<float> q = randn(rng, (size_t)c.T * q_dim), k = randn(rng, (size_t)n_rows * kv_dim),
+                             v = randn(rng, k.size());
     // tree: a random ancestor structure (each node's parent an earlier node or the root), self included
     const int words = (c.T + 63) / 64;
     std::vector<uint64_t> tm((size_t)c.T * words, 0);
@@ -95,20 +117,10 @@ static void run_case(CpuOps& ops1, CpuOps& ops2, const Case& c, std::mt19937& rn
         m.tree_mask = tm.data();
         m.mask_words = words;
     }
-    std::vector<float> o_head((size_t)c.T * q_dim), o_query(o_head.size()), o_2(o_head.size());
-    ops1.set_attention_per_query(false);
-    ops1.attention(o_head.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
-    ops2.set_attention_per_query(false);
-    ops2.attention(o_2.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
-    ops1.set_attention_per_query(true);
-    ops1.attention(o_query.data(), q.data(), k.data(), v.data(), c.T, c.n_heads, c.n_kv, c.hd, m);
     char what[160];
     snprintf(what, sizeof what, "T %d heads %d/%d hd %d n_past %d %s", c.T, c.n_heads, c.n_kv, c.hd, c.n_past,
              c.tree ? "tree" : "causal");
-    CHECK(memcmp(o_head.data(), o_query.data(), o_head.size() * sizeof(float)) == 0,
-          "%s: per KV head != per query (bits)", what);
-    CHECK(memcmp(o_head.data(), o_2.data(), o_head.size() * sizeof(float)) == 0, "%s: 2 threads != 1 (bits)", what);
-
+    const std::vector<float> o_head = both_orders(ops1, ops2, c, q, k, v, m, what);
     check_each_query(ops1, c, q, k, v, o_head, what, [&](int t) {
         std::vector<int> keys;
         for (int j = 0; j < c.n_past; j++) keys.push_back(j);
@@ -124,12 +136,8 @@ static void run_case(CpuOps& ops1, CpuOps& ops2, const Case& c, std::mt19937& rn
 static void run_ranges_case(CpuOps& ops1, CpuOps& ops2, int T, int n_heads, int n_kv, int hd, int n_rows,
                             std::mt19937& rng) {
     const Case c{T, n_heads, n_kv, hd, 0, false};
-    const int kv_dim = n_kv * hd, q_dim = n_heads * hd;
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> q((size_t)T * q_dim), k((size_t)n_rows * kv_dim), v(k.size());
-    for (auto& x : q) x = nd(rng);
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
+    const std::vector<float> q = randn(rng, (size_t)T * n_heads * hd), k = randn(rng, (size_t)n_rows * n_kv * hd),
+                             v = randn(rng, k.size());
     std::vector<int> start(T), len(T);
     for (int t = 0; t < T; t++) {
         start[t] = (int)(rng() % n_rows);
@@ -138,18 +146,9 @@ static void run_ranges_case(CpuOps& ops1, CpuOps& ops2, int T, int n_heads, int 
     AttnMask m;
     m.kv_start = start.data();
     m.kv_len = len.data();
-    std::vector<float> o_head((size_t)T * q_dim), o_query(o_head.size()), o_2(o_head.size());
-    ops1.set_attention_per_query(false);
-    ops1.attention(o_head.data(), q.data(), k.data(), v.data(), T, n_heads, n_kv, hd, m);
-    ops2.set_attention_per_query(false);
-    ops2.attention(o_2.data(), q.data(), k.data(), v.data(), T, n_heads, n_kv, hd, m);
-    ops1.set_attention_per_query(true);
-    ops1.attention(o_query.data(), q.data(), k.data(), v.data(), T, n_heads, n_kv, hd, m);
     char what[160];
     snprintf(what, sizeof what, "T %d heads %d/%d hd %d ranges over %d rows", T, n_heads, n_kv, hd, n_rows);
-    CHECK(memcmp(o_head.data(), o_query.data(), o_head.size() * sizeof(float)) == 0,
-          "%s: per KV head != per query (bits)", what);
-    CHECK(memcmp(o_head.data(), o_2.data(), o_head.size() * sizeof(float)) == 0, "%s: 2 threads != 1 (bits)", what);
+    const std::vector<float> o_head = both_orders(ops1, ops2, c, q, k, v, m, what);
     check_each_query(ops1, c, q, k, v, o_head, what, [&](int t) {
         std::vector<int> keys(len[t]);
         for (int i = 0; i < len[t]; i++) keys[i] = start[t] + i;

@@ -263,33 +263,16 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
         for (int t = 0; t < T; t++) n_keys_max = std::max(n_keys_max, mask.kv_len[t]);
     const float scale = 1.0f / sqrtf((float)head_dim);
     const bool joint = (head_dim == 64 || head_dim == 128) && !attention_per_query_;
-    if (joint && mask.kv_start && group <= GROUP_QUERIES_MAX) {
-        // independent sequences (Llama::forward_multi: datagen's batched decoding): jobs (token, KV head),
-        // the group's queries sharing the token's key range (read once for all of them, not once per head)
-        const int stride = (n_keys_max + 7) / 8 * 8;
-        pool_.parallel_for((int64_t)T * n_kv_heads, [&](int64_t b, int64_t e, int th) {
-            std::vector<float>& sc = scratch_[th];
-            if (sc.size() < (size_t)group * stride) sc.resize((size_t)group * stride);
-            std::vector<int> own;
-            int qs[GROUP_QUERIES_MAX], qt[GROUP_QUERIES_MAX];
-            for (int64_t job = b; job < e; job++) {
-                const int t = (int)(job / n_kv_heads), kvh = (int)(job % n_kv_heads);
-                for (int x = 0; x < group; x++) {
-                    qt[x] = t;
-                    qs[x] = kvh * group + x;
-                }
-                const int64_t row0 = (int64_t)mask.kv_start[t] * kv_dim + kvh * head_dim;
-                attend_group(out, q, kcache + row0, vcache + row0, qs, qt, group, mask.kv_len[t], nullptr, T, q_dim,
-                             kv_dim, head_dim, scale, sc.data(), stride, own);
-            }
-        }, (int64_t)4 * group * n_keys_max * head_dim);
-        return;
-    }
-    if (joint && !mask.kv_start) {
-        // jobs: (KV head, chunk of its T * group queries); about two chunks per thread in all
+    if (joint && (!mask.kv_start || group <= GROUP_QUERIES_MAX)) {
+        // jobs, each a KV head and queries that share its first ns keys:
+        //  - causal / tree mask: (KV head, chunk of its T * group queries), about two chunks per thread in all;
+        //  - per-sequence ranges (Llama::forward_multi: datagen's batched decoding): (token, KV head), the
+        //    group's queries sharing the token's key range (read once for all of them, not once per head).
+        const bool ranges = mask.kv_start != nullptr;
         const int nq = T * group, threads = pool_.limit();
         const int chunks = std::min(nq, std::max(1, (2 * threads + n_kv_heads - 1) / n_kv_heads));
-        const int per = std::min(GROUP_QUERIES_MAX, (nq + chunks - 1) / chunks), n_chunks = (nq + per - 1) / per;
+        const int per = ranges ? group : std::min(GROUP_QUERIES_MAX, (nq + chunks - 1) / chunks);
+        const int n_chunks = ranges ? T : (nq + per - 1) / per;
         const int stride = (n_keys_max + 7) / 8 * 8;
         pool_.parallel_for((int64_t)n_kv_heads * n_chunks, [&](int64_t b, int64_t e, int th) {
             std::vector<float>& sc = scratch_[th];
@@ -303,8 +286,10 @@ void CpuOps::attention(float* out, const float* q, const float* kcache, const fl
                     qt[r - r0] = r / group;
                     qs[r - r0] = kvh * group + r % group;
                 }
-                const int ns = mask.tree_mask ? mask.n_past : mask.n_past + qt[0] + 1;
-                attend_group(out, q, kcache + kvh * head_dim, vcache + kvh * head_dim, qs, qt, r1 - r0, ns, &mask, T,
+                // ranges: the chunk is one token's group, its keys the rows of its range alone
+                const int64_t row0 = (ranges ? (int64_t)mask.kv_start[qt[0]] * kv_dim : 0) + kvh * head_dim;
+                const int ns = ranges ? mask.kv_len[qt[0]] : mask.tree_mask ? mask.n_past : mask.n_past + qt[0] + 1;
+                attend_group(out, q, kcache + row0, vcache + row0, qs, qt, r1 - r0, ns, ranges ? nullptr : &mask, T,
                              q_dim, kv_dim, head_dim, scale, sc.data(), stride, own);
             }
         }, (int64_t)4 * per * n_keys_max * head_dim);

@@ -86,9 +86,8 @@ private:
     ThreadPool pool_;
     std::vector<std::vector<float>> scratch_;  // per-thread attention scores
     bool attention_per_query_ = false;
-    struct RopeAngles {  // rope: cos / sin of the last call's positions (T x head_dim floats)
+    struct RopeAngles {  // rope: cos / sin of the last call's positions (pos.size() x head_dim floats)
         RopeParams rp;
-        int T = 0;
         std::vector<int> pos;
         std::vector<float> cs;
     } rope_angles_;

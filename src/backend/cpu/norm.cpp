@@ -82,12 +82,8 @@ void CpuOps::add_rmsnorm(float* y, float* x, const float* dx, const Weight& w, i
     const float* g = (const float*)w.data;
     pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; t++) {
-            float* xr = x + t * dim;
-            const float* dr = dx + t * dim;
-            int i = 0;
-            for (; i + 8 <= dim; i += 8) _mm256_storeu_ps(xr + i, _mm256_add_ps(_mm256_loadu_ps(xr + i), _mm256_loadu_ps(dr + i)));
-            for (; i < dim; i++) xr[i] += dr[i];
-            rmsnorm_row(y + t * dim, xr, g, dim, eps);
+            add(x + t * dim, dx + t * dim, (size_t)dim);
+            rmsnorm_row(y + t * dim, x + t * dim, g, dim, eps);
         }
     }, 4 * dim);
 }

@@ -87,10 +87,9 @@ void CpuOps::rope_freqs(const RopeParams& rp, float* freq) { rope_freqs_t(rp, fr
 void CpuOps::rope(float* x, const int* pos, int T, int n_heads, const RopeParams& rp, bool inverse) {
     if (T <= 0) return;
     RopeAngles& a = rope_angles_;
-    if (!(a.T == T && same_rope(a.rp, rp) && std::equal(pos, pos + T, a.pos.begin()))) {
+    if (!(a.pos.size() == (size_t)T && same_rope(a.rp, rp) && std::equal(pos, pos + T, a.pos.begin()))) {
         a.pos.assign(pos, pos + T);
         a.rp = rp;
-        a.T = T;
         a.cs.resize((size_t)T * rp.head_dim);
         rope_angles_t(a.cs.data(), pos, T, rp);
     }

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "../core/common.h"
+#include "../tokenizer/unicode.h"
 
 namespace beagle {
 
@@ -171,24 +172,6 @@ struct Parser {
         return v;
     }
 
-    static void put_utf8(std::string& out, uint32_t cp) {
-        if (cp < 0x80) {
-            out += (char)cp;
-        } else if (cp < 0x800) {
-            out += (char)(0xC0 | (cp >> 6));
-            out += (char)(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += (char)(0xE0 | (cp >> 12));
-            out += (char)(0x80 | ((cp >> 6) & 0x3F));
-            out += (char)(0x80 | (cp & 0x3F));
-        } else {
-            out += (char)(0xF0 | (cp >> 18));
-            out += (char)(0x80 | ((cp >> 12) & 0x3F));
-            out += (char)(0x80 | ((cp >> 6) & 0x3F));
-            out += (char)(0x80 | (cp & 0x3F));
-        }
-    }
-
     void parse_string(std::string& out) {
         size_t start = pos;
         pos++;  // opening quote
@@ -234,7 +217,7 @@ struct Parser {
                             error_at(pos - 6, "high surrogate \\u escape not followed by a low surrogate");
                         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                     }
-                    put_utf8(out, cp);
+                    utf8_append(out, cp);
                     break;
                 }
                 default:

@@ -52,13 +52,15 @@ class RefLlama:
         out[..., 1::2] = x0 * s + x1 * c
         return out
 
-    def forward(self, ids):
-        """logits (T x V) and true states (T x dim) for all positions, causal."""
+    def residuals(self, ids, keep=()):
+        """The residual stream after the last layer (the true states, T x dim) and a dict of it after
+        each layer listed in `keep`, causal over all positions."""
         T = len(ids)
         x = self.w["token_embd.weight"][ids]
         pos = np.arange(T)
         mask = np.triu(np.full((T, T), -np.inf), 1)
         g = self.n_heads // self.n_kv
+        kept = {}
         for l in range(self.n_layers):
             p = "blk.%d." % l
             h = self.rmsnorm(x, self.w[p + "attn_norm.weight"])
@@ -77,8 +79,14 @@ class RefLlama:
             a = h @ self.w[p + "ffn_gate.weight"].T
             b = h @ self.w[p + "ffn_up.weight"].T
             x = x + (a / (1 + np.exp(-a)) * b) @ self.w[p + "ffn_down.weight"].T
-        states = x
-        logits = self.rmsnorm(x, self.w["output_norm.weight"]) @ self.lm_head.T
+            if l in keep:
+                kept[l] = x
+        return x, kept
+
+    def forward(self, ids):
+        """logits (T x V) and true states (T x dim) for all positions, causal."""
+        states, _ = self.residuals(ids)
+        logits = self.rmsnorm(states, self.w["output_norm.weight"]) @ self.lm_head.T
         return logits, states
 
     def greedy(self, ids, n):

@@ -2,6 +2,7 @@
 #include "../backend/backend.h"
 #include "../core/common.h"
 #include "../data/datagen.h"
+#include "../model/draft.h"
 #include "args.h"
 #include "commands.h"
 
@@ -37,6 +38,10 @@ int cmd_datagen(int argc, char** argv) {
     a.integer("--batch", &o.batch, "sequences decoded together in one target pass");
     a.integer("--shard-seqs", &o.shard_seqs, "sequences per shard file");
     a.integer("-t,--threads", &o.threads, "CPU threads (0 = all)");
+    std::string state_layers;
+    a.str("--state-layers", &state_layers,
+          "also keep the residual stream after these target layers, e.g. 22,27 (EAGLE-3-style fused states of a draft "
+          "with --state-layers; docs/paper-comparison.md)");
     bool no_chat = false;
     a.flag("--f32-weights", &o.f32_weights, "compute with the weights dequantized to f32 (float-accurate, slower)");
     a.flag("--no-chat", &no_chat, "do not apply the chat template");
@@ -46,6 +51,7 @@ int cmd_datagen(int argc, char** argv) {
     if (!backend.empty()) select_backend(backend);
     if (!a.positional.empty()) fail("beagle datagen: unexpected argument '%s'", a.positional[0].c_str());
     o.chat = !no_chat;
+    if (!state_layers.empty()) o.state_layers = parse_layer_list(state_layers, "beagle datagen --state-layers");
     run_datagen(o);
     return 0;
 }

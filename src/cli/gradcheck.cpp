@@ -15,7 +15,7 @@ int cmd_gradcheck(int argc, char** argv) {
     GradcheckOptions o;
     long stage = 1, T = o.T, w = o.w, S = o.S, offset = o.offset, seed = (long)o.seed;
     long dim = o.dim, heads = o.n_heads, kv_heads = o.n_kv_heads, head_dim = o.head_dim, ffn = o.ffn_dim;
-    long vocab = o.vocab, chunk = o.vocab_chunk;
+    long vocab = o.vocab, chunk = o.vocab_chunk, state_layers = 0;
     double tol = o.tol, h = o.h;
     bool grad_through = false, hard = false, no_mask = false, plant = false;
     std::string arch = "beagle";
@@ -39,6 +39,7 @@ int cmd_gradcheck(int argc, char** argv) {
     a.integer("--ffn", &ffn, "MLP hidden size");
     a.integer("--vocab", &vocab, "vocabulary size");
     a.integer("--vocab-chunk", &chunk, "vocabulary entries per logits chunk");
+    a.integer("--state-layers", &state_layers, "beagle: this many fused state layers (W_mix and their rows random)");
     a.integer("--seed", &seed, "random seed");
     a.number("--h", &h, "finite-difference step");
     a.number("--tol", &tol, "largest relative error that passes");
@@ -67,6 +68,8 @@ int cmd_gradcheck(int argc, char** argv) {
     o.h = h;
     o.tol = tol;
     o.plant_bug = plant;
+    if (state_layers < 0 || state_layers > 8) fail("beagle gradcheck: --state-layers must be in 0..8, got %ld", state_layers);
+    o.state_layers = (int)state_layers;
     return run_gradcheck(o, stdout) ? 0 : 1;
 }
 

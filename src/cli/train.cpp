@@ -32,6 +32,10 @@ int cmd_train(int argc, char** argv) {
            "Tests only: BEAGLE_DEBUG_NAN_STEP=N poisons an input state of step N with NaN (the run must stop);\n"
            "BEAGLE_DEBUG_FLAT_GRADS=1 sums each rank's items in place (a planted rank-count-dependent order).");
     a.str("--arch", &arch, "draft architecture: beagle (cross-attention block) | eagle (EAGLE-1/2 decoder layer)");
+    std::string state_layers;
+    a.str("--state-layers", &state_layers,
+          "beagle: also fuse the residual stream after these target layers into the true key states, e.g. 22,27 "
+          "(s = f + W_mix h, W_mix from zero; the data must keep them: datagen --state-layers)");
     a.str("-m,--model", &o.model, "target model (frozen)");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--data", &o.data, "training data directory (beagle datagen)");
@@ -106,6 +110,7 @@ int cmd_train(int argc, char** argv) {
     o.seed = (uint64_t)seed;
     o.ffn_dim = in(ffn, 0, 1 << 20, "--ffn");
     o.arch = parse_draft_arch(arch, "beagle train: --arch");
+    if (!state_layers.empty()) o.state_layers = parse_layer_list(state_layers, "beagle train: --state-layers");
     o.draft_vocab = in(dvocab, 0, 1 << 24, "--draft-vocab");
     o.threads = in(threads, 0, 256, "--threads");
     o.eval_n = in(eval_n, 1, 1000000, "--eval-n");

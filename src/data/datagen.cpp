@@ -38,6 +38,7 @@ struct Slot {
     int item = -1;            // index into the shard's items, -1 = free
     std::vector<int> toks;    // prompt + generated so far
     std::vector<uint16_t> st; // f16 states of the tokens already fed
+    std::vector<uint16_t> xs; // f16 state-layer rows of the tokens already fed (--state-layers)
     int fed = 0;              // tokens fed to the target
     int n_prompt = 0, n_gen = 0;
     bool final_fed = false;   // the last token is being fed (no sampling after it)
@@ -110,6 +111,7 @@ struct Generator {
     int batch, max_batch, max_new, V, D;
     Progress& prog;
     bool keep_states = true;  // false: user turns of --self-prompts (tokens only, the last one not fed)
+    int XW = 0;               // --state-layers: floats of a row's extras (E x D)
     int64_t done_seqs = 0, done_tokens = 0, redrawn = 0;
 };
 
@@ -136,6 +138,7 @@ std::vector<SeqData> generate_shard(Generator& g, const std::vector<Item>& items
             sl.item = (int)(next - i0);
             sl.toks = items[next].prompt;
             sl.st.clear();
+            sl.xs.clear();
             sl.fed = 0;
             sl.n_prompt = (int)sl.toks.size();
             sl.n_gen = 0;
@@ -165,7 +168,8 @@ std::vector<SeqData> generate_shard(Generator& g, const std::vector<Item>& items
         if (bt.empty()) fail("datagen: internal error: empty batch");
         int T = (int)bt.size();
         logits.resize((size_t)T * V);
-        states.resize((size_t)T * D);
+        const int W = D + g.XW;  // a state row: f, then the state layers (Llama::state_width)
+        states.resize((size_t)T * W);
         m.forward_multi(bt.data(), bs.data(), T, logits.data(), states.data());
         // consume rows per slot (rows of one slot are contiguous and in order)
         for (int r = 0; r < T;) {
@@ -174,7 +178,7 @@ std::vector<SeqData> generate_shard(Generator& g, const std::vector<Item>& items
             Slot& sl = slots[s];
             if (g.keep_states)
                 for (int k = r; k < r1; k++)
-                    for (int d = 0; d < D; d++) sl.st.push_back(f32_to_f16(states[(size_t)k * D + d]));
+                    for (int d = 0; d < W; d++) (d < D ? sl.st : sl.xs).push_back(f32_to_f16(states[(size_t)k * W + d]));
             sl.fed += r1 - r;
             g.done_tokens += r1 - r;
             if (sl.fed == (int)sl.toks.size() && !sl.final_fed) {
@@ -188,6 +192,7 @@ std::vector<SeqData> generate_shard(Generator& g, const std::vector<Item>& items
                 SeqData& sd = out[sl.item];
                 sd.tokens.assign(sl.toks.begin(), sl.toks.end());
                 sd.states.swap(sl.st);
+                sd.extras.swap(sl.xs);
                 sd.n_prompt = sl.n_prompt;
                 sl.item = -1;
                 finished++;
@@ -293,6 +298,11 @@ void run_datagen(const DatagenOptions& o) {
         {"shard_seqs", std::to_string(o.shard_seqs)},
         {"f32_weights", o.f32_weights ? "1" : "0"},
     };
+    if (!o.state_layers.empty()) {  // (absent: none, as in directories made before the option)
+        std::string v;
+        for (int l : o.state_layers) v += (v.empty() ? "" : ",") + std::to_string(l);
+        meta.push_back({"state_layers", v});
+    }
     if (o.self_prompts > 0) {
         meta.push_back({"prompt_temp", strfmt("%g", o.prompt_temp)});
         meta.push_back({"prompt_top_p", strfmt("%g", o.prompt_top_p)});
@@ -314,12 +324,14 @@ void run_datagen(const DatagenOptions& o) {
     int ctx = max_prompt_len + (int)o.max_new + 1;
     const int max_batch = std::max(64, (int)o.batch);
     Llama m(*mf, *ops, ctx, max_batch, (int)o.batch);
+    m.set_state_layers(o.state_layers);
     size_t n_shards = (items.size() + o.shard_seqs - 1) / o.shard_seqs;
     int64_t my_items = 0;
     for (size_t sh = rank; sh < n_shards; sh += n_ranks)
         my_items += (int64_t)(std::min(items.size(), (sh + 1) * o.shard_seqs) - sh * o.shard_seqs);
     Progress prog(n_ranks > 1 ? strfmt("datagen rank %d/%d", rank, n_ranks) : "datagen", my_items, "seq");
     Generator g{m, *tok, spec, SamplingParams(), (int)o.batch, max_batch, (int)o.max_new, V, D, prog};
+    g.XW = (int)o.state_layers.size() * D;
     g.sp.temperature = (float)temp;
     g.sp.top_p = (float)o.top_p;
 
@@ -339,7 +351,7 @@ void run_datagen(const DatagenOptions& o) {
                 jsonl += "{\"prompt\": " + json_quote(t) + "}\n";
             if (need_turns) write_file_atomic(turns_path, jsonl.data(), jsonl.size());
         }
-        if (!file_exists(path)) write_shard(path, D, V, tok_hash, generate_shard(g, items, i0, i1));
+        if (!file_exists(path)) write_shard(path, D, V, tok_hash, generate_shard(g, items, i0, i1), o.state_layers);
     }
     prog.finish(strfmt("%lld tokens, %zu shards in %s%s", (long long)g.done_tokens,
                        n_ranks > 1 ? (n_shards + n_ranks - 1 - rank) / n_ranks : n_shards, o.out_dir.c_str(),

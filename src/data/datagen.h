@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace beagle {
 
@@ -29,6 +30,7 @@ struct DatagenOptions {
     long shard_seqs = 64;     // sequences per shard
     bool chat = true;         // wrap prompts in the chat template when the tokenizer has one
     bool f32_weights = false; // compute with weights dequantized to f32 (float-accurate target)
+    std::vector<int> state_layers;  // also keep the residual stream after these layers (SeqData::extras)
 };
 
 void run_datagen(const DatagenOptions& o);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 namespace beagle {
@@ -13,21 +14,42 @@ namespace beagle {
 // Fixed header: 12 u32 dim, 16 u32 vocab, 20 u32 n_seqs, 24 u64 n_tokens, 32 u64 tokenizer_hash,
 // 40 u64 file_size (see dataset.h); no text header.
 static const ContainerFormat kShard = {{'B', 'E', 'A', 'G', 'L', 'E', 'D', 'S'}, "Beagle data shard", "data shard", 1, 48, 40, 0};
+// The same with state layers: 48 u32 E, 52 u32 layers[8]; the sequence table at 96.
+static const ContainerFormat kShardX = {{'B', 'E', 'A', 'G', 'L', 'E', 'D', 'X'}, "Beagle data shard with state layers", "data shard", 1, 96, 40, 0};
+static const int kMaxStateLayers = 8;
 static size_t align64(size_t x) { return (x + 63) / 64 * 64; }
 
-void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs) {
+// The first n bytes of a file (fewer if it is shorter; "" if it cannot be read: the reader then says why).
+static std::string read_file_prefix(const std::string& path, size_t n) {
+    std::string out(n, '\0');
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) return "";
+    out.resize(fread(&out[0], 1, n, f));
+    fclose(f);
+    return out;
+}
+
+void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs,
+                 const std::vector<int>& state_layers) {
+    const size_t E = state_layers.size();
+    BEAGLE_CHECK(E <= (size_t)kMaxStateLayers, "write_shard: %zu state layers, at most %d", E, kMaxStateLayers);
     uint64_t n_tokens = 0;
     for (const SeqData& s : seqs) {
         BEAGLE_CHECK(s.states.size() == s.tokens.size() * (size_t)dim, "write_shard: sequence states do not match tokens");
+        BEAGLE_CHECK(s.extras.size() == s.tokens.size() * E * dim, "write_shard: sequence extras do not match tokens");
         n_tokens += s.tokens.size();
     }
-    ContainerWriter f(kShard);
-    f.reserve(48 + seqs.size() * 16 + 128 + n_tokens * (4 + (size_t)dim * 2) + 4);
+    ContainerWriter f(E ? kShardX : kShard);
+    f.reserve(96 + seqs.size() * 16 + 192 + n_tokens * (4 + (size_t)dim * 2 * (1 + E)) + 4);
     f.set_u32(12, (uint32_t)dim);
     f.set_u32(16, (uint32_t)vocab);
     f.set_u32(20, (uint32_t)seqs.size());
     f.set_u64(24, n_tokens);
     f.set_u64(32, tokenizer_hash);
+    if (E) {
+        f.set_u32(48, (uint32_t)E);
+        for (size_t k = 0; k < E; k++) f.set_u32(52 + 4 * k, (uint32_t)state_layers[k]);
+    }
     uint64_t first = 0;
     for (const SeqData& s : seqs) {  // the sequence table
         f.put_u64(first);
@@ -39,6 +61,10 @@ void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer
     for (const SeqData& s : seqs) f.put(s.tokens.data(), s.tokens.size() * 4);
     f.align(64);
     for (const SeqData& s : seqs) f.put(s.states.data(), s.states.size() * 2);
+    if (E) {
+        f.align(64);
+        for (const SeqData& s : seqs) f.put(s.extras.data(), s.extras.size() * 2);
+    }
     f.write(path);
 }
 
@@ -66,16 +92,31 @@ Dataset::Dataset(const std::string& dir) : dir_(dir) {
     if (names.empty()) fail("data directory '%s' holds no shard-*.bin files", dir.c_str());
     check_complete(names);
     for (const std::string& n : names) {
-        files_.emplace_back(new ContainerReader(dir + "/" + n, kShard));
+        const bool x = read_file_prefix(dir + "/" + n, 8) == std::string("BEAGLEDX", 8);  // with state layers
+        files_.emplace_back(new ContainerReader(dir + "/" + n, x ? kShardX : kShard));
         const ContainerReader& f = *files_.back();
         const char* P = f.path().c_str();
+        const size_t H = x ? 96 : 48;  // the sequence table
+        std::vector<int> layers;
+        if (x) {
+            uint32_t E = f.u32(48, "state layer count");
+            if (E < 1 || E > (uint32_t)kMaxStateLayers) fail("%s: %u state layers, expected 1..%d", P, E, kMaxStateLayers);
+            for (uint32_t k = 0; k < E; k++) {
+                uint32_t l = f.u32(52 + 4 * k, "state layers");
+                if (l > 100000 || (k > 0 && (int)l <= layers.back()))
+                    fail("%s: state layer %u at %u, expected increasing layer numbers", P, l, k);
+                layers.push_back((int)l);
+            }
+        }
         uint32_t dim = f.u32(12, "dim"), vocab = f.u32(16, "vocab"), ns = f.u32(20, "n_seqs");
         uint64_t nt = f.u64(24, "n_tokens"), th = f.u64(32, "tokenizer_hash");
         if (dim == 0 || dim > 65536 || vocab == 0)
             fail("%s: header has dim %u and vocab %u, expected dim in 1..65536 and vocab >= 1", P, dim, vocab);
-        size_t tok_off = align64(48 + (size_t)ns * 16);
+        size_t tok_off = align64(H + (size_t)ns * 16);
         size_t st_off = align64(checked_add(tok_off, checked_mul(nt, 4, "shard tokens"), "shard tokens"));
         uint64_t need = checked_add(st_off, checked_mul(checked_mul(nt, dim, "shard states"), 2, "shard states"), "shard size");
+        const uint64_t xw = (uint64_t)layers.size() * dim, x_off = align64(need);  // extras: after the states
+        if (x) need = checked_add(x_off, checked_mul(checked_mul(nt, xw, "shard extras"), 2, "shard extras"), "shard size");
         if (need != f.data_end())
             fail("%s: size %zu does not match its header (%llu tokens of dim %u need %llu bytes)", P, f.data_end() + 4,
                  (unsigned long long)nt, dim, (unsigned long long)(need + 4));
@@ -83,21 +124,27 @@ Dataset::Dataset(const std::string& dir) : dir_(dir) {
             dim_ = (int)dim;
             vocab_ = (int)vocab;
             tok_hash_ = th;
+            state_layers_ = layers;
         } else if ((int)dim != dim_ || (int)vocab != vocab_ || th != tok_hash_) {
             fail("%s: made by another model than the other shards (dim %u vocab %u vs dim %d vocab %d)", P, dim, vocab,
                  dim_, vocab_);
+        } else if (layers != state_layers_) {
+            fail("%s: keeps %zu state layers, the first shard %zu (or other layers): shards of one directory keep the "
+                 "same", P, layers.size(), state_layers_.size());
         }
+        const uint16_t* extras = x ? (const uint16_t*)f.bytes(x_off, nt * xw * 2, "extras") : nullptr;
         const int32_t* tokens = (const int32_t*)f.bytes(tok_off, nt * 4, "tokens");
         const uint16_t* states = (const uint16_t*)f.bytes(st_off, nt * dim * 2, "states");
         for (uint32_t i = 0; i < ns; i++) {
-            uint64_t first = f.u64(48 + i * 16, "sequence table");
-            uint32_t len = f.u32(48 + i * 16 + 8, "sequence table"), np = f.u32(48 + i * 16 + 12, "sequence table");
+            uint64_t first = f.u64(H + i * 16, "sequence table");
+            uint32_t len = f.u32(H + i * 16 + 8, "sequence table"), np = f.u32(H + i * 16 + 12, "sequence table");
             if (first > nt || len > nt - first || np > len)
                 fail("%s: sequence %u out of bounds (first %llu, len %u, prompt %u, %llu tokens)", P, i,
                      (unsigned long long)first, len, np, (unsigned long long)nt);
             SeqView v;
             v.tokens = tokens + first;
             v.states = states + first * dim;
+            v.extras = extras ? extras + first * xw : nullptr;
             v.len = (int)len;
             v.n_prompt = (int)np;
             for (uint32_t k = 0; k < len; k++)

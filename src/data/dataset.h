@@ -7,6 +7,9 @@
 //   32 u64 tokenizer_hash  40 u64 file_size  48 sequence table: n_seqs x {u64 first_token, u32 len,
 //   u32 n_prompt}; then (64-aligned) tokens i32[n_tokens]; then (64-aligned) states
 //   f16[n_tokens x dim]; last 4 bytes: CRC-32 of everything before.
+// With state layers (`datagen --state-layers`, EAGLE-3-style fused features): magic "BEAGLEDX", the same
+// header plus 48 u32 E (1..8) and 52 u32 layers[8] (unused: 0), the sequence table at 96, and after the
+// states (64-aligned) extras f16[n_tokens x E x dim] (row t: the residual streams after each layer).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -21,15 +24,18 @@ namespace beagle {
 struct SeqData {
     std::vector<int32_t> tokens;
     std::vector<uint16_t> states;  // f16, tokens.size() x dim
+    std::vector<uint16_t> extras;  // f16, tokens.size() x E x dim (state layers; empty: none)
     int n_prompt = 0;              // tokens[0..n_prompt) came from the prompt
 };
 
 // Write one shard atomically (temp file + rename).
-void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs);
+void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs,
+                 const std::vector<int>& state_layers = {});
 
 struct SeqView {
     const int32_t* tokens;
     const uint16_t* states;  // f16
+    const uint16_t* extras;  // f16, len x E x dim (null without state layers)
     int len, n_prompt;
 };
 
@@ -40,6 +46,7 @@ public:
     const std::string& dir() const { return dir_; }
     int dim() const { return dim_; }
     int vocab() const { return vocab_; }
+    const std::vector<int>& state_layers() const { return state_layers_; }  // the same in every shard
     uint64_t tokenizer_hash() const { return tok_hash_; }
     size_t n_seqs() const { return seqs_.size(); }
     int64_t n_tokens() const { return n_tokens_; }
@@ -53,6 +60,7 @@ private:
     void check_complete(const std::vector<std::string>& shard_names) const;  // throws if datagen did not finish
     std::string dir_;
     int dim_ = 0, vocab_ = 0;
+    std::vector<int> state_layers_;
     uint64_t tok_hash_ = 0;
     int64_t n_tokens_ = 0;
     std::vector<std::unique_ptr<ContainerReader>> files_;  // mapped shards: seqs_ point into them

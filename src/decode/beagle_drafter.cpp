@@ -37,6 +37,9 @@ public:
             depths_.push_back(p.depth);
             depth_choice_ = MeasuredChoice((int)depths_.size(), 2);
         }
+        // a draft with state layers fuses these layers of the target's residual stream: from now on the
+        // target's state rows carry them (Llama::set_state_layers)
+        if (!w.cfg.state_layers.empty()) s.llama->set_state_layers(w.cfg.state_layers);
         draft_.reset(new Draft(w, fz, *ops, s.llama->ctx(), max_pred + 1, std::max(p.topk, 1)));
         draft_->use_target_weights(s.llama->tok_embd_weight(), s.llama->lm_head_weight());
         if (p.q8) draft_->use_q8_weights(w);
@@ -117,7 +120,9 @@ public:
     int draft_alone(int root) override {
         draft_->clear_pred();
         const int pos = draft_->n_true();
-        alone_state_.resize(draft_->config().dim);
+        // the predicted state stands in for the true one; its state-layer rows (if any) are unknown: zero,
+        // so its key is made of f^ alone
+        alone_state_.assign(draft_->state_width(), 0.0f);
         logits_.resize(V_);
         draft_->forward(&root, &pos, 1, nullptr, words_, alone_state_.data(), logits_.data());
         draft_->add_true_states(alone_state_.data(), 1, &root);

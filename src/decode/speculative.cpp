@@ -16,7 +16,7 @@ SpecDecoder::SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const
 
 int SpecDecoder::begin(const std::vector<int>& prompt) {
     Llama& m = *s_.llama;
-    const int V = m.config().vocab_size, D = m.config().dim;
+    const int V = m.config().vocab_size, D = m.state_width();  // a state row (wide with state layers)
     m.truncate(0);
     std::vector<float> logits(V), pstates((size_t)prompt.size() * D);
     double t0 = now_seconds();
@@ -189,7 +189,7 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
 void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* vlogits, const float* states,
                          bool on_backend, std::vector<int>* out) {
     Llama& m = *s_.llama;
-    const int D = m.config().dim;
+    const int D = m.state_width();
     const DraftTree& tree = tree_;
     const int T = tree.size(), n0 = n0_;
     std::vector<int> src(path.size());

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <climits>
+#include <cstdlib>
 #include <memory>
 
 #include "../core/common.h"
@@ -19,10 +20,29 @@
 namespace beagle {
 
 static const char* kTensorNames[DT_COUNT] = {"wq",     "wk",   "wv",     "wo",   "norm_q", "norm_kv",
-                                             "norm_m", "w_gate", "w_up", "w_down", "fc_e",   "fc_f"};
+                                             "norm_m", "w_gate", "w_up", "w_down", "fc_e",   "fc_f", "w_mix"};
 const char* draft_tensor_name(int i) { return i >= 0 && i < DT_COUNT ? kTensorNames[i] : "?"; }
 
 const char* draft_arch_name(int arch) { return arch == ARCH_EAGLE ? "eagle" : arch == ARCH_BEAGLE ? "beagle" : "?"; }
+
+std::vector<int> parse_layer_list(const std::string& s, const char* where) {
+    std::vector<int> out;
+    size_t i = 0;
+    while (i < s.size()) {
+        size_t j = s.find(',', i);
+        if (j == std::string::npos) j = s.size();
+        const std::string item = s.substr(i, j - i);
+        char* end = nullptr;
+        const long v = item.empty() ? -1 : strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end || v < 0 || v > 100000)
+            fail("%s: '%s' is not a comma-separated list of layer numbers (item '%s')", where, s.c_str(), item.c_str());
+        out.push_back((int)v);
+        i = j + 1;
+        if (j + 1 == s.size()) fail("%s: '%s' ends with a comma", where, s.c_str());
+    }
+    if (out.empty()) fail("%s: empty layer list", where);
+    return out;
+}
 
 int parse_draft_arch(const std::string& s, const char* where) {
     if (s == "beagle") return ARCH_BEAGLE;
@@ -32,6 +52,7 @@ int parse_draft_arch(const std::string& s, const char* where) {
 
 bool DraftConfig::has(int t) const {
     if (t < 0 || t >= DT_COUNT) return false;
+    if (t == DT_MIX) return arch == ARCH_BEAGLE && !state_layers.empty();
     if (arch == ARCH_EAGLE) return t != DT_NORM_KV;
     return t != DT_FC_E && t != DT_FC_F;
 }
@@ -52,7 +73,7 @@ int64_t DraftConfig::rows(int t) const {
     switch (t) {
         case DT_WQ: return q_dim();
         case DT_WK: case DT_WV: return kv_dim();
-        case DT_WO: case DT_W_DOWN: case DT_FC_E: case DT_FC_F: return dim;
+        case DT_WO: case DT_W_DOWN: case DT_FC_E: case DT_FC_F: case DT_MIX: return dim;
         case DT_W_GATE: case DT_W_UP: return ffn_dim;
         default: return 1;
     }
@@ -62,6 +83,7 @@ int64_t DraftConfig::cols(int t) const {
     switch (t) {
         case DT_WO: return q_dim();
         case DT_W_DOWN: return ffn_dim;
+        case DT_MIX: return (int64_t)n_extra() * dim;
         default: return dim;
     }
 }
@@ -80,6 +102,14 @@ void DraftConfig::validate(const char* where) const {
     BEAGLE_CHECK(norm_eps > 0 && norm_eps < 1 && final_eps > 0 && final_eps < 1, "%s: norm eps %g / %g outside (0, 1)",
                  where, norm_eps, final_eps);
     BEAGLE_CHECK(rope_theta > 0 && std::isfinite(rope_theta), "%s: rope_theta %g must be > 0", where, rope_theta);
+    BEAGLE_CHECK(state_layers.empty() || arch == ARCH_BEAGLE, "%s: state layers are a Beagle draft's (this is %s)", where,
+                 draft_arch_name(arch));
+    BEAGLE_CHECK(state_layers.size() <= 8, "%s: %zu state layers, at most 8", where, state_layers.size());
+    for (size_t k = 0; k < state_layers.size(); k++)
+        BEAGLE_CHECK(state_layers[k] >= 0 && (target_n_layers == 0 || state_layers[k] < target_n_layers) &&
+                         (k == 0 || state_layers[k] > state_layers[k - 1]),
+                     "%s: state layer %d at %zu: expected increasing layers of the target in [0, %d)", where,
+                     state_layers[k], k, target_n_layers ? target_n_layers : INT_MAX);
 }
 
 DraftConfig draft_config_for_target(const LlamaConfig& t, const TokenizerSpec& tok, int ffn_dim) {
@@ -134,6 +164,8 @@ void check_draft_fits_target(const DraftConfig& d, const LlamaConfig& t, const T
     BEAGLE_CHECK(d.head_dim == t.head_dim && d.n_heads == t.n_heads && d.n_kv_heads == t.n_kv_heads,
                  "%s: draft heads (%d heads, %d kv heads, head_dim %d) differ from the target's (%d, %d, %d)", p,
                  d.n_heads, d.n_kv_heads, d.head_dim, t.n_heads, t.n_kv_heads, t.head_dim);
+    for (int l : d.state_layers)
+        BEAGLE_CHECK(l < t.n_layers, "%s: draft fuses the states of layer %d, this target has %d layers", p, l, t.n_layers);
     BEAGLE_CHECK(d.target_n_layers == 0 || d.target_n_layers == t.n_layers,
                  "%s: draft was trained on the states of a %d-layer target, this target has %d layers", p,
                  d.target_n_layers, t.n_layers);
@@ -151,6 +183,10 @@ void DraftWeights::init_random(const DraftConfig& c, uint64_t seed) {
     for (int i = 0; i < DT_COUNT; i++) {
         t[i].assign((size_t)c.numel(i), 1.0f);
         if (i == DT_NORM_Q || i == DT_NORM_KV || i == DT_NORM_M) continue;
+        if (i == DT_MIX) {  // zero: s = f, the draft without state layers (so --init from one starts as it)
+            std::fill(t[i].begin(), t[i].end(), 0.0f);
+            continue;
+        }
         // W_fc = [fc_e | fc_f] is one Linear(2 dim -> dim): its fan-in is 2 dim
         double fan_in = (double)c.cols(i) * (i == DT_FC_E || i == DT_FC_F ? 2 : 1);
         double bound = 1.0 / std::sqrt(fan_in);
@@ -174,6 +210,11 @@ static KeyValues config_text(const DraftConfig& c, const std::vector<std::pair<s
     add("ffn_dim", std::to_string(c.ffn_dim));
     add("vocab_size", std::to_string(c.vocab_size));
     if (c.draft_vocab > 0) add("draft_vocab", std::to_string(c.draft_vocab));
+    if (!c.state_layers.empty()) {  // absent: none (files before the key have the same bytes)
+        std::string v;
+        for (int l : c.state_layers) v += (v.empty() ? "" : ",") + std::to_string(l);
+        add("state_layers", v);
+    }
     add("norm_eps", strfmt("%.9g", c.norm_eps));
     add("final_eps", strfmt("%.9g", c.final_eps));
     add("rope_theta", strfmt("%.9g", c.rope_theta));
@@ -243,6 +284,7 @@ DraftWeights load_draft(const std::string& path) {
         if (p.first.compare(0, 5, "meta.") == 0) w.meta.emplace_back(p.first.substr(5), p.second);
     DraftConfig& c = w.cfg;
     c.arch = kv.find("arch") ? parse_draft_arch(*kv.find("arch"), P) : ARCH_BEAGLE;
+    if (const std::string* v = kv.find("state_layers")) c.state_layers = parse_layer_list(*v, (path + ": state_layers").c_str());
     int n_arch = 0;  // the architecture's tensors
     for (int i = 0; i < DT_COUNT; i++) n_arch += c.has(i);
     if (n_tensors != (uint32_t)n_arch && n_tensors != (uint32_t)n_arch + 1)
@@ -340,6 +382,7 @@ struct Draft::Acts {
     float *xn = nullptr, *rstd = nullptr, *logits = nullptr;
     float* feat = nullptr;  // EAGLE: the queries' input features f_{p-1}
     float *key_ns = nullptr, *key_rstd = nullptr;  // ensure_kv's normed states, kept between rounds
+    float* key_s = nullptr;                        //   (state layers: and the fused states f + W_mix h)
     float *key_e = nullptr, *key_x = nullptr;      //   (EAGLE: and the keys' embeddings and inputs before the norm)
     int key_rows = 0;                              //   (grown only past the largest batch of new keys)
     int* ids = nullptr;  // backend ints: the greedy chain's argmax ids, one slot per step (argmax_ids)
@@ -374,12 +417,14 @@ std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int 
     return {{"draft K/V of the true states (2 x ctx x kv_dim)", 2 * f * ctx * kv},
             {"draft K/V of kept predictions (2 x max_pred x kv_dim)", 2 * f * max_pred * kv},
             {"draft true / predicted state staging ((ctx + max_pred) x dim)", f * ((double)ctx + max_pred) * c.dim},
+            {"draft state-layer staging (ctx x E dim; E = 0: none)", f * ctx * c.n_extra() * c.dim},
             {"draft query activations (max_queries x (5 dim + 2 q_dim + 3 ffn + heads + 2))",
              f * N * (5.0 * c.dim + 2.0 * c.q_dim() + 3.0 * c.ffn_dim + c.n_heads + 2)},
             {"draft final norm out + rstd (max_queries x (dim + 1))", f * N * (c.dim + 1.0)},
             {"draft logits (max_queries x head rows)", f * N * c.head_rows()},
-            {"draft new-key temporaries (max(max_pred + 1, max_queries) x (dim + 1); a longer prompt grows them)",
-             f * std::max((double)max_pred + 1, N) * (c.dim + 1.0)},
+            {"draft new-key temporaries (max(max_pred + 1, max_queries) x (dim + 1), + dim with state layers; a longer "
+             "prompt grows them)",
+             f * std::max((double)max_pred + 1, N) * (c.dim * (c.n_extra() ? 2.0 : 1.0) + 1.0)},
             {"draft greedy chain ids ((max_pred + 1) ints)", f * (max_pred + 1.0)},
             {"draft d2t table on the backend (draft_vocab ints)", f * c.draft_vocab},
             {"draft tree nodes ((1 + max_queries x max_pred) x 16 bytes)", 16.0 * draft_tree_nodes(max_pred, max_queries)},
@@ -402,6 +447,7 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
     vp_ = al.alloc((size_t)pred_rows * c.kv_dim());
     stage_t_ = al.alloc((size_t)ctx * c.dim);
     stage_p_ = al.alloc((size_t)max_pred * c.dim);
+    if (c.n_extra()) stage_x_ = al.alloc((size_t)ctx * c.n_extra() * c.dim);
     if (c.arch == ARCH_EAGLE) {
         eagle_acts_alloc(al, c, &a_->A, max_queries);
         a_->feat = al.alloc((size_t)max_queries * c.dim);
@@ -449,6 +495,10 @@ void Draft::key_rows(int n) {
     al.release(a_->key_rstd);
     a_->key_ns = al.alloc((size_t)n * m_->cfg.dim);
     a_->key_rstd = al.alloc(n);
+    if (m_->cfg.n_extra()) {
+        al.release(a_->key_s);
+        a_->key_s = al.alloc((size_t)n * m_->cfg.dim);
+    }
     if (m_->cfg.arch == ARCH_EAGLE) {
         al.release(a_->key_e);
         al.release(a_->key_x);
@@ -494,7 +544,7 @@ void Draft::use_q8_weights(const DraftWeights& w) {
     BEAGLE_CHECK(w.cfg.dim == c.dim && w.cfg.ffn_dim == c.ffn_dim && w.cfg.n_heads == c.n_heads &&
                      w.cfg.n_kv_heads == c.n_kv_heads && w.cfg.head_dim == c.head_dim,
                  "use_q8_weights: weights of another draft shape");
-    for (int t : {DT_WQ, DT_WK, DT_WV, DT_WO, DT_W_GATE, DT_W_UP, DT_W_DOWN, DT_FC_E, DT_FC_F}) {
+    for (int t : {DT_WQ, DT_WK, DT_WV, DT_WO, DT_W_GATE, DT_W_UP, DT_W_DOWN, DT_FC_E, DT_FC_F, DT_MIX}) {
         if (!c.has(t)) continue;
         const int64_t rows = c.rows(t), cols = c.cols(t);
         BEAGLE_CHECK((int64_t)w.t[t].size() == rows * cols, "use_q8_weights: %s has %zu values, expected %lld",
@@ -522,12 +572,47 @@ void Draft::reset() {
     clear_pred();
 }
 
+int Draft::state_width() const { return m_->cfg.dim * (1 + m_->cfg.n_extra()); }
+
+// Wide rows (state layers): row i's f goes to stage_t_, its E layer rows to stage_x_ (both from row
+// n_true_pending_ on). The split is two row gathers over dim-wide views: f of state row r is view row
+// r (1 + E), its layer k view row r (1 + E) + 1 + k.
+void Draft::add_wide_rows(const float* src, const int* rows, int n) {
+    const DraftConfig& c = m_->cfg;
+    const int E = c.n_extra();
+    std::vector<int> fi(n), xi((size_t)n * E);
+    for (int i = 0; i < n; i++) {
+        fi[i] = rows[i] * (1 + E);
+        for (int k = 0; k < E; k++) xi[(size_t)i * E + k] = rows[i] * (1 + E) + 1 + k;
+    }
+    ops_.gather_rows(stage_t_ + (size_t)n_true_pending_ * c.dim, src, fi.data(), n, c.dim);
+    ops_.gather_rows(stage_x_ + (size_t)n_true_pending_ * E * c.dim, src, xi.data(), n * E, c.dim);
+}
+
 void Draft::add_true_states(const float* states, int n, const int* tokens, bool on_backend) {
     if (n <= 0) return;
     const DraftConfig& c = m_->cfg;
     BEAGLE_CHECK(n_true() + n <= ctx_, "draft: %d true states would exceed its context of %d", n_true() + n, ctx_);
     const bool eagle = c.arch == ARCH_EAGLE;
     BEAGLE_CHECK(!eagle || tokens, "draft: an EAGLE draft needs the tokens of the true states' positions");
+    if (c.n_extra()) {  // Beagle with state layers: wide rows, split into stage_t_ and stage_x_
+        const int E = c.n_extra(), W = state_width();
+        if (on_backend) {
+            std::vector<int> rows(n);
+            for (int i = 0; i < n; i++) rows[i] = i;
+            add_wide_rows(states, rows.data(), n);
+        } else {
+            std::vector<float> f((size_t)n * c.dim), x((size_t)n * E * c.dim);
+            for (int i = 0; i < n; i++) {
+                memcpy(&f[(size_t)i * c.dim], states + (size_t)i * W, c.dim * sizeof(float));
+                memcpy(&x[(size_t)i * E * c.dim], states + (size_t)i * W + c.dim, (size_t)E * c.dim * sizeof(float));
+            }
+            ops_.upload(stage_t_ + (size_t)n_true_pending_ * c.dim, f.data(), f.size());
+            ops_.upload(stage_x_ + (size_t)n_true_pending_ * E * c.dim, x.data(), x.size());
+        }
+        n_true_pending_ += n;
+        return;
+    }
     // Beagle: pending rows from 0 (their K/V are computed once, then the rows are reused); EAGLE: every
     // true state at its position (each key and the next round's first query read f_{p-1})
     float* dst = stage_t_ + (size_t)(eagle ? n_true() : n_true_pending_) * c.dim;
@@ -543,7 +628,8 @@ void Draft::add_true_state_rows(const float* src, const int* rows, int n, const 
     BEAGLE_CHECK(n_true() + n <= ctx_, "draft: %d true states would exceed its context of %d", n_true() + n, ctx_);
     const bool eagle = c.arch == ARCH_EAGLE;
     BEAGLE_CHECK(!eagle || tokens, "draft: an EAGLE draft needs the tokens of the true states' positions");
-    ops_.gather_rows(stage_t_ + (size_t)(eagle ? n_true() : n_true_pending_) * c.dim, src, rows, n, c.dim);
+    if (c.n_extra()) add_wide_rows(src, rows, n);
+    else ops_.gather_rows(stage_t_ + (size_t)(eagle ? n_true() : n_true_pending_) * c.dim, src, rows, n, c.dim);
     if (eagle) true_tok_.insert(true_tok_.end(), tokens, tokens + n);
     n_true_pending_ += n;
 }
@@ -680,7 +766,12 @@ void Draft::ensure_kv() {
         key_rows(n);
         float* K = (set == 0 ? kt_ : kp_) + (size_t)r0 * kvd;
         float* V = (set == 0 ? vt_ : vp_) + (size_t)r0 * kvd;
-        key_forward(*m_, set == 0 ? stage_t_ : stage_p_, a_->key_ns, a_->key_rstd, K, V, n, pos.data());
+        const float* s = set == 0 ? stage_t_ : stage_p_;
+        if (set == 0 && c.n_extra()) {  // true keys fuse the state layers; predicted ones are last-layer states
+            fuse_forward(*m_, stage_t_, stage_x_, a_->key_s, n);
+            s = a_->key_s;
+        }
+        key_forward(*m_, s, a_->key_ns, a_->key_rstd, K, V, n, pos.data());
         if (set == 0) {
             n_true_cached_ += n;
             n_true_pending_ = 0;

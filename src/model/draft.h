@@ -25,6 +25,7 @@ namespace beagle {
 enum DraftArch : int { ARCH_BEAGLE = 0, ARCH_EAGLE = 1 };
 const char* draft_arch_name(int arch);
 int parse_draft_arch(const std::string& s, const char* where);  // "beagle" | "eagle", else a clear Error
+std::vector<int> parse_layer_list(const std::string& s, const char* where);  // "22,27" -> {22, 27}, else a clear Error
 
 // The trainable tensors, in file order. Matrices are {out, in} (y = W x); norms are {dim}. An
 // architecture has a subset of them (DraftConfig::has): Beagle all but fc_e/fc_f; EAGLE all but norm_kv.
@@ -41,6 +42,7 @@ enum DraftTensor : int {
     DT_W_DOWN,   // {dim, ffn_dim}
     DT_FC_E,     // {dim, dim}  EAGLE: W_fc's half applied to the token embedding
     DT_FC_F,     // {dim, dim}  EAGLE: W_fc's half applied to the feature (W_fc = [fc_e | fc_f], 2 dim -> dim, no bias)
+    DT_MIX,      // {dim, E dim}  Beagle with state layers: a true key state is s = f + W_mix [h_l1; ..; h_lE]
     DT_COUNT
 };
 const char* draft_tensor_name(int i);
@@ -59,6 +61,10 @@ struct DraftConfig {
     bool rope_scaling = false;    // Llama-3 rope scaling, as the target
     float rope_factor = 1.0f, rope_low_freq_factor = 1.0f, rope_high_freq_factor = 4.0f;
     int rope_orig_max_pos = 8192;
+    // EAGLE-3-style fused states (Beagle only; empty: none): the target layers whose residual streams
+    // h_l (Llama::set_state_layers) join a true key state, s = f + W_mix [h_l1; ..; h_lE]; predicted
+    // states stay last-layer states (docs/paper-comparison.md "Which target layers a draft could fuse")
+    std::vector<int> state_layers;
     // which target it belongs to (checked when loading for a target)
     int target_n_layers = 0;
     uint64_t tokenizer_hash = 0;  // tokenizer_fingerprint() of the target's vocabulary (0: unknown)
@@ -66,6 +72,7 @@ struct DraftConfig {
     int q_dim() const { return n_heads * head_dim; }
     int kv_dim() const { return n_kv_heads * head_dim; }
     int head_rows() const { return draft_vocab > 0 ? draft_vocab : vocab_size; }  // width of the draft's logits
+    int n_extra() const { return (int)state_layers.size(); }                      // E
     RopeParams rope() const;
     bool has(int t) const;        // is tensor t part of this architecture?
     int64_t rows(int t) const;    // shape of tensor t
@@ -164,10 +171,13 @@ public:
     // Append the next n true states (n x dim), host memory (or backend buffers if on_backend), and
     // the tokens at their positions (host; an EAGLE draft needs them: its key at position p is made of
     // t_p and f_{p-1}; a Beagle draft ignores them and may be given nullptr).
+    // A draft with state layers (config().state_layers) takes wide rows instead: [f; h_l1; ..; h_lE],
+    // state_width() floats each (the target's Llama::set_state_layers rows).
     void add_true_states(const float* states, int n, const int* tokens = nullptr, bool on_backend = false);
-    // Append rows rows[0..n) of `src` (a backend buffer of dim-wide rows, e.g. the target's states of a
+    // Append rows rows[0..n) of `src` (a backend buffer of state rows, e.g. the target's states of a
     // verify, Llama::states_backend()) as the next n true states: gathered on the backend (tokens as above).
     void add_true_state_rows(const float* src, const int* rows, int n, const int* tokens = nullptr);
+    int state_width() const;  // floats of a true-state row: dim, (1 + E) dim with state layers
     int n_true() const { return n_true_cached_ + n_true_pending_; }
     int64_t forwards() const { return forwards_; }  // forward / forward_ids / forward_tree calls so far
     // Truncate back to the true states (after verification).
@@ -240,6 +250,8 @@ private:
     bool concat_ = true;
     int64_t forwards_ = 0;
     float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
+    float* stage_x_ = nullptr;               // state layers: the pending true states' layer rows (ctx x E dim)
+    void add_wide_rows(const float* src, const int* rows, int n);  // state layers: split rows into stage_t_ / stage_x_
     float *stage_t_, *stage_p_;              // pending states (K/V not yet computed). EAGLE: stage_t_ row p holds
                                              // f_p for every true position (the features of later keys and queries),
                                              // stage_p_ row r the predicted state of predicted row r

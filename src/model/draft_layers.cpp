@@ -139,6 +139,22 @@ void draft_embed(DraftModelT<O>& m, RealOf<O>* u, const int* tokens, int n) {
     m.ops.gather_rows(u, m.embd, tokens, n, m.cfg.dim);
 }
 
+// ---- state layers -----------------------------------------------------------------------------------
+template <class O>
+void fuse_forward(DraftModelT<O>& m, const RealOf<O>* f, const RealOf<O>* h, RealOf<O>* s, int n) {
+    if (n == 0) return;
+    const DraftConfig& c = m.cfg;
+    draft_matmul(m, DT_MIX, s, h, n, c.n_extra() * c.dim, c.dim);
+    m.ops.add(s, f, (size_t)n * c.dim);
+}
+
+template <class O>
+void fuse_backward(DraftModelT<O>& m, const RealOf<O>* ds, const RealOf<O>* h, int n) {
+    if (n == 0) return;
+    const DraftConfig& c = m.cfg;
+    m.ops.matmul_f32_bwd_w(m.g[DT_MIX], ds, h, n, c.n_extra() * c.dim, c.dim);
+}
+
 // ---- key side ---------------------------------------------------------------------------------------
 template <class O>
 void key_forward(DraftModelT<O>& m, const RealOf<O>* s, RealOf<O>* ns, RealOf<O>* rstd, RealOf<O>* K, RealOf<O>* V,
@@ -303,6 +319,8 @@ void head_logits(DraftModelT<O>& m, const RealOf<O>* fh, int n, RealOf<O>* xn, R
     template struct DraftModelT<O>;                                                                                \
     template void upload_f<O>(O&, RealOf<O>*, const float*, size_t);                                               \
     template void download_f<O>(O&, float*, const RealOf<O>*, size_t);                                             \
+    template void fuse_forward<O>(DraftModelT<O>&, const RealOf<O>*, const RealOf<O>*, RealOf<O>*, int);          \
+    template void fuse_backward<O>(DraftModelT<O>&, const RealOf<O>*, const RealOf<O>*, int);                      \
     template void key_forward<O>(DraftModelT<O>&, const RealOf<O>*, RealOf<O>*, RealOf<O>*, RealOf<O>*, RealOf<O>*, \
                                  int, const int*);                                                                 \
     template void key_backward<O>(DraftModelT<O>&, BufAlloc<O>&, const RealOf<O>*, const RealOf<O>*,               \

@@ -62,6 +62,14 @@ void draft_matmul(DraftModelT<O>& m, int t, RealOf<O>* y, const RealOf<O>* x, in
 template <class O>
 void draft_embed(DraftModelT<O>& m, RealOf<O>* u, const int* tokens, int n);
 
+// ---- state layers (DraftConfig::state_layers; EAGLE-3's fused features, in residual form) ----------
+// s (n x dim) = f + W_mix h: f the true states, h (n x E dim) the residual streams of the state layers.
+template <class O>
+void fuse_forward(DraftModelT<O>& m, const RealOf<O>* f, const RealOf<O>* h, RealOf<O>* s, int n);
+// ds = d loss / d s in, dW_mix += ds^T h (f and h are inputs: no gradient).
+template <class O>
+void fuse_backward(DraftModelT<O>& m, const RealOf<O>* ds, const RealOf<O>* h, int n);
+
 // ---- key side: K/V of n key states s (rows at positions pos) -------------------------------------
 // Saves ns (n x dim) and rstd (n) for the backward.
 template <class O>

@@ -92,6 +92,16 @@ Llama::~Llama() {
     for (float* p : kcache_) ops_.release(p);
     for (float* p : vcache_) ops_.release(p);
     for (float* p : {x_, xb_, q_, att_, xb2_, hb_, hb2_, logits_, k_new_, v_new_}) ops_.release(p);
+    if (xw_) ops_.release(xw_);
+}
+
+void Llama::set_state_layers(const std::vector<int>& layers) {
+    for (size_t k = 0; k < layers.size(); k++)
+        BEAGLE_CHECK(layers[k] >= 0 && layers[k] < cfg_.n_layers && (k == 0 || layers[k] > layers[k - 1]),
+                     "state layers: %d at %zu, expected increasing layers in [0, %d)", layers[k], k, cfg_.n_layers);
+    if (xw_) ops_.release(xw_);
+    xw_ = layers.empty() ? nullptr : ops_.alloc((size_t)max_batch_ * (1 + layers.size()) * cfg_.dim);
+    state_layers_ = layers;
 }
 
 void Llama::forward(const int* tokens, const int* pos, int T, const uint64_t* tree_mask, int mask_words,
@@ -107,7 +117,7 @@ void Llama::forward(const int* tokens, const int* pos, int T, const uint64_t* tr
     mask.n_past = n_past;
     mask.tree_mask = tree_mask;
     mask.mask_words = mask_words;
-    if (T == 1 && !tree_mask && ops_.step_begin(this, cur_, ctx_ - 1)) {
+    if (T == 1 && !tree_mask && state_layers_.empty() && ops_.step_begin(this, cur_, ctx_ - 1)) {
         // a plain step the backend replays as one graph: every launch argument the same at each step, so
         // the new K/V row goes to the cache through a staged row index, not a pointer into it
         const int row = cur_ * ctx_ + n_past;
@@ -202,14 +212,30 @@ void Llama::run(const int* tokens, const int* pos, int T, const std::vector<Attn
             ops_.add_rmsnorm(xb_, x_, xb2_, layers_[l + 1].attn_norm, T, dim, c.rms_eps);
         else
             ops_.add(x_, xb2_, (size_t)T * dim);
+        keep_state_layer(l, T);
     }
+}
+
+// x_ holds the residual stream after layer l. Wide state rows (state layers set): if l is state layer k,
+// its rows go to block 1 + k of xw_'s rows (xw_ viewed as rows of dim: row t (1 + E) + 1 + k); after the
+// last layer x_ itself goes to block 0.
+void Llama::keep_state_layer(int l, int T) {
+    const int E = (int)state_layers_.size();
+    for (int k = -1; k < E; k++)
+        if (k < 0 ? l == cfg_.n_layers - 1 && E > 0 : state_layers_[k] == l) {
+            std::vector<int>& idx = state_idx_;
+            idx.resize(T);
+            for (int t = 0; t < T; t++) idx[t] = t * (1 + E) + 1 + k;
+            ops_.scatter_rows(xw_, x_, idx.data(), T, cfg_.dim, false);
+        }
 }
 
 // The true states (last layer output, before the final norm) and logits of the last rows.
 void Llama::outputs(int T, float* logits, int n_logits, float* states, int n_states) {
     const LlamaConfig& c = cfg_;
     last_T_ = T;
-    if (n_states) ops_.download(states, x_ + (size_t)(T - n_states) * c.dim, (size_t)n_states * c.dim);
+    const size_t W = state_width();
+    if (n_states) ops_.download(states, states_backend() + (size_t)(T - n_states) * W, (size_t)n_states * W);
     if (n_logits) {
         head(T, n_logits);
         ops_.download(logits, logits_, (size_t)n_logits * c.vocab_size);
@@ -241,7 +267,7 @@ void Llama::prefill(const int* tokens, int n, float* last_logits, float* all_sta
         for (int t = 0; t < T; t++) pos[t] = n_past() + t;
         bool last = done + T == n;
         forward(tokens + done, pos.data(), T, nullptr, 0, last ? last_logits : nullptr, 1,
-                all_states ? all_states + (size_t)done * cfg_.dim : nullptr, T);
+                all_states ? all_states + (size_t)done * state_width() : nullptr, T);
         done += T;
     }
 }

@@ -58,22 +58,22 @@ public:
     // [n_past, n_past + T) and n_past advances by T. tree_mask == nullptr means causal; otherwise
     // row t (mask_words words) holds the bits of the new tokens that token t may see (itself
     // included), see AttnMask. logits (host, n_logits x vocab) get the last n_logits rows, states
-    // (host, n_states x dim) the last n_states rows (null or 0: not computed / not copied).
+    // (host, n_states x state_width()) the last n_states rows (null or 0: not computed / not copied).
     void forward(const int* tokens, const int* pos, int T, const uint64_t* tree_mask, int mask_words,
                  float* logits, int n_logits, float* states, int n_states);
     // Causal prefill of n tokens at positions n_past.., in chunks of max_batch: logits of the last
-    // token; all_states (n x dim) gets every position's true state if not null.
+    // token; all_states (n x state_width()) gets every position's true state if not null.
     void prefill(const int* tokens, int n, float* last_logits, float* all_states = nullptr);
     // Independent sequences in one batch (datagen: decode of one sequence is memory-bound, a batch
     // costs little more). Token t goes to sequence seq[t] at that sequence's next position (tokens of
     // one sequence in order); it attends causally within its own sequence only. logits (T x vocab)
-    // and states (T x dim) for every row if not null. Same bits per row as forward().
+    // and states (T x state_width()) for every row if not null. Same bits per row as forward().
     void forward_multi(const int* tokens, const int* seq, int T, float* logits, float* states);
     // Several sequences in one forward (the server's batched round): segment i is the next
     // segs[i].T tokens of sequence segs[i].seq (tokens and pos laid out segment after segment), causal
     // or with that segment's tree mask, exactly as forward() on that sequence alone would run them:
     // every op but attention runs over all rows at once, attention once per segment. Advances each
-    // sequence by its T. logits (sum T x vocab) and states (sum T x dim) for every row if not null.
+    // sequence by its T. logits (sum T x vocab) and states (sum T x state_width()) for every row if not null.
     struct Segment {
         int seq = 0, T = 0;
         const uint64_t* tree_mask = nullptr;  // null: causal
@@ -90,9 +90,17 @@ public:
     // some rows brings down just those (Ops::download of a row; sampled acceptance, SpecDecoder::step). The
     // same bits as the rows forward() would have returned.
     const float* logits_last(int n);
-    // The true states of the last forward's rows (its T x dim, a backend buffer valid until the next
-    // forward): the draft takes the accepted rows from here without a trip through the host.
-    const float* states_backend() const { return x_; }
+    // The true states of the last forward's rows (its T x state_width(), a backend buffer valid until the
+    // next forward): the draft takes the accepted rows from here without a trip through the host.
+    const float* states_backend() const { return xw_ ? xw_ : x_; }
+    // State layers (EAGLE-3's fused features; docs/paper-comparison.md "Which target layers a draft could
+    // fuse"): from now on every forward also keeps the residual stream after each of these layers
+    // (increasing, in [0, n_layers)), and a state row is [f; h_{layers[0]}; ..; h_{layers[E-1]}]:
+    // state_width() = (1 + E) dim floats wherever this class returns states (forward, prefill,
+    // forward_multi, forward_segments, states_backend).
+    void set_state_layers(const std::vector<int>& layers);
+    const std::vector<int>& state_layers() const { return state_layers_; }
+    int state_width() const { return cfg_.dim * (1 + (int)state_layers_.size()); }
     // Drop cache rows >= n.
     void truncate(int n);
     // Keep n rows of the cache: for i < n, row src[i] moves to row dst_start + i (src increasing,
@@ -124,7 +132,11 @@ private:
     void run(const int* tokens, const int* pos, int T, const std::vector<AttnPart>& parts, const int* kv_rows,
              int first_row);
     void outputs(int T, float* logits, int n_logits, float* states, int n_states);
+    void keep_state_layer(int l, int T);  // after layer l: its residual stream into xw_ if it is a state layer
+    std::vector<int> state_idx_;
     void head(int T, int n);  // logits_ = lm_head(norm(x_ rows [T - n, T)))
+    std::vector<int> state_layers_;  // set_state_layers
+    float* xw_ = nullptr;            // max_batch x (1 + E) dim: the wide state rows (block 0 f, block 1 + k layer k)
     int last_T_ = 0;          // rows of the last forward
     std::vector<float> host_tmp_;
 };

@@ -62,7 +62,7 @@ Engine::Engine(Session& s, int parallel, int max_queue, std::function<std::uniqu
     for (int i = 0; i < parallel; i++) {
         slots_.emplace_back(new Slot);
         slots_.back()->seq = i;
-        slots_.back()->client.dim = s.llama->config().dim;
+        slots_.back()->client.dim = s.llama->state_width();
         if (spec_) slots_.back()->drafter = make_drafter();
     }
     worker_ = std::thread([this] { loop(); });
@@ -190,7 +190,7 @@ void Engine::start(Slot& sl, const std::shared_ptr<Job>& job) {
     sl.prefilled = 0;
     sl.prefill_s = 0;
     sl.plogits.resize(m.config().vocab_size);
-    sl.pstates.resize(sl.dec ? job->prompt.size() * (size_t)m.config().dim : 0);
+    sl.pstates.resize(sl.dec ? job->prompt.size() * (size_t)m.state_width() : 0);
     std::lock_guard<std::mutex> lk(mu_);
     stats_->prompt_tokens += (long)job->prompt.size();
 }
@@ -204,7 +204,7 @@ void Engine::prefill_step(Slot& sl) {
     const bool last = sl.prefilled + n == (int)p.size();
     const double t0 = now_seconds();
     m.prefill(p.data() + sl.prefilled, n, last ? sl.plogits.data() : nullptr,
-              sl.dec ? &sl.pstates[(size_t)sl.prefilled * m.config().dim] : nullptr);
+              sl.dec ? &sl.pstates[(size_t)sl.prefilled * m.state_width()] : nullptr);
     sl.prefill_s += now_seconds() - t0;
     sl.prefilled += n;
     if (!last) return;
@@ -336,7 +336,7 @@ void Engine::finish(Slot& sl, const std::string& reason, const std::string& erro
 
 void Engine::round(const std::vector<Slot*>& active) {
     Llama& m = *s_.llama;
-    const int V = m.config().vocab_size, D = m.config().dim;
+    const int V = m.config().vocab_size, D = m.state_width();
     // what each slot sends: its next token (plain) or its draft tree (speculative)
     std::vector<Slot*> rows;
     std::vector<Llama::Segment> segs;

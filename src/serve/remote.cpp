@@ -235,7 +235,7 @@ double remote_round_trip_s(const RemoteOptions& o) {
 
 std::string generate_remote(Session& s, Drafter* d, const RemoteOptions& o, const std::vector<int>& prompt, int n,
                             FILE* stream, SpecStats* st, RemoteStats* rs, std::vector<int>* out_ids) {
-    const int D = s.llama->config().dim;
+    const int D = s.llama->state_width();
     RemoteOptions opt = o;
     if (!d) opt.states = "none";  // remote plain decoding: the states would go unused
     BEAGLE_CHECK(opt.states == "f32" || opt.states == "q8" || opt.states == "none",

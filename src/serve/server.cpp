@@ -154,7 +154,7 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
     svr.Post("/v1/chat/completions", generate(true));
     svr.Post("/v1/completions", generate(false));
     // Remote drafting (remote.h): the client drafts, the server verifies its trees.
-    const int V = s.llama->config().vocab_size, D = s.llama->config().dim;
+    const int V = s.llama->config().vocab_size, D = s.llama->state_width();
     auto ids_field = [V](const json& b, const char* name) {
         auto it = b.find(name);
         if (it == b.end() || !it->is_array() || it->empty())

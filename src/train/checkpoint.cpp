@@ -88,6 +88,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     cfg.ffn_dim = (int)count("ffn_dim");
     cfg.vocab_size = (int)count("vocab");
     cfg.arch = c.kv.find("arch") ? parse_draft_arch(*c.kv.find("arch"), P) : ARCH_BEAGLE;  // absent: beagle
+    if (const std::string* v = c.kv.find("state_layers")) cfg.state_layers = parse_layer_list(*v, P);
     cfg.validate(P);
     uint64_t items = (uint64_t)count("items"), hist = (uint64_t)c.kv.integer("n_history", 0, INT64_MAX);
     uint64_t need = f.text_end();

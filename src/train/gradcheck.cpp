@@ -23,6 +23,7 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     c.ffn_dim = o.ffn_dim;
     c.vocab_size = o.vocab;
     c.rope_theta = 10000.0f;
+    for (int k = 0; k < o.state_layers; k++) c.state_layers.push_back(k);
     c.validate("gradcheck config");
     BEAGLE_CHECK(o.T >= 2 && o.T <= 4096, "gradcheck: T %d outside 2..4096", o.T);
     BEAGLE_CHECK(o.h > 0 && o.tol > 0, "gradcheck: h and tol must be > 0");
@@ -33,6 +34,7 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     dw.init_random(c, o.seed * 7919 + 1);
     for (int i : {DT_NORM_Q, DT_NORM_KV, DT_NORM_M})
         for (float& x : dw.t[i]) x = (float)(1.0 + 0.6 * (rng.uniform() - 0.5));  // (none for a norm the arch lacks)
+    for (float& x : dw.t[DT_MIX]) x = (float)(0.3 * rng.normal());  // (away from its zero init; none without state layers)
     DraftFrozen fz;
     fz.vocab = c.vocab_size;
     fz.dim = c.dim;
@@ -47,6 +49,8 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     std::vector<uint8_t> mask(o.T, 1);
     for (int& t : tokens) t = rng.below(c.vocab_size);
     for (float& x : states) x = (float)rng.normal();
+    std::vector<float> extras((size_t)o.T * c.n_extra() * c.dim);
+    for (float& x : extras) x = (float)rng.normal();
     if (o.loss_mask)
         for (int j = 4; j < o.T; j += 5) mask[j] = 0;
 
@@ -61,6 +65,7 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     TrainBatch b;
     b.tokens = tokens.data();
     b.states = states.data();
+    b.extras = c.n_extra() ? extras.data() : nullptr;
     b.loss_mask = o.loss_mask ? mask.data() : nullptr;
     b.T = o.T;
     b.pos0 = o.pos0;
@@ -88,9 +93,10 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     if (out) {
         fprintf(out,
                 "gradcheck stage %d%s, float64: dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, T %d, w %d%s, "
-                "offset %d, %s labels, loss %.10g%s\n",
+                "offset %d, %s labels%s, loss %.10g%s\n",
                 o.stage, mode, c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.vocab_size, o.T, o.w,
                 o.stage == 2 ? strfmt(", S %d", o.S).c_str() : "", o.offset, o.hard_labels ? "token" : "soft",
+                c.n_extra() ? strfmt(", %d state layers", c.n_extra()).c_str() : "",
                 st.loss, o.plant_bug ? ", PLANTED BUG in swiglu backward" : "");
         fprintf(out, "%-8s %7s %12s %12s %10s %10s\n", "tensor", "elems", "|grad|", "|fd|", "rel_err", "max_err");
     }

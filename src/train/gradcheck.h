@@ -17,6 +17,7 @@ struct GradcheckOptions {
     int dim = 16, n_heads = 4, n_kv_heads = 2, head_dim = 4, ffn_dim = 24, vocab = 40;
     int T = 13, w = 3, S = 3, offset = 1, vocab_chunk = 16, pos0 = 3;
     bool loss_mask = true;          // mask a few rows out of the loss
+    int state_layers = 0;           // Beagle: E fused state layers (W_mix random, their rows random)
     float noise_std = 0.2f;
     uint64_t seed = 1;
     double h = 1e-6;                // finite-difference step

@@ -170,6 +170,11 @@ KV run_config(const TrainLoopOptions& o, const DraftConfig& cfg, uint64_t tok_ha
         {"loss_on_prompt", o.loss_on_prompt ? "1" : "0"},
     };
     if (cfg.arch != ARCH_BEAGLE) config.push_back({"arch", draft_arch_name(cfg.arch)});  // absent: beagle
+    if (!cfg.state_layers.empty()) {  // absent: none
+        std::string v;
+        for (int l : cfg.state_layers) v += (v.empty() ? "" : ",") + std::to_string(l);
+        config.push_back({"state_layers", v});
+    }
     if (sc.decay_steps > 0) config.push_back({"lr_decay_steps", std::to_string(sc.decay_steps)});  // absent: constant lr
     if (!o.init.empty()) config.push_back({"init", o.init});
     return config;
@@ -195,7 +200,10 @@ DraftWeights initial_weights(const TrainLoopOptions& o, const DraftConfig& cfg, 
              cfg.dim, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn_dim, cfg.vocab_size, cfg.draft_vocab);
     if (iw.d2t != d2t)  // cannot happen (d2t was taken from it); kept as the invariant's check
         fail("--init '%s': its reduced vocabulary differs from this run's", o.init.c_str());
-    for (int k = 0; k < DT_COUNT; k++) dw.t[k] = iw.t[k];
+    if (!a.state_layers.empty() && a.state_layers != cfg.state_layers)
+        fail("--init '%s': fuses other state layers than this run's --state-layers", o.init.c_str());
+    for (int k = 0; k < DT_COUNT; k++)
+        if (a.has(k)) dw.t[k] = iw.t[k];  // W_mix of a draft without state layers stays zero: it starts as that draft
     if (!o.quiet) printf("train: weights from '%s' (warm start)\n", o.init.c_str());
     return dw;
 }
@@ -262,16 +270,30 @@ TrainState resume(const std::string& path, const KV& config, const Schedule& sc,
 
 // Item `it` as a training batch: its f16 states as f32 in *states, its loss mask in *lmask.
 TrainBatch item_batch(const Dataset& ds, const Item& it, const TrainLoopOptions& o, int dim, std::vector<float>* states,
-                      std::vector<uint8_t>* lmask) {
+                      std::vector<uint8_t>* lmask, std::vector<float>* extras) {
     SeqView v = ds.seq(it.seq);
     states->resize((size_t)it.len * dim);
     const uint16_t* src = v.states + (size_t)it.start * dim;
     for (size_t i = 0; i < states->size(); i++) (*states)[i] = f16_to_f32(src[i]);
+    // state layers: the data keeps D of them per row; the run fuses E of those (o.state_layers, a subset)
+    const std::vector<int>& have = ds.state_layers();
+    const size_t E = o.state_layers.size(), D = have.size();
+    extras->resize((size_t)it.len * E * dim);
+    for (size_t k = 0; k < E; k++) {
+        const size_t j = std::find(have.begin(), have.end(), o.state_layers[k]) - have.begin();
+        BEAGLE_CHECK(j < D, "data '%s' does not keep layer %d (datagen --state-layers)", o.data.c_str(), o.state_layers[k]);
+        for (int q = 0; q < it.len; q++) {
+            const uint16_t* x = v.extras + ((size_t)(it.start + q) * D + j) * dim;
+            float* y = extras->data() + ((size_t)q * E + k) * dim;
+            for (int d = 0; d < dim; d++) y[d] = f16_to_f32(x[d]);
+        }
+    }
     lmask->resize(it.len);
     for (int q = 0; q < it.len; q++) (*lmask)[q] = o.loss_on_prompt || it.start + q >= v.n_prompt;
     TrainBatch b;
     b.tokens = v.tokens + it.start;
     b.states = states->data();
+    b.extras = E ? extras->data() : nullptr;
     b.loss_mask = lmask->data();
     b.T = it.len;
     b.pos0 = it.start;
@@ -299,12 +321,12 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
     }
     const int W = 4;  // per item: loss, ce, vloss, tokens
     std::vector<double> rows((size_t)nb * W, 0.0);
-    std::vector<float> states;
+    std::vector<float> states, extras;
     std::vector<uint8_t> lmask;
     std::vector<int> ran;  // the items this rank ran, in order
     tree.run(nb, [&](int k) {
         const Item& it = items[st.order[st.pos + k]];
-        TrainBatch b = item_batch(ds, it, o, dim, &states, &lmask);
+        TrainBatch b = item_batch(ds, it, o, dim, &states, &lmask, &extras);
         if (st.step + 1 == nan_step && k == 0) states[(size_t)(it.len - 1) * dim] = NAN;
         trainer.run(b, offsets[k], seeds[k], 1.0f / nb, true);  // losses deferred (make_trainer)
         *peak = std::max(*peak, trainer.mem().peak_bytes());
@@ -341,9 +363,9 @@ void warm_up(DraftTrainer& trainer, const Dataset& ds, const std::vector<Item>& 
     const Item* longest = &items[0];
     for (const Item& it : items)
         if (it.len > longest->len) longest = &it;
-    std::vector<float> states;
+    std::vector<float> states, extras;
     std::vector<uint8_t> lmask;
-    TrainBatch b = item_batch(ds, *longest, o, dim, &states, &lmask);
+    TrainBatch b = item_batch(ds, *longest, o, dim, &states, &lmask, &extras);
     b.loss_mask = nullptr;  // every row a loss row: the most any item of this length has
     for (int k = 0; k < nb; k++) trainer.run(b, k % o.w, 0, 1.0f / nb, true);
     trainer.finish_losses();
@@ -467,6 +489,8 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     ds.check_fits(mf->config.dim, mf->config.vocab_size, tok_hash, o.model);
     DraftConfig cfg = draft_config_for_target(mf->config, spec, o.ffn_dim);
     cfg.arch = o.arch;
+    cfg.state_layers = o.state_layers;
+    cfg.validate("beagle train --state-layers");
     DraftFrozen fz = frozen_from_target(*mf, true);
     std::vector<int32_t> d2t;
     DraftWeights iw;  // --init: continued training keeps the init draft's reduced vocabulary

@@ -39,6 +39,7 @@ struct TrainLoopOptions {
     bool loss_on_prompt = false;      // also train on positions < n_prompt
     int arch = ARCH_BEAGLE;           // draft architecture (DraftArch): Beagle or the EAGLE-style baseline
     int ffn_dim = 0;                  // draft MLP width (0 = the target's)
+    std::vector<int> state_layers;    // Beagle: fuse these target layers into the true key states (the data must keep them)
     int draft_vocab = 0;              // reduced draft vocabulary: the N most frequent training targets (0 = all)
     long ckpt_every = 200;            // checkpoint every N steps (0 = only at the end)
     int threads = 0;                  // 0 = all cores

@@ -219,6 +219,18 @@ IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_
         }
         ops.upload(s, sh.data(), Td);
     }
+    R* h = nullptr;  // state layers: s = f + noise + W_mix h
+    if (c.n_extra()) {
+        BEAGLE_CHECK(b.extras, "training a draft with %d state layers needs their rows (data made with datagen "
+                     "--state-layers)", c.n_extra());
+        const size_t Tx = Td * c.n_extra();
+        h = al_.alloc(Tx);
+        upload_f(ops, h, b.extras, Tx);
+        R* sf = al_.alloc(Td);
+        fuse_forward(m_, s, h, sf, T);
+        al_.release(s);
+        s = sf;
+    }
     if (c.arch == ARCH_EAGLE) {
         run_eagle(b, f, s, pos, loss_scale, backward, &stats);
         for (R** p : {&f, &s}) al_.release(*p);
@@ -344,8 +356,16 @@ IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_
         }
         for (R** p : {&sp, &nsp, &rstdp, &Kp, &Vp, &dKp, &dVp}) al_.release(*p);
     }
-    if (backward) key_backward(m_, al_, s, ns, rstd, dK, dV, T, pos.data(), nullptr);
-    for (R** p : {&f, &s, &ns, &rstd, &K, &V, &dK, &dV}) al_.release(*p);
+    if (backward && h) {  // d loss / d s, then W_mix's gradient
+        R* ds = al_.alloc(Td);
+        ops.zero(ds, Td);
+        key_backward(m_, al_, s, ns, rstd, dK, dV, T, pos.data(), ds);
+        fuse_backward(m_, ds, h, T);
+        al_.release(ds);
+    } else if (backward) {
+        key_backward(m_, al_, s, ns, rstd, dK, dV, T, pos.data(), nullptr);
+    }
+    for (R** p : {&f, &s, &ns, &rstd, &K, &V, &dK, &dV, &h}) al_.release(*p);
     pending_.push_back({stats, loss_scale, std::move(cur_steps_)});
     cur_steps_.clear();
     if (defer_losses) return stats;

@@ -32,6 +32,7 @@ struct TrainOptions {
 struct TrainBatch {
     const int* tokens = nullptr;
     const float* states = nullptr;
+    const float* extras = nullptr;   // state layers (DraftConfig::state_layers): T x E x dim, host f32
     const uint8_t* loss_mask = nullptr;
     int T = 0;
     int pos0 = 0;

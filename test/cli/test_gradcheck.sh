@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_gradcheck.sh: `beagle gradcheck` (float64, tiny random draft) for stage 1, stage 2 detached and
 # stage 2 --sim-grad-through, plus token labels and other shapes (MHA, S = w, offset 0, no loss
-# mask), and the EAGLE-style draft (--arch eagle: fc_e, fc_f and the self-attention layer): every
+# mask), fused state layers (w_mix), and the EAGLE-style draft (--arch eagle: fc_e, fc_f and the self-attention layer): every
 # trainable tensor's analytic gradient must match central finite differences (relative error <= 1e-5,
 # printed per tensor). The check is shown failing on a planted backward bug (--plant-bug). Also: bad
 # flags give clear errors.
@@ -11,6 +11,7 @@ fail=0
 run() {
   local out tensors="wq wk wv wo norm_q norm_kv norm_m w_gate w_up w_down"
   [ "${1:-}" = "--arch" ] && [ "${2:-}" = "eagle" ] && tensors="wq wk wv wo norm_q norm_m w_gate w_up w_down fc_e fc_f"
+  case " $* " in *" --state-layers "*) tensors="$tensors w_mix" ;; esac
   out=$("$BIN" gradcheck "$@" 2>&1); rc=$?
   echo "$out"
   if [ $rc -ne 0 ]; then echo "FAIL: beagle gradcheck $* exited $rc"; fail=1; return; fi
@@ -26,6 +27,12 @@ run --stage 1 --hard-labels --seed 5
 run --stage 2 --T 17 --w 4 --S 4 --offset 0 --no-loss-mask --heads 2 --kv-heads 2 --head-dim 8 --seed 9
 run --stage 2 --sim-grad-through --T 19 --w 5 --S 4 --offset 3 --hard-labels --vocab-chunk 7 --seed 3
 run --arch eagle
+# state layers (W_mix of s = f + W_mix h; random W_mix and layer rows): every stage and mode. A planted
+# bug that drops the first row from W_mix's gradient was caught (w_mix rel_err 0.94; the last row cannot
+# show one: no query sees the last key)
+run --stage 1 --state-layers 2
+run --stage 2 --state-layers 1 --T 17 --w 4 --S 4 --offset 0 --seed 4
+run --stage 2 --sim-grad-through --state-layers 3 --seed 6
 run --arch eagle --T 17 --no-loss-mask --heads 2 --kv-heads 2 --head-dim 8 --hard-labels --vocab-chunk 7 --seed 9
 
 # detached and sim-grad-through give different gradients for the same loss

@@ -1,6 +1,7 @@
 // tool_logits.cpp: a driver for Python oracle tests: runs the target on given token ids (causal,
 // chunked) and writes every position's logits (f32, T x vocab) to a file; with --greedy N also
-// prints N greedy continuation ids.  usage: tool_logits MODEL IDS(comma-separated) OUT [--greedy N]
+// prints N greedy continuation ids; with --states L1,L2,.. FILE also the wide state rows (Llama::set_state_layers:
+// f32, T x (1 + E) x dim: the last layer's output, then the residual stream after each listed layer).  usage: tool_logits MODEL IDS OUT [--greedy N] [--states LAYERS FILE]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +17,7 @@ using namespace beagle;
 
 int main(int argc, char** argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: tool_logits MODEL IDS OUT [--greedy N]\n");
+        fprintf(stderr, "usage: tool_logits MODEL IDS OUT [--greedy N] [--states LAYERS FILE]\n");
         return 2;
     }
     try {
@@ -26,16 +27,36 @@ int main(int argc, char** argv) {
             ids.push_back((int)strtol(p, &p, 10));
             if (*p == ',') p++;
         }
-        int greedy = argc >= 6 && !strcmp(argv[4], "--greedy") ? atoi(argv[5]) : 0;
+        int greedy = 0;
+        std::vector<int> layers;
+        const char* states_out = nullptr;
+        for (int a = 4; a + 1 < argc; a++) {
+            if (!strcmp(argv[a], "--greedy")) greedy = atoi(argv[++a]);
+            else if (!strcmp(argv[a], "--states") && a + 2 < argc) {
+                for (char* p = argv[++a]; *p;) {
+                    layers.push_back((int)strtol(p, &p, 10));
+                    if (*p == ',') p++;
+                }
+                states_out = argv[++a];
+            }
+        }
         int V = mf->config.vocab_size, T = (int)ids.size();
         std::unique_ptr<Ops> ops = make_cpu_ops(2);
         Llama m(*mf, *ops, T + greedy + 4, 64);
-        std::vector<float> logits((size_t)T * V);
+        m.set_state_layers(layers);
+        const size_t W = m.state_width();
+        std::vector<float> logits((size_t)T * V), extras(states_out ? (size_t)T * W : 0);
         std::vector<int> pos(T);
         for (int i = 0; i < T; i++) pos[i] = i;
         for (int b = 0; b < T; b += 64) {
             int n = std::min(64, T - b);
-            m.forward(&ids[b], &pos[b], n, nullptr, 0, &logits[(size_t)b * V], n, nullptr, 0);
+            m.forward(&ids[b], &pos[b], n, nullptr, 0, &logits[(size_t)b * V], n,
+                      states_out ? &extras[(size_t)b * W] : nullptr, n);
+        }
+        if (states_out) {
+            FILE* f = fopen(states_out, "wb");
+            if (!f || fwrite(extras.data(), sizeof(float), extras.size(), f) != extras.size()) return 3;
+            fclose(f);
         }
         FILE* f = fopen(argv[3], "wb");
         if (!f || fwrite(logits.data(), sizeof(float), logits.size(), f) != logits.size()) return 3;

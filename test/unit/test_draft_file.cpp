@@ -233,6 +233,39 @@ int main() {
         wb.cfg.draft_vocab = c.vocab_size + 1;
         CHECK_THROWS(save_draft(bad, wb), "draft_vocab 41 outside");
     }
+    // state layers (EAGLE-3-style fused states): the config key and W_mix round-trip; a file without the
+    // key has no w_mix and the bytes of before; bad lists, a layer the target lacks and an EAGLE draft
+    // with state layers are refused
+    {
+        DraftConfig sc = c;
+        sc.state_layers = {1, 3};
+        DraftWeights sw;
+        sw.init_random(sc, 11);
+        bool zero = true;
+        for (float x : sw.t[DT_MIX]) zero = zero && x == 0.0f;
+        CHECK(sw.t[DT_MIX].size() == (size_t)2 * c.dim * c.dim && zero, "W_mix: 2 dim x dim, zero at init");
+        for (size_t i = 0; i < sw.t[DT_MIX].size(); i++) sw.t[DT_MIX][i] = 0.01f * (float)(i % 17);
+        std::string sp = dir + "/sl.bdr";
+        save_draft(sp, sw);
+        DraftWeights sr = load_draft(sp);
+        CHECK(sr.cfg.state_layers == sc.state_layers, "state layers round trip");
+        for (int i = 0; i < DT_COUNT; i++) CHECK(sr.t[i] == sw.t[i], "tensor %d round trip (state layers)", i);
+        CHECK(read_file(sp).find("state_layers 1,3\n") != std::string::npos, "config line 'state_layers 1,3'");
+        CHECK(read_file(path).find("state_layers") == std::string::npos && !r.cfg.has(DT_MIX),
+              "a draft without state layers has no key and no w_mix");
+        std::string g = read_file(sp);
+        const size_t at = g.find("state_layers 1,3");
+        patch_and_fix(sp, bad, at + 13, "3,1", 3);  // not increasing
+        CHECK_THROWS(load_draft(bad), "expected increasing layers");
+        patch_and_fix(sp, bad, at + 13, "1,x", 3);
+        CHECK_THROWS(load_draft(bad), "not a comma-separated list of layer numbers");
+        LlamaConfig t2 = t;
+        t2.n_layers = 3;  // layer 3 is not there
+        CHECK_THROWS(check_draft_fits_target(sr.cfg, t2, tok, sp), "fuses the states of layer 3");
+        DraftConfig ec = sc;
+        ec.arch = ARCH_EAGLE;
+        CHECK_THROWS(ec.validate("eagle"), "state layers are a Beagle draft's");
+    }
     // bad metadata cannot be written
     {
         DraftWeights wb = w;

@@ -5,7 +5,8 @@
 # target), the same STEPS optimizer steps of batch 4 x 512 tokens, the same recipe as the shipped draft
 # (reduced draft vocabulary 8192, loss on prompt positions, vloss weight 1, lr 3e-3, window 2, S 2) and
 # the same SEEDS. Variants (VARIANTS): s1 (Beagle stage 1 only), s12 (stage 1 + 2), s12gt (stage 1 + 2
-# with --sim-grad-through), eagle (--arch eagle). Then `beagle bench-sd` of each draft on Spec-Bench (all
+# with --sim-grad-through), eagle (--arch eagle); not in the default list: s12sl (s12 with state layers
+# 22, 27: docs/paper-comparison.md "Which target layers a draft could fuse"). Then `beagle bench-sd` of each draft on Spec-Bench (all
 # its categories, PER prompts each, MT-Bench among them; chain, 60-node tree, cost-aware tree).
 # Cost on this 2-core machine: about 2.7 s per step per variant when alone (1 thread), so the default budget
 # is about 6 hours per seed; datagen of 608 answers about 10 minutes; a bench-sd at PER 2, NTOK 96 under load
@@ -40,10 +41,20 @@ mkdir -p "$OUT"
 DATA=$OUT/data
 $B datagen -m "$M" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
     -n 192 --max-prompt 256 -o "$DATA" --batch 16 --shard-seqs 32 -t 2
+# variant s12sl (s12 with the target's layers 22 and 27 fused into the key states) reads the same data with
+# those layers' rows kept too: the same tokens and states (datagen --state-layers changes neither)
+case " $VARIANTS " in *" s12sl "*)
+    $B datagen -m "$M" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
+        -n 192 --max-prompt 256 -o "$DATA-sl" --batch 16 --shard-seqs 32 -t 2 --state-layers 22,27 ;;
+esac
 # held-out: the target's greedy answers (128 tokens) to the 80 MT-Bench first turns, for the teacher-forced top-1 / top-5
 HELD=$OUT/mt-bench-greedy
 $B datagen -m "$M" --prompts "$SHARED/data/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
     --shard-seqs 80 -t 1 -o "$HELD"
+case " $VARIANTS " in *" s12sl "*)
+    $B datagen -m "$M" --prompts "$SHARED/data/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
+        --shard-seqs 80 -t 1 -o "$HELD-sl" --state-layers 22,27 ;;
+esac
 # EPOCHS outlast STEPS (--max-steps ends every run); stage 2 starts at the same step in every two-stage variant
 flags() {
     case $1 in
@@ -51,6 +62,7 @@ flags() {
         s12) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF))" ;;
         s12gt) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --sim-grad-through" ;;
         eagle) echo "--arch eagle --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF))" ;;
+        s12sl) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --state-layers 22,27" ;;
         *) echo "unknown variant $1" >&2; exit 2 ;;
     esac
 }
@@ -60,7 +72,9 @@ train_one() {  # variant seed
     local resume=()
     [ -f "$d.ckpt" ] && resume=(--resume "$d.ckpt")
     # shellcheck disable=SC2046
-    $B train -m "$M" --data "$DATA" -o "$d" $(flags "$1") --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3 \
+    local data=$DATA
+    [ "$1" = s12sl ] && data=$DATA-sl
+    $B train -m "$M" --data "$data" -o "$d" $(flags "$1") --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3 \
         --draft-vocab 8192 --loss-on-prompt --vloss-weight 1 --seed "$2" --max-steps "$STEPS" --ckpt-every 50 \
         --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 -t 1 -q "${resume[@]}" \
         > "$d.log" 2>&1
@@ -86,7 +100,9 @@ bench_one() {  # variant seed: Spec-Bench (PER prompts per category) with chain 
         [ -f "$j" ] || $B bench-sd -m "$M" -d "$d" --prompts "$SHARED/data/eval/spec_bench_question.jsonl" \
             --per-category "$PER" -n "$NTOK" -t 2 --modes "none,$modes" --total-tokens "$total" -o "$j" > /dev/null
     done
-    [ -s "$d.topk.txt" ] || { $N build/test/draft_topk "$M" "$d" "$HELD" > "$d.topk.tmp" && mv "$d.topk.tmp" "$d.topk.txt"; }
+    local held=$HELD
+    [ "$1" = s12sl ] && held=$HELD-sl
+    [ -s "$d.topk.txt" ] || { $N build/test/draft_topk "$M" "$d" "$held" > "$d.topk.tmp" && mv "$d.topk.tmp" "$d.topk.txt"; }
 }
 train_all &
 trainer=$!

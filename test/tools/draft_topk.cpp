@@ -42,14 +42,29 @@ int main(int argc, char** argv) {
         d.use_target_weights(llama.tok_embd_weight(), llama.lm_head_weight());
         if (!f32) d.use_q8_weights(w);
         const int D = ds.dim(), V = w.cfg.head_rows();
+        // a draft with state layers takes wide rows [f; h_l1; ..]: the data must keep those layers
+        const std::vector<int>& have = ds.state_layers();
+        std::vector<size_t> col;  // draft layer k -> the data's layer index
+        for (int l : w.cfg.state_layers) {
+            const size_t j = std::find(have.begin(), have.end(), l) - have.begin();
+            if (j == have.size()) fail("%s: the draft fuses layer %d, the data does not keep it (datagen --state-layers)", argv[3], l);
+            col.push_back(j);
+        }
+        const int W = D * (1 + (int)col.size());
+        auto row = [&](const SeqView& v, int i, float* out) {  // the state row of position i
+            for (int k = 0; k < D; k++) out[k] = f16_to_f32(v.states[(size_t)i * D + k]);
+            for (size_t c = 0; c < col.size(); c++)
+                for (int k = 0; k < D; k++)
+                    out[(1 + c) * D + k] = f16_to_f32(v.extras[((size_t)i * have.size() + col[c]) * D + k]);
+        };
         std::vector<float> st, lg(V);
         std::vector<int> idx(V);
         for (size_t s = 0; s < ds.n_seqs(); s++) {
             SeqView v = ds.seq(s);
             if (v.n_prompt < 1) continue;
             d.reset();
-            st.resize((size_t)v.n_prompt * D);
-            for (size_t k = 0; k < st.size(); k++) st[k] = f16_to_f32(v.states[k]);
+            st.resize((size_t)v.n_prompt * W);
+            for (int i = 0; i < v.n_prompt; i++) row(v, i, &st[(size_t)i * W]);
             d.add_true_states(st.data(), v.n_prompt, v.tokens);  // (an EAGLE draft's keys need the tokens)
             for (int i = v.n_prompt; i + 1 < v.len; i++) {
                 int tok = v.tokens[i], pos = i;
@@ -62,8 +77,8 @@ int main(int argc, char** argv) {
                 printf("%zu %d %d", s, i, v.tokens[i + 1]);
                 for (int k = 0; k < 5; k++) printf(" %d", w.d2t.empty() ? idx[k] : w.d2t[idx[k]]);
                 printf(" %.4f\n", 1.0 / z);
-                st.resize(D);
-                for (int k = 0; k < D; k++) st[k] = f16_to_f32(v.states[(size_t)i * D + k]);
+                st.resize(W);
+                row(v, i, st.data());
                 d.add_true_states(st.data(), 1, v.tokens + i);
             }
         }

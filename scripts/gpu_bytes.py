@@ -134,7 +134,7 @@ def parse_sources():
          "swiglu(h, gate, up, (size_t)T * W.cols);\n        matmul(y, h, W, T);", "swiglu_matmul = swiglu, then matmul")
     if "swiglu_matmul" in read("src/backend/gpu/cuda_ops.h"):
         fail("src/backend/gpu/cuda_ops.h overrides swiglu_matmul: the model counts a swiglu and a matmul launch")
-    need("src/model/llama.cpp", ll, "if (T == 1 && !tree_mask && ops_.step_begin(this, cur_, ctx_ - 1)) {",
+    need("src/model/llama.cpp", ll, "if (T == 1 && !tree_mask && state_layers_.empty() && ops_.step_begin(this, cur_, ctx_ - 1)) {",
          "T = 1: the graph-captured step (new K/V rows scattered)")
     return {k: c[k] for k in CONSTS}
 

@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 B=${BEAGLE_BIN:-build/beagle}
-EMU=$(dirname "$B")/beagle-cuda-emu
+EMU=${BEAGLE_CUDA_EMU_BIN:-$(dirname "$B")/beagle-cuda-emu}  # make test-asan: the -O2 build (the emulator is not built with ASan)
 M=${BEAGLE_SHARED:-../shared}/data/models
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0

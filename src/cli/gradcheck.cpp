@@ -68,7 +68,8 @@ int cmd_gradcheck(int argc, char** argv) {
     o.h = h;
     o.tol = tol;
     o.plant_bug = plant;
-    if (state_layers < 0 || state_layers > 8) fail("beagle gradcheck: --state-layers must be in 0..8, got %ld", state_layers);
+    if (state_layers < 0 || state_layers > kMaxStateLayers)
+        fail("beagle gradcheck: --state-layers must be in 0..%d, got %ld", kMaxStateLayers, state_layers);
     o.state_layers = (int)state_layers;
     return run_gradcheck(o, stdout) ? 0 : 1;
 }

@@ -177,8 +177,11 @@ std::vector<SeqData> generate_shard(Generator& g, const std::vector<Item>& items
             while (r1 < T && bs[r1] == s) r1++;
             Slot& sl = slots[s];
             if (g.keep_states)
-                for (int k = r; k < r1; k++)
-                    for (int d = 0; d < W; d++) (d < D ? sl.st : sl.xs).push_back(f32_to_f16(states[(size_t)k * W + d]));
+                for (int k = r; k < r1; k++) {  // a row: its true state, then its state-layer rows
+                    const float* row = &states[(size_t)k * W];
+                    for (int d = 0; d < D; d++) sl.st.push_back(f32_to_f16(row[d]));
+                    for (int d = D; d < W; d++) sl.xs.push_back(f32_to_f16(row[d]));
+                }
             sl.fed += r1 - r;
             g.done_tokens += r1 - r;
             if (sl.fed == (int)sl.toks.size() && !sl.final_fed) {
@@ -298,11 +301,7 @@ void run_datagen(const DatagenOptions& o) {
         {"shard_seqs", std::to_string(o.shard_seqs)},
         {"f32_weights", o.f32_weights ? "1" : "0"},
     };
-    if (!o.state_layers.empty()) {  // (absent: none, as in directories made before the option)
-        std::string v;
-        for (int l : o.state_layers) v += (v.empty() ? "" : ",") + std::to_string(l);
-        meta.push_back({"state_layers", v});
-    }
+    if (!o.state_layers.empty()) meta.push_back({"state_layers", format_layer_list(o.state_layers)});  // absent: none
     if (o.self_prompts > 0) {
         meta.push_back({"prompt_temp", strfmt("%g", o.prompt_temp)});
         meta.push_back({"prompt_top_p", strfmt("%g", o.prompt_top_p)});

@@ -1,6 +1,8 @@
 // dataset.cpp: see dataset.h.
 #include "dataset.h"
 
+#include "../model/draft.h"  // kMaxStateLayers
+
 #include <dirent.h>
 
 #include <algorithm>
@@ -16,7 +18,6 @@ namespace beagle {
 static const ContainerFormat kShard = {{'B', 'E', 'A', 'G', 'L', 'E', 'D', 'S'}, "Beagle data shard", "data shard", 1, 48, 40, 0};
 // The same with state layers: 48 u32 E, 52 u32 layers[8]; the sequence table at 96.
 static const ContainerFormat kShardX = {{'B', 'E', 'A', 'G', 'L', 'E', 'D', 'X'}, "Beagle data shard with state layers", "data shard", 1, 96, 40, 0};
-static const int kMaxStateLayers = 8;
 static size_t align64(size_t x) { return (x + 63) / 64 * 64; }
 
 // The first n bytes of a file (fewer if it is shorter; "" if it cannot be read: the reader then says why).
@@ -181,6 +182,18 @@ void Dataset::check_complete(const std::vector<std::string>& names) const {
         fail("data directory '%s' is incomplete: %lld of its %lld shards (%s is missing); beagle datagen stopped "
              "before the end: run the same beagle datagen command again to finish it",
              dir_.c_str(), have, n, first_missing.c_str());
+}
+
+std::vector<size_t> Dataset::layer_columns(const std::vector<int>& layers) const {
+    std::vector<size_t> cols;
+    for (int l : layers) {
+        const size_t j = std::find(state_layers_.begin(), state_layers_.end(), l) - state_layers_.begin();
+        if (j == state_layers_.size())
+            fail("data '%s' does not keep layer %d (it keeps %s; datagen --state-layers)", dir_.c_str(), l,
+                 state_layers_.empty() ? "none" : format_layer_list(state_layers_).c_str());
+        cols.push_back(j);
+    }
+    return cols;
 }
 
 std::string Dataset::meta(const std::string& key) const {

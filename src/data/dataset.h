@@ -47,6 +47,9 @@ public:
     int dim() const { return dim_; }
     int vocab() const { return vocab_; }
     const std::vector<int>& state_layers() const { return state_layers_; }  // the same in every shard
+    // Where each of `layers` sits among state_layers() (its block of SeqView::extras); throws a clear Error
+    // for a layer this data does not keep.
+    std::vector<size_t> layer_columns(const std::vector<int>& layers) const;
     uint64_t tokenizer_hash() const { return tok_hash_; }
     size_t n_seqs() const { return seqs_.size(); }
     int64_t n_tokens() const { return n_tokens_; }

@@ -44,6 +44,12 @@ std::vector<int> parse_layer_list(const std::string& s, const char* where) {
     return out;
 }
 
+std::string format_layer_list(const std::vector<int>& layers) {
+    std::string v;
+    for (int l : layers) v += (v.empty() ? "" : ",") + std::to_string(l);
+    return v;
+}
+
 int parse_draft_arch(const std::string& s, const char* where) {
     if (s == "beagle") return ARCH_BEAGLE;
     if (s == "eagle") return ARCH_EAGLE;
@@ -104,7 +110,8 @@ void DraftConfig::validate(const char* where) const {
     BEAGLE_CHECK(rope_theta > 0 && std::isfinite(rope_theta), "%s: rope_theta %g must be > 0", where, rope_theta);
     BEAGLE_CHECK(state_layers.empty() || arch == ARCH_BEAGLE, "%s: state layers are a Beagle draft's (this is %s)", where,
                  draft_arch_name(arch));
-    BEAGLE_CHECK(state_layers.size() <= 8, "%s: %zu state layers, at most 8", where, state_layers.size());
+    BEAGLE_CHECK(state_layers.size() <= (size_t)kMaxStateLayers, "%s: %zu state layers, at most %d", where,
+                 state_layers.size(), kMaxStateLayers);
     for (size_t k = 0; k < state_layers.size(); k++)
         BEAGLE_CHECK(state_layers[k] >= 0 && (target_n_layers == 0 || state_layers[k] < target_n_layers) &&
                          (k == 0 || state_layers[k] > state_layers[k - 1]),
@@ -210,11 +217,7 @@ static KeyValues config_text(const DraftConfig& c, const std::vector<std::pair<s
     add("ffn_dim", std::to_string(c.ffn_dim));
     add("vocab_size", std::to_string(c.vocab_size));
     if (c.draft_vocab > 0) add("draft_vocab", std::to_string(c.draft_vocab));
-    if (!c.state_layers.empty()) {  // absent: none (files before the key have the same bytes)
-        std::string v;
-        for (int l : c.state_layers) v += (v.empty() ? "" : ",") + std::to_string(l);
-        add("state_layers", v);
-    }
+    if (!c.state_layers.empty()) add("state_layers", format_layer_list(c.state_layers));  // absent: none (older files' bytes)
     add("norm_eps", strfmt("%.9g", c.norm_eps));
     add("final_eps", strfmt("%.9g", c.final_eps));
     add("rope_theta", strfmt("%.9g", c.rope_theta));

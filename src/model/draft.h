@@ -26,6 +26,8 @@ enum DraftArch : int { ARCH_BEAGLE = 0, ARCH_EAGLE = 1 };
 const char* draft_arch_name(int arch);
 int parse_draft_arch(const std::string& s, const char* where);  // "beagle" | "eagle", else a clear Error
 std::vector<int> parse_layer_list(const std::string& s, const char* where);  // "22,27" -> {22, 27}, else a clear Error
+std::string format_layer_list(const std::vector<int>& layers);              // {22, 27} -> "22,27" (its inverse)
+constexpr int kMaxStateLayers = 8;  // DraftConfig::state_layers, datagen --state-layers (the shard header's room)
 
 // The trainable tensors, in file order. Matrices are {out, in} (y = W x); norms are {dim}. An
 // architecture has a subset of them (DraftConfig::has): Beagle all but fc_e/fc_f; EAGLE all but norm_kv.

@@ -170,11 +170,7 @@ KV run_config(const TrainLoopOptions& o, const DraftConfig& cfg, uint64_t tok_ha
         {"loss_on_prompt", o.loss_on_prompt ? "1" : "0"},
     };
     if (cfg.arch != ARCH_BEAGLE) config.push_back({"arch", draft_arch_name(cfg.arch)});  // absent: beagle
-    if (!cfg.state_layers.empty()) {  // absent: none
-        std::string v;
-        for (int l : cfg.state_layers) v += (v.empty() ? "" : ",") + std::to_string(l);
-        config.push_back({"state_layers", v});
-    }
+    if (!cfg.state_layers.empty()) config.push_back({"state_layers", format_layer_list(cfg.state_layers)});  // absent: none
     if (sc.decay_steps > 0) config.push_back({"lr_decay_steps", std::to_string(sc.decay_steps)});  // absent: constant lr
     if (!o.init.empty()) config.push_back({"init", o.init});
     return config;
@@ -268,22 +264,20 @@ TrainState resume(const std::string& path, const KV& config, const Schedule& sc,
 
 // ---- one optimizer step ----------------------------------------------------------------------------
 
-// Item `it` as a training batch: its f16 states as f32 in *states, its loss mask in *lmask.
+// Item `it` as a training batch: its f16 states as f32 in *states, its loss mask in *lmask, and with state
+// layers their rows in *extras (cols: Dataset::layer_columns of the run's layers, a subset of the data's).
 TrainBatch item_batch(const Dataset& ds, const Item& it, const TrainLoopOptions& o, int dim, std::vector<float>* states,
-                      std::vector<uint8_t>* lmask, std::vector<float>* extras) {
+                      std::vector<uint8_t>* lmask, const std::vector<size_t>& cols, std::vector<float>* extras) {
     SeqView v = ds.seq(it.seq);
     states->resize((size_t)it.len * dim);
     const uint16_t* src = v.states + (size_t)it.start * dim;
     for (size_t i = 0; i < states->size(); i++) (*states)[i] = f16_to_f32(src[i]);
-    // state layers: the data keeps D of them per row; the run fuses E of those (o.state_layers, a subset)
-    const std::vector<int>& have = ds.state_layers();
-    const size_t E = o.state_layers.size(), D = have.size();
+    // state layers: the data keeps D of them per row; the run fuses E of those
+    const size_t E = cols.size(), D = ds.state_layers().size();
     extras->resize((size_t)it.len * E * dim);
     for (size_t k = 0; k < E; k++) {
-        const size_t j = std::find(have.begin(), have.end(), o.state_layers[k]) - have.begin();
-        BEAGLE_CHECK(j < D, "data '%s' does not keep layer %d (datagen --state-layers)", o.data.c_str(), o.state_layers[k]);
         for (int q = 0; q < it.len; q++) {
-            const uint16_t* x = v.extras + ((size_t)(it.start + q) * D + j) * dim;
+            const uint16_t* x = v.extras + ((size_t)(it.start + q) * D + cols[k]) * dim;
             float* y = extras->data() + ((size_t)q * E + k) * dim;
             for (int d = 0; d < dim; d++) y[d] = f16_to_f32(x[d]);
         }
@@ -309,10 +303,10 @@ struct StepLoss {
 // fixed item tree (data_parallel.h), each rank running its share of the items; every rank ends with
 // the batch's gradient and every item's loss. Every rank draws every item's window offset and noise
 // seed, so the random streams stay in step. Debug hook (tests): nan_step poisons one input state of that step with NaN.
-// peak: raised to each iteration's buffer peak.
+// peak: raised to each iteration's buffer peak. cols: item_batch's state-layer columns.
 StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& ds, const std::vector<Item>& items,
-                          TrainState& st, int nb, const TrainLoopOptions& o, int dim, long nan_step,
-                          size_t* peak) {
+                          TrainState& st, int nb, const TrainLoopOptions& o, int dim, const std::vector<size_t>& cols,
+                          long nan_step, size_t* peak) {
     std::vector<int> offsets(nb);
     std::vector<uint64_t> seeds(nb);
     for (int k = 0; k < nb; k++) {
@@ -326,7 +320,7 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
     std::vector<int> ran;  // the items this rank ran, in order
     tree.run(nb, [&](int k) {
         const Item& it = items[st.order[st.pos + k]];
-        TrainBatch b = item_batch(ds, it, o, dim, &states, &lmask, &extras);
+        TrainBatch b = item_batch(ds, it, o, dim, &states, &lmask, cols, &extras);
         if (st.step + 1 == nan_step && k == 0) states[(size_t)(it.len - 1) * dim] = NAN;
         trainer.run(b, offsets[k], seeds[k], 1.0f / nb, true);  // losses deferred (make_trainer)
         *peak = std::max(*peak, trainer.mem().peak_bytes());
@@ -359,13 +353,13 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
 // this process will run, and its loss log the size of a full batch, so that no later step calls
 // cudaMalloc (allocs_after_first_step). No random stream is drawn: the run's numbers are unchanged.
 void warm_up(DraftTrainer& trainer, const Dataset& ds, const std::vector<Item>& items, int nb,
-             const TrainLoopOptions& o, int dim) {
+             const TrainLoopOptions& o, int dim, const std::vector<size_t>& cols) {
     const Item* longest = &items[0];
     for (const Item& it : items)
         if (it.len > longest->len) longest = &it;
     std::vector<float> states, extras;
     std::vector<uint8_t> lmask;
-    TrainBatch b = item_batch(ds, *longest, o, dim, &states, &lmask, &extras);
+    TrainBatch b = item_batch(ds, *longest, o, dim, &states, &lmask, cols, &extras);
     b.loss_mask = nullptr;  // every row a loss row: the most any item of this length has
     for (int k = 0; k < nb; k++) trainer.run(b, k % o.w, 0, 1.0f / nb, true);
     trainer.finish_losses();
@@ -491,6 +485,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     cfg.arch = o.arch;
     cfg.state_layers = o.state_layers;
     cfg.validate("beagle train --state-layers");
+    const std::vector<size_t> cols = ds.layer_columns(cfg.state_layers);  // before anything runs: a layer it lacks stops here
     DraftFrozen fz = frozen_from_target(*mf, true);
     std::vector<int32_t> d2t;
     DraftWeights iw;  // --init: continued training keeps the init draft's reduced vocabulary
@@ -547,7 +542,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
             const bool runs = stage == 1 ? st.epoch < o.stage1_epochs : o.stage2_epochs > 0;
             if (!runs) continue;
             trainers[stage - 1] = make_trainer(model, o, stage);
-            warm_up(*trainers[stage - 1], ds, items, std::min(o.batch, n_items), o, cfg.dim);
+            warm_up(*trainers[stage - 1], ds, items, std::min(o.batch, n_items), o, cfg.dim, cols);
         }
     auto checkpoint = [&]() {
         double now = now_seconds();
@@ -572,7 +567,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
         const DeviceCounters c0 = dev ? *dev : DeviceCounters();
         model.zero_grads();
         const double t_step = now_seconds();
-        StepLoss sl = accumulate_grads(trainer, tree, ds, items, st, nb, o, cfg.dim, nan_step, &iter_peak[stage - 1]);
+        StepLoss sl = accumulate_grads(trainer, tree, ds, items, st, nb, o, cfg.dim, cols, nan_step, &iter_peak[stage - 1]);
         seg_tokens += sl.tokens;
         run_tokens += sl.tokens;
         const char* last = last_good.empty() ? "none written yet" : last_good.c_str();

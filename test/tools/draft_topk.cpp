@@ -44,12 +44,7 @@ int main(int argc, char** argv) {
         const int D = ds.dim(), V = w.cfg.head_rows();
         // a draft with state layers takes wide rows [f; h_l1; ..]: the data must keep those layers
         const std::vector<int>& have = ds.state_layers();
-        std::vector<size_t> col;  // draft layer k -> the data's layer index
-        for (int l : w.cfg.state_layers) {
-            const size_t j = std::find(have.begin(), have.end(), l) - have.begin();
-            if (j == have.size()) fail("%s: the draft fuses layer %d, the data does not keep it (datagen --state-layers)", argv[3], l);
-            col.push_back(j);
-        }
+        const std::vector<size_t> col = ds.layer_columns(w.cfg.state_layers);  // draft layer k -> the data's block
         const int W = D * (1 + (int)col.size());
         auto row = [&](const SeqView& v, int i, float* out) {  // the state row of position i
             for (int k = 0; k < D; k++) out[k] = f16_to_f32(v.states[(size_t)i * D + k]);

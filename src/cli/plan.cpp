@@ -108,6 +108,10 @@ int generate_plan(const std::string& geometry, const std::string& model, const s
         dc = draft.empty() ? draft_config_for_target(c, TokenizerSpec()) : load_draft(draft).cfg;
         if (dc.arch != ARCH_BEAGLE) fail("beagle generate --plan: the draft '%s' is not a Beagle draft", draft.c_str());
         const int max_pred = beagle_max_pred(tree, (int)d.gamma, (int)d.depth, (int)d.topk);
+        if (dc.n_extra()) {  // the target keeps the fused layers' rows beside its states (Llama::set_state_layers)
+            const LlamaBuffer b = llama_state_rows_buffer(c, batch, dc.n_extra());
+            lines.push_back({strfmt("%s, E = %d", b.name, dc.n_extra()), 4.0 * b.floats});
+        }
         for (const MemLine& l : draft_weight_buffers(dc, !d.draft_f32)) lines.push_back(l);
         for (const MemLine& l : draft_inference_buffers(dc, ctx, max_pred + 1, std::max((int)d.topk, 1)))
             lines.push_back(l);
@@ -120,8 +124,9 @@ int generate_plan(const std::string& geometry, const std::string& model, const s
     printf("target: %d layers, dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, matrices %s\n", c.n_layers, c.dim,
            c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.vocab_size, wname);
     if (with_draft)
-        printf("draft:  dim %d, heads %d/%d, ffn %d, vocab %d (%s)\n", dc.dim, dc.n_heads, dc.n_kv_heads, dc.ffn_dim,
-               dc.vocab_size, draft.empty() ? "a Beagle draft of the target's shape" : draft.c_str());
+        printf("draft:  dim %d, heads %d/%d, ffn %d, vocab %d%s (%s)\n", dc.dim, dc.n_heads, dc.n_kv_heads, dc.ffn_dim,
+               dc.vocab_size, dc.n_extra() ? (", state layers " + format_layer_list(dc.state_layers)).c_str() : "",
+               draft.empty() ? "a Beagle draft of the target's shape" : draft.c_str());
     printf("\n");
     printf("%-66s %12s\n", "buffer", "GiB");
     double total = 0;

@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "../core/dtype.h"
 
@@ -21,7 +22,8 @@ struct PlanGeometry {
 };
 PlanGeometry parse_plan_geometry(const std::string& geometry, const char* cmd, bool dtypes);
 
-int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch, int arch);
+int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch, int arch,
+               const std::vector<int>& state_layers);
 // `beagle generate --plan GEOMETRY|model`: "model" plans the -m file's own tensors. draft: a draft file,
 // or empty for a Beagle draft of the target's shape (ffn = the target's); ctx 0: as generate (the
 // model's, at most 4096); tree: the draft's buffers for tree drafting (else chain). Exit code 0 when the total is under 24 GiB, else 2.

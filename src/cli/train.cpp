@@ -78,7 +78,7 @@ int cmd_train(int argc, char** argv) {
     a.integer("-t,--threads", &threads, "CPU threads (0 = all)");
     a.flag("-q,--quiet", &quiet, "no progress output");
     a.str("--plan", &plan, "print the training memory budget for a geometry and exit: 7b | 7b-mha | 7b-llama3 | 70b, plus\n"
-                           "                               overrides dim=,heads=,kv=,ffn=,vocab= (uses --seq-len, --window, --sim-steps)");
+                           "                               overrides dim=,heads=,kv=,ffn=,vocab=,layers= (uses --seq-len, --window, --sim-steps, --state-layers)");
     long ranks = 0;
     a.integer("--ranks", &ranks, "with --plan: the memory per GPU of N data-parallel ranks (train with mpirun -np N)");
     std::string backend;
@@ -92,7 +92,8 @@ int cmd_train(int argc, char** argv) {
         if (ranks < 0 || ranks > 4096) fail("beagle train: --ranks must be in 1..4096, got %ld", ranks);
         if (batch < 1 || batch > 4096) fail("beagle train: --batch must be in 1..4096, got %ld", batch);
         return train_plan(plan, seq_given ? (int)seq_len : 2048, (int)w, (int)S, o.sim_grad_through, (int)std::max(1L, ranks),
-                          (int)batch, plan_arch);
+                          (int)batch, plan_arch,
+                          state_layers.empty() ? std::vector<int>() : parse_layer_list(state_layers, "beagle train: --state-layers"));
     }
     if (ranks) fail("beagle train: --ranks goes with --plan; to train on N ranks launch mpirun -np N beagle train ...");
     if (!a.positional.empty()) fail("beagle train: unexpected argument '%s'", a.positional[0].c_str());

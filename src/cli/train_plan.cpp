@@ -44,7 +44,8 @@ void print_ranks(const TrainMemory& m, int ranks, int batch) {
 
 }  // namespace
 
-int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch, int arch) {
+int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch, int arch,
+               const std::vector<int>& state_layers) {
     std::map<std::string, long> g = parse_plan_geometry(geometry, "beagle train --plan", false).g;
     DraftConfig c;
     c.dim = (int)g["dim"];
@@ -55,14 +56,18 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     c.ffn_dim = (int)g["ffn"];
     c.vocab_size = (int)g["vocab"];
     c.arch = arch;
+    c.state_layers = state_layers;  // Beagle only (validate says so); layers of the geometry's target
+    c.target_n_layers = (int)g["layers"];
+    c.validate("beagle train --plan");
     const bool eagle = arch == ARCH_EAGLE;
     const double GiB = 1024.0 * 1024 * 1024;
     if (eagle)
         printf("EAGLE-style draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d: one step, any stage)\n", T);
     else
         printf("draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d, window %d)\n", T, w);
-    printf("geometry: dim %d, heads %d, kv heads %d, head_dim %d, ffn %d, vocab %d\n\n", c.dim, c.n_heads, c.n_kv_heads,
-           c.head_dim, c.ffn_dim, c.vocab_size);
+    printf("geometry: dim %d, heads %d, kv heads %d, head_dim %d, ffn %d, vocab %d%s\n\n", c.dim, c.n_heads, c.n_kv_heads,
+           c.head_dim, c.ffn_dim, c.vocab_size,
+           c.n_extra() ? (", state layers " + format_layer_list(c.state_layers)).c_str() : "");
     TrainOptions o;
     o.w = w;
     o.S = S;

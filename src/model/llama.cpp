@@ -25,6 +25,10 @@ std::vector<LlamaBuffer> llama_buffers(const LlamaConfig& c, int ctx, int max_ba
             {"v_new (max_batch x kv_dim)", B * kv_dim, 1}};
 }
 
+LlamaBuffer llama_state_rows_buffer(const LlamaConfig& c, int max_batch, int E) {
+    return {"state rows with state layers (max_batch x (1 + E) x dim)", (size_t)max_batch * (1 + E) * c.dim, 1};
+}
+
 double llama_weight_bytes(const LlamaWeights& w) {
     double bytes = (double)w.tok_embd.nbytes + w.out_norm.nbytes;
     if (w.lm_head.data != w.tok_embd.data) bytes += (double)w.lm_head.nbytes;
@@ -100,7 +104,7 @@ void Llama::set_state_layers(const std::vector<int>& layers) {
         BEAGLE_CHECK(layers[k] >= 0 && layers[k] < cfg_.n_layers && (k == 0 || layers[k] > layers[k - 1]),
                      "state layers: %d at %zu, expected increasing layers in [0, %d)", layers[k], k, cfg_.n_layers);
     if (xw_) ops_.release(xw_);
-    xw_ = layers.empty() ? nullptr : ops_.alloc((size_t)max_batch_ * (1 + layers.size()) * cfg_.dim);
+    xw_ = layers.empty() ? nullptr : ops_.alloc(llama_state_rows_buffer(cfg_, max_batch_, (int)layers.size()).floats);
     state_layers_ = layers;
 }
 

@@ -455,6 +455,7 @@ TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, i
     }
 
     double true_set = 3 * Td + T + 4 * Tk;        // f, s (noisy), ns, rstd, K, V, dK, dV
+    const double Tx = Td * c.n_extra();           // state layers: their rows h, kept to the end (W_mix's gradient)
     double pred_set = 2 * Td + T + 4 * Tk;        // sp, nsp, rstdp, Kp, Vp, dKp, dVp
     mem.kv_set = pred_set * B;
     bool two = opt.stage == 2 && opt.S >= 2;
@@ -473,13 +474,15 @@ TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, i
             worst_tmp = tmp;
         }
     }
-    double end_phase = Td;  // key_backward's d ns
+    // key_backward's d ns; with state layers also d loss / d s (for W_mix's gradient), allocated before it
+    double end_phase = c.n_extra() ? 2 * Td : Td;
     mem.lines.push_back({"true KV set (f, noisy s, norm, rstd, K, V, dK, dV)", true_set * B});
+    if (c.n_extra()) mem.lines.push_back({strfmt("state-layer rows h (E = %d layers x T x dim)", c.n_extra()), Tx * B});
     if (two) mem.lines.push_back({"predicted KV set (stage 2, in place)", pred_set * B});
     mem.lines.push_back({"largest step: query activations + d f^", worst_acts * B});
     mem.lines.push_back({"largest step: loss or backward temporaries", worst_tmp * B});
     mem.lines.push_back({"key-set backward temporary", end_phase * B});
-    mem.iteration_peak = (true_set + (two ? pred_set : 0) + std::max(worst_step, end_phase)) * B;
+    mem.iteration_peak = (true_set + Tx + (two ? pred_set : 0) + std::max(worst_step, end_phase)) * B;
     return mem;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_train_plan.sh: `beagle train --plan` for 7B-class drafts (dim 4096, 32 heads, 8 or 32 KV
 # heads, ffn 11008, vocab 32000 and 128256, seq 2048, batch 1, S = 3) stays under 24 GiB and its
-# S-dependent part is exactly one KV set. With --ranks (data-parallel, ZeRO-1) the moments per GPU are 1/N. (The figures come from train_memory(), which
+# S-dependent part is exactly one KV set. With --ranks (data-parallel, ZeRO-1) the moments per GPU are 1/N; --state-layers adds W_mix and the layers' rows. (The figures come from train_memory(), which
 # test_stage2_memory checks against the trainer's counting allocator on small configs.)
 set -u
 fails=0
@@ -28,6 +28,25 @@ for g in 7b "7b-llama3"; do
     echo "ok   $g --arch eagle: total $total GiB, iteration peak ${r1}x Beagle's stage 1, ${r2}x its stage 2"
   else echo "FAIL $g --arch eagle: rc $rc total '$total' ratios '$r1' '$r2'"; echo "$out"; fails=$((fails+1)); fi
 done
+# --state-layers (a Beagle draft fusing 3 target layers): the draft weights grow by W_mix (dim x 3 dim =
+# 0.1875 GiB), the iteration holds the layers' rows h (3 x 2048 x 4096 floats = 0.09375 GiB); a layer the
+# 32-layer geometry lacks and an EAGLE draft with state layers are refused
+base=$("$BEAGLE_BIN" train --plan 7b 2>&1)
+out=$("$BEAGLE_BIN" train --plan 7b --state-layers 2,15,29 2>&1); rc=$?
+w0=$(echo "$base" | awk '/^draft weights/ {print $NF}'); w1=$(echo "$out" | awk '/^draft weights/ {print $NF}')
+h=$(echo "$out" | awk '/^state-layer rows h \(E = 3/ {print $NF}')
+if [ $rc -eq 0 ] && awk -v a="$w0" -v b="$w1" -v h="$h" 'BEGIN { exit !((b - a - 0.1875) ^ 2 < 1e-6 && h == 0.094) }' \
+   && echo "$out" | grep -q "state layers 2,15,29" && echo "$out" | grep -q "^TOTAL.*< 24 GiB"; then
+  echo "ok   7b --state-layers 2,15,29: draft weights $w0 -> $w1 GiB, rows h $h GiB"
+else echo "FAIL 7b --state-layers: rc $rc weights '$w0' '$w1' h '$h'"; echo "$out"; fails=$((fails+1)); fi
+for bad in "2,35:expected increasing layers of the target in \[0, 32)" "15,2:expected increasing"; do
+  out=$("$BEAGLE_BIN" train --plan 7b --state-layers "${bad%%:*}" 2>&1); rc=$?
+  [ $rc -eq 1 ] && echo "$out" | grep -q "${bad#*:}" && echo "ok   --state-layers ${bad%%:*} refused" ||
+    { echo "FAIL --state-layers ${bad%%:*}: rc $rc $out"; fails=$((fails+1)); }
+done
+out=$("$BEAGLE_BIN" train --plan 7b --arch eagle --state-layers 2 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "state layers are a Beagle draft's" && echo "ok   --arch eagle --state-layers refused" ||
+  { echo "FAIL eagle with state layers: rc $rc $out"; fails=$((fails+1)); }
 # --ranks N: per GPU, the AdamW moments are 1/N of the replicated ones (ZeRO-1) and the totals differ by
 # exactly that; the 70B-shaped draft fits 24 GiB on 8 ranks only with the sharded moments
 out=$("$BEAGLE_BIN" train --plan 70b --ranks 8 --batch 16 2>&1)

@@ -107,6 +107,39 @@ int main() {
                     }
     printf("memory formula == measured peak in %d configurations\n", checked);
 
+    // a Beagle draft with state layers (s = f + W_mix h, h: E = 2 layers' rows kept for W_mix's gradient):
+    // the same formula, its h and d s lines included, against the counting allocator
+    {
+        DraftConfig cs = c;
+        cs.state_layers = {1, 3};
+        DraftWeights dws;
+        dws.init_random(cs, 6);
+        DraftModelT<Ops> ms(ops, dws, fz);
+        ms.enable_grads();
+        std::vector<float> extras((size_t)T * cs.n_extra() * c.dim);
+        for (float& x : extras) x = (float)rng.normal();
+        b.extras = extras.data();
+        int checked_s = 0;
+        for (int TT : {T, 41, 7})
+            for (int stage : {1, 2})
+                for (int S : {1, 3}) {
+                    if (stage == 1 && S != 1) continue;
+                    TrainOptions o;
+                    o.stage = stage;
+                    o.w = W;
+                    o.S = S;
+                    const double got = measure_model(ms, stage, S, false, 1, 1024, TT, false);
+                    const double want = train_memory(cs, o, TT, 1).iteration_peak;
+                    CHECK(got == want, "state layers: formula %.0f != measured %.0f (stage %d S %d T %d)", want, got, stage,
+                          S, TT);
+                    checked_s++;
+                }
+        b.extras = nullptr;
+        printf("state layers (E = 2): memory formula == measured peak in %d configurations (T = %d stage 2 S = 3: %.0f "
+               "bytes, without them %.0f)\n", checked_s, T, train_memory(cs, o2, T, 1).iteration_peak,
+               train_memory(c, o2, T, 1).iteration_peak);
+    }
+
     // an EAGLE-style draft (arch eagle: one self-attention layer over fc([E(t); f]), one step in any stage):
     // the same counting allocator against train_memory's EAGLE branch, both loss modes, stages 1 and 2
     {

@@ -167,9 +167,6 @@ std::unique_ptr<Drafter> set_up_drafter(Session& s, const GenerateOptions& o, in
     const bool lookup = o.spec == "lookup", tree = o.spec == "tree" || o.spec == "hybrid" || o.spec == "auto";
     DraftWeights w;
     if (!lookup) w = load_draft_for(s, o.draft);
-    if (!o.server.empty() && !w.cfg.state_layers.empty())  // the server sends last-layer states only
-        fail("%s: a draft with state layers cannot draft for a server yet (--server sends last-layer states only)",
-             o.draft.c_str());
     BeagleDraftParams p = o.d.params();
     if (o.tree_nodes > 0) p.total_tokens = (int)o.tree_nodes;
     if (o.total_tokens == "auto" && (lookup || tree)) {

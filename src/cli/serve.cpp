@@ -8,6 +8,8 @@
 #include "../core/threadpool.h"
 #include "../decode/drafters.h"
 #include "../decode/verify_cost.h"
+#include "../model/draft.h"
+#include "../model/llama.h"
 #include "../serve/engine.h"
 #include "../serve/server.h"
 #include "args.h"
@@ -42,6 +44,9 @@ int cmd_serve(int argc, char** argv) {
     a.str("-a,--alias", &alias, "model name in responses and /v1/models (default: the file name)");
     d.declare(a);
     a.str("--total-tokens", &total_tokens, "tree: nodes per verify pass, or 'auto' (measured verify cost)");
+    std::string state_layers;
+    a.str("--state-layers", &state_layers, "keep the residual stream after these target layers too, e.g. 22,27: remote\n"
+          "clients (generate --server) whose draft fuses layers get their rows (default: a state-layer draft's, else none)");
     a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return 0;
     if (!a.positional.empty()) fail("beagle serve: unexpected argument '%s'", a.positional[0].c_str());
@@ -73,12 +78,22 @@ int cmd_serve(int argc, char** argv) {
     // rows per target forward: a round sends every slot's token or tree at once (up to 4 full trees)
     const int max_batch = std::max<int>(spp.max_tree * std::min<int>((int)parallel, 4), (int)parallel);
     Session s(model, tok_path, (int)threads, (int)ctx, max_batch, (int)parallel);
+    std::vector<int> layers;
+    if (!state_layers.empty()) {
+        layers = parse_layer_list(state_layers, "beagle serve: --state-layers");
+        s.llama->set_state_layers(layers);  // checks them against the target's layers
+    }
 
     // One drafter per slot (make_drafter); the draft weights and the verify cost are measured once, shared.
     std::function<std::unique_ptr<Drafter>()> make_slot_drafter;
     if (spec != "none") {
         auto w = std::make_shared<DraftWeights>();
         if (spec != "lookup") *w = load_draft_for(s, draft);
+        // a draft that fuses layers sets them on the target (its drafters need exactly its rows)
+        if (!layers.empty() && spec != "lookup" && w->cfg.state_layers != layers)
+            fail("beagle serve: --state-layers %s, but the draft %s fuses %s (its drafters read exactly its own layers' "
+                 "rows: give those, or leave the option out)", state_layers.c_str(), draft.c_str(),
+                 w->cfg.state_layers.empty() ? "no layers" : ("layers " + format_layer_list(w->cfg.state_layers)).c_str());
         BeagleDraftParams p = d.params();
         if (fixed_total) p.total_tokens = fixed_total;
         else if (spec != "chain") p.verify_cost = measure_verify_cost(s, spp.max_tree, (int)(spec == "lookup" ? d.gamma : d.depth) + 1);

@@ -62,9 +62,10 @@ Engine::Engine(Session& s, int parallel, int max_queue, std::function<std::uniqu
     for (int i = 0; i < parallel; i++) {
         slots_.emplace_back(new Slot);
         slots_.back()->seq = i;
-        slots_.back()->client.dim = s.llama->state_width();
         if (spec_) slots_.back()->drafter = make_drafter();
     }
+    // after the drafters: a draft with state layers has set them on the target, widening its state rows
+    for (auto& sl : slots_) sl->client.dim = s.llama->state_width();
     worker_ = std::thread([this] { loop(); });
 }
 

@@ -52,6 +52,8 @@ struct Job {
     std::vector<int> path, committed;       // accepted path (node indices); committed tokens (start: the first)
     std::vector<float> states;              // start: the prompt's states; verify: the path's
     std::string wire = "f32";               // how the answers encode them (encode_states in remote.h)
+    std::vector<int> blocks = {0};          // the dim-wide blocks of the target's state rows it gets: 0 the
+                                            // state f, 1 + k the k-th of the server's state layers
     bool zlib = false;                      // compress the start answer's states
     double last_seen = 0;
     // Waits for the answer to the last start or tree, or the job's end (the engine gives one or the

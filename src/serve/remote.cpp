@@ -247,10 +247,15 @@ std::string generate_remote(Session& s, Drafter* d, const RemoteOptions& o, cons
     const double t0 = now_seconds();
     json a;
     std::string why;
-    if (!link.call("/beagle/v1/remote/start", {{"prompt", prompt}, {"states", opt.states}, {"zlib", opt.zlib}}, &a, &why))
+    json start = {{"prompt", prompt}, {"states", opt.states}, {"zlib", opt.zlib}};
+    // a draft with state layers (set on the local target) asks the server for those layers' rows too
+    if (!s.llama->state_layers().empty()) start["state_layers"] = s.llama->state_layers();
+    if (!link.call("/beagle/v1/remote/start", start, &a, &why))
         fail("server %s: no answer to start: %s", o.url.c_str(), why.c_str());
     rs->start_bytes = rs->bytes_received;
-    if (a.value("dim", 0) != D) fail("server %s: the target's dim is %d, the local model's %d", o.url.c_str(), a.value("dim", 0), D);
+    if (a.value("dim", 0) != D)
+        fail("server %s: its state rows are %d wide, the local target's %d (dim %d x (1 + %zu state layers))", o.url.c_str(),
+             a.value("dim", 0), D, s.llama->config().dim, s.llama->state_layers().size());
     const std::string session = a.at("session").get<std::string>();
     const int ctx = std::min(a.at("ctx").get<int>(), s.llama->ctx());  // the draft holds the local context
     int root = a.at("token").get<int>();

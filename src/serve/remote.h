@@ -6,13 +6,15 @@
 // decoding, one call per token. If the server goes away mid-generation, the client finishes with its
 // draft alone, the draft's predicted states standing in for the target's true ones (seed 003, Table 4).
 // Protocol (JSON over HTTP; states as base64 of the wire encoding below):
-//   POST /beagle/v1/remote/start  {"prompt": [ids], "states": "f32"|"q8"|"none", "zlib": bool}
+//   POST /beagle/v1/remote/start  {"prompt": [ids], "states": "f32"|"q8"|"none", "zlib": bool, "state_layers": [l..]}
 //                                 -> {"session", "token", "ctx", "dim", "states", "encoding", "zlib"}
 //   POST /beagle/v1/remote/verify {"session", "tokens": [...], "parents": [...]} -> {"path", "tokens", "states", "encoding"}
 //   POST /beagle/v1/remote/end    {"session"}
 // "states" (default f32) is the encoding of every answer's states; "zlib" (default false) compresses
 // the start answer's, the prompt's states, which are the largest message (seed 003 section 4.2: the
-// states quantized to 8 bits, the first message compressed after quantization).
+// states quantized to 8 bits, the first message compressed after quantization). "state_layers" (a draft
+// that fuses target layers; each one of those the server keeps, `serve --state-layers`): every state row
+// is then [f; h_l1; ...] and "dim" says its width, dim x (1 + layers).
 #pragma once
 #include <cstdint>
 #include <cstdio>

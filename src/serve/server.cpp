@@ -2,8 +2,10 @@
 // NO_HTTP=1 (no cpp-httplib on the machine) run_server only says so.
 #include "server.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <pthread.h>
 
@@ -12,6 +14,7 @@
 #endif
 
 #include "../core/common.h"
+#include "../model/draft.h"
 #include "remote.h"
 
 namespace beagle {
@@ -154,7 +157,8 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
     svr.Post("/v1/chat/completions", generate(true));
     svr.Post("/v1/completions", generate(false));
     // Remote drafting (remote.h): the client drafts, the server verifies its trees.
-    const int V = s.llama->config().vocab_size, D = s.llama->state_width();
+    const int V = s.llama->config().vocab_size, D = s.llama->state_width(), dim = s.llama->config().dim;
+    const std::vector<int> layers = s.llama->state_layers();  // serve --state-layers, or the draft's
     auto ids_field = [V](const json& b, const char* name) {
         auto it = b.find(name);
         if (it == b.end() || !it->is_array() || it->empty())
@@ -195,13 +199,22 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
         if (!job.answered && job.finish_reason == "length") api_fail(400, "", "context_full", "the session's context is full");
         if (!job.answered) api_fail(404, "session", "session_not_found", "the remote session ended");
         const bool zlib = start && job.zlib;
-        json r = {{"states", encode_states(job.states.data(), job.states.size() / D, D, job.wire, zlib)},
+        // the blocks the client asked for, out of each row [f; h_1; ...; h_E] (all of them: as is)
+        const size_t rows = job.states.size() / D, W = job.blocks.size() * (size_t)dim;
+        std::vector<float> picked;
+        if ((int)W != D) {
+            picked.resize(rows * W);
+            for (size_t r = 0; r < rows; r++)
+                for (size_t k = 0; k < job.blocks.size(); k++)
+                    memcpy(&picked[r * W + k * dim], &job.states[r * D + (size_t)job.blocks[k] * dim], dim * sizeof(float));
+        }
+        json r = {{"states", encode_states((int)W == D ? job.states.data() : picked.data(), rows, (int)W, job.wire, zlib)},
                   {"encoding", job.wire}, {"zlib", zlib}};
         if (start) {
             r["session"] = job.session;
             r["token"] = job.committed[0];
             r["ctx"] = ctx;
-            r["dim"] = D;
+            r["dim"] = W;  // the width of a state row sent: dim x (1 + the state layers asked for)
         } else {
             r["path"] = job.path;
             r["tokens"] = job.committed;
@@ -218,6 +231,23 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
             api_fail(400, "states", "invalid_value", "'states' must be \"f32\", \"q8\" or \"none\"");
         if (zlib != b.end() && !zlib->is_boolean()) api_fail(400, "zlib", "invalid_type", "'zlib' must be a boolean");
         if (enc != b.end()) job->wire = enc->get<std::string>();
+        // a draft that fuses target layers asks for them: each must be one of the server's state layers
+        auto sl = b.find("state_layers");
+        if (sl != b.end()) {
+            if (!sl->is_array()) api_fail(400, "state_layers", "invalid_type", "'state_layers' must be an array of layer numbers");
+            for (size_t i = 0; i < sl->size(); i++) {
+                const json& l = (*sl)[i];
+                auto at = l.is_number_integer() ? std::find(layers.begin(), layers.end(), l.get<int64_t>()) : layers.end();
+                if (at == layers.end())
+                    api_fail(400, "state_layers", "invalid_value",
+                             "state_layers[%zu] = %s: this server keeps the target layers [%s] (beagle serve --state-layers)",
+                             i, l.dump().c_str(), format_layer_list(layers).c_str());
+                const int block = 1 + (int)(at - layers.begin());
+                if (block <= job->blocks.back())
+                    api_fail(400, "state_layers", "invalid_value", "'state_layers' must be increasing, got %s", sl->dump().c_str());
+                job->blocks.push_back(block);
+            }
+        }
         if (zlib != b.end()) job->zlib = zlib->get<bool>();
         if ((int)job->prompt.size() >= ctx)
             api_fail(400, "prompt", "context_length_exceeded", "the prompt is %zu tokens but the context holds %d",

@@ -19,7 +19,8 @@ int cmd_datagen(int argc, char** argv) {
            "sequence's next stream), then answers them as --prompts does; the turns go to DIR/self_prompts.jsonl\n"
            "(--prompts DIR/self_prompts.jsonl with a --max-prompt that cuts nothing gives the same shards).\n"
            "Run it again after a kill to resume. Under mpirun -np N rank r writes shards r, r+N, ... (the same\n"
-           "bytes as one process).");
+           "bytes as one process). Tests only: BEAGLE_DEBUG_KILL_AFTER_SHARDS=N kills the process (SIGKILL, as\n"
+           "kill -9) once it has written N shards.");
     a.str("-m,--model", &o.model, "target model");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--prompts", &o.prompts, "prompt file: ShareGPT JSON, JSONL (turns/question/instruction/prompt/text) or text lines");

@@ -316,6 +316,7 @@ struct XAttnArgs {
     int n_heads, n_kv_heads, head_dim;
     float scale;
     int kind;                   // 0 PREFIX, 1 BLOCK (ops.h XAttnMask)
+    int set0_qrow;              // PREFIX: set 0 only rows j < qrow[t] (EAGLE's training-time test)
     const uint64_t* set1_bits;  // PREFIX: n_q x set1_words, device (null: no set-1 row)
     int set1_words;
     int w, offset, n_pred;      // BLOCK

@@ -2,7 +2,7 @@
 // set 1 the predicted states - with the mask given by parameters (kernels.cuh XAttnArgs = ops.h
 // XAttnMask; the rule is xattn_sees() in src/backend/xattn_mask.h): PREFIX (inference: every set-0 row, plus
 // the set-1 rows whose bit is set per query; "diagonal masked" because the keys are strictly earlier
-// states), BLOCK (training: the query at sequence row q in window [b, b + w) sees set-0 rows j < b -
+// states; with set0_qrow only set-0 rows j < qrow[t]: the EAGLE draft's training-time test), BLOCK (training: the query at sequence row q in window [b, b + w) sees set-0 rows j < b -
 // the stage-1 inverse-block windows (w, offset) - and set-1 rows b <= r < min(q, b + n_pred) - the
 // stage-2 simulation step's in-place predicted states). Visible keys in order: set 0 ascending, then
 // set 1 ascending. Forward and backward. Launched (launch_* at the end) by the CUDA backend (src/backend/gpu/: xattn,
@@ -30,7 +30,7 @@
 //   dv_j += p dout, dk_j += scale ds q. Fixed order (queries ascending, heads ascending), no atomics:
 //   deterministic like the CPU backend.
 // Run-tested under the emulator against a double reference (forward, lse, dq, dk, dv of both sets) for
-// PREFIX masks with and without set-1 bits, BLOCK masks of stage 1 (n_pred 0) and stage 2 (n_pred 1, 2),
+// PREFIX masks with and without set-1 bits and with set0_qrow, BLOCK masks of stage 1 (n_pred 0) and stage 2 (n_pred 1, 2),
 // several (w, offset), GQA groups, queries that see nothing, poisoned shared memory and shuffled thread
 // orders; and the backward against central finite differences of the forward. No PTX paths.
 #include "attn_common.cuh"
@@ -53,8 +53,8 @@ __device__ __forceinline__ XSegs xattn_segments(const XAttnArgs& a, int t) {
         s.lo1 = b;
         s.hi1 = min(min(q, b + a.n_pred), a.n1);
         s.bits = nullptr;
-    } else {            // PREFIX
-        s.hi0 = a.n0;
+    } else {            // PREFIX (set0_qrow: set 0 only up to the query's row)
+        s.hi0 = a.set0_qrow ? max(min(a.qrow[t], a.n0), 0) : a.n0;
         s.lo1 = 0;
         s.hi1 = a.set1_bits ? a.n1 : 0;
         s.bits = a.set1_bits ? a.set1_bits + (long long)t * a.set1_words : nullptr;
@@ -277,6 +277,7 @@ static void xattn_check(const XAttnArgs& a, KernelRunner& kr) {
            ATTN_MAX_HD);
     kcheck(kr, a.n_heads / a.n_kv_heads <= ATTN_QT_WARPS * ATTN_QT_TPW, "xattn: GQA group of %d heads is larger than %d",
            a.n_heads / a.n_kv_heads, ATTN_QT_WARPS * ATTN_QT_TPW);
+    kcheck(kr, !a.set0_qrow || a.qrow != nullptr, "xattn: a PREFIX mask with set0_qrow needs the query rows (qrow)");
     if (a.kind == 1) {
         kcheck(kr, a.qrow != nullptr, "xattn: a BLOCK mask needs the query rows (qrow)");
         kcheck(kr, a.w >= 1 && a.offset >= 0, "xattn: BLOCK mask needs w >= 1 and offset >= 0 (w %d, offset %d)", a.w,

@@ -9,6 +9,8 @@
 #   s12gt   Beagle, stage 1 + stage 2 with --sim-grad-through
 #   eagle   the EAGLE-1/2-style draft (--arch eagle; its two "stages" are the same objective)
 #   s12p    (control, not in the default VARIANTS) s12 with --ffn 214: EAGLE's parameter count
+#   eaglettt the EAGLE draft with its training-time test in stage 2 (--ttt, S 3: EAGLE-3 / HASS; not in the
+#           default VARIANTS)
 # Per draft: tau of the chain (gamma 5) and the 60-node EAGLE-2 tree from the trainer's evaluation (the
 # 50 held-out prompt starts of test/data/stories_prompts.txt, 128 greedy tokens each); `beagle bench-sd`
 # on the same prompts for the cost-aware tree (--total-tokens auto), the draft's time per round and a
@@ -47,6 +49,7 @@ flags() {  # variant -> training flags
         s12gt) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3 --sim-grad-through" ;;
         s12p) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3 --ffn 214" ;;
         eagle) echo "--arch eagle --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
+        eaglettt) echo "--arch eagle --ttt --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
         *) echo "unknown variant $1" >&2; exit 2 ;;
     esac
 }

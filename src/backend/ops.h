@@ -70,6 +70,7 @@ struct RopeParams {
 // The exact rule is xattn_sees() in xattn_mask.h (CPU and CUDA kernels implement it):
 //  - PREFIX (inference): a query sees every set-0 row; it sees set-1 row r iff bit r of
 //    set1_bits[t * set1_words + r / 64] is set (set1_bits == nullptr: no set-1 row, no-concat mode).
+//    With set0_qrow (the EAGLE draft's training-time test) it sees only set-0 rows j < qrow[t].
 //  - BLOCK (training): the query at sequence row q = qrow[t] lies in window [b, b + w) with b = 0 if
 //    q < offset else offset + floor((q - offset) / w) * w. It sees set-0 rows j < b and set-1 rows r
 //    with b <= r < min(q, b + n_pred). Stage 1: n_pred = 0. Stage-2 step s: n_pred = s - 1.
@@ -79,6 +80,7 @@ struct XAttnMask {
     const uint64_t* set1_bits = nullptr;  // PREFIX: host bit rows, set1_words words per query
     int set1_words = 0;
     bool set1_on_backend = false;         // PREFIX: set1_bits is a backend buffer an op wrote (tree_expand)
+    bool set0_qrow = false;               // PREFIX: set 0 only rows j < qrow[t] (qrow needed)
     int w = 1, offset = 0, n_pred = 0;    // BLOCK
 };
 

@@ -17,7 +17,7 @@ inline int window_start(int q, int w, int offset) { return q < offset ? 0 : offs
 // Does query t (at sequence row q) see row j of key set `set` (0 = true states, 1 = predicted)?
 inline bool xattn_sees(const XAttnMask& m, int t, int q, int set, int j) {
     if (m.kind == XAttnMask::PREFIX) {
-        if (set == 0) return true;
+        if (set == 0) return !m.set0_qrow || j < q;
         return m.set1_bits && ((m.set1_bits[(int64_t)t * m.set1_words + j / 64] >> (j % 64)) & 1);
     }
     int b = window_start(q, m.w, m.offset);
@@ -36,7 +36,8 @@ inline int xattn_visible(const XAttnMask& m, int t, int q, int n0, int n1, int* 
         for (int r = b; r < end && r < n1; r++) keys[nk++] = n0 + r;
         return nk;
     }
-    for (int j = 0; j < n0; j++) keys[nk++] = j;
+    const int hi0 = m.set0_qrow && q < n0 ? q : n0;
+    for (int j = 0; j < hi0; j++) keys[nk++] = j;
     if (m.set1_bits)
         for (int r = 0; r < n1; r++)
             if (xattn_sees(m, t, q, 1, r)) keys[nk++] = n0 + r;

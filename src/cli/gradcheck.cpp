@@ -22,10 +22,13 @@ int cmd_gradcheck(int argc, char** argv) {
     Args a("gradcheck", "--stage 1|2 [--sim-grad-through] [options]",
            "Check the Beagle draft's analytic gradients (one training iteration) against central finite\n"
            "differences in float64 on a tiny random config; prints the relative error of every trainable tensor.\n"
-           "--arch eagle checks the EAGLE-style draft's iteration instead (its one objective; --stage is ignored).");
+           "--arch eagle checks the EAGLE-style draft's iteration instead (one objective in any stage; with --ttt\n"
+           "and --stage 2 the training-time test over --S steps, its fed-back features held fixed).");
     a.str("--arch", &arch, "draft architecture: beagle | eagle");
     a.integer("--stage", &stage, "training stage: 1 (inverse block attention) or 2 (simulation)");
     a.flag("--sim-grad-through", &grad_through, "stage 2: gradients flow through the predicted states");
+    bool ttt = false;
+    a.flag("--ttt", &ttt, "--arch eagle --stage 2: the training-time test over --S steps");
     a.flag("--hard-labels", &hard, "token-label cross-entropy instead of the target's distribution");
     a.flag("--no-loss-mask", &no_mask, "every row contributes to the loss");
     a.integer("--T", &T, "sequence length");
@@ -48,9 +51,11 @@ int cmd_gradcheck(int argc, char** argv) {
     if (!a.positional.empty()) fail("beagle gradcheck: unexpected argument '%s'", a.positional[0].c_str());
     if (stage != 1 && stage != 2) fail("beagle gradcheck: --stage must be 1 or 2, got %ld", stage);
     if (grad_through && stage != 2) fail("beagle gradcheck: --sim-grad-through needs --stage 2");
+    if (ttt && (stage != 2 || arch != "eagle")) fail("beagle gradcheck: --ttt needs --arch eagle --stage 2");
     o.arch = parse_draft_arch(arch, "beagle gradcheck: --arch");
     o.stage = (int)stage;
     o.sim_grad_through = grad_through;
+    o.ttt = ttt;
     o.hard_labels = hard;
     o.loss_mask = !no_mask;
     o.T = (int)T;

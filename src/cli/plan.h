@@ -23,7 +23,7 @@ struct PlanGeometry {
 PlanGeometry parse_plan_geometry(const std::string& geometry, const char* cmd, bool dtypes);
 
 int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch, int arch,
-               const std::vector<int>& state_layers);
+               const std::vector<int>& state_layers, bool ttt = false);
 // `beagle generate --plan GEOMETRY|model`: "model" plans the -m file's own tensors. draft: a draft file,
 // or empty for a Beagle draft of the target's shape (ffn = the target's); ctx 0: as generate (the
 // model's, at most 4096); tree: the draft's buffers for tree drafting (else chain). Exit code 0 when the total is under 24 GiB, else 2.

@@ -49,6 +49,8 @@ int cmd_train(int argc, char** argv) {
     a.integer("--window", &w, "window size w of the block attention");
     a.integer("--sim-steps", &S, "stage 2: simulation steps S (<= window)");
     a.flag("--sim-grad-through", &o.sim_grad_through, "stage 2: gradients through the predicted states (memory grows with S)");
+    a.flag("--ttt", &o.ttt, "--arch eagle, stage 2: training-time test (EAGLE-3 / HASS): --sim-steps steps, each fed the\n"
+           "draft's own features of the step before (memory grows with S)");
     a.number("--lr", &o.lr, "peak learning rate (0 = by model width: 3e-3 up to dim 128, 5e-4 to 1024, 1e-4 to 2048, else 3e-5)");
     a.integer("--warmup", &o.warmup, "linear warm-up steps (-1 = min(2000, 5% of all steps))");
     a.number("--lr-decay", &o.lr_decay, "fraction of all steps at the end over which the lr decays linearly to 0\n"
@@ -93,7 +95,8 @@ int cmd_train(int argc, char** argv) {
         if (batch < 1 || batch > 4096) fail("beagle train: --batch must be in 1..4096, got %ld", batch);
         return train_plan(plan, seq_given ? (int)seq_len : 2048, (int)w, (int)S, o.sim_grad_through, (int)std::max(1L, ranks),
                           (int)batch, plan_arch,
-                          state_layers.empty() ? std::vector<int>() : parse_layer_list(state_layers, "beagle train: --state-layers"));
+                          state_layers.empty() ? std::vector<int>() : parse_layer_list(state_layers, "beagle train: --state-layers"),
+                          o.ttt);
     }
     if (ranks) fail("beagle train: --ranks goes with --plan; to train on N ranks launch mpirun -np N beagle train ...");
     if (!a.positional.empty()) fail("beagle train: unexpected argument '%s'", a.positional[0].c_str());
@@ -111,6 +114,7 @@ int cmd_train(int argc, char** argv) {
     o.seed = (uint64_t)seed;
     o.ffn_dim = in(ffn, 0, 1 << 20, "--ffn");
     o.arch = parse_draft_arch(arch, "beagle train: --arch");
+    if (o.ttt && o.arch != ARCH_EAGLE) fail("beagle train: --ttt (the training-time test) trains an EAGLE draft: add --arch eagle");
     if (!state_layers.empty()) o.state_layers = parse_layer_list(state_layers, "beagle train: --state-layers");
     o.draft_vocab = in(dvocab, 0, 1 << 24, "--draft-vocab");
     o.threads = in(threads, 0, 256, "--threads");

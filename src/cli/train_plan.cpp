@@ -45,7 +45,7 @@ void print_ranks(const TrainMemory& m, int ranks, int batch) {
 }  // namespace
 
 int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch, int arch,
-               const std::vector<int>& state_layers) {
+               const std::vector<int>& state_layers, bool ttt) {
     std::map<std::string, long> g = parse_plan_geometry(geometry, "beagle train --plan", false).g;
     DraftConfig c;
     c.dim = (int)g["dim"];
@@ -61,7 +61,10 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     c.validate("beagle train --plan");
     const bool eagle = arch == ARCH_EAGLE;
     const double GiB = 1024.0 * 1024 * 1024;
-    if (eagle)
+    if (eagle && ttt)
+        printf("EAGLE-style draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d: stage 2, training-time "
+               "test over S = %d steps)\n", T, S);
+    else if (eagle)
         printf("EAGLE-style draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d: one step, any stage)\n", T);
     else
         printf("draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d, window %d)\n", T, w);
@@ -72,6 +75,7 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     o.w = w;
     o.S = S;
     o.sim_grad_through = grad_through;
+    o.ttt = ttt;
     o.stage = 2;
     TrainMemory m = train_memory(c, o, T, 1 % w);
     printf("%-58s %12s\n", eagle ? "buffer" : "buffer (stage 2, S as given)", "GiB");

@@ -45,8 +45,8 @@ void eagle_forward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, 
 
 template <class O>
 void eagle_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, RealOf<O>* dfh, const RealOf<O>* feat,
-                    const int* pos, const int* qrow, const XAttnKeysT<RealOf<O>>& keys, RealOf<O>* dK, RealOf<O>* dV,
-                    const XAttnMask& mask) {
+                    const int* pos, const int* qrow, const XAttnKeysT<RealOf<O>>& keys,
+                    const XAttnGradsT<RealOf<O>>& dkeys, RealOf<O>* dK, const RealOf<O>* dV, const XAttnMask& mask) {
     using R = RealOf<O>;
     const int n = A.n;
     if (n == 0) return;
@@ -58,11 +58,6 @@ void eagle_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A,
     R* dxn = al.alloc(N * c.dim);
     block_out_backward(m, al, A, dfh, datt);  // dfh is now da = d loss / d a; a = x + Wo att, so dx starts as da
     R* dx = dfh;
-    ops.zero(dK, N * c.kv_dim());
-    ops.zero(dV, N * c.kv_dim());
-    XAttnGradsT<R> dkeys;
-    dkeys.dk0 = dK;
-    dkeys.dv0 = dV;
     ops.xattn_bwd(dq, dkeys, datt, A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
     // q, k, v all come from xn: its gradient sums the three projections'
     ops.rope(dq, pos, n, c.n_heads, c.rope(), true);
@@ -101,7 +96,7 @@ void eagle_acts_free(BufAlloc<O>& al, QueryActs<RealOf<O>>* A) {
                                    const XAttnKeysT<RealOf<O>>&, const XAttnMask&);                                 \
     template void eagle_backward<O>(DraftModelT<O>&, BufAlloc<O>&, QueryActs<RealOf<O>>&, RealOf<O>*,                \
                                     const RealOf<O>*, const int*, const int*, const XAttnKeysT<RealOf<O>>&,          \
-                                    RealOf<O>*, RealOf<O>*, const XAttnMask&);                                      \
+                                    const XAttnGradsT<RealOf<O>>&, RealOf<O>*, const RealOf<O>*, const XAttnMask&); \
     template void eagle_acts_alloc<O>(BufAlloc<O>&, const DraftConfig&, QueryActs<RealOf<O>>*, int);                \
     template void eagle_acts_free<O>(BufAlloc<O>&, QueryActs<RealOf<O>>*);
 

@@ -29,13 +29,15 @@ template <class O>
 void eagle_forward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, int n, const int* tokens,
                    const RealOf<O>* feat, const int* pos, RealOf<O>* K, RealOf<O>* V, const int* qrow,
                    const XAttnKeysT<RealOf<O>>& keys, const XAttnMask& mask);
-// Training backward where the key set is exactly these n rows (set 0 = K, V of eagle_forward): dfh in
-// (overwritten), dK, dV: n x kv_dim scratch, zeroed here. Parameter gradients accumulate; the features
-// are inputs (no gradient).
+// Training backward of the n queries of eagle_forward: dfh in (overwritten). The attention's key
+// gradients accumulate into dkeys (zeroed by the caller, once); dK, dV are these queries' own K/V rows'
+// gradients inside dkeys, complete when this is called (every query that sees those rows has been
+// back-propagated: in the training-time test, the later steps first). They go back through the K/V
+// projections (RoPE undone in place). Parameter gradients accumulate; the features are inputs (no gradient).
 template <class O>
 void eagle_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, RealOf<O>* dfh, const RealOf<O>* feat,
-                    const int* pos, const int* qrow, const XAttnKeysT<RealOf<O>>& keys, RealOf<O>* dK, RealOf<O>* dV,
-                    const XAttnMask& mask);
+                    const int* pos, const int* qrow, const XAttnKeysT<RealOf<O>>& keys,
+                    const XAttnGradsT<RealOf<O>>& dkeys, RealOf<O>* dK, const RealOf<O>* dV, const XAttnMask& mask);
 
 template <class O>
 void eagle_acts_alloc(BufAlloc<O>& al, const DraftConfig& c, QueryActs<RealOf<O>>* A, int n);

@@ -39,6 +39,14 @@ TrainState resume_state(const Checkpoint& c, const std::vector<std::pair<std::st
                  path.c_str(), kv.first.c_str(), have.empty() ? "(absent)" : have.c_str(), kv.first.c_str(),
                  kv.second.c_str());
     }
+    // the keys a run's config has only when set (train_loop.cpp run_config): set in the checkpoint, absent here
+    for (const char* k : {"arch", "ttt", "state_layers", "lr_decay_steps", "init"}) {
+        bool in_run = false;
+        for (auto& kv : config) in_run |= kv.first == k;
+        if (!in_run && !c.get(k).empty())
+            fail("checkpoint '%s' was made with %s = %s, this run has none (use the same data and flags, or start "
+                 "afresh without --resume)", path.c_str(), k, c.get(k).c_str());
+    }
     TrainState st;
     st.step = (long)c.kv.integer("step", 0, LONG_MAX);
     st.epoch = (int)c.kv.integer("epoch", 0, INT_MAX);

@@ -59,6 +59,7 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     topt.w = o.w;
     topt.S = o.S;
     topt.sim_grad_through = o.sim_grad_through;
+    topt.ttt = o.ttt;
     topt.noise_std = o.noise_std;
     topt.loss.hard_labels = o.hard_labels;
     topt.loss.vocab_chunk = o.vocab_chunk;
@@ -87,7 +88,8 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     tr.record_pred = nullptr;
     if (detached) tr.frozen_pred = &pred;  // finite differences with the predicted states held fixed
 
-    const char* mode = o.arch == ARCH_EAGLE ? " (arch eagle: fc + causal self-attention layer)"
+    const char* mode = o.arch == ARCH_EAGLE ? (o.ttt && o.stage == 2 ? " (arch eagle, training-time test: inputs f^ held fixed)"
+                                                                      : " (arch eagle: fc + causal self-attention layer)")
                        : o.stage == 1       ? ""
                                             : (o.sim_grad_through ? " (sim-grad-through)" : " (detached)");
     if (out) {

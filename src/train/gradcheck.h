@@ -12,7 +12,8 @@ namespace beagle {
 struct GradcheckOptions {
     int arch = 0;                   // DraftArch: 0 Beagle, 1 EAGLE (one objective: stage and window unused)
     int stage = 1;
-    bool sim_grad_through = false;  // stage 2: plain finite differences; else predicted states held fixed
+    bool sim_grad_through = false;
+    bool ttt = false;               // EAGLE draft, stage 2: training-time test (its f^ inputs held fixed)  // stage 2: plain finite differences; else predicted states held fixed
     bool hard_labels = false;
     int dim = 16, n_heads = 4, n_kv_heads = 2, head_dim = 4, ffn_dim = 24, vocab = 40;
     int T = 13, w = 3, S = 3, offset = 1, vocab_chunk = 16, pos0 = 3;

@@ -27,4 +27,27 @@ std::vector<int> stage2_rows(int T, int w, int offset, int s) {
     return rows;
 }
 
+int ttt_offset(int n, int k) {
+    int off = 0;
+    for (int j = 2; j < k; j++) off += n - j + 1;
+    return off;
+}
+
+TttMask ttt_mask(int n, int k) {
+    BEAGLE_CHECK(k >= 2 && k <= n, "training-time test mask: step %d outside 2..n (n = %d)", k, n);
+    TttMask t;
+    const int nq = n - k + 1, n1 = ttt_offset(n, k) + nq;
+    t.words = (n1 + 63) / 64;
+    t.qrow.resize(nq);
+    t.bits.assign((size_t)nq * t.words, 0);
+    for (int r = 0; r < nq; r++) {
+        t.qrow[r] = r + 1;
+        for (int j = 2; j <= k; j++) {
+            const int row = ttt_offset(n, j) + r;
+            t.bits[(size_t)r * t.words + row / 64] |= 1ull << (row % 64);
+        }
+    }
+    return t;
+}
+
 }  // namespace beagle

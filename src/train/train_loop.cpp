@@ -170,6 +170,7 @@ KV run_config(const TrainLoopOptions& o, const DraftConfig& cfg, uint64_t tok_ha
         {"loss_on_prompt", o.loss_on_prompt ? "1" : "0"},
     };
     if (cfg.arch != ARCH_BEAGLE) config.push_back({"arch", draft_arch_name(cfg.arch)});  // absent: beagle
+    if (o.ttt) config.push_back({"ttt", "1"});  // absent: off
     if (!cfg.state_layers.empty()) config.push_back({"state_layers", format_layer_list(cfg.state_layers)});  // absent: none
     if (sc.decay_steps > 0) config.push_back({"lr_decay_steps", std::to_string(sc.decay_steps)});  // absent: constant lr
     if (!o.init.empty()) config.push_back({"init", o.init});
@@ -371,6 +372,7 @@ std::unique_ptr<DraftTrainer> make_trainer(DraftModelT<Ops>& model, const TrainL
     to.w = o.w;
     to.S = o.S;
     to.sim_grad_through = o.sim_grad_through;
+    to.ttt = o.ttt;
     to.noise_std = (float)o.noise;
     to.loss.w_v = (float)o.w_v;
     to.loss.hard_labels = o.hard_labels;

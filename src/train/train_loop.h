@@ -25,6 +25,7 @@ struct TrainLoopOptions {
     int stage1_epochs = 5, stage2_epochs = 5;
     int w = 3, S = 3;                 // window size; stage-2 simulation steps
     bool sim_grad_through = false;
+    bool ttt = false;                 // EAGLE draft, stage 2: training-time test over S steps
     double lr = 0;                    // 0: by model size (default_lr)
     long warmup = -1;                 // -1: min(2000, 5% of the steps)
     double lr_decay = 0;              // the last fraction of the steps decays the lr linearly to 0 (0 = constant)

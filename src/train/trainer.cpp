@@ -42,6 +42,8 @@ DraftTrainerT<O>::DraftTrainerT(DraftModelT<O>& m, const TrainOptions& opt) : m_
         BEAGLE_CHECK(opt.S >= 1 && opt.S <= opt.w, "stage 2 needs 1 <= S <= w, got S = %d, w = %d", opt.S, opt.w);
     BEAGLE_CHECK(m.embd && m.lm_head, "training needs the frozen f32 embedding and LM head (DraftFrozen tables)");
     BEAGLE_CHECK(opt.noise_std >= 0, "noise std must be >= 0, got %g", opt.noise_std);
+    BEAGLE_CHECK(!opt.ttt || m.cfg.arch == ARCH_EAGLE, "the training-time test (--ttt) trains an EAGLE draft (this is %s)",
+                 draft_arch_name(m.cfg.arch));
 }
 
 template <class O>
@@ -138,49 +140,119 @@ void DraftTrainerT<O>::step_free(Step& st) {
 // EAGLE (eagle_layers.h): the queries are rows p = 1..T-1, query i = p - 1 with input E(t_p) and the noisy
 // state s_{p-1}, predicting f_p; causal self-attention over the queries' own x (BLOCK mask, w 1, qrow
 // i + 1: query i sees key rows 0..i). The same losses and loss rows as a Beagle query predicting row p.
+// Training-time test (opt_.ttt, stage 2: EAGLE-3 / HASS): steps 2..S feed each query the draft's own f^
+// of the step before, one row earlier, and let it see those steps' K/V rows (masks.h ttt_mask); loss
+// sum_k beta_k mean L(step k) / sum beta, beta_k = S - k + 1, as Beagle's stage 2. The f^ inputs are
+// constants (no gradient through them); the key rows of every step get the gradients of every query
+// that sees them, so all steps are kept and back-propagated in reverse (memory grows with S, as in EAGLE-3).
 template <class O>
 void DraftTrainerT<O>::run_eagle(const TrainBatch& b, const R* f, const R* s, const std::vector<int>& pos,
                                  float loss_scale, bool backward, IterStats* stats) {
     const DraftConfig& c = m_.cfg;
-    const int n = b.T - 1;
+    O& ops = m_.ops;
+    const int n = b.T - 1, kvd = c.kv_dim();
     if (n <= 0) {
         log_losses(nullptr, 0, loss_scale);  // a step without loss rows (finish_losses: step loss 0)
         stats->step_rows.push_back(0);
         return;
     }
-    Step st;
-    st.Q.resize(n);
-    st.qtok.resize(n);
-    st.qpos.resize(n);
-    std::vector<int> qrow(n);
-    for (int i = 0; i < n; i++) {
-        st.Q[i] = i + 1;
-        st.qtok[i] = b.tokens[i + 1];
-        st.qpos[i] = pos[i + 1];
-        qrow[i] = i + 1;
-    }
-    st.mask.kind = XAttnMask::BLOCK;
-    st.mask.w = 1;
-    st.mask.offset = 0;
-    st.mask.n_pred = 0;
-    size_t Nk = (size_t)n * c.kv_dim();
-    R* K = al_.alloc(Nk);
-    R* V = al_.alloc(Nk);
+    const int S = opt_.ttt && opt_.stage == 2 ? std::min(opt_.S, n) : 1;
+    const double sum_beta = S * (S + 1) / 2.0;
+    const int n1 = ttt_offset(n, S + 1);  // set 1: the K/V rows of steps 2..S
+    R* K = al_.alloc((size_t)n * kvd);
+    R* V = al_.alloc((size_t)n * kvd);
+    R* K1 = n1 ? al_.alloc((size_t)n1 * kvd) : nullptr;
+    R* V1 = n1 ? al_.alloc((size_t)n1 * kvd) : nullptr;
     XAttnKeysT<R> keys;
     keys.k0 = K;
     keys.v0 = V;
     keys.n0 = n;
-    eagle_acts_alloc(al_, c, &st.A, n);
-    eagle_forward(m_, al_, st.A, n, st.qtok.data(), s, st.qpos.data(), K, V, qrow.data(), keys, st.mask);
-    step_loss(st, b, f, 1, loss_scale, stats);
+    keys.k1 = K1;
+    keys.v1 = V1;
+    std::vector<Step> st(S);
+    std::vector<R*> frozen(S, nullptr);  // gradcheck: step k's inputs f^ held fixed (frozen_pred)
+    if (record_pred) record_pred->clear();
+    size_t frozen_at = 0;
+    std::vector<TttMask> tm(S);
+    std::vector<std::vector<int>> qrow(S);
+    for (int k = 1; k <= S; k++) {
+        Step& sk = st[k - 1];
+        const int nk = n - k + 1;
+        sk.Q.resize(nk);
+        sk.qtok.resize(nk);
+        sk.qpos.resize(nk);
+        for (int r = 0; r < nk; r++) {
+            sk.Q[r] = r + k;
+            sk.qtok[r] = b.tokens[r + k];
+            sk.qpos[r] = pos[r + k];
+        }
+        if (k == 1) {
+            qrow[0].resize(nk);
+            for (int r = 0; r < nk; r++) qrow[0][r] = r + 1;
+            sk.mask.kind = XAttnMask::BLOCK;
+            sk.mask.w = 1;
+            sk.mask.offset = 0;
+            sk.mask.n_pred = 0;
+        } else {
+            tm[k - 1] = ttt_mask(n, k);
+            qrow[k - 1] = tm[k - 1].qrow;
+            sk.mask = tm[k - 1].mask();
+        }
+        keys.n1 = k == 1 ? 0 : ttt_offset(n, k) + nk;  // the rows written so far, this step's last
+        R* Kk = k == 1 ? K : K1 + (size_t)ttt_offset(n, k) * kvd;
+        R* Vk = k == 1 ? V : V1 + (size_t)ttt_offset(n, k) * kvd;
+        const R* feat = k == 1 ? s : st[k - 2].A.fh;  // step k - 1's f^, local row r for query r
+        if (k >= 2 && frozen_pred) {  // the inputs of a recorded run: steps 1..S-1's f^ one after another
+            const size_t rows = (size_t)(nk + 1) * c.dim;
+            BEAGLE_CHECK(frozen_at + rows <= frozen_pred->size(), "frozen EAGLE inputs: %zu values, need %zu",
+                         frozen_pred->size(), frozen_at + rows);
+            frozen[k - 1] = al_.alloc(rows);
+            ops.upload(frozen[k - 1], frozen_pred->data() + frozen_at, rows);
+            frozen_at += rows;
+            feat = frozen[k - 1];
+        }
+        eagle_acts_alloc(al_, c, &sk.A, nk);
+        eagle_forward(m_, al_, sk.A, nk, sk.qtok.data(), feat, sk.qpos.data(), Kk, Vk, qrow[k - 1].data(), keys, sk.mask);
+        step_loss(sk, b, f, k, (float)(loss_scale * (S - k + 1) / sum_beta), stats);
+        if (record_pred && k < S) {  // the f^ the next step is fed
+            const size_t at = record_pred->size();
+            record_pred->resize(at + (size_t)nk * c.dim);
+            ops.download(record_pred->data() + at, sk.A.fh, (size_t)nk * c.dim);
+        }
+    }
     if (backward) {
-        R* dK = al_.alloc(Nk);
-        R* dV = al_.alloc(Nk);
-        eagle_backward(m_, al_, st.A, st.dfh, s, st.qpos.data(), qrow.data(), keys, dK, dV, st.mask);
+        R* dK = al_.alloc((size_t)n * kvd);
+        R* dV = al_.alloc((size_t)n * kvd);
+        R* dK1 = n1 ? al_.alloc((size_t)n1 * kvd) : nullptr;
+        R* dV1 = n1 ? al_.alloc((size_t)n1 * kvd) : nullptr;
+        ops.zero(dK, (size_t)n * kvd);
+        ops.zero(dV, (size_t)n * kvd);
+        if (n1) {
+            ops.zero(dK1, (size_t)n1 * kvd);
+            ops.zero(dV1, (size_t)n1 * kvd);
+        }
+        XAttnGradsT<R> dkeys;
+        dkeys.dk0 = dK;
+        dkeys.dv0 = dV;
+        dkeys.dk1 = dK1;
+        dkeys.dv1 = dV1;
+        for (int k = S; k >= 1; k--) {  // later steps first: a step's key rows are complete before its turn
+            Step& sk = st[k - 1];
+            keys.n1 = k == 1 ? 0 : ttt_offset(n, k) + n - k + 1;
+            R* dKk = k == 1 ? dK : dK1 + (size_t)ttt_offset(n, k) * kvd;
+            R* dVk = k == 1 ? dV : dV1 + (size_t)ttt_offset(n, k) * kvd;
+            const R* feat = k == 1 ? s : frozen[k - 1] ? frozen[k - 1] : st[k - 2].A.fh;
+            eagle_backward(m_, al_, sk.A, sk.dfh, feat, sk.qpos.data(), qrow[k - 1].data(), keys, dkeys, dKk, dVk, sk.mask);
+        }
+        for (R** p : {&dK1, &dV1}) if (*p) al_.release(*p);
         al_.release(dK);
         al_.release(dV);
     }
-    step_free(st);
+    for (int k = S; k >= 1; k--) {
+        step_free(st[k - 1]);
+        if (frozen[k - 1]) al_.release(frozen[k - 1]);
+    }
+    for (R** p : {&K1, &V1}) if (*p) al_.release(*p);
     al_.release(K);
     al_.release(V);
 }
@@ -438,19 +510,33 @@ TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, i
     double qa = (double)query_acts_floats_per_row(c), qb = (double)query_backward_floats_per_row(c);
 
     if (c.arch == ARCH_EAGLE) {
-        // run_eagle: one step, any stage, over the n = T - 1 rows p = 1..T-1 (input E(t_p) and f_{p-1}),
-        // causal self-attention over their own K, V: no second KV set. In order: f and noisy s; K, V; the
-        // rows' activations and token embeddings; fc_f's product (forward), then d f^ and the loss's
-        // buffers, then dK, dV and the layer's backward temporaries (the largest of these three phases).
-        const double n = std::max(0, T - 1), nk = n * c.kv_dim();
-        const int nL = opt.loss.hard_labels ? std::max(0, T - 2) : (int)n;  // hard labels need row q + 1 < T
-        const double loss_phase = nL > 0 ? 3.0 * nL * c.dim + 2.0 * nL + (double)draft_loss_floats(c, nL, opt.loss) : 0;
-        const double tail = std::max(loss_phase, 2 * nk + n * qb);
+        // run_eagle: one step in any stage (the training-time test: S steps in stage 2), step k over the
+        // n_k = n - k + 1 rows (n = T - 1; step 1: rows p = 1..T-1, input E(t_p) and f_{p-1}), self-attention
+        // over step 1's K, V and the later steps' (set 1, n1 rows): no Beagle key sets. In order: f and noisy
+        // s; the K, V of every step; each step's activations, token embeddings and d f^ (kept: all steps
+        // are back-propagated at the end), with its loss's buffers at its end; then dK, dV of every step and
+        // the largest step's backward temporaries.
+        const int n = std::max(0, T - 1);
+        const int S = opt.ttt && opt.stage == 2 ? std::max(1, std::min(opt.S, n)) : 1;
+        double n1 = 0;
+        for (int k = 2; k <= S; k++) n1 += n - k + 1;
+        const double keys = 2.0 * (n + n1) * c.kv_dim();
+        double acts = 0, fwd_peak = 0;
+        for (int k = 1; k <= S && n > 0; k++) {
+            const double nk = n - k + 1;
+            const int nL = opt.loss.hard_labels ? std::max(0, (int)nk - 1) : (int)nk;  // hard labels: row q + 1 < T
+            const double loss_phase = nL > 0 ? 3.0 * nL * c.dim + 2.0 * nL + (double)draft_loss_floats(c, nL, opt.loss) : 0;
+            acts += nk * (qa + 2.0 * c.dim);
+            fwd_peak = std::max(fwd_peak, acts + loss_phase);
+        }
+        const double bwd_peak = acts + keys + n * qb;
         mem.lines.push_back({"input states f, noisy s", 2 * Td * B});
-        mem.lines.push_back({"self-attention K, V of the T - 1 rows", 2 * nk * B});
-        mem.lines.push_back({"activations + token embeddings + d f^", n * (qa + 2.0 * c.dim) * B});
-        mem.lines.push_back({"loss, or dK, dV + backward temporaries", tail * B});
-        mem.iteration_peak = n > 0 ? (2 * Td + 2 * nk + n * (qa + 2.0 * c.dim) + tail) * B : 2 * Td * B;
+        mem.lines.push_back({S > 1 ? strfmt("self-attention K, V of the %d steps' rows", S) : "self-attention K, V of the T - 1 rows",
+                             keys * B});
+        mem.lines.push_back({S > 1 ? "activations + token embeddings + d f^ of every step" : "activations + token embeddings + d f^",
+                             acts * B});
+        mem.lines.push_back({"loss, or dK, dV + backward temporaries", (std::max(fwd_peak, bwd_peak) - acts) * B});
+        mem.iteration_peak = n > 0 ? (2 * Td + keys + std::max(fwd_peak, bwd_peak)) * B : 2 * Td * B;
         return mem;
     }
 

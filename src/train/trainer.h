@@ -23,6 +23,7 @@ struct TrainOptions {
     int w = 3;                      // window size (paper ablation: 3 best; main runs 5)
     int S = 3;                      // stage 2: simulation steps (needs w >= S)
     bool sim_grad_through = false;  // stage 2: gradients through the predicted states (memory grows with S)
+    bool ttt = false;               // EAGLE draft, stage 2: training-time test over S steps (trainer.cpp run_eagle)
     float noise_std = 0.2f;         // Gaussian noise on the input true states (not on the targets)
     LossOptions loss;
 };
@@ -73,7 +74,8 @@ public:
     BufAlloc<O>& mem() { return al_; }  // every buffer of run() comes from here (peak bytes)
 
     // Stage 2, detached mode, gradient check: use these predicted states (T x dim) instead of the
-    // computed ones when writing the second KV set (predicted states held at unperturbed values).
+    // computed ones when writing the second KV set (predicted states held at unperturbed values). An
+    // EAGLE draft's training-time test: the f^ fed to steps 2..S (steps 1..S-1's f^, one after another).
     const std::vector<R>* frozen_pred = nullptr;
     std::vector<R>* record_pred = nullptr;   // receives the predicted states written (T x dim)
     TrainCaptureT<R>* capture = nullptr;     // receives every step's f^ rows and logits

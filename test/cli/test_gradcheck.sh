@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_gradcheck.sh: `beagle gradcheck` (float64, tiny random draft) for stage 1, stage 2 detached and
 # stage 2 --sim-grad-through, plus token labels and other shapes (MHA, S = w, offset 0, no loss
-# mask), fused state layers (w_mix), and the EAGLE-style draft (--arch eagle: fc_e, fc_f and the self-attention layer): every
+# mask), fused state layers (w_mix), and the EAGLE-style draft (--arch eagle: fc_e, fc_f and the self-attention layer; its
+# training-time test --ttt over S = 2..4 steps): every
 # trainable tensor's analytic gradient must match central finite differences (relative error <= 1e-5,
 # printed per tensor). The check is shown failing on a planted backward bug (--plant-bug). Also: bad
 # flags give clear errors.
@@ -34,6 +35,12 @@ run --stage 1 --state-layers 2
 run --stage 2 --state-layers 1 --T 17 --w 4 --S 4 --offset 0 --seed 4
 run --stage 2 --sim-grad-through --state-layers 3 --seed 6
 run --arch eagle --T 17 --no-loss-mask --heads 2 --kv-heads 2 --head-dim 8 --hard-labels --vocab-chunk 7 --seed 9
+# the EAGLE draft's training-time test (--ttt, stage 2: S steps fed the draft's own f^, held fixed as the
+# trainer holds them). A planted bug that back-propagated the steps in forward order (step 1's key rows
+# before the later steps had added their gradients) was caught: wk rel_err 0.73, wv 0.45, norm_q 0.49
+run --arch eagle --stage 2 --ttt --S 2
+run --arch eagle --stage 2 --ttt --S 3 --T 17 --w 4 --hard-labels --heads 2 --kv-heads 1 --head-dim 8 --seed 4
+run --arch eagle --stage 2 --ttt --S 4 --T 9 --w 4 --no-loss-mask --seed 7
 
 # detached and sim-grad-through give different gradients for the same loss
 det=$("$BIN" gradcheck --stage 2 | grep '^wq ')

@@ -47,6 +47,14 @@ done
 out=$("$BEAGLE_BIN" train --plan 7b --arch eagle --state-layers 2 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "state layers are a Beagle draft's" && echo "ok   --arch eagle --state-layers refused" ||
   { echo "FAIL eagle with state layers: rc $rc $out"; fails=$((fails+1)); }
+# --arch eagle --ttt (the training-time test keeps every step for the backward): the iteration peak grows
+# with S, step by step by about one step's activations; at S = 3 it is over 3x Beagle's stage 2 (S = 3)
+peaks=""
+for s in 1 2 3; do peaks="$peaks $("$BEAGLE_BIN" train --plan 7b --arch eagle --ttt --sim-steps $s --window 3 2>&1 | awk '/^iteration peak/ {print $3}')"; done
+r3=$("$BEAGLE_BIN" train --plan 7b --arch eagle --ttt --sim-steps 3 --window 3 2>&1 | sed -n 's/^EAGLE \/ Beagle: .*, \([0-9.]*\)x of stage 2.*/\1/p')
+if echo "$peaks" | awk -v r="$r3" '{ exit !($1 > 0 && $2 > 1.3 * $1 && $3 > $2 + 0.8 * ($2 - $1) && r > 3) }'; then
+  echo "ok   7b --arch eagle --ttt: iteration peak GiB at S = 1 / 2 / 3:$peaks; ${r3}x Beagle's stage 2"
+else echo "FAIL eagle --ttt plan: peaks '$peaks' ratio '$r3'"; fails=$((fails+1)); fi
 # --ranks N: per GPU, the AdamW moments are 1/N of the replicated ones (ZeRO-1) and the totals differ by
 # exactly that; the 70B-shaped draft fits 24 GiB on 8 ranks only with the sharded moments
 out=$("$BEAGLE_BIN" train --plan 70b --ranks 8 --batch 16 2>&1)

@@ -5,7 +5,8 @@
 //   2. a few optimizer steps (stage 1, then stage 2 continuing): the trained weights agree;
 //   3. the trained draft's inference forward (Draft, concat mode) agrees.
 // All three for the Beagle draft and for the EAGLE-style draft (arch eagle: fc([E(t); f]), causal
-// self-attention over its own rows; the same ops, so the same kernels, in another order).
+// self-attention over its own rows; the same ops, so the same kernels, in another order), and that draft's
+// training-time test (stage 2 over S = 3 steps: set 1 and the PREFIX mask cut at the query's row).
 // Tolerances: losses rtol 1e-5; gradients |g_cuda - g_cpu| <= 1e-5 max|g| per tensor (both backends
 // are fp32 with fixed but different summation orders: ~1e-7 relative per op, grown over ~20 ops);
 // weights after N AdamW steps |w_cuda - w_cpu| <= 2e-6 + 1e-3 * N * lr: an AdamW step moves a weight by
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -74,7 +76,7 @@ struct Run {
     std::vector<float> fh; // inference forward of the trained draft
 };
 
-static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr) {
+static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr, bool ttt) {
     Run r;
     DraftModelT<Ops> m(ops, s.dw, s.fz);
     m.enable_grads();
@@ -90,6 +92,7 @@ static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr) {
         opt.w = 3;
         opt.S = 3;
         opt.noise_std = 0.1f;
+        opt.ttt = ttt;
         DraftTrainer tr(m, opt);
         for (int it = 0; it < steps_per_stage; it++) {
             m.zero_grads();
@@ -123,15 +126,16 @@ static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr) {
     return r;
 }
 
-static void check_arch(int arch) {
+static void check_arch(int arch, bool ttt = false) {
     Setup s = make_setup(arch);
-    const char* an = draft_arch_name(arch);
+    const std::string name = std::string(draft_arch_name(arch)) + (ttt ? " (training-time test)" : "");
+    const char* an = name.c_str();
     CpuOps cpu(2);
     std::unique_ptr<Ops> gpu = make_ops("cuda", 1);
     const int steps = 4;
     const float lr = 3e-3f;
-    Run a = train(cpu, s, steps, lr);
-    Run b = train(*gpu, s, steps, lr);
+    Run a = train(cpu, s, steps, lr, ttt);
+    Run b = train(*gpu, s, steps, lr, ttt);
 
     CHECK(a.losses.size() == b.losses.size(), "%s: iteration counts", an);
     for (size_t i = 0; i < a.losses.size(); i++) {
@@ -175,5 +179,6 @@ static void check_arch(int arch) {
 int main() {
     check_arch(ARCH_BEAGLE);
     check_arch(ARCH_EAGLE);
+    check_arch(ARCH_EAGLE, true);  // stage 2 over S = 3 steps: the xattn kernels' PREFIX mask with set0_qrow
     return test_summary("test_cuda_backend_train");
 }

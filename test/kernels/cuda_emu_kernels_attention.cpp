@@ -4,7 +4,7 @@
 // tree ancestor bitmasks over two 64-bit words, per-query key ranges incl. empty ones, GQA groups 1..32,
 // head_dim 8..128, caches of several slices (32 and 256 keys), several query tilings, all bit-identical) and the draft's
 // cross-attention xattn_fwd_kernel / xattn_bwd_dq_kernel / xattn_bwd_dkdv_kernel (cuda/xattn.cu;
-// PREFIX masks with/without set-1 bits, BLOCK masks of stage 1 and stage-2 steps, the visibility rule
+// PREFIX masks with/without set-1 bits (and set 0 cut at the query's row), BLOCK masks of stage 1 and stage-2 steps, the visibility rule
 // taken from src/backend/xattn_mask.h xattn_sees). Plus: the backward against central finite differences of
 // the forward kernel, batch invariance (a query alone == in a batch; a tree node == the same keys
 // decoded causally at other cache rows, bit for bit), poisoned shared memory and shuffled orders.
@@ -334,6 +334,7 @@ static XAttnArgs xargs(XCase& c) {
     a.head_dim = c.hd;
     a.scale = 1.0f / sqrtf((float)c.hd);
     a.kind = c.mask.kind;
+    a.set0_qrow = c.mask.set0_qrow;
     a.set1_bits = c.bits.empty() ? nullptr : c.bits.data();
     a.set1_words = c.mask.set1_words;
     a.w = c.mask.w;
@@ -437,7 +438,8 @@ static void check_x(XCase& c, int warps, const std::string& tag, bool grads1 = t
     ref_x(c, out, lse, dq, dk0, dv0, dk1, dv1);
     std::string what = kt_fmt("%s nq%d heads%d kv%d hd%d n0 %d n1 %d warps%d %s",
                               c.mask.kind == beagle::XAttnMask::BLOCK ? kt_fmt("BLOCK w%d off%d npred%d", c.mask.w, c.mask.offset, c.mask.n_pred).c_str()
-                                                                      : (c.bits.empty() ? "PREFIX" : "PREFIX+bits"),
+                                                                      : kt_fmt("%s%s", c.bits.empty() ? "PREFIX" : "PREFIX+bits",
+                                                                               c.mask.set0_qrow ? " set0<qrow" : "").c_str(),
                               c.n_q, c.n_heads, c.n_kv, c.hd, c.n0, c.n1, warps, tag.c_str());
     kt_compare("xattn_fwd_kernel", r.out, out, 1e-5, 1e-5, what + " out");
     kt_compare("xattn_fwd_kernel", r.lse, lse, 1e-5, 1e-5, what + " lse");
@@ -473,6 +475,21 @@ static void test_xattn() {
         for (auto& b : c.bits) b = ((uint64_t)(kt_rand() * 4294967296.0) << 32) | (uint64_t)(kt_rand() * 4294967296.0);
         c.mask.set1_bits = c.bits.data();
         check_x(c, 3, "");
+    }
+    {   // PREFIX with set0_qrow (the EAGLE draft's training-time test): query t of step 3 sees set-0 rows
+        // j < qrow[t] = t + 1 and, in set 1, its own row of steps 2 and 3 (rows t and 30 + t)
+        XCase c = make_x(30, 4, 2, 16, 33, 60);
+        c.mask.set0_qrow = true;
+        c.mask.set1_words = 1;
+        c.bits.assign(c.n_q, 0);
+        c.qrow.resize(c.n_q);
+        for (int t = 0; t < c.n_q; t++) {
+            c.qrow[t] = t + 1;
+            c.bits[t] = 1ull << t | 1ull << (30 + t);
+        }
+        c.qrow[29] = 40;  // beyond n0: every set-0 row
+        c.mask.set1_bits = c.bits.data();
+        check_x(c, 2, "training-time test");
     }
     // BLOCK: stage 1 (n_pred 0) and stage-2 steps (n_pred 1, 2), several windows
     for (int offset : {0, 1, 2}) {

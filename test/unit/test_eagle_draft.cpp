@@ -8,6 +8,7 @@
 //     parent's key: equal (memcmp) to the trainer's rows on the sequence whose state at the parent's
 //     position is the parent's prediction. Keeping a subset of a forward's rows (keep_pred {1} of two
 //     siblings) moves their keys: the child then equals the child of a draft that ran that sibling alone.
+//     The training-time test (stage 2, --ttt): step k's query at row P + k - 1 == the chain's depth k (memcmp).
 //  4. misuse: a non-root query without its parent in the mask, true states without tokens -> Error.
 //  5. the draft file: "arch eagle" round trip (no norm_kv, fc_e/fc_f), a Beagle file has no arch line
 //     (the shipped weights/beagle-stories260K.bin re-saved is byte-identical), damaged arch lines fail.
@@ -152,6 +153,34 @@ int main() {
         CHECK(!memcmp(f0.data(), rows[P - 1].fh.data(), dim * 4), "chain step 1 != training row %d", P);
         CHECK(!memcmp(f1.data(), rows2[P].fh.data(), dim * 4), "chain step 2 != training row %d on predicted states", P + 1);
         CHECK(!memcmp(f2.data(), rows2[P + 1].fh.data(), dim * 4), "chain step 3 != training row %d on predicted states", P + 2);
+
+        // 3b. the training-time test (stage 2, ttt, S = 3) on the true sequence: step k's query at sequence
+        // row P + k - 1 is that chain's depth k, bit for bit (it is fed step k - 1's f^ and sees its keys)
+        TrainOptions o3 = opt;
+        o3.stage = 2;
+        o3.w = 3;
+        o3.S = 3;
+        o3.ttt = true;
+        DraftTrainer t3(m, o3);
+        TrainBatch b3;
+        b3.tokens = tokens.data();
+        b3.states = states.data();
+        b3.T = T;
+        TrainCaptureT<float> cap3;
+        t3.capture = &cap3;
+        t3.run(b3, 0, 1, 1.0f, false);
+        int per_step[4] = {0, 0, 0, 0}, matched = 0;
+        for (const auto& r : cap3.rows) {
+            if (r.step >= 1 && r.step <= 3) per_step[r.step]++;
+            const std::vector<float>* want = r.row == P + r.step - 1 ? (r.step == 1 ? &f0 : r.step == 2 ? &f1 : &f2) : nullptr;
+            if (!want) continue;
+            CHECK(!memcmp(want->data(), r.fh.data(), dim * 4), "training-time test step %d, row %d != the chain's depth %d",
+                  r.step, r.row, r.step);
+            matched++;
+        }
+        CHECK(matched == 3 && per_step[1] == T - 1 && per_step[2] == T - 2 && per_step[3] == T - 3,
+              "training-time test: %d chain rows matched; rows per step %d / %d / %d", matched, per_step[1], per_step[2],
+              per_step[3]);
 
         // tree: root, two siblings (tokens a, b) in one forward, keep only b, then b's child
         const int a = (tokens[p1] + 5) % V, b = (tokens[p1] + 7) % V, cc = tokens[p2];

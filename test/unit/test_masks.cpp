@@ -178,6 +178,30 @@ int main() {
         std::vector<int> keys(T + n_pred);
         CHECK(xattn_visible(m, 0, -1, T, n_pred, keys.data()) == T, "no-concat sees only true states");
     }
+    // the EAGLE draft's training-time test (masks.h ttt_mask) against the rule stated as a chain: query i of
+    // depth k (it predicts what step-1 query i predicts) continues a chain whose last true input is at
+    // index a = i - k + 1; it sees step 1's keys 0..a and, for m = 1..k-1, the key of index a + m made at
+    // depth m + 1 (depth d's key of index x is set-1 row ttt_offset(n, d) + x - (d - 1))
+    int ttt_cases = 0;
+    for (int n = 2; n <= 70; n += (n < 12 ? 1 : 29))
+        for (int k = 2; k <= std::min(n, 5); k++) {
+            TttMask tm = ttt_mask(n, k);
+            XAttnMask m = tm.mask();
+            const int nk = n - k + 1, n1 = ttt_offset(n, k) + nk;
+            CHECK((int)tm.qrow.size() == nk && tm.words == (n1 + 63) / 64, "ttt_mask(%d, %d): %zu queries", n, k, tm.qrow.size());
+            for (int r = 0; r < nk; r++) {
+                const int i = r + k - 1, a = i - k + 1;
+                std::vector<int> want;
+                for (int j = 0; j <= a; j++) want.push_back(j);
+                for (int mm = 1; mm <= k - 1; mm++) want.push_back(n + ttt_offset(n, mm + 1) + (a + mm) - mm);
+                std::vector<int> keys(n + n1);
+                const int nk_vis = xattn_visible(m, r, tm.qrow[r], n, n1, keys.data());
+                CHECK(std::vector<int>(keys.begin(), keys.begin() + nk_vis) == want, "ttt n %d step %d query %d", n, k, r);
+                ttt_cases++;
+            }
+        }
+    CHECK_THROWS(ttt_mask(4, 5), "step");
+    printf("training-time test masks compared with the chain rule: %d queries\n", ttt_cases);
     CHECK_THROWS(stage1_rows(10, 3, 3), "offset");
     CHECK_THROWS(stage2_rows(10, 3, 0, 4), "step");
     printf("mask cases compared with SPEC's rule: %d (T, w, offset, step) combinations\n", cases);

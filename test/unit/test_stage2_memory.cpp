@@ -47,8 +47,9 @@ int main() {
     m.enable_grads();
     // the peak of one iteration of model mm with these options (hard: token labels)
     auto measure_model = [&](DraftModelT<Ops>& mm, int stage, int S, bool through, int offset, int vocab_chunk, int TT,
-                             bool hard) {
+                             bool hard, bool ttt = false) {
         TrainOptions o;
+        o.ttt = ttt;
         o.stage = stage;
         o.w = W;
         o.S = S;
@@ -166,6 +167,28 @@ int main() {
                               TT, chunk, (int)hard, stage);
                         checked_e++;
                     }
+        // the training-time test (stage 2, S steps kept for the backward): its formula, and memory that grows with S
+        std::vector<double> by_S(5);
+        for (int TT : {T, 41, 7, 3, 2, 1})
+            for (bool hard : {false, true})
+                for (int S : {1, 2, 3, 4}) {
+                    TrainOptions o;
+                    o.stage = 2;
+                    o.w = W;
+                    o.S = S;
+                    o.ttt = true;
+                    o.loss.vocab_chunk = 64;
+                    o.loss.hard_labels = hard;
+                    const double got = measure_model(me, 2, S, false, 1, 64, TT, hard, true);
+                    const double want = train_memory(ce, o, TT, 1).iteration_peak;
+                    CHECK(got == want, "EAGLE training-time test: formula %.0f != measured %.0f (T %d hard %d S %d)", want,
+                          got, TT, (int)hard, S);
+                    if (TT == T && !hard) by_S[S] = got;
+                    checked_e++;
+                }
+        CHECK(by_S[2] > by_S[1] && by_S[3] > by_S[2] && by_S[4] > by_S[3], "the training-time test's memory grows with S");
+        printf("EAGLE training-time test, T = %d: peak %.0f / %.0f / %.0f / %.0f bytes at S = 1 / 2 / 3 / 4\n", T, by_S[1],
+               by_S[2], by_S[3], by_S[4]);
         printf("EAGLE draft: memory formula == measured peak in %d configurations (T = %d: %.0f bytes, Beagle stage 2 "
                "S = 3: %.0f)\n", checked_e, T, train_memory(ce, TrainOptions(), T, 1).iteration_peak,
                train_memory(c, o2, T, 1).iteration_peak);

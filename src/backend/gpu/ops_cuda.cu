@@ -427,6 +427,7 @@ XAttnArgs CudaOps::xattn_args(const float* q, const int* qrow, int n_q, const XA
     a.head_dim = head_dim;
     a.scale = 1.0f / sqrtf((float)head_dim);
     a.kind = mask.kind == XAttnMask::BLOCK ? 1 : 0;
+    a.set0_qrow = mask.kind == XAttnMask::PREFIX && mask.set0_qrow;
     if (mask.kind == XAttnMask::PREFIX && mask.set1_bits && K.n1 > 0)  // bits an op wrote stay where they are
         a.set1_bits = mask.set1_on_backend ? mask.set1_bits
                                            : (const uint64_t*)stage(S_BITS, mask.set1_bits,

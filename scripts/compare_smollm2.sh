@@ -6,7 +6,8 @@
 # (reduced draft vocabulary 8192, loss on prompt positions, vloss weight 1, lr 3e-3, window 2, S 2) and
 # the same SEEDS. Variants (VARIANTS): s1 (Beagle stage 1 only), s12 (stage 1 + 2), s12gt (stage 1 + 2
 # with --sim-grad-through), eagle (--arch eagle); not in the default list: s12sl (s12 with state layers
-# 22, 27: docs/paper-comparison.md "Which target layers a draft could fuse"). Then `beagle bench-sd` of each draft on Spec-Bench (all
+# 22, 27: docs/paper-comparison.md "Which target layers a draft could fuse"), eaglettt (eagle with its
+# training-time test in stage 2, --ttt over S 2: EAGLE-3 / HASS). Then `beagle bench-sd` of each draft on Spec-Bench (all
 # its categories, PER prompts each, MT-Bench among them; chain, 60-node tree, cost-aware tree).
 # Cost on this 2-core machine: about 2.7 s per step per variant when alone (1 thread), so the default budget
 # is about 6 hours per seed; datagen of 608 answers about 10 minutes; a bench-sd at PER 2, NTOK 96 under load
@@ -62,6 +63,7 @@ flags() {
         s12) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF))" ;;
         s12gt) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --sim-grad-through" ;;
         eagle) echo "--arch eagle --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF))" ;;
+        eaglettt) echo "--arch eagle --ttt --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF))" ;;
         s12sl) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --state-layers 22,27" ;;
         *) echo "unknown variant $1" >&2; exit 2 ;;
     esac
@@ -122,13 +124,8 @@ MT = ["writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem"
 def tau(b, mode, cats):
     c = [b["categories"][k][mode] for k in b["categories"] if (k in MT) == (cats == "mt")]
     return sum(x["tokens"] for x in c) / sum(x["target_passes"] for x in c)
-def topk(path):
-    n = t1 = t5 = 0
-    for line in open(path):
-        f = line.split()
-        if len(f) < 9 or not f[0].isdigit(): continue
-        n += 1; t1 += f[2] == f[3]; t5 += f[2] in f[3:8]
-    return t1 / n, t5 / n, n
+sys.path.insert(0, "scripts")
+from topk_stats import topk
 print("| variant | seed | params | MT-Bench tau chain / tree-60 / cost-aware | other tau chain / tree-60 / cost-aware "
       "| trainer eval tau chain / tree-60 | top-1 / top-5 | s / step (stage 1 / 2) | peak KiB (stage 1 / 2) | mismatches |")
 print("|---|---|---|---|---|---|---|---|---|---|")

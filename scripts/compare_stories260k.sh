@@ -90,21 +90,17 @@ python3 - "$OUT" "$SEEDS" "$VARIANTS" <<'PY'
 import json, sys
 out, seeds, variants = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 label = {"s1": "Beagle, stage 1 only", "s12": "Beagle, stage 1 + 2", "s12gt": "Beagle, stage 1 + 2, --sim-grad-through",
-         "s12p": "Beagle, stage 1 + 2, --ffn 214", "eagle": "EAGLE-1/2 style (--arch eagle)"}
-def topk(path):
-    n = t1 = t5 = 0
-    for line in open(path):
-        f = line.split()
-        nxt, top = int(f[2]), [int(x) for x in f[3:8]]
-        n += 1; t1 += top[0] == nxt; t5 += nxt in top
-    return t1 / n, t5 / n
+         "s12p": "Beagle, stage 1 + 2, --ffn 214", "eagle": "EAGLE-1/2 style (--arch eagle)",
+         "eaglettt": "EAGLE, training-time test in stage 2 (--ttt)"}
+sys.path.insert(0, "scripts")
+from topk_stats import topk
 rows, summary = [], {}
 for v in variants:
     per = []
     for s in seeds:
         d = f"{out}/{v}.s{s}.bin"
         j, b60, ba = json.load(open(d + ".json")), json.load(open(d + ".bench60.json")), json.load(open(d + ".benchauto.json"))
-        t1, t5 = topk(d + ".topk.txt")
+        t1, t5, _ = topk(d + ".topk.txt")
         o60, oa = b60["overall"], ba["overall"]
         pk = j["iteration_peak_bytes"]  # [stage 1, stage 2] (a scalar in files of older builds: both stages)
         pk = pk if isinstance(pk, list) else [pk, None]

@@ -48,18 +48,13 @@ done
 python3 - "$OUT" "$SHIPPED" <<'PY'
 import json, sys
 out, shipped = sys.argv[1], sys.argv[2]
-def topk(path):
-    n = t1 = t5 = 0
-    for line in open(path):
-        f = line.split()
-        if len(f) < 9 or not f[0].isdigit(): continue
-        n += 1; t1 += f[2] == f[3]; t5 += f[2] in f[3:8]
-    return t1 / n, t5 / n
+sys.path.insert(0, "scripts")
+from topk_stats import topk
 print("| draft | MT-Bench tau chain / tree-60 | top-1 / top-5 | draft ms / verify pass (tree) |")
 print("|---|---|---|---|")
 for name, d in [("shipped", shipped), ("A: fine-tuned", out + "/A.bin"), ("B: fine-tuned, state layers 22,27", out + "/B.bin")]:
     b = json.load(open(f"{out}/{d.split('/')[-1]}.tau.json"))["mt_bench"]
-    t1, t5 = topk(f"{out}/{d.split('/')[-1]}.topk.txt")
+    t1, t5, _ = topk(f"{out}/{d.split('/')[-1]}.topk.txt")
     tr = b["tree"]
     print(f"| {name} | {b['chain']['tau']:.3f} / {tr['tau']:.3f} | {t1:.3f} / {t5:.3f} | "
           f"{tr['draft_ms_per_pass']:.2f} |")

@@ -79,3 +79,13 @@ def generate(model_args, prompt, n, extra=()):
     stats = json.loads(r.stderr.strip().splitlines()[-1])
     assert r.stdout.endswith("\n")
     return r.stdout[:-1], stats["tokens"]
+
+
+def remote(srv, model_args, prompt, n, extra=()):
+    """`beagle generate --server` against srv (greedy): (text, --json stats, "") or (None, None, stderr's end)."""
+    r = subprocess.run([BIN, "generate"] + model_args + ["--server", f"http://127.0.0.1:{srv.port}", "-p", prompt,
+                                                         "-n", str(n), "--temp", "0", "--no-stream", "--json", "-t", "1"]
+                       + list(extra), capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        return None, None, r.stderr[-800:]
+    return r.stdout[:-1], json.loads(r.stderr.strip().splitlines()[-1]), ""

@@ -14,16 +14,7 @@
 import base64, json, os, struct, subprocess, tempfile, threading, zlib
 
 from checks import check, finish
-from serve_util import BIN, Server, generate, STORIES, STORIES_DRAFT, SMOL, SMOL_DRAFT
-
-
-def remote(srv, model_args, prompt, n, extra=()):
-    r = subprocess.run([BIN, "generate"] + model_args + ["--server", f"http://127.0.0.1:{srv.port}", "-p", prompt,
-                                                         "-n", str(n), "--temp", "0", "--no-stream", "--json", "-t", "1"]
-                       + list(extra), capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        return None, None, r.stderr[-800:]
-    return r.stdout[:-1], json.loads(r.stderr.strip().splitlines()[-1]), ""
+from serve_util import BIN, Server, generate, remote, STORIES, STORIES_DRAFT, SMOL, SMOL_DRAFT
 
 
 with tempfile.TemporaryDirectory() as tmp:

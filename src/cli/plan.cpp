@@ -106,7 +106,6 @@ int generate_plan(const std::string& geometry, const std::string& model, const s
     DraftConfig dc;
     if (with_draft) {
         dc = draft.empty() ? draft_config_for_target(c, TokenizerSpec()) : load_draft(draft).cfg;
-        if (dc.arch != ARCH_BEAGLE) fail("beagle generate --plan: the draft '%s' is not a Beagle draft", draft.c_str());
         const int max_pred = beagle_max_pred(tree, (int)d.gamma, (int)d.depth, (int)d.topk);
         if (dc.n_extra()) {  // the target keeps the fused layers' rows beside its states (Llama::set_state_layers)
             const LlamaBuffer b = llama_state_rows_buffer(c, batch, dc.n_extra());
@@ -124,7 +123,7 @@ int generate_plan(const std::string& geometry, const std::string& model, const s
     printf("target: %d layers, dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, matrices %s\n", c.n_layers, c.dim,
            c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.vocab_size, wname);
     if (with_draft)
-        printf("draft:  dim %d, heads %d/%d, ffn %d, vocab %d%s (%s)\n", dc.dim, dc.n_heads, dc.n_kv_heads, dc.ffn_dim,
+        printf("draft:  %s, dim %d, heads %d/%d, ffn %d, vocab %d%s (%s)\n", draft_arch_name(dc.arch), dc.dim, dc.n_heads, dc.n_kv_heads, dc.ffn_dim,
                dc.vocab_size, dc.n_extra() ? (", state layers " + format_layer_list(dc.state_layers)).c_str() : "",
                draft.empty() ? "a Beagle draft of the target's shape" : draft.c_str());
     printf("\n");

@@ -415,19 +415,22 @@ std::vector<MemLine> draft_weight_buffers(const DraftConfig& c, bool q8) {
 }
 
 std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int max_pred, int max_queries) {
-    BEAGLE_CHECK(c.arch == ARCH_BEAGLE, "draft_inference_buffers: Beagle drafts only");
+    const bool eagle = c.arch == ARCH_EAGLE;  // its queries' own K/V rows, token embeddings, features, fc temporaries
     const double f = 4, kv = c.kv_dim(), N = max_queries;
     return {{"draft K/V of the true states (2 x ctx x kv_dim)", 2 * f * ctx * kv},
-            {"draft K/V of kept predictions (2 x max_pred x kv_dim)", 2 * f * max_pred * kv},
+            {eagle ? "draft K/V of kept predictions and of the queries run (2 x (max_pred + max_queries) x kv_dim)"
+                   : "draft K/V of kept predictions (2 x max_pred x kv_dim)",
+             2 * f * (max_pred + (eagle ? N : 0)) * kv},
             {"draft true / predicted state staging ((ctx + max_pred) x dim)", f * ((double)ctx + max_pred) * c.dim},
             {"draft state-layer staging (ctx x E dim; E = 0: none)", f * ctx * c.n_extra() * c.dim},
-            {"draft query activations (max_queries x (5 dim + 2 q_dim + 3 ffn + heads + 2))",
-             f * N * (5.0 * c.dim + 2.0 * c.q_dim() + 3.0 * c.ffn_dim + c.n_heads + 2)},
+            {eagle ? "draft query activations (max_queries x (7 dim + 2 q_dim + 3 ffn + heads + 2): + E(t), feature)"
+                   : "draft query activations (max_queries x (5 dim + 2 q_dim + 3 ffn + heads + 2))",
+             f * N * ((eagle ? 7.0 : 5.0) * c.dim + 2.0 * c.q_dim() + 3.0 * c.ffn_dim + c.n_heads + 2)},
             {"draft final norm out + rstd (max_queries x (dim + 1))", f * N * (c.dim + 1.0)},
             {"draft logits (max_queries x head rows)", f * N * c.head_rows()},
-            {"draft new-key temporaries (max(max_pred + 1, max_queries) x (dim + 1), + dim with state layers; a longer "
-             "prompt grows them)",
-             f * std::max((double)max_pred + 1, N) * (c.dim * (c.n_extra() ? 2.0 : 1.0) + 1.0)},
+            {"draft new-key temporaries (max(max_pred + 1, max_queries) x (dim + 1), + dim with state layers, + 2 dim "
+             "for EAGLE; a longer prompt grows them)",
+             f * std::max((double)max_pred + 1, N) * (c.dim * (1.0 + (c.n_extra() ? 1 : 0) + (eagle ? 2 : 0)) + 1.0)},
             {"draft greedy chain ids ((max_pred + 1) ints)", f * (max_pred + 1.0)},
             {"draft d2t table on the backend (draft_vocab ints)", f * c.draft_vocab},
             {"draft tree nodes ((1 + max_queries x max_pred) x 16 bytes)", 16.0 * draft_tree_nodes(max_pred, max_queries)},
@@ -482,7 +485,7 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
     sz.cols = std::max({c.dim, c.q_dim(), c.ffn_dim});
     sz.topk = max_queries;
     ops.reserve(sz);
-    if (c.arch == ARCH_BEAGLE) {  // the plan of `generate --plan` lists exactly these buffers
+    {  // the plan of `generate --plan` lists exactly these buffers
         double planned = 0;
         for (const MemLine& l : draft_inference_buffers(c, ctx, max_pred, max_queries)) planned += l.bytes;
         BEAGLE_CHECK(planned == (double)al.current_bytes(), "draft_inference_buffers: %.0f bytes planned, %zu allocated",

@@ -7,7 +7,8 @@
 #   - train --state-layers fuses a subset of the data's layers; a layer the data lacks is refused;
 #   - greedy speculative decoding with the draft (chain, tree, hybrid) gives plain decoding's tokens on the
 #     CPU backend and on the CUDA backend in the emulator (bench-sd: 0 mismatches);
-#   - generate --plan counts the state-layer buffers (emulator's peak minus plan as without them);
+#   - generate --plan counts the state-layer buffers (emulator's peak minus plan as without them, and as
+#     for the shipped EAGLE draft);
 #   - bad layer lists are refused (remote drafting with the draft: test/oracles/test_serve_state_layers.py).
 set -u
 cd "$(dirname "$0")/../.."
@@ -63,19 +64,21 @@ PY
 done
 # generate --plan lists the state-layer buffers: under the emulator's counting allocator, peak minus plan
 # is the same number of bytes (the backend's scratch, the size classes) for this draft as for a draft
-# of the same shape trained without state layers. A missing buffer (the target's wide state rows:
-# 64 x 3 x 64 floats = 48 KiB at -b 64) changes it.
+# of the same shape trained without state layers, and as for the shipped EAGLE draft (its own buffers
+# planned too). A missing buffer (the target's wide state rows: 64 x 3 x 64 floats = 48 KiB at -b 64)
+# changes it.
 tr -o "$tmp/p.bin" > /dev/null 2>&1 || bad "train without state layers"
+cp weights/eagle-stories260K.bin "$tmp/e.bin"
 gaps=""
-for d in p d; do
+for d in p d e; do
   G=("${T[@]}" -d "$tmp/$d.bin" --spec tree -c 256 -b 64 --temp 0 -t 1)
   plan=$("$EMU" generate "${G[@]}" --plan model | awk '/^total_bytes/ {print $2}')
   peak=$("$EMU" generate "${G[@]}" -p "Once upon" -n 24 --json 2>&1 >/dev/null | tail -1 |
          python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["gpu"]["peak_device_bytes"])')
   gaps="$gaps $d:$plan:$peak:$((peak - plan))"
 done
-echo "$gaps" | awk '{split($1,a,":"); split($2,b,":"); exit !(a[4] >= 0 && a[4] == b[4] && b[2] > a[2])}' &&
-  ok "generate --plan with state layers: peak - plan the same as without them (draft:plan:peak:gap$gaps)" ||
+echo "$gaps" | awk '{split($1,a,":"); split($2,b,":"); split($3,e,":"); exit !(a[4] >= 0 && a[4] == b[4] && a[4] == e[4] && b[2] > a[2])}' &&
+  ok "generate --plan with state layers (d) and for EAGLE (e): peak - plan the same as plain Beagle (p) (draft:plan:peak:gap$gaps)" ||
   bad "generate --plan with state layers: draft:plan:peak:gap$gaps"
 echo "$fails failed"
 [ $fails -eq 0 ]

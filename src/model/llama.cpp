@@ -221,17 +221,18 @@ void Llama::run(const int* tokens, const int* pos, int T, const std::vector<Attn
 }
 
 // x_ holds the residual stream after layer l. Wide state rows (state layers set): if l is state layer k,
-// its rows go to block 1 + k of xw_'s rows (xw_ viewed as rows of dim: row t (1 + E) + 1 + k); after the
+// its rows go to block 1 + k of xw_'s rows (xw_ viewed as rows of dim: row t (1 + E) + block); after the
 // last layer x_ itself goes to block 0.
 void Llama::keep_state_layer(int l, int T) {
     const int E = (int)state_layers_.size();
-    for (int k = -1; k < E; k++)
-        if (k < 0 ? l == cfg_.n_layers - 1 && E > 0 : state_layers_[k] == l) {
-            std::vector<int>& idx = state_idx_;
-            idx.resize(T);
-            for (int t = 0; t < T; t++) idx[t] = t * (1 + E) + 1 + k;
-            ops_.scatter_rows(xw_, x_, idx.data(), T, cfg_.dim, false);
-        }
+    auto keep = [&](int block) {
+        state_idx_.resize(T);
+        for (int t = 0; t < T; t++) state_idx_[t] = t * (1 + E) + block;
+        ops_.scatter_rows(xw_, x_, state_idx_.data(), T, cfg_.dim, false);
+    };
+    for (int k = 0; k < E; k++)
+        if (state_layers_[k] == l) keep(1 + k);
+    if (E > 0 && l == cfg_.n_layers - 1) keep(0);
 }
 
 // The true states (last layer output, before the final norm) and logits of the last rows.

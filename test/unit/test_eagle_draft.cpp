@@ -78,18 +78,21 @@ int main() {
     TrainOptions opt;
     opt.noise_std = 0;  // inference has no noise
     DraftTrainer tr(m, opt);
-    // the trainer's f^ and logits of rows 1..T-1 on (tokens, st)
-    auto train_rows = [&](const std::vector<float>& st, std::vector<TrainCaptureT<float>::Row>* rows) {
+    // a trainer's f^ and logits of its rows (tr: rows 1..T-1) on (tokens, st)
+    auto trainer_rows = [&](DraftTrainer& t, const std::vector<float>& st, std::vector<TrainCaptureT<float>::Row>* rows) {
         TrainBatch b;
         b.tokens = tokens.data();
         b.states = st.data();
         b.T = T;
         TrainCaptureT<float> cap;
-        tr.capture = &cap;
-        IterStats is = tr.run(b, 0, 1, 1.0f, false);
-        tr.capture = nullptr;
+        t.capture = &cap;
+        IterStats is = t.run(b, 0, 1, 1.0f, false);
+        t.capture = nullptr;
         *rows = cap.rows;
         return is;
+    };
+    auto train_rows = [&](const std::vector<float>& st, std::vector<TrainCaptureT<float>::Row>* rows) {
+        return trainer_rows(tr, st, rows);
     };
 
     // ---- 1. trainer == naive EAGLE
@@ -162,15 +165,10 @@ int main() {
         o3.S = 3;
         o3.ttt = true;
         DraftTrainer t3(m, o3);
-        TrainBatch b3;
-        b3.tokens = tokens.data();
-        b3.states = states.data();
-        b3.T = T;
-        TrainCaptureT<float> cap3;
-        t3.capture = &cap3;
-        t3.run(b3, 0, 1, 1.0f, false);
+        std::vector<TrainCaptureT<float>::Row> rows_ttt;
+        trainer_rows(t3, states, &rows_ttt);
         int per_step[4] = {0, 0, 0, 0}, matched = 0;
-        for (const auto& r : cap3.rows) {
+        for (const auto& r : rows_ttt) {
             if (r.step >= 1 && r.step <= 3) per_step[r.step]++;
             const std::vector<float>* want = r.row == P + r.step - 1 ? (r.step == 1 ? &f0 : r.step == 2 ? &f1 : &f2) : nullptr;
             if (!want) continue;

@@ -147,6 +147,15 @@ std::string read_file(const std::string& path) {
     return s;
 }
 
+std::string read_file_prefix(const std::string& path, size_t n) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) fail("cannot open '%s': %s", path.c_str(), strerror(errno));
+    std::string s(n, '\0');
+    s.resize(fread(&s[0], 1, n, f));
+    fclose(f);
+    return s;
+}
+
 bool file_exists(const std::string& path) {
     struct stat st;
     return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);

@@ -44,6 +44,8 @@ struct MappedFile {
 };
 
 std::string read_file(const std::string& path);  // throws Error if missing/unreadable
+// The first n bytes of a file (fewer if it is shorter: a magic number's sniff); Error if it cannot be opened.
+std::string read_file_prefix(const std::string& path, size_t n);
 bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);
 // Atomic write: write to path + ".tmp.<pid>", fsync, rename over path.

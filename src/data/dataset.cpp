@@ -20,16 +20,6 @@ static const ContainerFormat kShard = {{'B', 'E', 'A', 'G', 'L', 'E', 'D', 'S'},
 static const ContainerFormat kShardX = {{'B', 'E', 'A', 'G', 'L', 'E', 'D', 'X'}, "Beagle data shard with state layers", "data shard", 1, 96, 40, 0};
 static size_t align64(size_t x) { return (x + 63) / 64 * 64; }
 
-// The first n bytes of a file (fewer if it is shorter; "" if it cannot be read: the reader then says why).
-static std::string read_file_prefix(const std::string& path, size_t n) {
-    std::string out(n, '\0');
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) return "";
-    out.resize(fread(&out[0], 1, n, f));
-    fclose(f);
-    return out;
-}
-
 void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs,
                  const std::vector<int>& state_layers) {
     const size_t E = state_layers.size();

@@ -32,13 +32,8 @@ std::unique_ptr<ModelFile> load_model(const std::string& path) {
 
     // sniff the first bytes: GGUF magic, or a safetensors header (u64 length then '{')
     uint8_t head[9] = {0};
-    {
-        FILE* f = fopen(path.c_str(), "rb");
-        if (!f) fail("cannot open model '%s': %s", path.c_str(), strerror(errno));
-        size_t got = fread(head, 1, sizeof head, f);
-        fclose(f);
-        if (got < sizeof head) memset(head + got, 0, sizeof head - got);
-    }
+    const std::string prefix = read_file_prefix(path, sizeof head);
+    memcpy(head, prefix.data(), prefix.size());
     if (memcmp(head, "GGUF", 4) == 0) return load_gguf(path);
     if (ends_with(path, ".gguf") && st.st_size < 4)
         fail("GGUF '%s' is truncated: %lld bytes, too short for the GGUF magic", path.c_str(), (long long)st.st_size);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <climits>
 #include <cstdlib>
 #include <memory>
 
@@ -112,11 +111,7 @@ void DraftConfig::validate(const char* where) const {
                  draft_arch_name(arch));
     BEAGLE_CHECK(state_layers.size() <= (size_t)kMaxStateLayers, "%s: %zu state layers, at most %d", where,
                  state_layers.size(), kMaxStateLayers);
-    for (size_t k = 0; k < state_layers.size(); k++)
-        BEAGLE_CHECK(state_layers[k] >= 0 && (target_n_layers == 0 || state_layers[k] < target_n_layers) &&
-                         (k == 0 || state_layers[k] > state_layers[k - 1]),
-                     "%s: state layer %d at %zu: expected increasing layers of the target in [0, %d)", where,
-                     state_layers[k], k, target_n_layers ? target_n_layers : INT_MAX);
+    check_state_layers(state_layers, target_n_layers, where);
 }
 
 DraftConfig draft_config_for_target(const LlamaConfig& t, const TokenizerSpec& tok, int ffn_dim) {

@@ -4,6 +4,7 @@
 #include "llama.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 namespace beagle {
@@ -99,10 +100,15 @@ Llama::~Llama() {
     if (xw_) ops_.release(xw_);
 }
 
-void Llama::set_state_layers(const std::vector<int>& layers) {
+void check_state_layers(const std::vector<int>& layers, int n_layers, const char* where) {
     for (size_t k = 0; k < layers.size(); k++)
-        BEAGLE_CHECK(layers[k] >= 0 && layers[k] < cfg_.n_layers && (k == 0 || layers[k] > layers[k - 1]),
-                     "state layers: %d at %zu, expected increasing layers in [0, %d)", layers[k], k, cfg_.n_layers);
+        BEAGLE_CHECK(layers[k] >= 0 && (n_layers == 0 || layers[k] < n_layers) && (k == 0 || layers[k] > layers[k - 1]),
+                     "%s: state layer %d at %zu: expected increasing layers of the target in [0, %d)", where, layers[k],
+                     k, n_layers ? n_layers : INT_MAX);
+}
+
+void Llama::set_state_layers(const std::vector<int>& layers) {
+    check_state_layers(layers, cfg_.n_layers, "state layers");
     if (xw_) ops_.release(xw_);
     xw_ = layers.empty() ? nullptr : ops_.alloc(llama_state_rows_buffer(cfg_, max_batch_, (int)layers.size()).floats);
     state_layers_ = layers;

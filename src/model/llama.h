@@ -29,6 +29,9 @@ struct LlamaBuffer {
 std::vector<LlamaBuffer> llama_buffers(const LlamaConfig& c, int ctx, int max_batch, int n_seq = 1);
 // The one more buffer set_state_layers allocates for E fused layers: the wide state rows [f; h_l1..h_lE].
 LlamaBuffer llama_state_rows_buffer(const LlamaConfig& c, int max_batch, int E);
+// Error unless `layers` is a valid state-layer list: increasing, each in [0, n_layers) (n_layers 0: not
+// known yet, any layer >= 0). `where` starts the message. Llama::set_state_layers and DraftConfig use it.
+void check_state_layers(const std::vector<int>& layers, int n_layers, const char* where);
 // Bytes of the weights as a backend holds them: every role tensor in its stored dtype, a tied LM head
 // once (CudaOps::weight uploads each distinct tensor once).
 double llama_weight_bytes(const LlamaWeights& w);

@@ -69,7 +69,7 @@ def main():
             failures += not ok
     # bad lists: not increasing, out of range; a clear error and a non-zero exit
     model = CASES[0][0]
-    for bad, words in (([2, 1], "expected increasing layers"), ([5], "expected increasing layers in [0, 5)")):
+    for bad, words in (([2, 1], "expected increasing layers"), ([5], "expected increasing layers of the target in [0, 5)")):
         out, _ = run_tool(model, [1, 2, 3], bad)
         checks += 1
         ok = out.returncode != 0 and words in out.stderr

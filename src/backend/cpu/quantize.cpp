@@ -55,6 +55,17 @@ static inline int sum32_epi32(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
     return _mm_cvtsi128_si32(s4);
 }
 
+// One block of 32 activations x rounded to integers: d = amax / qmax, i[k] = rint(x[8k .. 8k + 8) / d)
+// (round half to even, the MXCSR default; |i| <= qmax; d = 0: all zero). Returns the exact sum of the 32.
+static inline int round_block(const float* x, float qmax, __m256i i[4], float* d) {
+    __m256 v[4];
+    for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
+    *d = absmax32(v[0], v[1], v[2], v[3]) / qmax;
+    const __m256 vid = _mm256_set1_ps(*d != 0.0f ? 1.0f / *d : 0.0f);
+    for (int k = 0; k < 4; k++) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
+    return sum32_epi32(i[0], i[1], i[2], i[3]);
+}
+
 // int16 blocks in nibble order (quantize.h): d = amax / 32767, q = rint(x / d), blocks [b0, b1) of row t.
 static void quantize_blocks_q16(const QuantActs& a, const float* x, int64_t t, int64_t b0, int64_t b1) {
     int16_t* q = qa_q16(a, t);
@@ -62,24 +73,14 @@ static void quantize_blocks_q16(const QuantActs& a, const float* x, int64_t t, i
     float* s = qa_s(a, t);
     const __m256i evens_odds = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     for (int64_t b = b0; b < b1; b++) {
-        const float* xb = x + b * 32;
-        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
-        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
-        float amax = absmax32(v0, v1, v2, v3);
-        float db = amax / 32767.0f;
-        float id = db != 0.0f ? 1.0f / db : 0.0f;
-        __m256 vid = _mm256_set1_ps(id);
-        // round half to even (MXCSR default) of x * id; |values| <= 32767 (quantize.h)
-        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
-        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
-        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
-        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
-        int qsum = sum32_epi32(i0, i1, i2, i3);
+        __m256i i[4];
+        float db;
+        const int qsum = round_block(x + b * 32, 32767.0f, i, &db);  // |values| <= 32767 (quantize.h)
         // [e0 e2 e4 e6 e1 e3 e5 e7] per 8, then packs (per 128-bit lane) -> [evens 0..15 | odds 0..15]
-        __m256i p01 = _mm256_packs_epi32(_mm256_permutevar8x32_epi32(i0, evens_odds),
-                                         _mm256_permutevar8x32_epi32(i1, evens_odds));
-        __m256i p23 = _mm256_packs_epi32(_mm256_permutevar8x32_epi32(i2, evens_odds),
-                                         _mm256_permutevar8x32_epi32(i3, evens_odds));
+        __m256i p01 = _mm256_packs_epi32(_mm256_permutevar8x32_epi32(i[0], evens_odds),
+                                         _mm256_permutevar8x32_epi32(i[1], evens_odds));
+        __m256i p23 = _mm256_packs_epi32(_mm256_permutevar8x32_epi32(i[2], evens_odds),
+                                         _mm256_permutevar8x32_epi32(i[3], evens_odds));
         // groups k = 0..3: evens 0..15, evens 16..31, odds 0..15, odds 16..31
         _mm256_store_si256((__m256i*)(q + b * 32), _mm256_permute2x128_si256(p01, p23, 0x20));
         _mm256_store_si256((__m256i*)(q + b * 32 + 16), _mm256_permute2x128_si256(p01, p23, 0x31));
@@ -133,21 +134,11 @@ void quantize_act_row(const QuantActs& a, const float* x, int64_t t) {
     float* s = qa_s(a, t);
     const __m256i unpack = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t b = 0; b < a.nb; b++) {
-        const float* xb = x + b * 32;
-        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
-        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
-        float amax = absmax32(v0, v1, v2, v3);
-        float db = amax / 127.0f;
-        float id = db != 0.0f ? 1.0f / db : 0.0f;
-        __m256 vid = _mm256_set1_ps(id);
-        // round half to even (MXCSR default) of x * id
-        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
-        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
-        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
-        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
-        int qsum = sum32_epi32(i0, i1, i2, i3);
+        __m256i i[4];
+        float db;
+        const int qsum = round_block(x + b * 32, 127.0f, i, &db);
         // pack int32 -> int8 (values are in [-127, 127]); packs interleave 128-bit lanes, undo it
-        __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
+        __m256i p01 = _mm256_packs_epi32(i[0], i[1]), p23 = _mm256_packs_epi32(i[2], i[3]);
         __m256i p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), unpack);
         _mm256_store_si256((__m256i*)(q + b * 32), p);
         d[b] = db;

@@ -1,5 +1,5 @@
 // draft_options.h: the drafting flags `beagle generate` and `beagle bench-sd` share (--gamma, --ngram,
-// --depth, --topk, --lookup-skip, --draft-f32; generate adds --no-concat) and the drafter settings they
+// --depth, --topk, --lookup-skip, --draft-context, --draft-f32; generate adds --no-concat) and the drafter settings they
 // give (BeagleDraftParams, for make_drafter).
 #pragma once
 #include "../decode/beagle_drafter.h"
@@ -8,7 +8,7 @@
 namespace beagle {
 
 struct DraftOptions {
-    long gamma = 5, ngram = 3, depth = 5, topk = 10, draft_threads = -1;
+    long gamma = 5, ngram = 3, depth = 5, topk = 10, draft_threads = -1, draft_context = -1;
     double lookup_skip = 0.5;
     bool no_concat = false, draft_f32 = false;
 
@@ -19,6 +19,8 @@ struct DraftOptions {
         a.integer("--ngram", &ngram, "lookup and hybrid: longest n-gram matched in the context");
         a.number("--lookup-skip", &lookup_skip, "hybrid: send a lookup match alone (no draft forward) when its first token's learnt\n"
                  "acceptance rate is at least this (> 1: never)");
+        a.integer("--draft-context", &draft_context, "the draft attends to the last N true states only; -1 (default): its training\n"
+                  "sequence length (the draft file's meta.seq_len; all if not recorded), 0: all");
         a.flag("--draft-f32", &draft_f32, "draft matrices in f32 as trained (default: a Q8_0 copy, 4x fewer bytes per step)");
         a.integer("--draft-threads", &draft_threads, "CPU threads of the draft model's forwards: N its own pool, 0 the target's -t;\n"
                   "-1 (default): the target's pool on 1 thread or all, whichever measures faster while generating");
@@ -26,6 +28,8 @@ struct DraftOptions {
 
     // Every mode's settings; the verify cost and a numeric --total-tokens are the caller's.
     BeagleDraftParams params() const {
+        if (draft_context < -1 || draft_context > (1 << 24))
+            fail("--draft-context: expected -1, 0 or a number of states up to 2^24, found %ld", draft_context);
         BeagleDraftParams p;
         p.gamma = (int)gamma;
         p.lookup_ngram = (int)ngram;
@@ -34,6 +38,7 @@ struct DraftOptions {
         p.topk = (int)topk;
         p.concat = !no_concat;
         p.q8 = !draft_f32;
+        p.true_window = (int)draft_context;
         p.threads = (int)draft_threads;
         return p;
     }

@@ -44,6 +44,7 @@ public:
         draft_->use_target_weights(s.llama->tok_embd_weight(), s.llama->lm_head_weight());
         if (p.q8) draft_->use_q8_weights(w);
         draft_->set_concat(p.concat);
+        draft_->set_true_window(p.true_window >= 0 ? p.true_window : draft_trained_seq_len(w));
         words_ = (max_pred + 1 + 63) / 64;
     }
     const char* name() const override { return !p_.tree ? "chain" : p_.lookup_ngram ? "hybrid" : "tree"; }

@@ -17,6 +17,8 @@ struct BeagleDraftParams {
     int gamma = 5;           // chain length (and prompt lookup's)
     int depth = 5, topk = 10, total_tokens = 60;  // EAGLE-2 dynamic tree
     bool concat = true;      // draft keys: true states + own predictions (false: true states only)
+    int true_window = -1;    // queries see the last this many true states (Draft::set_true_window); -1: the
+                             // draft's training sequence length (draft_trained_seq_len; all if not recorded); 0: all
     int lookup_ngram = 0;    // tree only, > 0 (hybrid): the prompt-lookup continuation of the context's last
                              // n-gram (n <= lookup_ngram) joins the candidates, valued by its learnt rates
                              // (make_drafter: the n-gram of modes lookup and hybrid)

@@ -270,6 +270,27 @@ void save_draft(const std::string& path, const DraftWeights& w) {
     f.write(path);
 }
 
+int draft_trained_seq_len(const DraftWeights& w) {
+    for (auto& m : w.meta)
+        if (m.first == "seq_len") {
+            char* end = nullptr;
+            const long v = strtol(m.second.c_str(), &end, 10);
+            BEAGLE_CHECK(!m.second.empty() && *end == 0 && v >= 2 && v <= (1 << 24),
+                         "draft meta.seq_len: expected an integer in [2, 2^24], found '%s'", m.second.c_str());
+            return (int)v;
+        }
+    return 0;
+}
+
+// set_true_window: the keys of the last n true states only (their rows are contiguous and already roped,
+// so the window is a pointer offset; n = 0 or n >= the count: all).
+static void window_true_keys(XAttnKeys* k, int n, int kv_dim) {
+    if (n <= 0 || k->n0 <= n) return;
+    k->k0 += (size_t)(k->n0 - n) * kv_dim;
+    k->v0 += (size_t)(k->n0 - n) * kv_dim;
+    k->n0 = n;
+}
+
 DraftWeights load_draft(const std::string& path) {
     ContainerReader f(path, kDraftFile);
     const char* P = path.c_str();
@@ -821,6 +842,7 @@ void Draft::forward_impl(const int* tokens, const int* pos, int n, const uint64_
     keys.k0 = kt_;
     keys.v0 = vt_;
     keys.n0 = n_true_cached_;
+    window_true_keys(&keys, true_window_, c.kv_dim());
     keys.k1 = kp_;
     keys.v1 = vp_;
     keys.n1 = n_pred_cached_;
@@ -871,6 +893,7 @@ void Draft::eagle_forward(const int* tokens, const int* pos, int n, const uint64
     keys.k0 = kt_;
     keys.v0 = vt_;
     keys.n0 = nt - 1;  // keys of positions 1..nt-1
+    window_true_keys(&keys, true_window_, c.kv_dim());
     keys.k1 = kp_;
     keys.v1 = vp_;
     keys.n1 = np + n;

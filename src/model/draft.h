@@ -114,6 +114,9 @@ void save_draft(const std::string& path, const DraftWeights& w);  // atomic writ
 // Throws unless d2t has c.draft_vocab strictly increasing target ids in [0, vocab_size).
 void check_d2t(const DraftConfig& c, const std::vector<int32_t>& d2t, const char* where);
 DraftWeights load_draft(const std::string& path);                 // validates everything
+// The longest sequence the draft was trained on (its file's meta.seq_len, written by beagle train since
+// 2026-11-28; the shipped SmolLM2 draft's was added by hand), 0 if not recorded. Error if malformed.
+int draft_trained_seq_len(const DraftWeights& w);
 
 // The target's frozen tensors as f32 (dequantized once): embedding, final norm, LM head. Training
 // needs all three. Inference may leave embd (and lm_head) empty and call Draft::use_target_weights
@@ -167,6 +170,11 @@ public:
     // multiple of 32 stay f32.
     void use_q8_weights(const DraftWeights& w);
     void set_concat(bool on) { concat_ = on; }  // default on; off: queries see true states only
+    // Queries see only the last n true states (n = 0, the default: all of them). A draft trained on
+    // sequences of L tokens never saw a key farther than L - 1 positions back; beyond that it attends
+    // worse than with the far keys left out (docs/training.md "Long contexts"). Predicted rows are unaffected.
+    void set_true_window(int n) { true_window_ = n; }
+    int true_window() const { return true_window_; }
     bool concat() const { return concat_; }
 
     void reset();                                 // forget all states
@@ -250,6 +258,7 @@ private:
     std::vector<uint8_t> q8_bytes_[DT_COUNT];  // use_q8_weights: Q8_0 copies and their tensor views
     std::unique_ptr<Tensor> q8_t_[DT_COUNT];
     bool concat_ = true;
+    int true_window_ = 0;                 // set_true_window
     int64_t forwards_ = 0;
     float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
     float* stage_x_ = nullptr;               // state layers: the pending true states' layer rows (ctx x E dim)

@@ -422,6 +422,7 @@ KV draft_meta(const TrainLoopOptions& o, const Dataset& ds, const Schedule& sc, 
         {"epochs", strfmt("%d+%d", o.stage1_epochs, o.stage2_epochs)},
         {"window", std::to_string(o.w)},
         {"sim_steps", std::to_string(o.S)},
+        {"seq_len", std::to_string(o.seq_len)},  // the farthest key a query saw: draft_trained_seq_len
         {"lr", strfmt("%g", sc.lr)},
         {"batch", std::to_string(o.batch)},
         {"seed", std::to_string(o.seed)},

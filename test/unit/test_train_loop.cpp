@@ -3,6 +3,7 @@
 //   - resume is bit-exact: a straight run vs runs cut at step 7 (mid-epoch, stage 1), and at step 9
 //     (epoch end) then 13 (stage 2), each resumed from its checkpoint: the final weights, the AdamW
 //     moments and every step's loss are memcmp-equal; another seed gives other weights;
+//   - the draft file records the longest training sequence (meta.seq_len: the default key window, draft.h);
 //   - the loss goes down on a short stage-1 run;
 //   - a NaN injected at step 5 (BEAGLE_DEBUG_NAN_STEP) stops the run with a message naming step 5
 //     and the last good checkpoint (step 4), which is left intact, and no draft is written;
@@ -89,6 +90,9 @@ int main() {
     printf("straight run: %d steps, loss %.4f -> %.4f\n", ra.steps, ra.history.front().loss, ra.history.back().loss);
     CHECK(ra.steps >= 14, "tiny data should give >= 14 steps over 2 epochs, got %d", ra.steps);
     CHECK(ra.history.front().stage == 1 && ra.history.back().stage == 2, "both stages ran");
+    // the longest training sequence goes into the file: the draft's default key window at inference
+    CHECK(draft_trained_seq_len(load_draft(a.out)) == 16, "meta.seq_len of the trained draft: %d, want 16",
+          draft_trained_seq_len(load_draft(a.out)));
     {
         TrainLoopOptions b = base;
         b.out = g_tmp + "/b.bin";

@@ -18,6 +18,7 @@
 #include "core/common.h"
 #include "model/draft.h"
 #include "naive_draft.h"
+#include "draft_fixture.h"
 #include "testlib.h"
 #include "train/masks.h"
 #include "core/rng.h"
@@ -26,28 +27,13 @@
 using namespace beagle;
 
 int main() {
-    DraftConfig c;
-    c.dim = 40;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.head_dim = 10;
-    c.ffn_dim = 56;
-    c.vocab_size = 77;
-    c.rope_theta = 10000.0f;
+    const DraftConfig c = ragged_draft_config(ARCH_BEAGLE);
     DraftWeights dw;
     dw.init_random(c, 5);
     TrainRng rng(11);
     for (int i : {DT_NORM_Q, DT_NORM_KV, DT_NORM_M})
         for (float& x : dw.t[i]) x = (float)(1 + 0.3 * rng.normal());
-    DraftFrozen fz;
-    fz.vocab = c.vocab_size;
-    fz.dim = c.dim;
-    fz.embd.resize((size_t)c.vocab_size * c.dim);
-    fz.lm_head.resize(fz.embd.size());
-    fz.out_norm.resize(c.dim);
-    for (float& x : fz.embd) x = (float)rng.normal();
-    for (float& x : fz.lm_head) x = (float)(0.3 * rng.normal());
-    for (float& x : fz.out_norm) x = (float)(1 + 0.2 * rng.normal());
+    const DraftFrozen fz = random_frozen(c, rng);
     int T = 23, dim = c.dim, V = c.vocab_size;
     std::vector<int> tokens(T);
     std::vector<float> states((size_t)T * dim);

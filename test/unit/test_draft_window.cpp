@@ -14,6 +14,7 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "model/draft.h"
+#include "draft_fixture.h"
 #include "testlib.h"
 
 using namespace beagle;
@@ -45,25 +46,11 @@ static Out run(const DraftWeights& dw, const DraftFrozen& fz, Ops& ops, const st
 
 static void check_arch(int arch, Ops& ops) {
     const char* name = draft_arch_name(arch);
-    DraftConfig c;
-    c.arch = arch;
-    c.dim = 40;  // ragged sizes, as the other draft tests
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.head_dim = 10;
-    c.ffn_dim = 56;
-    c.vocab_size = 77;
+    const DraftConfig c = ragged_draft_config(arch);
     DraftWeights dw;
     dw.init_random(c, 7);
     TrainRng rng(13);
-    DraftFrozen fz;
-    fz.vocab = c.vocab_size;
-    fz.dim = c.dim;
-    fz.embd.resize((size_t)c.vocab_size * c.dim);
-    fz.lm_head.resize(fz.embd.size());
-    fz.out_norm.assign(c.dim, 1.0f);
-    for (float& x : fz.embd) x = (float)rng.normal();
-    for (float& x : fz.lm_head) x = (float)(0.3 * rng.normal());
+    const DraftFrozen fz = random_frozen(c, rng);
     const int N = 20, W = 7;
     std::vector<int> tokens(N + 2);
     std::vector<float> states((size_t)N * c.dim);

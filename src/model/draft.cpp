@@ -271,15 +271,8 @@ void save_draft(const std::string& path, const DraftWeights& w) {
 }
 
 int draft_trained_seq_len(const DraftWeights& w) {
-    for (auto& m : w.meta)
-        if (m.first == "seq_len") {
-            char* end = nullptr;
-            const long v = strtol(m.second.c_str(), &end, 10);
-            BEAGLE_CHECK(!m.second.empty() && *end == 0 && v >= 2 && v <= (1 << 24),
-                         "draft meta.seq_len: expected an integer in [2, 2^24], found '%s'", m.second.c_str());
-            return (int)v;
-        }
-    return 0;
+    const KeyValues meta{"draft meta", w.meta};
+    return meta.find("seq_len") ? (int)meta.integer("seq_len", 2, 1 << 24) : 0;
 }
 
 // set_true_window: the keys of the last n true states only (their rows are contiguous and already roped,

@@ -174,7 +174,6 @@ public:
     // sequences of L tokens never saw a key farther than L - 1 positions back; beyond that it attends
     // worse than with the far keys left out (docs/training.md "Long contexts"). Predicted rows are unaffected.
     void set_true_window(int n) { true_window_ = n; }
-    int true_window() const { return true_window_; }
     bool concat() const { return concat_; }
 
     void reset();                                 // forget all states

@@ -85,7 +85,7 @@ int main() {
     CHECK(draft_trained_seq_len(w) == 512, "meta.seq_len 512: got %d", draft_trained_seq_len(w));
     for (const char* bad : {"", "x", "512x", "1", "-3", "99999999999"}) {
         w.meta = {{"seq_len", bad}};
-        CHECK_THROWS(draft_trained_seq_len(w), "meta.seq_len: expected an integer");
+        CHECK_THROWS(draft_trained_seq_len(w), "draft meta key 'seq_len': expected an integer in [2, 16777216]");
     }
     return test_summary("test_draft_window");
 }

@@ -86,6 +86,7 @@ bool parse_options(int argc, char** argv, BenchSdOptions* o) {
     o->tree_nodes = auto_or_integer(o->total_tokens, 2, 1024, "beagle bench-sd: --total-tokens");
     if (o->tree_nodes > 0 && std::count(o->modes.begin(), o->modes.end(), "auto"))
         fail("beagle bench-sd: mode auto chooses from measured costs: it needs --total-tokens auto");
+    o->d.check("beagle bench-sd");
     return true;
 }
 

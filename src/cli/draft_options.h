@@ -26,10 +26,18 @@ struct DraftOptions {
                   "-1 (default): the target's pool on 1 thread or all, whichever measures faster while generating");
     }
 
+    // The flags' ranges, checked where the subcommand checks its own (cmd names it in the messages).
+    void check(const char* cmd) const {
+        if (gamma < 1 || gamma > 63) fail("%s: --gamma must be in 1..63, got %ld", cmd, gamma);
+        if (depth < 1 || depth > 32) fail("%s: --depth must be in 1..32, got %ld", cmd, depth);
+        if (topk < 1 || topk > 64) fail("%s: --topk must be in 1..64, got %ld", cmd, topk);
+        if (ngram < 1) fail("%s: --ngram must be >= 1, got %ld", cmd, ngram);
+        if (draft_context < -1 || draft_context > (1 << 24))
+            fail("%s: --draft-context: expected -1, 0 or a number of states up to 2^24, found %ld", cmd, draft_context);
+    }
+
     // Every mode's settings; the verify cost and a numeric --total-tokens are the caller's.
     BeagleDraftParams params() const {
-        if (draft_context < -1 || draft_context > (1 << 24))
-            fail("--draft-context: expected -1, 0 or a number of states up to 2^24, found %ld", draft_context);
         BeagleDraftParams p;
         p.gamma = (int)gamma;
         p.lookup_ngram = (int)ngram;

@@ -109,11 +109,8 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
         fail("beagle generate: --spec must be none, lookup, chain, tree, hybrid or auto, got '%s'", spec.c_str());
     const bool uses_draft = spec == "chain" || spec == "tree" || spec == "hybrid" || spec == "auto";
     if (uses_draft && o->draft.empty() && o->plan.empty()) fail("beagle generate: --spec %s needs a draft model (-d DRAFT)", spec.c_str());
-    if (o->d.gamma < 1 || o->d.gamma > 63) fail("beagle generate: --gamma must be in 1..63, got %ld", o->d.gamma);
-    if (o->d.depth < 1 || o->d.depth > 32) fail("beagle generate: --depth must be in 1..32, got %ld", o->d.depth);
-    if (o->d.topk < 1 || o->d.topk > 64) fail("beagle generate: --topk must be in 1..64, got %ld", o->d.topk);
-    if (o->d.ngram < 1) fail("beagle generate: --ngram must be >= 1, got %ld", o->d.ngram);
     if (o->max_tree < 1 || o->max_tree > 1024) fail("beagle generate: --max-tree must be in 1..1024, got %ld", o->max_tree);
+    o->d.check("beagle generate");
     if (!o->server.empty() && (spec == "lookup" || spec == "auto" || o->temp != 0 || o->compare))
         fail("beagle generate: --server needs --temp 0, without --compare, and --spec none (remote plain decoding), tree, chain or hybrid (not auto)");
     if (o->server.empty() && (!o->net_delay.empty() || o->net_rate != 0))

@@ -65,10 +65,7 @@ int cmd_serve(int argc, char** argv) {
     if (http_threads < 0 || http_threads > 1024) fail("beagle serve: --threads-http must be in 0..1024, got %ld", http_threads);
     if (timeout < 1 || timeout > 3600) fail("beagle serve: --timeout must be in 1..3600 s, got %ld", timeout);
     if (max_body_kb < 1 || max_body_kb > 1 << 20) fail("beagle serve: --max-body-kb must be in 1..1048576, got %ld", max_body_kb);
-    if (d.gamma < 1 || d.gamma > 63) fail("beagle serve: --gamma must be in 1..63, got %ld", d.gamma);
-    if (d.depth < 1 || d.depth > 32) fail("beagle serve: --depth must be in 1..32, got %ld", d.depth);
-    if (d.topk < 1 || d.topk > 64) fail("beagle serve: --topk must be in 1..64, got %ld", d.topk);
-    if (d.ngram < 1) fail("beagle serve: --ngram must be >= 1, got %ld", d.ngram);
+    d.check("beagle serve");
     const int fixed_total = (int)auto_or_integer(total_tokens, 2, 1024, "beagle serve: --total-tokens");
 
     block_stop_signals();  // before any thread starts: Ctrl-C / SIGTERM stop the server cleanly

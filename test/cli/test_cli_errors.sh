@@ -53,6 +53,10 @@ expect_error "--draft-threads -2" "--draft-threads must be in -1..256, got -2" "
 expect_error "--depth 0" "--depth must be in 1..32, got 0" "$B" generate "${S[@]}" -d "$D" --depth 0 -p hi
 expect_error "--total-tokens 1" "--total-tokens must be 'auto' or an integer in 2..1024" "$B" generate "${S[@]}" -d "$D" --total-tokens 1 -p hi
 expect_error "--gamma 0" "--gamma" "$B" generate "${S[@]}" -d "$D" --spec chain --gamma 0 -p hi
+# the drafting flags are checked alike by the three subcommands that share them (draft_options.h)
+expect_error "bench-sd --topk 65" "beagle bench-sd: --topk must be in 1..64, got 65" "$B" bench-sd "${S[@]}" -d "$D" --prompts "$tmp/p.jsonl" --topk 65
+expect_error "bench-sd --draft-context -2" "beagle bench-sd: --draft-context: expected -1, 0 or a number" "$B" bench-sd "${S[@]}" -d "$D" --prompts "$tmp/p.jsonl" --draft-context -2
+expect_error "serve --gamma 64" "beagle serve: --gamma must be in 1..63, got 64" "$B" serve "${S[@]}" -d "$D" --gamma 64
 expect_error "missing draft file" "nope.bin" "$B" generate "${S[@]}" -d "$tmp/nope.bin" -p hi
 head -c 1000 "$D" > "$tmp/trunc.bin"
 expect_error "truncated draft" "truncated" "$B" generate "${S[@]}" -d "$tmp/trunc.bin" -p hi

@@ -2,7 +2,8 @@
 // test). Teacher-forced depth-1 predictions of a draft (Beagle or EAGLE) over `beagle datagen` data: for
 // every generated position i of every sequence, the draft's query (token t_i at position i, keys = the
 // true states f_0..f_{i-1}; EAGLE: with feature f_{i-1}, over its keys of positions 1..i) exactly
-// as the speculative engine's first draft step runs it (Q8_0 matrices, the target's stored head), and
+// as the speculative engine's first draft step runs it (Q8_0 matrices, the target's stored head, the keys
+// of the last meta.seq_len true states: generate's default --draft-context), and
 // one output line "seq i next top1 top2 top3 top4 top5 p1": next = t_{i+1}, top-k as target token ids,
 // p1 = the draft's probability of its top-1.
 // Build and run: bash scripts/sd_ceiling.sh (`make build/test/draft_topk`, the tests' rule).
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
         Draft d(w, fz, *ops, ctx, 8, 8);
         d.use_target_weights(llama.tok_embd_weight(), llama.lm_head_weight());
         if (!f32) d.use_q8_weights(w);
+        d.set_true_window(draft_trained_seq_len(w));  // as BeagleDrafter with --draft-context -1
         const int D = ds.dim(), V = w.cfg.head_rows();
         // a draft with state layers takes wide rows [f; h_l1; ..]: the data must keep those layers
         const std::vector<int>& have = ds.state_layers();

@@ -20,7 +20,7 @@ static std::string hms(double s) {
 
 void Progress::print(bool final, const std::string& extra) {
     double el = now_seconds() - start_;
-    double rate = el > 0 ? done_ / el : 0;
+    double rate = el > 0 ? (done_ - resumed_) / el : 0;
     double eta = rate > 0 && total_ > 0 ? (total_ - done_) / rate : -1;
     if (tty_) {
         int width = 30, fill = total_ > 0 ? (int)(width * (double)done_ / total_) : 0;
@@ -45,6 +45,11 @@ void Progress::update(int64_t done, const std::string& extra) {
     if (now - last_print_ < (tty_ ? 0.2 : 5.0)) return;
     last_print_ = now;
     print(false, extra);
+}
+
+void Progress::resumed(int64_t done) {
+    resumed_ = done_ = done;
+    update(done, "resumed");
 }
 
 void Progress::finish(const std::string& extra) { print(true, extra); }

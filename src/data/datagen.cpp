@@ -346,7 +346,7 @@ void run_datagen(const DatagenOptions& o) {
         bool need_turns = o.self_prompts > 0 && !file_exists(turns_path);
         if (file_exists(path) && !need_turns) {  // resume: a shard exists only if it was completely written
             g.done_seqs += (int64_t)(i1 - i0);
-            prog.update(g.done_seqs, "resumed");
+            prog.resumed(g.done_seqs);
             continue;
         }
         if (o.self_prompts > 0) {  // the shard's user turns first, written before the shard (atomically too)

@@ -30,6 +30,9 @@ if diff -r -x "*.tmp.$$" "$tmp/a" "$tmp/c" > /dev/null; then ok "killed after $n
 [ -e "$tmp/c/shard-00002.bin.tmp.999999999" ] && bad "a dead writer's temp file was not removed" || ok "a dead writer's temp file removed"
 [ -e "$tmp/c/shard-00004.bin.tmp.$$" ] && ok "a live process's temp file kept" || bad "a live process's temp file was removed"
 rm -f "$tmp/c/shard-00004.bin.tmp.$$"
+# a run over a finished directory generates nothing: its rate counts no resumed shard (it read 9625102 seq/s)
+gen -o "$tmp/a" --batch 8 -t 1 2> "$tmp/r.log" || bad "rerun of a finished directory"
+grep -q "^datagen: 48/48 seq, 0.0 seq/s" "$tmp/r.log" && ok "rerun of a finished directory: $(tail -1 "$tmp/r.log")" || { bad "rerun's rate"; cat "$tmp/r.log"; }
 # a deleted shard is regenerated identically
 rm "$tmp/c/shard-00003.bin"
 gen -o "$tmp/c" --batch 5 -t 1 2> /dev/null && cmp -s "$tmp/a/shard-00003.bin" "$tmp/c/shard-00003.bin" && ok "deleted shard regenerated identically" || bad "regenerated shard differs"

@@ -401,6 +401,7 @@ bool cpu_has_avx512_vnni() {
 void cpu_matmul_set_isa(const char* name) { g_isa.store(parse_isa(name)); }
 
 const char* cpu_matmul_isa() { return current_isa() == ISA_AVX512 ? "avx512" : "avx2"; }
+bool cpu_isa_avx512() { return current_isa() == ISA_AVX512; }
 
 void cpu_matmul_set_act_bits(int bits) {
     if (bits != 8 && bits != 16) fail("cpu_matmul_set_act_bits: expected 8 or 16, found %d", bits);

@@ -34,6 +34,7 @@ void cpu_swiglu_matmul(float* y, float* h, const float* gate, const float* up, c
 // (Error if the CPU lacks avx512f/bw/vl/vnni). Default: env BEAGLE_ISA, else "auto".
 void cpu_matmul_set_isa(const char* name);
 const char* cpu_matmul_isa();         // "avx2" or "avx512": what cpu_matmul uses now
+bool cpu_isa_avx512();                // cpu_matmul_isa() is "avx512" (matmul_f32.cpp's tiles follow it too)
 bool cpu_has_avx512_vnni();           // runtime CPU check (cpuid + OS support)
 
 // Activation precision of the quantized-weight kernels: 16 (default; per-element error <= d_x/2 with

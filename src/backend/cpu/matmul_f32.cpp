@@ -5,7 +5,9 @@
 //   matmul_f32       y[t,o]  = hsum8(8-lane fma over i) then scalar fma tail  (float; double: sequential)
 //   matmul_f32_bwd_x dx[t,i] = fma chain over o = 0..n_out-1                   (both)
 //   matmul_f32_bwd_w dW[o,i] = fma chain over t = 0..T-1, starting from dW      (both)
-// so a row's result does not depend on which other rows are computed with it (batch invariance).
+// so a row's result does not depend on which other rows are computed with it (batch invariance). On the
+// AVX-512 path (cpu_matmul_isa()) the float tiles go to matmul_f32_avx512.cpp, which keeps these chains (the
+// same bits, twice the multiply-adds per instruction); what is left over (edges) stays on the AVX2 tiles.
 // The quantized matmul of model Weights is matmul.cpp.
 #include <immintrin.h>
 
@@ -17,6 +19,8 @@
 #include "../../core/threadpool.h"
 #include "../ops.h"
 #include "cpu_ops.h"
+#include "matmul.h"
+#include "matmul_f32_avx512.h"
 #include "ops_f64.h"
 #include "prim.h"
 #include "simd.h"
@@ -59,8 +63,16 @@ inline void matmul_f32_tile_mo(int mo, float* y, const float* x, const float* W,
 }
 
 void matmul_f32_impl(ThreadPool& pool, float* y, const float* x, const float* W, int T, int n_in, int n_out) {
+    const bool avx512 = cpu_isa_avx512();
     tiles_2d(pool, T, 32, n_out, 48, [&](int ta, int tb, int oa, int ob) {
-        for (int o = oa; o < ob; o += 3) {
+        int o = oa;
+        if (avx512)
+            for (; o + 6 <= ob; o += 6) {  // 6 outputs a tile: 3 pairs, one per 512-bit accumulator
+                int t = ta;
+                for (; t + 4 <= tb; t += 4) matmul_f32_fwd_tile_avx512(4, y, x, W, t, o, n_in, n_out);
+                for (; t < tb; t++) matmul_f32_fwd_tile_avx512(1, y, x, W, t, o, n_in, n_out);
+            }
+        for (; o < ob; o += 3) {
             int mo = std::min(3, ob - o);
             int t = ta;
             for (; t + 4 <= tb; t += 4) matmul_f32_tile_mo<4>(mo, y, x, W, t, o, n_in, n_out);
@@ -110,8 +122,10 @@ inline void matmul_f32_bwd_x_scalar(R* dx, const R* dy, const R* W, int t, int i
 
 template <int MT>
 inline void matmul_f32_bwd_x_rows(float* dx, const float* dy, const float* W, int t0, int ia, int ib, int oa, int ob,
-                              int n_in, int n_out, bool first) {
+                              int n_in, int n_out, bool first, bool avx512) {
     int i = ia;
+    if (avx512)
+        for (; i + 32 <= ib; i += 32) matmul_f32_bwd_x_tile_avx512(MT, dx, dy, W, t0, i, oa, ob, n_in, n_out, first);
     for (; i + 16 <= ib; i += 16) matmul_f32_bwd_x_tile<MT, 2>(dx, dy, W, t0, i, oa, ob, n_in, n_out, first);
     for (; i + 8 <= ib; i += 8) matmul_f32_bwd_x_tile<MT, 1>(dx, dy, W, t0, i, oa, ob, n_in, n_out, first);
     for (; i < ib; i++)
@@ -122,13 +136,14 @@ static const int kRedBlock = 256;  // reduction-dimension block of the backward 
 
 void matmul_f32_bwd_x_impl(ThreadPool& pool, float* dx, const float* dy, const float* W, int T, int n_in, int n_out,
                            bool accumulate) {
+    const bool avx512 = cpu_isa_avx512();
     tiles_2d(pool, T, 64, n_in, 64, [&](int ta, int tb, int ia, int ib) {
         for (int oa = 0; oa < n_out || oa == 0; oa += kRedBlock) {
             int ob = std::min(n_out, oa + kRedBlock);
             bool first = oa == 0 && !accumulate;
             int t = ta;
-            for (; t + 4 <= tb; t += 4) matmul_f32_bwd_x_rows<4>(dx, dy, W, t, ia, ib, oa, ob, n_in, n_out, first);
-            for (; t < tb; t++) matmul_f32_bwd_x_rows<1>(dx, dy, W, t, ia, ib, oa, ob, n_in, n_out, first);
+            for (; t + 4 <= tb; t += 4) matmul_f32_bwd_x_rows<4>(dx, dy, W, t, ia, ib, oa, ob, n_in, n_out, first, avx512);
+            for (; t < tb; t++) matmul_f32_bwd_x_rows<1>(dx, dy, W, t, ia, ib, oa, ob, n_in, n_out, first, avx512);
             if (n_out == 0) break;
         }
     });
@@ -174,8 +189,10 @@ inline void matmul_f32_bwd_w_scalar(R* dW, const R* dy, const R* x, int o, int i
 
 template <int MO>
 inline void matmul_f32_bwd_w_rows(float* dW, const float* dy, const float* x, int o0, int ia, int ib, int ta, int tb,
-                              int n_in, int n_out) {
+                              int n_in, int n_out, bool avx512) {
     int i = ia;
+    if (avx512)
+        for (; i + 32 <= ib; i += 32) matmul_f32_bwd_w_tile_avx512(MO, dW, dy, x, o0, i, ta, tb, n_in, n_out);
     for (; i + 16 <= ib; i += 16) matmul_f32_bwd_w_tile<MO, 2>(dW, dy, x, o0, i, ta, tb, n_in, n_out);
     for (; i + 8 <= ib; i += 8) matmul_f32_bwd_w_tile<MO, 1>(dW, dy, x, o0, i, ta, tb, n_in, n_out);
     for (; i < ib; i++)
@@ -183,12 +200,13 @@ inline void matmul_f32_bwd_w_rows(float* dW, const float* dy, const float* x, in
 }
 
 void matmul_f32_bwd_w_impl(ThreadPool& pool, float* dW, const float* dy, const float* x, int T, int n_in, int n_out) {
+    const bool avx512 = cpu_isa_avx512();
     tiles_2d(pool, n_out, 32, n_in, 64, [&](int oa, int ob, int ia, int ib) {
         for (int ta = 0; ta < T; ta += kRedBlock) {
             int tb = std::min(T, ta + kRedBlock);
             int o = oa;
-            for (; o + 4 <= ob; o += 4) matmul_f32_bwd_w_rows<4>(dW, dy, x, o, ia, ib, ta, tb, n_in, n_out);
-            for (; o < ob; o++) matmul_f32_bwd_w_rows<1>(dW, dy, x, o, ia, ib, ta, tb, n_in, n_out);
+            for (; o + 4 <= ob; o += 4) matmul_f32_bwd_w_rows<4>(dW, dy, x, o, ia, ib, ta, tb, n_in, n_out, avx512);
+            for (; o < ob; o++) matmul_f32_bwd_w_rows<1>(dW, dy, x, o, ia, ib, ta, tb, n_in, n_out, avx512);
         }
     });
 }

@@ -66,22 +66,41 @@ int argmax(const float* logits, int n) {
 }
 
 // ---- sampling (the softmax and top-p walk mirror run.c's sample() / sample_topp())
+// The elementwise steps run 8 lanes at a time where that cannot change a bit (a division and the maximum
+// are exact per element; NaN never wins the maximum); expf stays libm's, one call per element, and the sum
+// stays one float chain in id order: the same numbers as run.c's loops. The probabilities live in a
+// per-thread buffer (a fresh 49,152-float vector was an mmap and 48 page faults per token).
 void warp(const float* logits, int n, const WarpParams& sp, Candidates* out) {
     // softmax(logits / temperature), as run.c: divide, subtract max, expf, normalise
     // as cuda/sample.cu: a NaN logit gets p = 0, and a row without a number (every logit NaN or -inf, or
     // a +inf one: no finite softmax) gets the single candidate 0 with mass 0 (sample_candidates draws id 0,
     // warp_dense gives p = 0), never NaN probabilities. On rows of numbers this is run.c's arithmetic.
-    std::vector<float> p(logits, logits + n);
-    for (int i = 0; i < n; i++) p[i] /= sp.temperature;
+    static thread_local std::vector<float> pbuf;
+    if (pbuf.size() < (size_t)n) pbuf.resize(n);
+    float* p = pbuf.data();
+    const __m256 vt = _mm256_set1_ps(sp.temperature);
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_div_ps(_mm256_loadu_ps(logits + i), vt);
+        _mm256_storeu_ps(p + i, v);
+        vmx = _mm256_max_ps(v, vmx);  // a NaN v gives the second operand: NaN never wins
+    }
+    alignas(32) float m8[8];
+    _mm256_store_ps(m8, vmx);
     float mx = -INFINITY;
-    for (int i = 0; i < n; i++)
-        if (p[i] > mx) mx = p[i];  // NaN never wins
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
+    for (int j = 0; j < 8; j++)
+        if (m8[j] > mx) mx = m8[j];
+    for (; i < n; i++) {
+        p[i] = logits[i] / sp.temperature;
+        if (p[i] > mx) mx = p[i];
+    }
+    for (i = 0; i < n; i++) {  // (no running sum in this loop: it would live on the stack across the calls)
         const float e = expf(p[i] - mx);
         p[i] = e == e ? e : 0.0f;  // NaN logit, or inf - inf
-        sum += p[i];
     }
+    float sum = 0.0f;
+    for (i = 0; i < n; i++) sum += p[i];
     out->ids.clear();
     out->probs.clear();
     if (!(sum > 0.0f)) {
@@ -90,7 +109,9 @@ void warp(const float* logits, int n, const WarpParams& sp, Candidates* out) {
         out->total = 0.0f;
         return;
     }
-    for (int i = 0; i < n; i++) p[i] /= sum;
+    const __m256 vsum = _mm256_set1_ps(sum);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, _mm256_div_ps(_mm256_loadu_ps(p + i), vsum));
+    for (; i < n; i++) p[i] /= sum;
 
     bool use_top_p = sp.top_p > 0.0f && sp.top_p < 1.0f;
     // run.c pre-filter: values below (1 - top_p) / (n - 1) cannot be in the nucleus

@@ -21,17 +21,30 @@ static std::vector<float> randv(TrainRng& rng, size_t n) {
     return v;
 }
 
+// One shape's operands: x (T x n_in), W (n_out x n_in), dy (T x n_out), and the dx / dW the accumulating
+// backward passes start from.
+struct Inputs {
+    int T, n_in, n_out;
+    std::vector<float> x, W, dy, dx0, dW0;
+    Inputs(int T_, int n_in_, int n_out_, uint64_t seed) : T(T_), n_in(n_in_), n_out(n_out_) {
+        TrainRng rng(seed);
+        x = randv(rng, (size_t)T * n_in);
+        W = randv(rng, (size_t)n_out * n_in);
+        dy = randv(rng, (size_t)T * n_out);
+        dx0 = randv(rng, (size_t)T * n_in);
+        dW0 = randv(rng, (size_t)n_out * n_in);
+    }
+};
+
 struct Outputs {
     std::vector<float> y, dx, dx_acc, dW;
 };
 
-static Outputs run(const char* isa, int T, int n_in, int n_out, uint64_t seed) {
+static Outputs run(const char* isa, const Inputs& in) {
     cpu_matmul_set_isa(isa);
     CpuOps ops(2);
-    TrainRng rng(seed);
-    const std::vector<float> x = randv(rng, (size_t)T * n_in), W = randv(rng, (size_t)n_out * n_in),
-                             dy = randv(rng, (size_t)T * n_out), dx0 = randv(rng, (size_t)T * n_in),
-                             dW0 = randv(rng, (size_t)n_out * n_in);
+    const int T = in.T, n_in = in.n_in, n_out = in.n_out;
+    const std::vector<float>&x = in.x, &W = in.W, &dy = in.dy, &dx0 = in.dx0, &dW0 = in.dW0;
     Outputs o;
     o.y.resize((size_t)T * n_out);
     ops.matmul_f32(o.y.data(), x.data(), W.data(), T, n_in, n_out);
@@ -46,11 +59,9 @@ static Outputs run(const char* isa, int T, int n_in, int n_out, uint64_t seed) {
 
 // The documented chains, one float operation at a time (fmaf is the fused multiply-add the vector FMA does
 // per lane; the tests build in ISO C++ mode, so GCC contracts no other expression into an FMA).
-static Outputs model(int T, int n_in, int n_out, uint64_t seed) {
-    TrainRng rng(seed);
-    const std::vector<float> x = randv(rng, (size_t)T * n_in), W = randv(rng, (size_t)n_out * n_in),
-                             dy = randv(rng, (size_t)T * n_out), dx0 = randv(rng, (size_t)T * n_in),
-                             dW0 = randv(rng, (size_t)n_out * n_in);
+static Outputs model(const Inputs& in) {
+    const int T = in.T, n_in = in.n_in, n_out = in.n_out;
+    const std::vector<float>&x = in.x, &W = in.W, &dy = in.dy, &dx0 = in.dx0, &dW0 = in.dW0;
     Outputs o;
     o.y.resize((size_t)T * n_out);
     for (int t = 0; t < T; t++)
@@ -106,9 +117,10 @@ int main() {
     uint64_t seed = 1;
     for (const auto& s : shapes) {
         const int T = s[0], n_in = s[1], n_out = s[2];
-        const Outputs m = model(T, n_in, n_out, seed);
+        const Inputs in(T, n_in, n_out, seed);
+        const Outputs m = model(in);
         for (const char* isa : isas) {
-            const Outputs a = run(isa, T, n_in, n_out, seed);
+            const Outputs a = run(isa, in);
             CHECK(same(a.y, m.y), "%s forward T %d, %d -> %d: not the documented chains", isa, T, n_in, n_out);
             CHECK(same(a.dx, m.dx), "%s backward to x T %d, %d -> %d: not the documented chains", isa, T, n_in, n_out);
             CHECK(same(a.dx_acc, m.dx_acc), "%s backward to x, accumulated, T %d, %d -> %d: not the documented chains",

@@ -65,58 +65,34 @@ inline void fwd_tile(float* y, const float* x, const float* W, int t0, int o0, i
     }
 }
 
-// dx[t0 + a, i0 .. i0 + 32) over o in [oa, ob), resumed from dx unless first.
-template <int MT>
-inline void bwd_x_tile(float* dx, const float* dy, const float* W, int t0, int i0, int oa, int ob, int n_in, int n_out,
-                       bool first) {
+// The two backward passes are one rank-1 update over 32 lanes: rows r < R of out (row stride ld_out),
+//   out[r, 0 .. 32) = (from_zero ? 0 : out[r, ..]) + sum over k in [k0, k1), in order, of s[r s_r + k s_k] m[k, 0 .. 32)
+// (m's row stride ld_m): to x, rows t, k = o, s = dy (s_r = n_out, s_k = 1), m = W; to W, rows o, k = t,
+// s = dy (s_r = 1, s_k = n_out), m = x.
+template <int R>
+inline void rank1_tile(float* out, int64_t ld_out, bool from_zero, const float* m, int64_t ld_m, const float* s,
+                       int64_t s_r, int64_t s_k, int k0, int k1) {
     constexpr int NV = 2;
-    __m512 acc[MT][NV];
+    __m512 acc[R][NV];
 #pragma GCC unroll 4
-    for (int a = 0; a < MT; a++)
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++)
-            acc[a][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(dx + (int64_t)(t0 + a) * n_in + i0 + 16 * v);
-    for (int o = oa; o < ob; o++) {
-        __m512 wv[NV];
+        for (int v = 0; v < NV; v++) acc[r][v] = from_zero ? _mm512_setzero_ps() : _mm512_loadu_ps(out + r * ld_out + 16 * v);
+    for (int k = k0; k < k1; k++) {
+        __m512 mv[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) wv[v] = _mm512_loadu_ps(W + (int64_t)o * n_in + i0 + 16 * v);
+        for (int v = 0; v < NV; v++) mv[v] = _mm512_loadu_ps(m + k * ld_m + 16 * v);
 #pragma GCC unroll 4
-        for (int a = 0; a < MT; a++) {
-            const __m512 b = _mm512_set1_ps(dy[(int64_t)(t0 + a) * n_out + o]);
+        for (int r = 0; r < R; r++) {
+            const __m512 b = _mm512_set1_ps(s[r * s_r + k * s_k]);
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) acc[a][v] = _mm512_fmadd_ps(b, wv[v], acc[a][v]);
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(b, mv[v], acc[r][v]);
         }
     }
 #pragma GCC unroll 4
-    for (int a = 0; a < MT; a++)
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) _mm512_storeu_ps(dx + (int64_t)(t0 + a) * n_in + i0 + 16 * v, acc[a][v]);
-}
-
-// dW[o0 + c, i0 .. i0 + 32) += sum over t in [ta, tb) of dy[t, o0 + c] x[t, i0 ..].
-template <int MO>
-inline void bwd_w_tile(float* dW, const float* dy, const float* x, int o0, int i0, int ta, int tb, int n_in, int n_out) {
-    constexpr int NV = 2;
-    __m512 acc[MO][NV];
-#pragma GCC unroll 4
-    for (int c = 0; c < MO; c++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) acc[c][v] = _mm512_loadu_ps(dW + (int64_t)(o0 + c) * n_in + i0 + 16 * v);
-    for (int t = ta; t < tb; t++) {
-        __m512 xv[NV];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) xv[v] = _mm512_loadu_ps(x + (int64_t)t * n_in + i0 + 16 * v);
-#pragma GCC unroll 4
-        for (int c = 0; c < MO; c++) {
-            const __m512 b = _mm512_set1_ps(dy[(int64_t)t * n_out + o0 + c]);
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) acc[c][v] = _mm512_fmadd_ps(b, xv[v], acc[c][v]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < MO; c++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) _mm512_storeu_ps(dW + (int64_t)(o0 + c) * n_in + i0 + 16 * v, acc[c][v]);
+        for (int v = 0; v < NV; v++) _mm512_storeu_ps(out + r * ld_out + 16 * v, acc[r][v]);
 }
 
 }  // namespace
@@ -130,18 +106,21 @@ void matmul_f32_fwd_tile_avx512(int mt, float* y, const float* x, const float* W
 
 void matmul_f32_bwd_x_tile_avx512(int mt, float* dx, const float* dy, const float* W, int t0, int i0, int oa, int ob,
                                   int n_in, int n_out, bool first) {
+    float* out = dx + (int64_t)t0 * n_in + i0;
+    const float* s = dy + (int64_t)t0 * n_out;
     if (mt == 4)
-        bwd_x_tile<4>(dx, dy, W, t0, i0, oa, ob, n_in, n_out, first);
+        rank1_tile<4>(out, n_in, first, W + i0, n_in, s, n_out, 1, oa, ob);
     else
-        bwd_x_tile<1>(dx, dy, W, t0, i0, oa, ob, n_in, n_out, first);
+        rank1_tile<1>(out, n_in, first, W + i0, n_in, s, n_out, 1, oa, ob);
 }
 
 void matmul_f32_bwd_w_tile_avx512(int mo, float* dW, const float* dy, const float* x, int o0, int i0, int ta, int tb,
                                   int n_in, int n_out) {
+    float* out = dW + (int64_t)o0 * n_in + i0;
     if (mo == 4)
-        bwd_w_tile<4>(dW, dy, x, o0, i0, ta, tb, n_in, n_out);
+        rank1_tile<4>(out, n_in, false, x + i0, n_in, dy + o0, 1, n_out, ta, tb);
     else
-        bwd_w_tile<1>(dW, dy, x, o0, i0, ta, tb, n_in, n_out);
+        rank1_tile<1>(out, n_in, false, x + i0, n_in, dy + o0, 1, n_out, ta, tb);
 }
 
 }  // namespace beagle

@@ -9,9 +9,10 @@
 # 22, 27: docs/paper-comparison.md "Which target layers a draft could fuse"), eaglettt (eagle with its
 # training-time test in stage 2, --ttt over S 2: EAGLE-3 / HASS). Then `beagle bench-sd` of each draft on Spec-Bench (all
 # its categories, PER prompts each, MT-Bench among them; chain, 60-node tree, cost-aware tree).
-# Cost on this 2-core machine: about 2.7 s per step per variant when alone (1 thread), so the default budget
-# is about 6 hours per seed; datagen of 608 answers about 10 minutes; a bench-sd at PER 2, NTOK 96 under load
-# about 30 minutes. docs/paper-comparison.md has a run at STEPS=400 EPOCHS=3 PER=2 NTOK=96 AUTO=0. It is resumable: every step skips what is finished, an
+# Cost on the 2-core Zen 5 of docs/: a stage-1 step on 1 thread takes about 1.0 s on the AVX-512 path (1.4 s on
+# AVX2; the same bits, docs/bench.md "Draft training on the AVX-512 path"; it was 2.7 s under load before),
+# stage 2 more, so the default budget is about 3-4 hours per seed; datagen of 608 answers about 10 minutes; a
+# bench-sd at PER 2, NTOK 96 under load about 30 minutes. docs/paper-comparison.md has a run at STEPS=400 EPOCHS=3 PER=2 NTOK=96 AUTO=0. It is resumable: every step skips what is finished, an
 # interrupted training continues from its checkpoint (--ckpt-every 50, --resume), datagen resumes its shards.
 # Env: OUT (build/compare-smollm2), LIMIT (608), STEPS (2000), EPOCHS (14: with LIMIT 608 an epoch is
 # about 152 steps, so 14 epochs outlast STEPS; two-stage variants switch to stage 2 after EPOCHS / 2),

@@ -48,7 +48,7 @@ void Progress::update(int64_t done, const std::string& extra) {
 }
 
 void Progress::resumed(int64_t done) {
-    resumed_ = done_ = done;
+    resumed_ = done;
     update(done, "resumed");
 }
 

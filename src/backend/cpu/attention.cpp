@@ -82,14 +82,6 @@ static inline __m256 scores8(float* s, const float* qr, const float* kb, const i
     return vmx;
 }
 
-static inline float hmax8(__m256 v) {
-    alignas(32) float m8[8];
-    _mm256_store_ps(m8, v);
-    float mx = -INFINITY;
-    for (int j = 0; j < 8; j++) mx = std::max(mx, m8[j]);
-    return mx;
-}
-
 // s[i] <- e^(s[i] - mx) in chunks of 8 (the last one padded, its extra lanes zeroed); their sum in 8
 // lanes then hsum8 (one fixed order for a given key count); returns 1 / sum.
 static inline float softmax_weights(float* s, int nk, float mx) {

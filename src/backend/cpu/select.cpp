@@ -7,7 +7,7 @@
 
 #include "../../core/common.h"
 #include "cpu_ops.h"
-#include "simd.h"  // exp8_neg, hsum8
+#include "simd.h"  // exp8_neg, hsum8, hmax8
 
 namespace beagle {
 
@@ -48,10 +48,7 @@ int argmax(const float* logits, int n) {
     if (n >= 8) {
         __m256 vmx = _mm256_set1_ps(-INFINITY);
         for (; i + 8 <= n; i += 8) vmx = _mm256_max_ps(_mm256_loadu_ps(logits + i), vmx);
-        alignas(32) float m8[8];
-        _mm256_store_ps(m8, vmx);
-        mx = m8[0];
-        for (int j = 1; j < 8; j++) mx = std::max(mx, m8[j]);
+        mx = hmax8(vmx);
     }
     for (; i < n; i++)
         if (logits[i] > mx) mx = logits[i];
@@ -86,11 +83,7 @@ void warp(const float* logits, int n, const WarpParams& sp, Candidates* out) {
         _mm256_storeu_ps(p + i, v);
         vmx = _mm256_max_ps(v, vmx);  // a NaN v gives the second operand: NaN never wins
     }
-    alignas(32) float m8[8];
-    _mm256_store_ps(m8, vmx);
-    float mx = -INFINITY;
-    for (int j = 0; j < 8; j++)
-        if (m8[j] > mx) mx = m8[j];
+    float mx = hmax8(vmx);
     for (; i < n; i++) {
         p[i] = logits[i] / sp.temperature;
         if (p[i] > mx) mx = p[i];

@@ -3,6 +3,9 @@
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace beagle {
 
 static inline float hsum8(__m256 v) {
@@ -11,6 +14,15 @@ static inline float hsum8(__m256 v) {
     lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
     lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
     return _mm_cvtss_f32(lo);
+}
+
+// The largest of the 8 lanes (a NaN lane never wins: std::max keeps its first argument then).
+static inline float hmax8(__m256 v) {
+    alignas(32) float m8[8];
+    _mm256_store_ps(m8, v);
+    float mx = -INFINITY;
+    for (int j = 0; j < 8; j++) mx = std::max(mx, m8[j]);
+    return mx;
 }
 
 // sum_i a[i] * b[i]

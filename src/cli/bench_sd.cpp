@@ -2,8 +2,12 @@
 // categories (Spec-Bench JSONL), modes none / lookup / chain / tree (/ hybrid) in the same process: tau,
 // acceptance by depth, tokens/s, speedup over plain decoding of the same prompts, peak RSS; every
 // mode's output is also checked token-for-token against plain greedy decoding (exactness).
-// Writes one JSON object (-o FILE) and two charts. Steps: parse -> set up -> run -> report.
+// Writes one JSON object (-o FILE) and two charts. Steps: parse -> set up -> (resume) run -> report.
+// With -o FILE a killed run resumes: FILE.partial keeps every finished prompt (see "Resuming" below).
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -11,6 +15,7 @@
 #include <vector>
 
 #include "../core/common.h"
+#include "../core/crc32.h"
 #include "../data/prompts.h"
 #include "../decode/drafters.h"
 #include "../decode/session.h"
@@ -70,7 +75,8 @@ bool parse_options(int argc, char** argv, BenchSdOptions* o) {
     a.integer("-c,--ctx-size", &o->ctx, "context length");
     o->d.declare(a);
     a.str("--total-tokens", &o->total_tokens, "tree size or 'auto'");
-    a.str("-o,--output", &o->out, "write the JSON here too");
+    a.str("-o,--output", &o->out, "write the JSON here too; FILE.partial keeps finished prompts until then, and a\n"
+          "                               run with the same options resumes from it (a kill loses only the prompt in flight)");
     a.flag("--no-chat", &o->no_chat, "prompts as plain text (default: the chat template if the tokenizer has one)");
     if (!a.parse(argc, argv)) return false;
     if (o->model.empty() || o->prompts_path.empty()) fail("beagle bench-sd: -m MODEL and --prompts FILE are required");
@@ -149,27 +155,66 @@ struct Acc {
     double seconds = 0, draft_s = 0, tau_tokens = 0, rounds = 0, drafted = 0;
     std::vector<long> reached, accepted;
     std::map<std::string, long> rounds_by_mode, draft_threads, draft_depth;
-    void add(const SpecStats& st, bool mismatch) {
-        for (const auto& kv : st.rounds_by_mode) rounds_by_mode[kv.first] += kv.second;
-        for (const auto& kv : st.draft_threads) draft_threads[kv.first] += kv.second;
-        for (const auto& kv : st.draft_depth) draft_depth[kv.first] += kv.second;
-        prompts++;
-        mismatches += mismatch;
-        tokens += st.gen_tokens;
-        passes += st.target_passes;
-        seconds += st.decode_s;
-        draft_s += st.draft_s;
-        tau_tokens += st.gen_tokens_after_root;
-        rounds += st.rounds;
-        drafted += st.drafted;
-        if (reached.size() < st.reached_by_depth.size()) {
-            reached.resize(st.reached_by_depth.size());
-            accepted.resize(st.reached_by_depth.size());
+    // One prompt's totals in one mode.
+    static Acc of(const SpecStats& st, bool mismatch) {
+        Acc a;
+        for (const auto& kv : st.rounds_by_mode) a.rounds_by_mode[kv.first] += kv.second;
+        for (const auto& kv : st.draft_threads) a.draft_threads[kv.first] += kv.second;
+        for (const auto& kv : st.draft_depth) a.draft_depth[kv.first] += kv.second;
+        a.prompts = 1;
+        a.mismatches = mismatch;
+        a.tokens = st.gen_tokens;
+        a.passes = st.target_passes;
+        a.seconds = st.decode_s;
+        a.draft_s = st.draft_s;
+        a.tau_tokens = st.gen_tokens_after_root;
+        a.rounds = st.rounds;
+        a.drafted = st.drafted;
+        a.reached.assign(st.reached_by_depth.begin(), st.reached_by_depth.end());
+        a.accepted.assign(st.accept_by_depth.begin(), st.accept_by_depth.end());
+        return a;
+    }
+    void add(const Acc& o) {
+        for (const auto& kv : o.rounds_by_mode) rounds_by_mode[kv.first] += kv.second;
+        for (const auto& kv : o.draft_threads) draft_threads[kv.first] += kv.second;
+        for (const auto& kv : o.draft_depth) draft_depth[kv.first] += kv.second;
+        prompts += o.prompts;
+        mismatches += o.mismatches;
+        tokens += o.tokens;
+        passes += o.passes;
+        seconds += o.seconds;
+        draft_s += o.draft_s;
+        tau_tokens += o.tau_tokens;
+        rounds += o.rounds;
+        drafted += o.drafted;
+        if (reached.size() < o.reached.size()) {
+            reached.resize(o.reached.size());
+            accepted.resize(o.reached.size());
         }
-        for (size_t k = 0; k < st.reached_by_depth.size(); k++) {
-            reached[k] += st.reached_by_depth[k];
-            accepted[k] += st.accept_by_depth[k];
+        for (size_t k = 0; k < o.reached.size(); k++) {
+            reached[k] += o.reached[k];
+            accepted[k] += o.accepted[k];
         }
+    }
+    // Every field as it is (doubles round-trip exactly through nlohmann's shortest form): a line of
+    // FILE.partial. from_record throws Json::exception on a missing field or a wrong type.
+    Json record() const {
+        Json j;
+        j["prompts"] = prompts, j["tokens"] = tokens, j["passes"] = passes, j["mismatches"] = mismatches;
+        j["seconds"] = seconds, j["draft_s"] = draft_s, j["tau_tokens"] = tau_tokens, j["rounds"] = rounds;
+        j["drafted"] = drafted, j["reached"] = reached, j["accepted"] = accepted;
+        j["rounds_by_mode"] = rounds_by_mode, j["draft_threads"] = draft_threads, j["draft_depth"] = draft_depth;
+        return j;
+    }
+    static Acc from_record(const Json& j) {
+        Acc a;
+        j.at("prompts").get_to(a.prompts), j.at("tokens").get_to(a.tokens), j.at("passes").get_to(a.passes);
+        j.at("mismatches").get_to(a.mismatches), j.at("seconds").get_to(a.seconds), j.at("draft_s").get_to(a.draft_s);
+        j.at("tau_tokens").get_to(a.tau_tokens), j.at("rounds").get_to(a.rounds), j.at("drafted").get_to(a.drafted);
+        j.at("reached").get_to(a.reached), j.at("accepted").get_to(a.accepted);
+        j.at("rounds_by_mode").get_to(a.rounds_by_mode), j.at("draft_threads").get_to(a.draft_threads);
+        j.at("draft_depth").get_to(a.draft_depth);
+        return a;
     }
     double tok_s() const { return seconds > 0 ? tokens / seconds : 0; }
     double tau() const { return rounds > 0 ? tau_tokens / rounds : 1.0; }
@@ -214,6 +259,14 @@ struct ModeTotals {
 struct Results {
     std::map<std::string, ModeTotals> by_cat;
     ModeTotals mt, total;  // the MT-Bench categories together; all prompts
+    int resumed = 0;       // prompts read back from FILE.partial
+    void add(const std::string& cat, const std::map<std::string, Acc>& prompt) {
+        for (const auto& kv : prompt) {
+            by_cat[cat].by_mode[kv.first].add(kv.second);
+            if (is_mt_bench_category(cat)) mt.by_mode[kv.first].add(kv.second);
+            total.by_mode[kv.first].add(kv.second);
+        }
+    }
     int mismatches() const {
         int n = 0;
         for (const auto& kv : total.by_mode) n += kv.second.mismatches;
@@ -221,15 +274,18 @@ struct Results {
     }
 };
 
-// Every mode on one prompt; plain decoding ("none", when run) is the reference output of the others.
-void run_prompt(Session& s, const BenchSdOptions& o, std::map<std::string, std::unique_ptr<Drafter>>& drafters,
-                const Prompt& p, const std::string& cat, Results* r) {
+// Every mode on one prompt, its totals by mode; plain decoding ("none", when run) is the reference
+// output of the others.
+std::map<std::string, Acc> run_prompt(Session& s, const BenchSdOptions& o,
+                                      std::map<std::string, std::unique_ptr<Drafter>>& drafters, const Prompt& p,
+                                      const std::string& cat) {
     SamplingParams greedy;
     greedy.temperature = 0;
     const int n = (int)o.n;
     std::vector<int> ids = s.encode_prompt(p.text, !o.no_chat, "");
     if ((int)ids.size() + n + 70 > s.llama->ctx()) ids.resize(std::max(1, s.llama->ctx() - n - 70));
     std::vector<int> plain;
+    std::map<std::string, Acc> by_mode;
     for (const std::string& m : o.modes) {
         SpecStats st;
         std::vector<int> got;
@@ -249,10 +305,132 @@ void run_prompt(Session& s, const BenchSdOptions& o, std::map<std::string, std::
         if (mismatch)
             fprintf(stderr, "bench-sd: MISMATCH: mode %s differs from plain greedy on prompt %s (%s)\n", m.c_str(),
                     p.id.c_str(), cat.c_str());
-        r->by_cat[cat].by_mode[m].add(st, mismatch);
-        if (is_mt_bench_category(cat)) r->mt.by_mode[m].add(st, mismatch);
-        r->total.by_mode[m].add(st, mismatch);
+        by_mode[m] = Acc::of(st, mismatch);
     }
+    return by_mode;
+}
+
+// Resuming. With -o FILE, FILE.partial holds the run's identity (its first line: every option that
+// changes what is measured, the model's size and the CRC-32s of the draft and prompt files) and then a
+// line per finished prompt (its totals in each mode, Acc::record), rewritten atomically after each
+// prompt. A run whose identity is the same reads those totals back and goes on with the next prompt,
+// so a kill loses only the prompt in flight; the finished report removes the file. Another identity
+// is refused (which option differs, and how), never mixed in. Timings of a resumed run come from more
+// than one process (the report says how many prompts were read back); token counts, tau and acceptance
+// are the same as an uninterrupted run's wherever drafting does not learn from earlier prompts (none,
+// lookup, chain, tree; hybrid and auto learn costs and acceptance anew after a resume).
+uint32_t file_crc32(const std::string& path) {
+    MappedFile f(path);
+    return crc32_update(0, f.data, f.size);
+}
+
+Json run_identity(const BenchSdOptions& o) {
+    Json j;
+    struct stat st;
+    j["model"] = o.model;
+    j["model_bytes"] = stat(o.model.c_str(), &st) == 0 ? (long long)st.st_size : -1;
+    j["tokenizer"] = o.tok_path;
+    j["draft"] = o.draft;
+    j["draft_crc32"] = o.draft.empty() ? 0 : file_crc32(o.draft);
+    j["random_draft"] = o.random_draft;
+    j["prompts"] = o.prompts_path;
+    j["prompts_crc32"] = is_directory(o.prompts_path) ? 0 : file_crc32(o.prompts_path);
+    j["categories"] = o.cats_s;
+    j["per_category"] = o.per_cat;
+    j["modes"] = o.modes_s;
+    j["n_predict"] = o.n;
+    j["ctx_size"] = o.ctx;
+    j["threads"] = o.threads;
+    j["total_tokens"] = o.total_tokens;
+    j["no_chat"] = o.no_chat;
+    j["drafting"] = o.d.json();
+    return j;
+}
+
+// The first key where a and b differ, as "key: expected A, found B" (nested objects: "drafting.topk").
+std::string first_difference(const Json& want, const Json& got, const std::string& prefix = "") {
+    for (auto it = want.begin(); it != want.end(); ++it) {
+        const std::string key = prefix + it.key();
+        if (!got.contains(it.key())) return key + ": expected " + json_text(it.value()) + ", found nothing";
+        const Json& g = got.at(it.key());
+        if (it.value().is_object() && g.is_object()) {
+            std::string d = first_difference(it.value(), g, key + ".");
+            if (!d.empty()) return d;
+        } else if (it.value() != g) {
+            return key + ": expected " + json_text(it.value()) + ", found " + json_text(g);
+        }
+    }
+    for (auto it = got.begin(); it != got.end(); ++it)
+        if (!want.contains(it.key())) return prefix + it.key() + ": expected nothing, found " + json_text(it.value());
+    return "";
+}
+
+struct Partial {
+    std::string path;  // FILE.partial ("" without -o: nothing is kept)
+    std::string text;  // its lines so far
+    void save() const { write_file_atomic(path, text.data(), text.size()); }
+};
+
+// Reads FILE.partial if there is one: adds its prompts' totals to *r and returns how many prompts
+// (the first ones of ps, in order) it holds. Refuses another run's file or a damaged one.
+int resume_partial(const BenchSdOptions& o, const PromptSet& ps, const Json& identity, Partial* pt, Results* r) {
+    const std::string header = json_text(Json{{"bench_sd_partial", 1}, {"run", identity}}) + "\n";
+    pt->path = o.out.empty() ? "" : o.out + ".partial";
+    pt->text = header;
+    if (pt->path.empty() || !file_exists(pt->path)) return 0;
+    remove_stale_temps(pt->path + ".tmp.");
+    const std::string text = read_file(pt->path);
+    std::vector<std::pair<std::string, std::string>> order;  // (category, prompt id) in run order
+    for (const std::string& c : ps.order)
+        for (const Prompt& p : ps.by_cat.at(c)) order.emplace_back(c, p.id);
+    int done = 0, line = 0;
+    for (size_t b = 0; b < text.size(); line++) {
+        size_t e = text.find('\n', b);
+        if (e == std::string::npos)
+            fail("beagle bench-sd: %s: line %d has no end (expected whole lines: the file is written atomically); "
+                 "delete it to start over", pt->path.c_str(), line + 1);
+        const std::string ln = text.substr(b, e - b);
+        b = e + 1;
+        Json j;
+        try {
+            j = Json::parse(ln);
+        } catch (const Json::exception& ex) {
+            fail("beagle bench-sd: %s line %d: %s; delete it to start over", pt->path.c_str(), line + 1, ex.what());
+        }
+        if (line == 0) {
+            if (!j.is_object() || !j.contains("bench_sd_partial") || !j.contains("run"))
+                fail("beagle bench-sd: %s is not a bench-sd partial result (expected a first line with "
+                     "\"bench_sd_partial\" and \"run\"); delete it or write to another -o", pt->path.c_str());
+            const std::string d = first_difference(identity, j.at("run"));
+            if (!d.empty())
+                fail("beagle bench-sd: %s is another run's partial result (%s); delete it to start over or give "
+                     "the same options", pt->path.c_str(), d.c_str());
+            continue;
+        }
+        std::string why;
+        if (done >= (int)order.size()) why = "more prompts than this run has";
+        std::map<std::string, Acc> by_mode;
+        if (why.empty()) try {
+            const std::string cat = j.at("category").get<std::string>(), id = j.at("id").get<std::string>();
+            if (j.at("index").get<int>() != done || cat != order[done].first || id != order[done].second)
+                why = strfmt("expected prompt %d (%s, id '%s')", done, order[done].first.c_str(), order[done].second.c_str());
+            for (const std::string& m : o.modes) by_mode[m] = Acc::from_record(j.at("modes").at(m));
+        } catch (const Json::exception& ex) {
+            why = ex.what();
+        }
+        if (why.empty())
+            for (const auto& kv : by_mode)
+                if (kv.second.accepted.size() != kv.second.reached.size()) why = "reached and accepted differ in length";
+        if (!why.empty()) fail("beagle bench-sd: %s line %d: %s; delete it to start over", pt->path.c_str(), line + 1, why.c_str());
+        r->add(order[done].first, by_mode);
+        done++;
+        pt->text += ln + "\n";
+    }
+    if (line == 0) return 0;  // empty file
+    r->resumed = done;
+    fprintf(stderr, "bench-sd: resuming after %d of %d prompts read back from %s (delete it to start over)\n", done,
+            ps.size(), pt->path.c_str());
+    return done;
 }
 
 Json results_json(const BenchSdOptions& o, const PromptSet& ps, Results& r) {
@@ -267,6 +445,8 @@ Json results_json(const BenchSdOptions& o, const PromptSet& ps, Results& r) {
     js["gamma"] = o.d.gamma;
     js["ngram"] = o.d.ngram;
     js["draft_weights"] = o.d.draft_f32 ? "f32" : "q8_0";
+    js["drafting"] = o.d.json();
+    if (r.resumed) js["resumed_prompts"] = r.resumed;  // their timings are an earlier process's
     js["peak_rss_bytes"] = peak_rss_bytes();
     js["categories"] = Json::object();
     for (const std::string& c : ps.order) js["categories"][c] = r.by_cat[c].json(o.modes);
@@ -337,14 +517,30 @@ int cmd_bench_sd(int argc, char** argv) {
     std::map<std::string, std::unique_ptr<Drafter>> drafters = set_up_drafters(s, &o);
 
     Results r;
+    Partial partial;
+    const int resumed = resume_partial(o, ps, run_identity(o), &partial, &r);
+    const char* kill_env = getenv("BEAGLE_DEBUG_KILL_AFTER_PROMPTS");  // tests: SIGKILL after N prompts
+    const long kill_after = kill_env ? atol(kill_env) : 0;
     int done = 0;
     for (const std::string& c : ps.order)
         for (const Prompt& p : ps.by_cat.at(c)) {
-            run_prompt(s, o, drafters, p, c, &r);
+            if (done < resumed) {
+                done++;
+                continue;
+            }
+            const std::map<std::string, Acc> by_mode = run_prompt(s, o, drafters, p, c);
+            r.add(c, by_mode);
+            if (!partial.path.empty()) {
+                Json line{{"index", done}, {"category", c}, {"id", p.id}, {"modes", Json::object()}};
+                for (const auto& kv : by_mode) line["modes"][kv.first] = kv.second.record();
+                partial.text += json_text(line) + "\n";
+                partial.save();
+            }
             fprintf(stderr, "bench-sd: %d/%d prompts (%s)", ++done, ps.size(), c.c_str());
             for (const std::string& m : o.modes)
                 fprintf(stderr, " %s %.1f tok/s tau %.2f;", m.c_str(), r.by_cat[c].by_mode[m].tok_s(), r.by_cat[c].by_mode[m].tau());
             fprintf(stderr, "\n");
+            if (kill_after > 0 && done - resumed >= kill_after) raise(SIGKILL);
         }
 
     const std::string report = json_text(results_json(o, ps, r), 2) + "\n";
@@ -352,6 +548,7 @@ int cmd_bench_sd(int argc, char** argv) {
     if (!o.out.empty()) {
         write_file_atomic(o.out, report.data(), report.size());
         write_charts(o, ps, r);
+        if (file_exists(partial.path)) std::remove(partial.path.c_str());
     }
     if (r.mismatches()) fail("bench-sd: %d outputs differ from plain greedy decoding", r.mismatches());
     return 0;

@@ -3,6 +3,7 @@
 // give (BeagleDraftParams, for make_drafter).
 #pragma once
 #include "../decode/beagle_drafter.h"
+#include "../io/json_write.h"
 #include "args.h"
 
 namespace beagle {
@@ -34,6 +35,15 @@ struct DraftOptions {
         if (ngram < 1) fail("%s: --ngram must be >= 1, got %ld", cmd, ngram);
         if (draft_context < -1 || draft_context > (1 << 24))
             fail("%s: --draft-context: expected -1, 0 or a number of states up to 2^24, found %ld", cmd, draft_context);
+    }
+
+    // The flags as given (bench-sd's report and the identity of a run it resumes).
+    Json json() const {
+        Json j;
+        j["gamma"] = gamma, j["ngram"] = ngram, j["depth"] = depth, j["topk"] = topk, j["lookup_skip"] = lookup_skip;
+        j["draft_context"] = draft_context, j["draft_threads"] = draft_threads;
+        j["draft_f32"] = draft_f32, j["no_concat"] = no_concat;
+        return j;
     }
 
     // Every mode's settings; the verify cost and a numeric --total-tokens are the caller's.

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# test_bench_sd_resume.sh: `beagle bench-sd -o FILE` killed (SIGKILL) after 2 of 6 prompts resumes from
+# FILE.partial and reports what an uninterrupted run reports (every count, tau, acceptance by depth and
+# mismatch tally equal; timings and the timing-chosen draft threads excepted), says how many prompts it
+# read back, and removes FILE.partial; a partial result of other options (-n, --topk), a damaged line
+# and a file that is not a partial result are refused with the file, the line or the option named.
+# Tree at a fixed size: a cost-aware tree chooses its depth from timings, so its counts are not repeatable.
+set -u
+cd "$(dirname "$0")/../.."
+B=${BEAGLE_BIN:-build/beagle}
+M=${BEAGLE_SHARED:-../shared}/data/models
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails+1)); }
+run() { "$B" bench-sd -m "$M/stories260K.bin" -z "$M/tok512.bin" -d weights/beagle-stories260K.bin \
+          --prompts test/data/stories_prompts.txt --no-chat --per-category 6 --modes none,chain,tree --total-tokens 12 \
+          -t 1 "$@" > /dev/null; }
+run -n 48 -o "$tmp/a.json" 2> "$tmp/a.log" || { bad "uninterrupted run"; cat "$tmp/a.log"; }
+[ -e "$tmp/a.json.partial" ] && bad "a finished run left a.json.partial" || ok "a finished run leaves no .partial"
+BEAGLE_DEBUG_KILL_AFTER_PROMPTS=2 run -n 48 -o "$tmp/b.json" 2> /dev/null; rc=$?
+lines=$(wc -l < "$tmp/b.json.partial" 2> /dev/null)
+[ $rc -eq 137 ] && [ ! -e "$tmp/b.json" ] && [ "$lines" = 3 ] && ok "killed by SIGKILL (exit $rc) after 2 prompts: no report, .partial of $lines lines" \
+    || bad "the kill: exit $rc, .partial lines '$lines'"
+cp "$tmp/b.json.partial" "$tmp/keep.partial"
+
+# other options: refused, naming the option; the partial result is left as it was
+out=$(run -n 32 -o "$tmp/b.json" 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "another run's partial result (n_predict: expected 32, found 48)" \
+    && ok "other -n refused: $out" || bad "other -n: exit $rc, $out"
+out=$(run -n 48 --topk 4 -o "$tmp/b.json" 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "drafting.topk: expected 4, found 10" && ok "other --topk refused" || bad "other --topk: exit $rc, $out"
+cmp -s "$tmp/b.json.partial" "$tmp/keep.partial" && ok "a refused run leaves the partial result alone" || bad "a refused run changed it"
+# a damaged record line, and a file that is not a partial result
+sed -i '3s/"tokens":48/"tokens":"x"/' "$tmp/b.json.partial"
+out=$(run -n 48 -o "$tmp/b.json" 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "b.json.partial line 3: .*type must be number" && ok "damaged line refused: $out" || bad "damaged line: exit $rc, $out"
+echo '{"x": 1}' > "$tmp/c.json.partial"
+out=$(run -n 48 -o "$tmp/c.json" 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "is not a bench-sd partial result" && ok "foreign file refused" || bad "foreign file: exit $rc, $out"
+
+# the resume
+cp "$tmp/keep.partial" "$tmp/b.json.partial"
+run -n 48 -o "$tmp/b.json" 2> "$tmp/b.log" || { bad "resumed run"; cat "$tmp/b.log"; }
+grep -q "resuming after 2 of 6 prompts" "$tmp/b.log" && ok "resumed after 2 of 6 prompts" || { bad "no resume message"; head -3 "$tmp/b.log"; }
+[ $(grep -c "prompts (all)" "$tmp/b.log") = 4 ] && ok "ran the other 4 prompts only" || bad "ran $(grep -c "prompts (all)" "$tmp/b.log") prompts"
+[ -e "$tmp/b.json.partial" ] && bad "b.json.partial left after the resumed run finished" || ok "the resumed run removed its .partial"
+python3 - "$tmp/a.json" "$tmp/b.json" <<'PY' && ok "resumed report = uninterrupted report (timings aside)" || bad "resumed report differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+timing = {"tok_s", "speedup", "ms_per_pass", "draft_ms_per_pass", "peak_rss_bytes", "draft_threads"}
+diffs = []
+def walk(x, y, path):
+    if isinstance(x, dict) and isinstance(y, dict):
+        for k in sorted(set(x) | set(y)):
+            if k not in timing and not (path == "" and k == "resumed_prompts"): walk(x.get(k), y.get(k), path + "." + k)
+    elif x != y: diffs.append((path, x, y))
+walk(a, b, "")
+print("resumed_prompts", b.get("resumed_prompts"), "tree tau", b["overall"]["tree"]["tau"], "diffs", diffs[:5])
+sys.exit(0 if not diffs and b.get("resumed_prompts") == 2 and "resumed_prompts" not in a
+         and b["overall"]["chain"]["prompts"] == 6 and b["overall"]["tree"]["mismatches"] == 0 else 1)
+PY
+echo "$fails failures"
+[ $fails -eq 0 ]

@@ -68,6 +68,8 @@ int cmd_train(int argc, char** argv) {
     a.integer("--ffn", &ffn, "draft MLP hidden size (0 = the target's)");
     a.integer("--draft-vocab", &dvocab, "reduced draft vocabulary (EAGLE-3 style): the N most frequent training targets\n"
                                         "                               (0 = the target's whole vocabulary)");
+    a.flag("--new-vocab", &o.new_vocab, "with --init: choose the --draft-vocab tokens from this run's data instead of\n"
+           "                               keeping the init draft's (its tensors carry over: the head rows are the target's)");
     a.str("--eval-prompts", &o.eval_prompts, "held-out prompts for the acceptance evaluation (greedy)");
     a.integer("--eval-n", &eval_n, "evaluate on the first N prompts");
     a.integer("--eval-tokens", &eval_tokens, "tokens generated per evaluation prompt");
@@ -114,6 +116,7 @@ int cmd_train(int argc, char** argv) {
     o.seed = (uint64_t)seed;
     o.ffn_dim = in(ffn, 0, 1 << 20, "--ffn");
     o.arch = parse_draft_arch(arch, "beagle train: --arch");
+    if (o.new_vocab && o.init.empty()) fail("beagle train: --new-vocab chooses a new vocabulary for the --init draft: add --init DRAFT");
     if (o.ttt && o.arch != ARCH_EAGLE) fail("beagle train: --ttt (the training-time test) trains an EAGLE draft: add --arch eagle");
     if (!state_layers.empty()) o.state_layers = parse_layer_list(state_layers, "beagle train: --state-layers");
     o.draft_vocab = in(dvocab, 0, 1 << 24, "--draft-vocab");

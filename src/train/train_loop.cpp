@@ -174,11 +174,14 @@ KV run_config(const TrainLoopOptions& o, const DraftConfig& cfg, uint64_t tok_ha
     if (!cfg.state_layers.empty()) config.push_back({"state_layers", format_layer_list(cfg.state_layers)});  // absent: none
     if (sc.decay_steps > 0) config.push_back({"lr_decay_steps", std::to_string(sc.decay_steps)});  // absent: constant lr
     if (!o.init.empty()) config.push_back({"init", o.init});
+    if (o.new_vocab) config.push_back({"new_vocab", "1"});  // absent: the init draft's vocabulary kept
     return config;
 }
 
 // The starting weights: random from the seed, or (--init, continued training) the init draft's, which
-// must have the same shapes and the same reduced vocabulary.
+// must have the same shapes and, unless --new-vocab, the same reduced vocabulary. The vocabulary is not
+// trained: it picks rows of the target's frozen LM head, so with --new-vocab every trained
+// tensor carries over and only the draft's candidate tokens change.
 DraftWeights initial_weights(const TrainLoopOptions& o, const DraftConfig& cfg, const std::vector<int32_t>& d2t,
                              const DraftWeights& iw) {
     DraftWeights dw;
@@ -190,12 +193,13 @@ DraftWeights initial_weights(const TrainLoopOptions& o, const DraftConfig& cfg, 
         fail("--init '%s': a %s draft, this run trains a %s draft (--arch)", o.init.c_str(), draft_arch_name(a.arch),
              draft_arch_name(cfg.arch));
     if (a.dim != cfg.dim || a.n_heads != cfg.n_heads || a.n_kv_heads != cfg.n_kv_heads || a.head_dim != cfg.head_dim ||
-        a.ffn_dim != cfg.ffn_dim || a.vocab_size != cfg.vocab_size || a.draft_vocab != cfg.draft_vocab)
+        a.ffn_dim != cfg.ffn_dim || a.vocab_size != cfg.vocab_size || (a.draft_vocab != cfg.draft_vocab && !o.new_vocab))
         fail("--init '%s': draft config (dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, draft_vocab %d) does not "
-             "match this run's (dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, draft_vocab %d)",
+             "match this run's (dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, draft_vocab %d)%s",
              o.init.c_str(), a.dim, a.n_heads, a.n_kv_heads, a.head_dim, a.ffn_dim, a.vocab_size, a.draft_vocab,
-             cfg.dim, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn_dim, cfg.vocab_size, cfg.draft_vocab);
-    if (iw.d2t != d2t)  // cannot happen (d2t was taken from it); kept as the invariant's check
+             cfg.dim, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn_dim, cfg.vocab_size, cfg.draft_vocab,
+             a.draft_vocab != cfg.draft_vocab ? " (another --draft-vocab: add --new-vocab)" : "");
+    if (iw.d2t != d2t && !o.new_vocab)  // cannot happen (d2t was taken from it); kept as the invariant's check
         fail("--init '%s': its reduced vocabulary differs from this run's", o.init.c_str());
     if (!a.state_layers.empty() && a.state_layers != cfg.state_layers)
         fail("--init '%s': fuses other state layers than this run's --state-layers", o.init.c_str());
@@ -491,10 +495,10 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     const std::vector<size_t> cols = ds.layer_columns(cfg.state_layers);  // before anything runs: a layer it lacks stops here
     DraftFrozen fz = frozen_from_target(*mf, true);
     std::vector<int32_t> d2t;
-    DraftWeights iw;  // --init: continued training keeps the init draft's reduced vocabulary
+    DraftWeights iw;  // --init: continued training keeps the init draft's reduced vocabulary (unless --new-vocab)
     if (!o.init.empty()) iw = load_draft(o.init);
     if (o.draft_vocab > 0) {
-        bool keep = !o.init.empty() && iw.cfg.draft_vocab == o.draft_vocab;
+        bool keep = !o.init.empty() && iw.cfg.draft_vocab == o.draft_vocab && !o.new_vocab;
         d2t = reduced_vocab(ds, o.draft_vocab, o.loss_on_prompt, o.quiet, keep ? &iw.d2t : nullptr);
         cfg.draft_vocab = (int)d2t.size();
     }

@@ -42,6 +42,7 @@ struct TrainLoopOptions {
     int ffn_dim = 0;                  // draft MLP width (0 = the target's)
     std::vector<int> state_layers;    // Beagle: fuse these target layers into the true key states (the data must keep them)
     int draft_vocab = 0;              // reduced draft vocabulary: the N most frequent training targets (0 = all)
+    bool new_vocab = false;           // with init: choose draft_vocab's tokens from this data, not the init draft's
     long ckpt_every = 200;            // checkpoint every N steps (0 = only at the end)
     int threads = 0;                  // 0 = all cores
     // evaluation on held-out prompts (greedy): chain gamma and EAGLE-2 tree

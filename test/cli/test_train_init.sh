@@ -2,7 +2,9 @@
 # test_train_init.sh: `beagle train --init DRAFT` (continued training) starts from that draft's
 # weights: with lr 1e-12 and no noise its first-step CE is near the CE the training run ended at
 # (within 1.5x; the last training step had noise) and far below a random init's (< 0.8x), and a
-# draft of another shape, or a missing file, is refused by name.
+# draft of another shape, or a missing file, is refused by name. A reduced vocabulary is kept from the init
+# draft; with --new-vocab it is chosen from the run's data (the d2t of a fresh run on that data) while the
+# trained tensors carry over (first-step CE < 0.8x a random init's on the same vocabulary).
 set -u
 M=$BEAGLE_SHARED/data/models
 B=$BEAGLE_BIN
@@ -46,6 +48,33 @@ if "$B" train "${T[@]}" "${common[@]}" --draft-vocab 32 --init "$tmp/v.bin" -o "
 else
   grep -q "draft_vocab 64) does not match" "$tmp/x.log" && ok "another --draft-vocab refused" || { bad "unclear message"; cat "$tmp/x.log"; }
 fi
+grep -q "add --new-vocab" "$tmp/x.log" && ok "... and the message says --new-vocab" || bad "no --new-vocab hint: $(cat "$tmp/x.log")"
+# --new-vocab: a (full vocabulary, 40 steps) continued on data2 with 64 tokens chosen from data2
+c2=(--data "$tmp/data2" --batch 8 --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 0 -t 1 --draft-vocab 64
+    --lr 1e-12 --noise 0)
+"$B" train "${T[@]}" "${c2[@]}" -o "$tmp/f.bin" > /dev/null 2> "$tmp/f.log" || { bad "train fresh, data2"; cat "$tmp/f.log"; }
+"$B" train "${T[@]}" "${c2[@]}" --init "$tmp/a.bin" --new-vocab -o "$tmp/n.bin" > /dev/null 2> "$tmp/n.log" ||
+  { bad "train --init --new-vocab"; cat "$tmp/n.log"; }
+"$B" train "${T[@]}" "${c2[@]}" --init "$tmp/v.bin" --new-vocab -o "$tmp/n2.bin" > /dev/null 2> "$tmp/n2.log" ||
+  { bad "train --init (64 tokens) --new-vocab"; cat "$tmp/n2.log"; }
+python3 - "$tmp" <<'PY' && ok "--new-vocab (from 0 or the same 64): d2t = a fresh run's on the same data, not the init's" || bad "--new-vocab d2t"
+import struct, sys
+def d2t(path):  # the draft file's tensor table entry: u32 name_len, name, u32 ndim, u64 shape[2], u64 offset, u64 nbytes
+    b = open(path, "rb").read()
+    i = b.find(struct.pack("<I", 3) + b"d2t")
+    if i < 0: return None
+    ndim, s0, s1, off, nb = struct.unpack_from("<IQQQQ", b, i + 7)
+    return list(struct.unpack_from("<%di" % (nb // 4), b, off))
+t = sys.argv[1]
+n, n2, f, v = d2t(t + "/n.bin"), d2t(t + "/n2.bin"), d2t(t + "/f.bin"), d2t(t + "/v.bin")
+print("d2t: new-vocab", n and n[:6], "fresh on data2", f and f[:6], "v (data)", v and v[:6])
+sys.exit(0 if n is not None and len(n) == 64 and n == f and n2 == f and n != v else 1)
+PY
+ln=$(awk 'NR==2 {print $4}' "$tmp/n.bin.loss.tsv"); lf=$(awk 'NR==2 {print $4}' "$tmp/f.bin.loss.tsv")
+awk -v n="$ln" -v f="$lf" 'BEGIN { exit !(n < 0.8 * f) }' && ok "--new-vocab keeps the trained tensors: first-step ce $ln vs random init $lf" ||
+  bad "--new-vocab did not start from a's weights: ce $ln vs random $lf"
+"$B" train "${T[@]}" "${c2[@]}" --new-vocab -o "$tmp/y.bin" 2> "$tmp/y.log"
+[ $? -eq 1 ] && grep -q "add --init DRAFT" "$tmp/y.log" && ok "--new-vocab without --init refused" || { bad "--new-vocab alone"; cat "$tmp/y.log"; }
 "$B" train "${T[@]}" "${common[@]}" --init "$tmp/missing.bin" -o "$tmp/e.bin" 2> "$tmp/e.log"
 [ $? -eq 1 ] && grep -q "missing.bin" "$tmp/e.log" && ok "missing --init file: $(cat "$tmp/e.log")" || { bad "missing --init"; cat "$tmp/e.log"; }
 echo "$fails failures"

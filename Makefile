@@ -3,7 +3,7 @@
 #   make test         build and run every test (last line: "N passed, M failed, K skipped")
 #   make test-asan    the test suite under ASan/UBSan (test/sanitizer-exclude.txt: what does not run, why)
 #   make fuzz         libFuzzer on every parser, FUZZ_SECONDS (20) each (test/fuzz/fuzz.mk)
-#   make chaos        fault injection: kill -9 of datagen/train/serve, full disk (docs/reliability.md)
+#   make chaos        fault injection: kill -9 of datagen/train/bench-sd/serve, full disk (docs/reliability.md)
 #   make bench        build/bench.json (prefill/decode speed, bandwidth roofline, verify cost; per ISA path)
 #   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
 #   make bench-remote build/bench-remote.json (client-server drafting vs remote plain decoding, 5G/4G delays)

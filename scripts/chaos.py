@@ -8,6 +8,9 @@
 #     after every kill the checkpoint on disk must be whole (size field, CRC); the final draft file and
 #     loss TSV equal the uninterrupted run's byte for byte, the final checkpoint too except its
 #     train_seconds (wall-clock bookkeeping).
+#   bench_sd_kill: `beagle bench-sd -o FILE` (50 prompts) killed KILLS times and rerun; after every kill
+#     FILE.partial is whole (each line ends and parses); rerun until the report is there and FILE.partial
+#     gone, the report equals the uninterrupted run's less timings.
 #   disk_full_ckpt / disk_full_shards: the checkpoint or the shards go to a small tmpfs (or, where mount
 #     is not permitted, a file-size limit: ulimit -f, SIGXFSZ ignored); the write must fail with a clear
 #     error, exit 1, keep the previous good file and leave no temp file.
@@ -217,6 +220,70 @@ report("train_kill", not probs and not temps(cd), kills=kills, finished_before_k
        checkpoint_step_at_each_kill=ckpt_steps, identical=eq, temps_seen_after_kills=temps_seen["train"],
        temps_after_kills=len(left_temps),
        temps_after_resume=len(temps(cd)), problems=probs)
+
+
+# ---- bench-sd ------------------------------------------------------------------------------------
+def bench_sd(out):
+    return [B, "bench-sd", "-m", M, "-z", Z, "-d", os.path.abspath("weights/beagle-stories260K.bin"), "--prompts",
+            os.path.abspath("test/data/stories_prompts.txt"), "--no-chat", "--per-category", "50", "-n", "48",
+            "--modes", "none,chain,tree", "--total-tokens", "12", "-t", "1", "-o", out]
+
+
+TIMING = {"tok_s", "speedup", "ms_per_pass", "draft_ms_per_pass", "peak_rss_bytes", "draft_threads", "resumed_prompts"}
+
+
+def untimed(x):
+    """A bench-sd report less what depends on the clock (tree at a fixed size: its counts do not)."""
+    if isinstance(x, dict):
+        return {k: untimed(v) for k, v in x.items() if k not in TIMING}
+    return x
+
+
+bd = os.path.join(W, "bench-sd")
+os.makedirs(bd)
+t0 = time.time()
+subprocess.run(bench_sd(bd + "/ref.json"), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+t_bench = time.time() - t0
+partial_lines = []
+
+
+def bench_check(k):
+    """After a kill: no report yet, and FILE.partial (if any) is whole: every line ends and parses."""
+    probs, part = [], bd + "/b.json.partial"
+    if os.path.exists(part):
+        text = open(part).read()
+        lines = text.split("\n")
+        if lines[-1] != "":
+            probs.append("kill %d: b.json.partial ends mid-line" % k)
+        try:
+            [json.loads(l) for l in lines[:-1]]
+        except ValueError as e:
+            probs.append("kill %d: b.json.partial has a line that does not parse: %s" % (k, e))
+        partial_lines.append(len(lines) - 2)  # finished prompts (less the identity line)
+    else:
+        partial_lines.append(0)
+    return probs
+
+
+def bench_done():  # the report written and FILE.partial removed (a kill can land between the two)
+    return os.path.exists(bd + "/b.json") and not os.path.exists(bd + "/b.json.partial")
+
+
+kills, fin, probs = kill_loop(lambda: ["true"] if bench_done() else bench_sd(bd + "/b.json"), bench_check,
+                              max(0.1, 2.5 * t_bench / args.kills))
+left_temps = temps(bd)
+if not bench_done():
+    r = subprocess.run(bench_sd(bd + "/b.json"), capture_output=True, text=True)
+    if r.returncode != 0:
+        probs.append("final resume: exit %d: %s" % (r.returncode, r.stderr.strip()[-300:]))
+same = os.path.exists(bd + "/b.json") and untimed(json.load(open(bd + "/ref.json"))) == untimed(json.load(open(bd + "/b.json")))
+if not same:
+    probs.append("the resumed report differs from the uninterrupted run's (timings aside)")
+if os.path.exists(bd + "/b.json.partial"):
+    probs.append("b.json.partial left after the finished run")
+report("bench_sd_kill", not probs and not temps(bd), kills=kills, finished_before_kill=fin, prompts=50,
+       uninterrupted_s=round(t_bench, 2), prompts_kept_at_each_kill=partial_lines, identical=same,
+       temps_after_kills=len(left_temps), temps_after_resume=len(temps(bd)), problems=probs)
 
 
 # ---- full disk ---------------------------------------------------------------------------------------

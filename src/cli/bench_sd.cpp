@@ -310,6 +310,11 @@ std::map<std::string, Acc> run_prompt(Session& s, const BenchSdOptions& o,
     return by_mode;
 }
 
+// -o FILE less ".json": the charts are STEM.speedup.png and STEM.accept.png.
+std::string output_stem(const std::string& out) {
+    return out.size() > 5 && out.compare(out.size() - 5, 5, ".json") == 0 ? out.substr(0, out.size() - 5) : out;
+}
+
 // Resuming. With -o FILE, FILE.partial holds the run's identity (its first line: every option that
 // changes what is measured, the model's size and the CRC-32s of the draft and prompt files) and then a
 // line per finished prompt (its totals in each mode, Acc::record), rewritten atomically after each
@@ -377,8 +382,9 @@ int resume_partial(const BenchSdOptions& o, const PromptSet& ps, const Json& ide
     const std::string header = json_text(Json{{"bench_sd_partial", 1}, {"run", identity}}) + "\n";
     pt->path = o.out.empty() ? "" : o.out + ".partial";
     pt->text = header;
-    if (pt->path.empty() || !file_exists(pt->path)) return 0;
-    remove_stale_temps(pt->path + ".tmp.");
+    if (pt->path.empty()) return 0;
+    remove_stale_temps(output_stem(o.out));  // a killed run's half-written FILE.partial, FILE or charts
+    if (!file_exists(pt->path)) return 0;
     const std::string text = read_file(pt->path);
     std::vector<std::pair<std::string, std::string>> order;  // (category, prompt id) in run order
     for (const std::string& c : ps.order)
@@ -459,7 +465,7 @@ Json results_json(const BenchSdOptions& o, const PromptSet& ps, Results& r) {
 // by depth (every speculative mode, all categories).
 void write_charts(const BenchSdOptions& o, const PromptSet& ps, Results& r) {
     const std::string& out = o.out;
-    std::string stem = out.size() > 5 && out.compare(out.size() - 5, 5, ".json") == 0 ? out.substr(0, out.size() - 5) : out;
+    const std::string stem = output_stem(out);
     auto colour = [](const std::string& m) -> uint32_t {  // one colour per mode, whatever the order
         return m == "none" ? 0x7f7f7f : m == "lookup" ? 0x2ca02c : m == "chain" ? 0x1f77b4 : m == "tree" ? 0xd62728
                : m == "auto" ? 0xff7f0e : 0x9467bd;
@@ -545,9 +551,9 @@ int cmd_bench_sd(int argc, char** argv) {
 
     const std::string report = json_text(results_json(o, ps, r), 2) + "\n";
     fputs(report.c_str(), stdout);
-    if (!o.out.empty()) {
-        write_file_atomic(o.out, report.data(), report.size());
+    if (!o.out.empty()) {  // the report last: once it is there, so are the charts
         write_charts(o, ps, r);
+        write_file_atomic(o.out, report.data(), report.size());
         if (file_exists(partial.path)) std::remove(partial.path.c_str());
     }
     if (r.mismatches()) fail("bench-sd: %d outputs differ from plain greedy decoding", r.mismatches());

@@ -3,7 +3,8 @@
 # FILE.partial and reports what an uninterrupted run reports (every count, tau, acceptance by depth and
 # mismatch tally equal; timings and the timing-chosen draft threads excepted), says how many prompts it
 # read back, and removes FILE.partial; a partial result of other options (-n, --topk), a damaged line
-# and a file that is not a partial result are refused with the file, the line or the option named.
+# and a file that is not a partial result are refused with the file, the line or the option named; temp
+# files of killed writers (FILE.partial, FILE, the charts) are removed.
 # Tree at a fixed size: a cost-aware tree chooses its depth from timings, so its counts are not repeatable.
 set -u
 cd "$(dirname "$0")/../.."
@@ -39,12 +40,15 @@ echo '{"x": 1}' > "$tmp/c.json.partial"
 out=$(run -n 48 -o "$tmp/c.json" 2>&1); rc=$?
 [ $rc -ne 0 ] && echo "$out" | grep -q "is not a bench-sd partial result" && ok "foreign file refused" || bad "foreign file: exit $rc, $out"
 
-# the resume
+# the resume; a killed writer's temp file (pid 999999999 > pid_max: gone) is removed, a live one's (this shell) kept
 cp "$tmp/keep.partial" "$tmp/b.json.partial"
+touch "$tmp/b.json.partial.tmp.999999999" "$tmp/b.speedup.png.tmp.999999999" "$tmp/b.json.tmp.$$"
 run -n 48 -o "$tmp/b.json" 2> "$tmp/b.log" || { bad "resumed run"; cat "$tmp/b.log"; }
 grep -q "resuming after 2 of 6 prompts" "$tmp/b.log" && ok "resumed after 2 of 6 prompts" || { bad "no resume message"; head -3 "$tmp/b.log"; }
 [ $(grep -c "prompts (all)" "$tmp/b.log") = 4 ] && ok "ran the other 4 prompts only" || bad "ran $(grep -c "prompts (all)" "$tmp/b.log") prompts"
 [ -e "$tmp/b.json.partial" ] && bad "b.json.partial left after the resumed run finished" || ok "the resumed run removed its .partial"
+[ ! -e "$tmp/b.json.partial.tmp.999999999" ] && [ ! -e "$tmp/b.speedup.png.tmp.999999999" ] && [ -e "$tmp/b.json.tmp.$$" ] \
+    && ok "dead writers' temp files removed, a live one's kept" || bad "temp files: $(ls "$tmp" | grep tmp)"
 python3 - "$tmp/a.json" "$tmp/b.json" <<'PY' && ok "resumed report = uninterrupted report (timings aside)" || bad "resumed report differs"
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])

@@ -414,15 +414,18 @@ int resume_partial(const BenchSdOptions& o, const PromptSet& ps, const Json& ide
             continue;
         }
         std::string why;
-        if (done >= (int)order.size()) why = "more prompts than this run has";
         std::map<std::string, Acc> by_mode;
-        if (why.empty()) try {
-            const std::string cat = j.at("category").get<std::string>(), id = j.at("id").get<std::string>();
-            if (j.at("index").get<int>() != done || cat != order[done].first || id != order[done].second)
-                why = strfmt("expected prompt %d (%s, id '%s')", done, order[done].first.c_str(), order[done].second.c_str());
-            for (const std::string& m : o.modes) by_mode[m] = Acc::from_record(j.at("modes").at(m));
-        } catch (const Json::exception& ex) {
-            why = ex.what();
+        if (done >= (int)order.size()) {
+            why = "more prompts than this run has";
+        } else {
+            try {
+                const std::string cat = j.at("category").get<std::string>(), id = j.at("id").get<std::string>();
+                if (j.at("index").get<int>() != done || cat != order[done].first || id != order[done].second)
+                    why = strfmt("expected prompt %d (%s, id '%s')", done, order[done].first.c_str(), order[done].second.c_str());
+                for (const std::string& m : o.modes) by_mode[m] = Acc::from_record(j.at("modes").at(m));
+            } catch (const Json::exception& ex) {
+                why = ex.what();
+            }
         }
         if (why.empty())
             for (const auto& kv : by_mode)

@@ -64,5 +64,11 @@ print("resumed_prompts", b.get("resumed_prompts"), "tree tau", b["overall"]["tre
 sys.exit(0 if not diffs and b.get("resumed_prompts") == 2 and "resumed_prompts" not in a
          and b["overall"]["chain"]["prompts"] == 6 and b["overall"]["tree"]["mismatches"] == 0 else 1)
 PY
+# a random-weights draft (make bench-sd-exact) names no file to fingerprint: it runs with -o and resumes too
+rnd() { "$B" bench-sd -m "$M/stories260K.bin" -z "$M/tok512.bin" --random-draft 3 --prompts test/data/stories_prompts.txt \
+          --no-chat --per-category 3 -n 16 --modes none,chain -t 1 -o "$tmp/r.json" > /dev/null; }
+BEAGLE_DEBUG_KILL_AFTER_PROMPTS=1 rnd 2> /dev/null
+rnd 2> "$tmp/r.log" && grep -q "resuming after 1 of 3 prompts" "$tmp/r.log" && [ -s "$tmp/r.json" ] \
+    && ok "--random-draft: killed after 1 of 3, resumed" || { bad "--random-draft with -o"; cat "$tmp/r.log"; }
 echo "$fails failures"
 [ $fails -eq 0 ]

@@ -5,7 +5,8 @@
 # prompts from datasets no training data of the drafts came from (5 each of translation: WMT14, summarization:
 # CNN/DailyMail, qa: Natural Questions, rag: NQ with passages; the drafts saw ShareGPT, self-instruct seeds,
 # GSM8K and self-written turns); (3) teacher-forced top-1 / top-5 of the draft's first step at every position
-# of the target's greedy answers to the 80 MT-Bench first turns. tau and top-k are deterministic (greedy);
+# of the target's greedy answers to the 80 MT-Bench first turns, and the share of those positions whose next token
+# is in the draft's (reduced) vocabulary at all. tau and top-k are deterministic (greedy);
 # the drafting time is wall time of this machine. Usage: bash scripts/eval_smollm2_draft.sh DRAFT [DRAFT ...]
 # (default: the shipped draft). Resumable: what is in OUT is not measured again. About 6 minutes per draft
 # on 2 idle cores, plus 5 for the MT-Bench answers once. Env: OUT (build/eval-smollm2).
@@ -34,12 +35,12 @@ done
 python3 - "$OUT" "$@" <<'PY'
 import json, os, sys
 sys.path.insert(0, "scripts")
-from topk_stats import topk
+from topk_stats import topk, in_vocab
 out, drafts = sys.argv[1], sys.argv[2:]
 HELD = ["translation", "summarization", "qa", "rag"]
 print("| draft | MT-Bench tau chain / tree-60 | held-out datasets tau chain / tree-60 | top-1 / top-5 "
-      "| draft ms per verify pass (tree-60, MT-Bench) |")
-print("|---|---|---|---|---|")
+      "| next token in the draft's vocabulary | draft ms per verify pass (tree-60, MT-Bench) |")
+print("|---|---|---|---|---|---|")
 for d in drafts:
     n = os.path.join(out, os.path.basename(d))
     mt, held = json.load(open(n + ".mt.json")), json.load(open(n + ".held.json"))
@@ -50,6 +51,8 @@ for d in drafts:
         raise SystemExit("eval_smollm2_draft: outputs differ from plain greedy decoding in %s" % bad)
     mt, h = mt["mt_bench"], held["overall"]  # overall: tokens / target passes over the four categories
     t1, t5, _ = topk(n + ".topk.txt")
-    print("| %s | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | %.2f |" % (
-        d, mt["chain"]["tau"], mt["tree"]["tau"], h["chain"]["tau"], h["tree"]["tau"], t1, t5, mt["tree"]["draft_ms_per_pass"]))
+    cov = in_vocab(n + ".topk.txt")
+    print("| %s | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | %s | %.2f |" % (
+        d, mt["chain"]["tau"], mt["tree"]["tau"], h["chain"]["tau"], h["tree"]["tau"], t1, t5,
+        "-" if cov is None else "%.3f" % cov, mt["tree"]["draft_ms_per_pass"]))
 PY

@@ -61,6 +61,8 @@ def main():
     pred = {}
     for line in open(a.topk):
         f = line.split()
+        if line.startswith("#"):  # draft_topk's closing count
+            continue
         pred[(int(f[0]), int(f[1]))] = ([int(x) for x in f[3:8]], float(f[8]))
     vc = json.load(open(a.bench))["verify_cost"]
     grid = sorted((v["T"], v["cost"]) for v in vc)

@@ -22,6 +22,16 @@ def topk(path):
     return t1 / n, t5 / n, n
 
 
+def in_vocab(path):
+    """The fraction of positions whose next token is in the draft's vocabulary (draft_topk's last line), or
+    None for an output written before draft_topk printed it."""
+    for line in open(path):
+        if line.startswith("# in draft vocabulary:"):
+            x, n = line.split(":")[1].split(" of ")
+            return int(x) / max(1, int(n))
+    return None
+
+
 if __name__ == "__main__":
     for p in sys.argv[1:]:
         a, b, n = topk(p)

@@ -16,7 +16,7 @@
 #   4. phase 8: --init the shipped draft, D, E and F merged, 1 + 1 epochs, lr decaying over the second half,
 #      seed 10, --seq-len 2048 (a long sequence is one item, as the draft sees it at inference), --new-vocab:
 #      the 8192 draft tokens chosen again from all this data (the shipped draft's come from phase 1's data A
-#      and cover 88.6% of the target's tokens in its MT-Bench answers; chosen from D and E, 91.8%) -> OUT
+#      and cover 89.3% of the target's tokens in its MT-Bench answers; chosen from D and E, 92.3%) -> OUT
 #      (default WORK/beagle-smollm2-135m.phase8.bin, never the shipped file).
 #   5. scripts/eval_smollm2_draft.sh on the shipped draft and OUT, side by side: tau chain / tree-60 on the
 #      40 MT-Bench turns and on Spec-Bench datasets no training data came from, teacher-forced top-1 / top-5,

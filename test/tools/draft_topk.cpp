@@ -5,7 +5,8 @@
 // as the speculative engine's first draft step runs it (Q8_0 matrices, the target's stored head, the keys
 // of the last meta.seq_len true states: generate's default --draft-context), and
 // one output line "seq i next top1 top2 top3 top4 top5 p1": next = t_{i+1}, top-k as target token ids,
-// p1 = the draft's probability of its top-1.
+// p1 = the draft's probability of its top-1. A last line "# in draft vocabulary: X of N" counts the positions
+// whose next token a draft with a reduced vocabulary (d2t) can propose at all.
 // Build and run: bash scripts/sd_ceiling.sh (`make build/test/draft_topk`, the tests' rule).
 #include <algorithm>
 #include <cmath>
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
         };
         std::vector<float> st, lg(V);
         std::vector<int> idx(V);
+        long positions = 0, in_vocab = 0;
         for (size_t s = 0; s < ds.n_seqs(); s++) {
             SeqView v = ds.seq(s);
             if (v.n_prompt < 1) continue;
@@ -74,11 +76,14 @@ int main(int argc, char** argv) {
                 printf("%zu %d %d", s, i, v.tokens[i + 1]);
                 for (int k = 0; k < 5; k++) printf(" %d", w.d2t.empty() ? idx[k] : w.d2t[idx[k]]);
                 printf(" %.4f\n", 1.0 / z);
+                positions++;
+                in_vocab += w.d2t.empty() || std::binary_search(w.d2t.begin(), w.d2t.end(), v.tokens[i + 1]);
                 st.resize(W);
                 row(v, i, st.data());
                 d.add_true_states(st.data(), 1, v.tokens + i);
             }
         }
+        printf("# in draft vocabulary: %ld of %ld\n", in_vocab, positions);
     } catch (const Error& e) {
         fprintf(stderr, "error: %s\n", e.what());
         return 1;

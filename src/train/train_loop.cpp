@@ -61,13 +61,22 @@ std::vector<int32_t> reduced_vocab(const Dataset& ds, int n, bool loss_on_prompt
     for (int i = 0; i < ds.vocab(); i++) ids[i] = i;
     std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return count[a] > count[b]; });
     ids.resize(n);
+    auto coverage = [&](const std::vector<int32_t>& v) {
+        int64_t c = 0;
+        for (int32_t t : v) c += count[t];
+        return total ? 100.0 * c / total : 0.0;
+    };
+    const double best = coverage(ids);  // the most frequent n: the most any n tokens cover
     if (keep) ids = *keep;  // continued training: the init draft's vocabulary (checked by the caller)
-    int64_t covered = 0;
-    for (int32_t t : ids) covered += count[t];
+    const double covered = coverage(ids);
     std::sort(ids.begin(), ids.end());
-    if (!quiet)
+    if (!quiet) {
         fprintf(stderr, "train: reduced draft vocabulary: %s %d tokens cover %.2f%% of %lld training targets\n",
-                keep ? "the --init draft's" : "the most frequent", n, total ? 100.0 * covered / total : 0.0, (long long)total);
+                keep ? "the --init draft's" : "the most frequent", n, covered, (long long)total);
+        if (keep && best - covered >= 0.5)  // the init draft's tokens were chosen from other data
+            fprintf(stderr, "train: the %d most frequent of this data would cover %.2f%%: --new-vocab chooses them (the "
+                    "draft cannot propose a token outside its vocabulary)\n", n, best);
+    }
     return ids;
 }
 

@@ -41,8 +41,10 @@ fi
 "$B" train "${T[@]}" "${common[@]}" --draft-vocab 64 -o "$tmp/v.bin" 2> "$tmp/v.log" || { bad "train v"; cat "$tmp/v.log"; }
 "$B" train "${T[@]}" --data "$tmp/data2" --batch 8 --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 0 \
     -t 1 --draft-vocab 64 --init "$tmp/v.bin" -o "$tmp/w.bin" > /dev/null 2> "$tmp/w.log" &&
-  grep -q "the --init draft's 64 tokens cover" "$tmp/w.log" && ok "reduced vocabulary kept on other data: $(grep cover "$tmp/w.log")" ||
+  grep -q "the --init draft's 64 tokens cover" "$tmp/w.log" && ok "reduced vocabulary kept on other data: $(grep "tokens cover" "$tmp/w.log")" ||
   { bad "--init with a reduced vocabulary on other data"; cat "$tmp/w.log"; }
+grep -q "the 64 most frequent of this data would cover .*--new-vocab chooses them" "$tmp/w.log" \
+    && ok "... with the hint: $(grep "would cover" "$tmp/w.log")" || bad "no --new-vocab hint for a kept vocabulary that covers less"
 if "$B" train "${T[@]}" "${common[@]}" --draft-vocab 32 --init "$tmp/v.bin" -o "$tmp/x.bin" 2> "$tmp/x.log"; then
   bad "--init with another --draft-vocab accepted"
 else

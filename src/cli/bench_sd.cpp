@@ -521,14 +521,12 @@ int cmd_bench_sd(int argc, char** argv) {
     BenchSdOptions o;
     if (!parse_options(argc, argv, &o)) return 0;
     const PromptSet ps = select_prompts(o);
-    const Json identity = run_identity(o);  // before set_up_drafters names a random draft in o.draft
+    Results r;
+    Partial partial;  // read before the model loads: another run's partial result is refused at once
+    const int resumed = resume_partial(o, ps, run_identity(o), &partial, &r);
 
     Session s(o.model, o.tok_path, (int)o.threads, (int)o.ctx, 64);
-    std::map<std::string, std::unique_ptr<Drafter>> drafters = set_up_drafters(s, &o);
-
-    Results r;
-    Partial partial;
-    const int resumed = resume_partial(o, ps, identity, &partial, &r);
+    std::map<std::string, std::unique_ptr<Drafter>> drafters = set_up_drafters(s, &o);  // names a random draft in o.draft
     const char* kill_env = getenv("BEAGLE_DEBUG_KILL_AFTER_PROMPTS");  // tests: SIGKILL after N prompts
     const long kill_after = kill_env ? atol(kill_env) : 0;
     int done = 0;

@@ -373,18 +373,25 @@ std::string first_difference(const Json& want, const Json& got, const std::strin
 struct Partial {
     std::string path;  // FILE.partial ("" without -o: nothing is kept)
     std::string text;  // its lines so far
-    void save() const { write_file_atomic(path, text.data(), text.size()); }
+    // One finished prompt's line (what resume_partial reads back), then the whole file rewritten atomically.
+    void append(int index, const std::string& cat, const std::string& id, const std::map<std::string, Acc>& by_mode) {
+        if (path.empty()) return;
+        Json line{{"index", index}, {"category", cat}, {"id", id}, {"modes", Json::object()}};
+        for (const auto& kv : by_mode) line["modes"][kv.first] = kv.second.record();
+        text += json_text(line) + "\n";
+        write_file_atomic(path, text.data(), text.size());
+    }
 };
 
-// Reads FILE.partial if there is one: adds its prompts' totals to *r and returns how many prompts
-// (the first ones of ps, in order) it holds. Refuses another run's file or a damaged one.
-int resume_partial(const BenchSdOptions& o, const PromptSet& ps, const Json& identity, Partial* pt, Results* r) {
+// Reads FILE.partial if there is one: adds its prompts' totals to *r and sets r->resumed to how many
+// prompts (the first ones of ps, in order) it holds. Refuses another run's file or a damaged one.
+void resume_partial(const BenchSdOptions& o, const PromptSet& ps, const Json& identity, Partial* pt, Results* r) {
     const std::string header = json_text(Json{{"bench_sd_partial", 1}, {"run", identity}}) + "\n";
     pt->path = o.out.empty() ? "" : o.out + ".partial";
     pt->text = header;
-    if (pt->path.empty()) return 0;
+    if (pt->path.empty()) return;
     remove_stale_temps(output_stem(o.out));  // a killed run's half-written FILE.partial, FILE or charts
-    if (!file_exists(pt->path)) return 0;
+    if (!file_exists(pt->path)) return;
     const std::string text = read_file(pt->path);
     std::vector<std::pair<std::string, std::string>> order;  // (category, prompt id) in run order
     for (const std::string& c : ps.order)
@@ -435,11 +442,10 @@ int resume_partial(const BenchSdOptions& o, const PromptSet& ps, const Json& ide
         done++;
         pt->text += ln + "\n";
     }
-    if (line == 0) return 0;  // empty file
+    if (line == 0) return;  // empty file
     r->resumed = done;
     fprintf(stderr, "bench-sd: resuming after %d of %d prompts read back from %s (delete it to start over)\n", done,
             ps.size(), pt->path.c_str());
-    return done;
 }
 
 Json results_json(const BenchSdOptions& o, const PromptSet& ps, Results& r) {
@@ -523,7 +529,7 @@ int cmd_bench_sd(int argc, char** argv) {
     const PromptSet ps = select_prompts(o);
     Results r;
     Partial partial;  // read before the model loads: another run's partial result is refused at once
-    const int resumed = resume_partial(o, ps, run_identity(o), &partial, &r);
+    resume_partial(o, ps, run_identity(o), &partial, &r);
 
     Session s(o.model, o.tok_path, (int)o.threads, (int)o.ctx, 64);
     std::map<std::string, std::unique_ptr<Drafter>> drafters = set_up_drafters(s, &o);  // names a random draft in o.draft
@@ -532,23 +538,18 @@ int cmd_bench_sd(int argc, char** argv) {
     int done = 0;
     for (const std::string& c : ps.order)
         for (const Prompt& p : ps.by_cat.at(c)) {
-            if (done < resumed) {
+            if (done < r.resumed) {
                 done++;
                 continue;
             }
             const std::map<std::string, Acc> by_mode = run_prompt(s, o, drafters, p, c);
             r.add(c, by_mode);
-            if (!partial.path.empty()) {
-                Json line{{"index", done}, {"category", c}, {"id", p.id}, {"modes", Json::object()}};
-                for (const auto& kv : by_mode) line["modes"][kv.first] = kv.second.record();
-                partial.text += json_text(line) + "\n";
-                partial.save();
-            }
+            partial.append(done, c, p.id, by_mode);
             fprintf(stderr, "bench-sd: %d/%d prompts (%s)", ++done, ps.size(), c.c_str());
             for (const std::string& m : o.modes)
                 fprintf(stderr, " %s %.1f tok/s tau %.2f;", m.c_str(), r.by_cat[c].by_mode[m].tok_s(), r.by_cat[c].by_mode[m].tau());
             fprintf(stderr, "\n");
-            if (kill_after > 0 && done - resumed >= kill_after) raise(SIGKILL);
+            if (kill_after > 0 && done - r.resumed >= kill_after) raise(SIGKILL);
         }
 
     const std::string report = json_text(results_json(o, ps, r), 2) + "\n";

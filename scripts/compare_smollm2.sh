@@ -17,7 +17,8 @@
 # Env: OUT (build/compare-smollm2), LIMIT (608), STEPS (2000), EPOCHS (14: with LIMIT 608 an epoch is
 # about 152 steps, so 14 epochs outlast STEPS; two-stage variants switch to stage 2 after EPOCHS / 2),
 # SEEDS ("1"), PER (10), NTOK (128: tokens per bench-sd prompt), AUTO (1: also the cost-aware tree), JOBS (1:
-# trainings at a time), VARIANTS ("s1 s12 s12gt eagle"). Each finished draft's bench-sd and teacher-forced
+# trainings at a time), TRAIN_THREADS (1: threads per training; the same bits at any count: test_train_loop),
+# VARIANTS ("s1 s12 s12gt eagle"). Each finished draft's bench-sd and teacher-forced
 # top-1 / top-5 (on the target's greedy answers to the 80 MT-Bench first turns) run while the next variant trains.
 # Results: $OUT/VARIANT.sSEED.bin{,.json,.bench-60.json,.bench-auto.json}.
 set -euo pipefail
@@ -34,6 +35,7 @@ PER=${PER:-10}
 NTOK=${NTOK:-128}
 AUTO=${AUTO:-1}
 JOBS=${JOBS:-1}
+TRAIN_THREADS=${TRAIN_THREADS:-1}
 VARIANTS=${VARIANTS:-"s1 s12 s12gt eagle"}
 N="nice -n 10"
 B="$N build/beagle"
@@ -79,7 +81,7 @@ train_one() {  # variant seed
     [ "$1" = s12sl ] && data=$DATA-sl
     $B train -m "$M" --data "$data" -o "$d" $(flags "$1") --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3 \
         --draft-vocab 8192 --loss-on-prompt --vloss-weight 1 --seed "$2" --max-steps "$STEPS" --ckpt-every 50 \
-        --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 -t 1 -q "${resume[@]}" \
+        --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 -t "$TRAIN_THREADS" -q "${resume[@]}" \
         > "$d.log" 2>&1
 }
 train_all() {

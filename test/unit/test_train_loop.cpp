@@ -3,6 +3,7 @@
 //   - resume is bit-exact: a straight run vs runs cut at step 7 (mid-epoch, stage 1), and at step 9
 //     (epoch end) then 13 (stage 2), each resumed from its checkpoint: the final weights, the AdamW
 //     moments and every step's loss are memcmp-equal; another seed gives other weights;
+//   - 2 threads give the same bits as 1 (weights, moments, losses; Beagle and EAGLE drafts, both stages);
 //   - the draft file records the longest training sequence (meta.seq_len: the default key window, draft.h);
 //   - the loss goes down on a short stage-1 run;
 //   - a NaN injected at step 5 (BEAGLE_DEBUG_NAN_STEP) stops the run with a message naming step 5
@@ -128,6 +129,28 @@ int main() {
         d.seed = 2;
         run_train(d);
         CHECK(!same_weights(a.out, d.out), "another seed gave the same weights");
+    }
+
+    // ---- the thread count changes no bit (parallel_for's static chunks: every output element is summed whole by
+    // one thread, in the same order whatever the split), in both stages and for both architectures. At this size
+    // the LM head's and the FFN's matmuls (32 rows x >= 64K MACs) are split over the 2 threads. ----
+    for (int arch : {ARCH_BEAGLE, ARCH_EAGLE}) {
+        std::string one = a.out;
+        if (arch == ARCH_EAGLE) {
+            TrainLoopOptions e1 = base;
+            e1.arch = arch;
+            e1.out = g_tmp + "/e1.bin";
+            run_train(e1);
+            one = e1.out;
+        }
+        TrainLoopOptions t2 = base;
+        t2.arch = arch;
+        t2.threads = 2;
+        t2.out = g_tmp + strfmt("/t2-%d.bin", arch);
+        TrainResult r = run_train(t2);
+        CHECK(r.history.back().stage == 2, "the 2-thread run reached stage 2");
+        CHECK(same_weights(one, t2.out), "arch %d: 2 threads gave other weights than 1", arch);
+        CHECK(same_state(one + ".ckpt", t2.out + ".ckpt"), "arch %d: 2 threads gave other AdamW moments or losses", arch);
     }
 
     // ---- the loss goes down ----

@@ -133,7 +133,8 @@ int main() {
 
     // ---- the thread count changes no bit (parallel_for's static chunks: every output element is summed whole by
     // one thread, in the same order whatever the split), in both stages and for both architectures. At this size
-    // the LM head's and the FFN's matmuls (32 rows x >= 64K MACs) are split over the 2 threads. ----
+    // jobs are split over the 2 threads (the LM head: 32 rows x 512 x 64 MACs; the loss's per-row softmax sums:
+    // a planted thread-dependent sum order there failed this check). ----
     for (int arch : {ARCH_BEAGLE, ARCH_EAGLE}) {
         std::string one = a.out;
         if (arch == ARCH_EAGLE) {

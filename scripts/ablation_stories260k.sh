@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ablation_stories260k.sh: the training ablations of docs/ablation.md on the stories260K draft, all
-# arms with the same data, seed and epoch budget (SPEC 3; the paper's Figs 4 and 10):
+# ablation_stories260k.sh: the training ablations of docs/paper-comparison.md on the stories260K draft, all
+# arms with the same data, seed and epoch budget (docs/method.md section 6; the paper's Figs 4 and 10):
 #   window 1 vs 3 vs 5 in stage 1 (stage 1 only), and stage 1 only vs stage 1 + stage 2 (w 3, S 3).
 # Each arm is one `beagle train` whose DRAFT.json holds tau (greedy chain gamma 5 and EAGLE-2 tree on
 # the 50 held-out prompts of test/data/stories_prompts.txt) and the acceptance rate by depth; the
@@ -9,9 +9,9 @@
 # scripts/train_stories260k.sh or here), SHARDS (16 = 1024 sequences), EPOCHS (4), OUT (build/ablation).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${BEAGLE_SHARED:-../shared}
-M=$SHARED/data/models/stories260K.bin
-Z=$SHARED/data/models/tok512.bin
+DATA=$PWD/data
+M=$DATA/models/stories260K.bin
+Z=$DATA/models/tok512.bin
 OUT=${OUT:-build/ablation}
 SHARDS=${SHARDS:-16}
 EPOCHS=${EPOCHS:-4}

@@ -6,12 +6,11 @@
 # (reduced draft vocabulary 8192, loss on prompt positions, vloss weight 1, lr 3e-3, window 2, S 2) and
 # the same SEEDS. Variants (VARIANTS): s1 (Beagle stage 1 only), s12 (stage 1 + 2), s12gt (stage 1 + 2
 # with --sim-grad-through), eagle (--arch eagle); not in the default list: s12sl (s12 with state layers
-# 22, 27: docs/paper-comparison.md "Which target layers a draft could fuse"), eaglettt (eagle with its
+# 22, 27: docs/paper-comparison.md "Fusing target layers (EAGLE-3)"), eaglettt (eagle with its
 # training-time test in stage 2, --ttt over S 2: EAGLE-3 / HASS). Then `beagle bench-sd` of each draft on Spec-Bench (all
 # its categories, PER prompts each, MT-Bench among them; chain, 60-node tree, cost-aware tree).
-# Cost on the 2-core Zen 5 of docs/: a stage-1 step on 1 thread takes about 1.0 s on the AVX-512 path (1.4 s on
-# AVX2; the same bits, docs/bench.md "Draft training on the AVX-512 path"; it was 2.7 s under load before),
-# stage 2 more, so the default budget is about 3-4 hours per seed; datagen of 608 answers about 10 minutes; a
+# Cost on 2 cores: a stage-1 step on 1 thread takes about 1 s on the AVX-512 path (more on AVX2; the same
+# bits), stage 2 more, so the default budget is about 3-4 hours per seed; datagen of 608 answers about 10 minutes; a
 # bench-sd at PER 2, NTOK 96 under load about 30 minutes. docs/paper-comparison.md has a run at STEPS=400 EPOCHS=3 PER=2 NTOK=96 AUTO=0. It is resumable: every step skips what is finished, an
 # interrupted training continues from its checkpoint (--ckpt-every 50, --resume), datagen resumes its shards.
 # Env: OUT (build/compare-smollm2), LIMIT (608), STEPS (2000), EPOCHS (14: with LIMIT 608 an epoch is
@@ -23,7 +22,7 @@
 # Results: $OUT/VARIANT.sSEED.bin{,.json,.bench-60.json,.bench-auto.json}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${BEAGLE_SHARED:-../shared}
+DATA=$PWD/data
 M=weights/SmolLM2-135M-Instruct.Q4_1.gguf
 OUT=${OUT:-build/compare-smollm2}
 LIMIT=${LIMIT:-608}
@@ -43,20 +42,20 @@ make -j2 build/beagle build/test/draft_topk >/dev/null
 [ -f "$M" ] || bash scripts/fetch_model.sh
 mkdir -p "$OUT"
 DATA=$OUT/data
-$B datagen -m "$M" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
+$B datagen -m "$M" --prompts "$DATA/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
     -n 192 --max-prompt 256 -o "$DATA" --batch 16 --shard-seqs 32 -t 2
 # variant s12sl (s12 with the target's layers 22 and 27 fused into the key states) reads the same data with
 # those layers' rows kept too: the same tokens and states (datagen --state-layers changes neither)
 case " $VARIANTS " in *" s12sl "*)
-    $B datagen -m "$M" --prompts "$SHARED/data/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
+    $B datagen -m "$M" --prompts "$DATA/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
         -n 192 --max-prompt 256 -o "$DATA-sl" --batch 16 --shard-seqs 32 -t 2 --state-layers 22,27 ;;
 esac
 # held-out: the target's greedy answers (128 tokens) to the 80 MT-Bench first turns, for the teacher-forced top-1 / top-5
 HELD=$OUT/mt-bench-greedy
-$B datagen -m "$M" --prompts "$SHARED/data/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
+$B datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
     --shard-seqs 80 -t 1 -o "$HELD"
 case " $VARIANTS " in *" s12sl "*)
-    $B datagen -m "$M" --prompts "$SHARED/data/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
+    $B datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
         --shard-seqs 80 -t 1 -o "$HELD-sl" --state-layers 22,27 ;;
 esac
 # EPOCHS outlast STEPS (--max-steps ends every run); stage 2 starts at the same step in every two-stage variant
@@ -81,7 +80,7 @@ train_one() {  # variant seed
     [ "$1" = s12sl ] && data=$DATA-sl
     $B train -m "$M" --data "$data" -o "$d" $(flags "$1") --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3 \
         --draft-vocab 8192 --loss-on-prompt --vloss-weight 1 --seed "$2" --max-steps "$STEPS" --ckpt-every 50 \
-        --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 -t "$TRAIN_THREADS" -q "${resume[@]}" \
+        --eval-prompts "$DATA/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 -t "$TRAIN_THREADS" -q "${resume[@]}" \
         > "$d.log" 2>&1
 }
 train_all() {
@@ -102,7 +101,7 @@ bench_one() {  # variant seed: Spec-Bench (PER prompts per category) with chain 
     for mode in "${modes_list[@]}"; do
         read -r modes total <<< "$mode"
         j=$d.bench-$total.json
-        [ -f "$j" ] || $B bench-sd -m "$M" -d "$d" --prompts "$SHARED/data/eval/spec_bench_question.jsonl" \
+        [ -f "$j" ] || $B bench-sd -m "$M" -d "$d" --prompts "$DATA/eval/spec_bench_question.jsonl" \
             --per-category "$PER" -n "$NTOK" -t 2 --modes "none,$modes" --total-tokens "$total" -o "$j" > /dev/null
     done
     local held=$HELD

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compare_stories260k.sh: the paper's comparison (seed 000, Beagle vs EAGLE-2 on the same data and
+# compare_stories260k.sh: the Beagle paper's comparison (Beagle vs EAGLE-2 on the same data and
 # budget) on the stories260K target, reported in docs/paper-comparison.md. Every variant trains on the
 # same data (the 768 stories of scripts/ablation_stories260k.sh: `beagle datagen --sample 768 --seed
 # 1234`), the same steps (EPOCHS epochs of batch 16, lr 3e-3, warm-up 5%), the same losses (soft CE +
@@ -24,9 +24,9 @@
 # EPOCHS (4), JOBS (2), VARIANTS ("s1 s12 s12gt eagle").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${BEAGLE_SHARED:-../shared}
-M=$SHARED/data/models/stories260K.bin
-Z=$SHARED/data/models/tok512.bin
+DATA=$PWD/data
+M=$DATA/models/stories260K.bin
+Z=$DATA/models/tok512.bin
 OUT=${OUT:-build/compare}
 SEEDS=${SEEDS:-"1 2"}
 EPOCHS=${EPOCHS:-4}

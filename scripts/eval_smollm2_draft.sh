@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# eval_smollm2_draft.sh: the fixed measurement of SmolLM2 drafts (issue 20, item 3; docs/training.md), so a
+# eval_smollm2_draft.sh: the fixed measurement of SmolLM2 drafts (docs/training.md), so a
 # new draft is judged as the shipped one was. Per draft: greedy tau (chain of 5, 60-node tree) and the
 # drafting time per verify pass on (1) the 40 MT-Bench turns of docs/training.md's table and (2) 20 Spec-Bench
 # prompts from datasets no training data of the drafts came from (5 each of translation: WMT14, summarization:
@@ -12,7 +12,7 @@
 # on 2 idle cores, plus 5 for the MT-Bench answers once. Env: OUT (build/eval-smollm2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${BEAGLE_SHARED:-../shared}
+DATA=$PWD/data
 M=weights/SmolLM2-135M-Instruct.Q4_1.gguf
 OUT=${OUT:-build/eval-smollm2}
 [ $# -gt 0 ] || set -- weights/beagle-smollm2-135m.bin
@@ -20,14 +20,14 @@ make -s -j2 build/beagle build/test/draft_topk
 [ -f "$M" ] || bash scripts/fetch_model.sh
 mkdir -p "$OUT"
 held=$OUT/mt-bench-greedy
-build/beagle datagen -m "$M" --prompts "$SHARED/data/eval/mt_bench_question.jsonl" -n 256 --max-prompt 1024 --batch 32 \
+build/beagle datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 256 --max-prompt 1024 --batch 32 \
     --shard-seqs 80 -t 2 -o "$held" > /dev/null
 for d in "$@"; do
   [ -f "$d" ] || { echo "eval_smollm2_draft: no draft file '$d'" >&2; exit 1; }
   n=$OUT/$(basename "$d")
-  [ -s "$n.mt.json" ] || build/beagle bench-sd -m "$M" -d "$d" --prompts "$SHARED/data/eval/mt_bench_question.jsonl" \
+  [ -s "$n.mt.json" ] || build/beagle bench-sd -m "$M" -d "$d" --prompts "$DATA/eval/mt_bench_question.jsonl" \
       --per-category 5 --modes chain,tree --total-tokens 60 -n 128 -t 2 -o "$n.mt.json" > /dev/null
-  [ -s "$n.held.json" ] || build/beagle bench-sd -m "$M" -d "$d" --prompts "$SHARED/data/eval/spec_bench_question.jsonl" \
+  [ -s "$n.held.json" ] || build/beagle bench-sd -m "$M" -d "$d" --prompts "$DATA/eval/spec_bench_question.jsonl" \
       --categories translation,summarization,qa,rag --per-category 5 --modes chain,tree --total-tokens 60 -n 128 -t 2 \
       -o "$n.held.json" > /dev/null
   [ -s "$n.topk.txt" ] || { build/test/draft_topk "$M" "$d" "$held" > "$n.topk.tmp" && mv "$n.topk.tmp" "$n.topk.txt"; }

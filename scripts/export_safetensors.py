@@ -5,7 +5,7 @@
 # rotate-half order as llama2.c's export.py does, so loading it back tests our un-permutation.
 # Used by test/unit/test_loaders.cpp and the lead's generation tests.
 #
-#   python3 scripts/export_safetensors.py ../shared/data/models/stories260K.bin OUT_DIR [--shards N] [--dtype f32|bf16|f16]
+#   python3 scripts/export_safetensors.py data/models/stories260K.bin OUT_DIR [--shards N] [--dtype f32|bf16|f16]
 import argparse
 import json
 import os

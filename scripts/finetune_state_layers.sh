@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# finetune_state_layers.sh: do fused target layers help the shipped SmolLM2 draft (issue 20, item 3)? An
+# finetune_state_layers.sh: do fused target layers help the shipped SmolLM2 draft? An
 # A/B at the shipped level: both arms start from weights/beagle-smollm2-135m.bin (--init) and fine-tune on
 # the same data, steps, seed and learning rate: the comparison's data (scripts/compare_smollm2.sh: the Q4_1
 # target's greedy answers to the first 608 ShareGPT prompts), arm A as the shipped draft is, arm B with
@@ -12,7 +12,7 @@
 # Env: CMP (build/compare-smollm2), OUT (build/finetune-sl), EPOCHS (1: stage-1 epochs, as many stage-2), LR (1e-3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${BEAGLE_SHARED:-../shared}
+DATA=$PWD/data
 M=weights/SmolLM2-135M-Instruct.Q4_1.gguf
 SHIPPED=weights/beagle-smollm2-135m.bin
 CMP=${CMP:-build/compare-smollm2}
@@ -31,14 +31,14 @@ arm() {  # name data extra-flags...
   [ -f "$d.ckpt" ] && resume=(--resume "$d.ckpt")
   build/beagle train -m "$M" --data "$data" -o "$d" --init "$SHIPPED" --stage1-epochs "$EPOCHS" --stage2-epochs "$EPOCHS" \
       --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr "$LR" --lr-decay 0.5 --warmup 20 --draft-vocab 8192 \
-      --loss-on-prompt --vloss-weight 1 --seed 10 --ckpt-every 50 --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" \
+      --loss-on-prompt --vloss-weight 1 --seed 10 --ckpt-every 50 --eval-prompts "$DATA/eval/mt_bench_question.jsonl" \
       --eval-n 10 --eval-tokens 128 -t 2 -q "${resume[@]}" "$@" > "$d.log" 2>&1
 }
 arm A "$CMP/data"
 arm B "$CMP/data-sl" --state-layers 22,27
 for d in "$SHIPPED" "$OUT/A.bin" "$OUT/B.bin"; do
   j=$OUT/$(basename "$d").tau.json
-  [ -s "$j" ] || build/beagle bench-sd -m "$M" -d "$d" --prompts "$SHARED/data/eval/mt_bench_question.jsonl" \
+  [ -s "$j" ] || build/beagle bench-sd -m "$M" -d "$d" --prompts "$DATA/eval/mt_bench_question.jsonl" \
       --per-category 5 --modes chain,tree --total-tokens 60 -n 128 -t 2 -o "$j" > /dev/null
   held=$CMP/mt-bench-greedy
   [ "$d" = "$OUT/B.bin" ] && held=$CMP/mt-bench-greedy-sl

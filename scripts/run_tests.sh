@@ -14,7 +14,6 @@ FILTER=${2:-.}
 cd "$(dirname "$0")/.."
 export BEAGLE_ROOT=$PWD
 export BEAGLE_BIN=$PWD/$BUILD/beagle
-export BEAGLE_SHARED=${BEAGLE_SHARED:-$PWD/../shared}
 export BEAGLE_MODEL=${BEAGLE_MODEL:-$PWD/weights/SmolLM2-135M-Instruct.Q4_1.gguf}
 LOGS=$BUILD/test-logs
 mkdir -p "$LOGS"

@@ -7,14 +7,14 @@
 # Outputs in build/sd-ceiling/; about 5 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${BEAGLE_SHARED:-../shared}
+DATA=$PWD/data
 M=weights/SmolLM2-135M-Instruct.Q4_1.gguf
 DRAFT=${1:-weights/beagle-smollm2-135m.bin}
 W=build/sd-ceiling
 make -s build/beagle build/test/draft_topk
 [ -f "$M" ] || bash scripts/fetch_model.sh
 mkdir -p "$W"
-build/beagle datagen -m "$M" --prompts "$SHARED/data/eval/mt_bench_question.jsonl" -n 256 --max-prompt 1024 --batch 32 \
+build/beagle datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 256 --max-prompt 1024 --batch 32 \
     --shard-seqs 80 -t 2 -o "$W/mt-bench-greedy"
 [ -f "$W/bench.json" ] || build/beagle bench -m "$M" -t 2 -o "$W/bench.json" > /dev/null
 build/test/draft_topk "$M" "$DRAFT" "$W/mt-bench-greedy" > "$W/topk.txt"

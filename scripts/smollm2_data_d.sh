@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # smollm2_data_d.sh WORK [THREADS]: data D of the SmolLM2 draft (docs/training.md, step 9), written by the
-# Q4_1 target itself: greedy answers to every ShareGPT prompt of ../shared/data/train, the self-instruct
+# Q4_1 target itself: greedy answers to every ShareGPT prompt of data/train, the self-instruct
 # seeds and the first 3000 GSM8K training questions, and two sampled answers per ShareGPT prompt
 # (top-p 0.9; temperature 0.7, seeds 21 / 22, and 0.5, seeds 31 / 32); up to 256 new tokens, prompts cut to
 # 256 tokens, 32 sequences per target pass. Into WORK/data-p6-*; resumable. Used by train_smollm2.sh and
@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=$1
 THREADS=${2:-2}
-SHARED=${BEAGLE_SHARED:-../shared}
-tr=$SHARED/data/train
+DATA=$PWD/data
+tr=$DATA/train
 sg=$tr/sharegpt_sg90k_first_sampled_sorted.json
 v3=$tr/sharegpt_v3_filtered_1000.json
 gen=(-m weights/SmolLM2-135M-Instruct.Q4_1.gguf -n 256 --max-prompt 256 --batch 32 --shard-seqs 64 -t "$THREADS")

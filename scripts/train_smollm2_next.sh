@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# train_smollm2_next.sh: phase 8 of the SmolLM2 draft (issue 20, item 3: tree-60 tau >= 3.0 on MT-Bench):
+# train_smollm2_next.sh: phase 8 of the SmolLM2 draft (aim: tree-60 tau >= 3.0 on MT-Bench):
 # the shipped draft (scripts/train_smollm2.sh, phase 7) trained on more self-distilled data. Resumable:
 # every datagen and the training resume after a kill, so rerun the script until it prints its summary.
 #   1. data D again, as train_smollm2.sh step 9 wrote it (the Q4_1 target's greedy answers to every
@@ -8,7 +8,7 @@
 #   2. data E, new: a third sampled answer per ShareGPT prompt (temperature 0.7, seeds 41 / 42), greedy
 #      answers to the rest of GSM8K's training questions (--skip 3000), and SELF (default 8000) Magpie-style
 #      conversations whose user turns the target writes itself (`datagen --self-prompts`, seed 51).
-#   3. data F, new (2026-11-28): the target's greedy answers to the long prompts, the ShareGPT first turns
+#   3. data F, new: the target's greedy answers to the long prompts, the ShareGPT first turns
 #      (sg90k and v3) of at least 1000 characters (about 700), kept up to 1792 tokens (D and E cut every
 #      prompt at 256). The shipped draft never saw a context past 512 tokens, and on Spec-Bench's
 #      long-document categories its tree-60 tau is 1.5-1.7 (summarization 1.53 on 10 articles, 1.94 with
@@ -24,7 +24,7 @@
 # About 8 hours on 2 idle cores (datagen ~5 h, training ~3 h). Environment: WORK, OUT, SELF, THREADS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${BEAGLE_SHARED:-../shared}
+DATA=$PWD/data
 M=weights/SmolLM2-135M-Instruct.Q4_1.gguf
 SHIPPED=weights/beagle-smollm2-135m.bin
 WORK=${WORK:-build/smollm2-next}
@@ -35,7 +35,7 @@ make -j2 build/beagle
 [ -f "$M" ] || bash scripts/fetch_model.sh
 mkdir -p "$WORK"
 gen=(-m "$M" -n 256 --max-prompt 256 --batch 32 --shard-seqs 64 -t "$THREADS")
-tr=$SHARED/data/train
+tr=$DATA/train
 sg=$tr/sharegpt_sg90k_first_sampled_sorted.json
 v3=$tr/sharegpt_v3_filtered_1000.json
 # 1. data D (train_smollm2.sh step 9: scripts/smollm2_data_d.sh)
@@ -65,7 +65,7 @@ bash scripts/merge_data.sh "$WORK/data-phase8" "$WORK"/data-p6-{sg90k-greedy,v3-
 build/beagle train -m "$M" --window 2 --sim-steps 2 --batch 4 --seq-len 2048 --lr 3e-3 --draft-vocab 8192 --new-vocab --loss-on-prompt \
     --data "$WORK/data-phase8" -o "$OUT" --ckpt "$WORK/phase8.ckpt" --init "$SHIPPED" \
     --stage1-epochs 1 --stage2-epochs 1 --lr-decay 0.5 --vloss-weight 1 --seed 10 -t "$THREADS" \
-    --eval-prompts "$SHARED/data/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128
+    --eval-prompts "$DATA/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128
 # 5. the new draft next to the shipped one (tau and top-k deterministic: greedy)
 phase8=$OUT
 OUT="$WORK/eval" bash scripts/eval_smollm2_draft.sh "$SHIPPED" "$phase8"

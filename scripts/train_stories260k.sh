@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # train_stories260k.sh: reproduces the shipped draft weights/beagle-stories260K.bin from scratch for the
-# stories260K target (../shared/data/models/stories260K.bin + tok512.bin): `beagle datagen` samples
+# stories260K target (data/models/stories260K.bin + tok512.bin): `beagle datagen` samples
 # 3000 stories from BOS (temperature 1, top-p 0.9, seed 1234; disjoint from the 50 held-out prompt
 # starts in test/data/stories_prompts.txt), then `beagle train` runs 2 epochs of stage 1 (window 3)
 # and 2 epochs of stage 2 (S = 3), batch 16, lr 3e-3 (warm-up 5% of the steps), seed 1, and evaluates
@@ -9,9 +9,9 @@
 # Time on the 2-core dev machine (shared with other jobs): see docs/training.md (well under an hour).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${BEAGLE_SHARED:-../shared}
-M=$SHARED/data/models/stories260K.bin
-Z=$SHARED/data/models/tok512.bin
+DATA=$PWD/data
+M=$DATA/models/stories260K.bin
+Z=$DATA/models/tok512.bin
 WORK=${WORK:-build/s260k}
 OUT=${OUT:-weights/beagle-stories260K.bin}
 THREADS=${THREADS:-1}   # the draft's ops are tiny: one thread is as fast as two on this machine

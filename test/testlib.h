@@ -77,17 +77,15 @@ static inline int test_summary(const char* name) {
     return g_skips ? 77 : 0;
 }
 
-// Where the tests find their files: ../shared's models folder (BEAGLE_SHARED, as scripts/run_tests.sh
-// sets it) with a trailing '/', the repository root (BEAGLE_ROOT), and the 50 stories prompts
+// Where the tests find their files: the repository root (BEAGLE_ROOT, as scripts/run_tests.sh sets it;
+// else the working directory), its data/models folder with a trailing '/', and the 50 stories prompts
 // (test/data/stories_prompts.txt, one per non-empty line).
-static inline std::string test_models_dir() {
-    const char* sh = getenv("BEAGLE_SHARED");
-    return std::string(sh ? sh : "../shared") + "/data/models/";
-}
 static inline std::string test_root() {
     const char* root = getenv("BEAGLE_ROOT");
     return root ? root : ".";
 }
+static inline std::string test_data_dir() { return test_root() + "/data/"; }
+static inline std::string test_models_dir() { return test_data_dir() + "models/"; }
 static inline std::vector<std::string> test_stories_prompts() {
     std::ifstream pf(test_root() + "/test/data/stories_prompts.txt");
     std::vector<std::string> prompts;

@@ -2,7 +2,7 @@
 // includes it when the compiler is not nvcc; kernels in cuda/*.cu then compile with g++ and run on
 // the CPU (blocks on a pool of OS threads, the threads of a block as fibers switched at barriers).
 // The runtime behind it is cuda/emu/scheduler.cpp (blocks, fibers, barriers, warp collectives)
-// and cuda/emu/cudart.cpp (cudaMalloc & co.). Design notes: ../shared/EMULATOR.md, cuda/emu/README.md.
+// and cuda/emu/cudart.cpp (cudaMalloc & co.). Design notes: cuda/emu/README.md.
 #pragma once
 
 #include <cuda_runtime.h>  // the toolkit's host headers: dim3, uint3, float4, cudaError_t, ...

@@ -1,4 +1,4 @@
-// prompts.h: reads prompt sets in the formats of ../shared/data: ShareGPT JSON (first human turn),
+// prompts.h: reads prompt sets in the formats of data/: ShareGPT JSON (first human turn),
 // JSONL with "turns" (MT-Bench, Spec-Bench), "question" (GSM8K), "instruction" (+ first instance's
 // input; self-instruct), "prompt" or "text"; or plain text, one prompt per line.
 #pragma once

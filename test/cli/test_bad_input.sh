@@ -4,8 +4,8 @@
 # --help exits 0. (Corrupt file contents are covered by test_bad_input.cpp.)
 set -u
 BIN=${BEAGLE_BIN:-build/beagle}
-SHARED=${BEAGLE_SHARED:-../shared}
-STORIES=$SHARED/data/models/stories260K.gguf
+DATA=$PWD/data
+STORIES=$DATA/models/stories260K.gguf
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/beagle_badinput_XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 pass=0

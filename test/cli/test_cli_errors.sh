@@ -2,7 +2,7 @@
 # test_cli_errors.sh: bad command lines and bad inputs to `beagle generate` get a clear message on
 # stderr and exit code 1: never a signal, never a hang (each run has a 60 s limit).
 set -u
-M=$BEAGLE_SHARED/data/models
+M=$BEAGLE_ROOT/data/models
 B=$BEAGLE_BIN
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0

@@ -14,7 +14,7 @@ if [ ! -x "${NVCC:-$CUDA_HOME/bin/nvcc}" ]; then
 fi
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 B=$(realpath --relative-to=. "$B")  # the same BUILD spelling as `make test`, so make's .d files match
-M=${BEAGLE_SHARED:-../shared}/data/models
+M=$PWD/data/models
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
 # a nested make: drop the outer make's jobserver settings

@@ -6,7 +6,7 @@
 #     the draft's key temporaries are kept), chain: at most 2 syncs per round (its gamma argmax ids
 #     stay on the device between draft steps and come down in one copy, then the verify's ids); tree:
 #     at most 2 syncs per round too (its working tree stays on the device between depths, Ops::tree_expand,
-#     and comes down in one copy: the host loop synced once per depth, depth + 1 = 6); at most 16 KiB down
+#     and comes down in one copy; the host loop syncs once per depth, depth + 1 = 6); at most 16 KiB down
 #     per round (ids, the tree's 16-byte nodes, never logits or states);
 #   - the same drafts sampled (temperature 0.8): no cudaMalloc after the first round either, and the verify's
 #     logits and states stay on the device. The chain is drawn there (Draft::sample_ids: each step's row warped
@@ -15,7 +15,7 @@
 #     at most 20 + 40 bytes + a p and a q row of 2 KiB down (the host loop: 7.67 syncs, 15.7 KB with this seed).
 #     The tree's candidates are point masses: only the rows the acceptance walk reads come down (the accepted
 #     path's, tau rows of 2 KiB per round, one copy each), so at most its own downloads (nodes and top-k, under
-#     8 KiB) + tau x 2 KiB and 1 + tau syncs per round (the old host path: T rows of logits and states, 60 KiB
+#     8 KiB) + tau x 2 KiB and 1 + tau syncs per round (downloading T rows of logits and states would be 60 KiB
 #     per round; the checks allow 1 byte and 0.01 sync for the JSON's rounding of tau and the figures);
 #   - SmolLM2-135M Q4_1 with its shipped draft (reduced vocabulary of 8192: the chain's ids go through
 #     the d2t table on the device), greedy chain: at most 2 syncs per round and the text of plain
@@ -26,9 +26,8 @@
 #   - training stage 1 then stage 2 (batch 2, window 2, 2 simulation steps): no cudaMalloc after the
 #     first optimizer step (the trainer's pool, warmed at the largest shapes before the first step) and
 #     at most 2 syncs per step (one loss download, one gradient norm); the same for a wide draft (dim
-#     1024 of a random 1-layer target, sequences of 128: 4 MiB of input states per step, more than the
-#     4 MiB staging arena held between syncs, which cost a third sync on every other step until the
-#     arena grew instead: 2.5 -> 2.0, as the 7B-shaped draft's 3.0 on the H100 of 2026-11-26).
+#     1024 of a random 1-layer target, sequences of 128: 4 MiB of input states per step, more than a
+#     4 MiB staging arena holds between syncs; the arena grows instead of adding a sync).
 # The counts are exact (every runtime call runs in the emulator), so the bounds are the design's, not
 # tolerances. BEAGLE_CUDA_BIN=build/beagle-cuda runs the same checks on a GPU.
 set -u
@@ -36,7 +35,7 @@ cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 EMU=${BEAGLE_CUDA_BIN:-$B/beagle-cuda-emu}
 CPU=${BEAGLE_BIN:-build/beagle}
-M=${BEAGLE_SHARED:-../shared}/data/models
+M=$PWD/data/models
 D=weights/beagle-stories260K.bin
 [ -x "$EMU" ] || { echo "FAIL: $EMU missing (make cuda-emu)"; exit 1; }
 [ -f "$D" ] || { echo "SKIP: no draft at $D"; exit 77; }
@@ -66,10 +65,9 @@ done
 # sampled (temperature 0.8): the host decides acceptance from the rows of the path alone (bounds above; the
 # tree's tau 3.33 and the chain's 2.67 with this seed); nothing is allocated after the first round either:
 # Ops::reserve sizes the quantized-activation scratch of a model whose widest input is not a multiple of 32
-# (stories260K's ffn 172) and the first captured plain step's slots up front (before 2026-11-27 a sampled
-# tree of --total-tokens auto allocated twice after its warm-up when its largest draft batch or first plain
-# step came late; test_cuda_backend_ops and test_cuda_backend_graph pin the two causes, which these runs do
-# not always reach)
+# (stories260K's ffn 172) and the first captured plain step's slots up front, so a sampled tree of
+# --total-tokens auto does not allocate when its largest draft batch or first plain step comes late
+# (test_cuda_backend_ops and test_cuda_backend_graph pin both, which these runs do not always reach)
 # (mode, bytes, syncs, per tau: 1 = + tau rows of 2 KiB and + tau syncs)
 for mode in "chain 4156 3 0" "tree 8192 1 1"; do
   set -- $mode

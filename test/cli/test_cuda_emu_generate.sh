@@ -2,13 +2,13 @@
 # test_cuda_emu_generate.sh: generation through the CUDA backend with every kernel running in the CPU
 # emulator (build/beagle-cuda-emu):
 #   - stories260K greedy (llama2.c .bin and GGUF) equals karpathy's run.c output byte for byte (the
-#     golden block after the `-t 0.0` command in ../shared/data/models/stories260K.md, test/oracles/golden.py);
+#     golden block after the `-t 0.0` command in data/models/stories260K.md, test/oracles/golden.py);
 #   - with a prompt, prefill in one batch (-b 64) and one token at a time (-b 1) give the same text
 #     (batch-invariant kernels), which is also the CPU backend's text, and greedy speculative decoding
 #     (prompt lookup; the shipped Beagle draft in chain and tree mode: the draft's cross-attention with
 #     concat predictions, tree-mask verify, KV compaction; the shipped EAGLE-style draft in chain and tree
 #     mode) gives that same text;
-#   - over a 408-token prompt (a KV cache of two 256-key attention slices: split-KV decode, query-tiled
+#   - over a 408-token prompt (a KV cache of many attention slices: split-KV decode, query-tiled
 #     prefill) the text is the CPU backend's, and greedy SD (lookup) gives the same;
 #   - SmolLM2-135M Q4_1 (quantized matmuls, tied Q8_0 embedding/LM head, GQA 9:3): a short greedy
 #     continuation equals the CPU backend's;
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 EMU=${BEAGLE_CUDA_BIN:-$B/beagle-cuda-emu}  # scripts/gpu_check.sh: build/beagle-cuda on a real GPU
 CPU=${BEAGLE_BIN:-build/beagle}
-M=${BEAGLE_SHARED:-../shared}/data/models
+M=$PWD/data/models
 [ -x "$EMU" ] || { echo "FAIL: $EMU missing (make cuda-emu)"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -50,7 +50,7 @@ check "cuda-emu prompt, prefill batch 1 == batch 64" "$tmp/cpu_prompt.txt" \
 # compaction) must give exactly the plain greedy text on this backend too
 check "cuda-emu greedy SD (--spec lookup) == plain greedy" "$tmp/cpu_prompt.txt" \
   "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 --spec lookup
-# a 408-token prompt: the KV cache spans two 256-key slices, so decode steps and short verify passes
+# a 408-token prompt: the KV cache spans many key slices, so decode steps and short verify passes
 # run split-KV (attn_split_kernel + attn_combine_kernel) and prefill / long verify passes the
 # query-tiled kernel: one reduction order, so the CPU backend's text and greedy SD == plain greedy
 L=$(for i in $(seq 1 14); do printf "Once upon a time, there was a little dog named Max who liked to run in the park. "; done)

@@ -9,7 +9,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 B=${BEAGLE_BIN:-build/beagle}
-M=${BEAGLE_SHARED:-../shared}/data/models
+M=$PWD/data/models
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
 ok() { echo "ok   $1"; }

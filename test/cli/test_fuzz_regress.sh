@@ -4,7 +4,7 @@
 # once crashed, hung or leaked a harness (test/fuzz/regress/<name>/*) must now end in a clean
 # beagle::Error: the replay prints "<file>: error: <message>" and exits 0 (a file named ok-* must be
 # accepted instead). (2) The seed corpora (test/fuzz/make_seeds.sh: small valid files of every format
-# and the real files of ../shared/data) replay without a crash, and the synthetic valid seeds load.
+# and the real files of data) replay without a crash, and the synthetic valid seeds load.
 # The chat_template harness needs the default model: without it that part is skipped (exit 77).
 set -u
 shopt -s nullglob

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # test_generate_golden.sh: stories260K greedy generation equals karpathy's run.c output (the golden
-# text in ../shared/data/models/stories260K.md) byte for byte, from the llama2.c .bin, from the
+# text in data/models/stories260K.md) byte for byte, from the llama2.c .bin, from the
 # GGUF (tokenizer from its metadata), and from our HF safetensors export; and the seeded sample
 # `-t 1.0 -p 0.9 -s 133742` equals run.c's too.
 set -u
-M=$BEAGLE_SHARED/data/models
+M=$BEAGLE_ROOT/data/models
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
 python3 test/oracles/golden.py "-t 0.0" > "$tmp/greedy.txt" || exit 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_gpu_check_dry_run.sh: scripts/gpu_check.sh --dry-run (what CI runs without a GPU) builds the CUDA
 # binary and the device tests (build/test-device/, linked with the nvcc objects), prints the plan and
-# exits 0 without touching a GPU, with the 7B target's inference plan line (under 24 GiB at Q4_1, ctx 4096) (also before the default model is fetched, as on CI's fresh clone); a missing ../shared file or an unknown argument is refused with a
+# exits 0 without touching a GPU, with the 7B target's inference plan line (under 24 GiB at Q4_1, ctx 4096) (also before the default model is fetched, as on CI's fresh clone); a missing data file or an unknown argument is refused with a
 # message naming it. Cheap after test_cuda_build.sh (make cuda is then up to date: only the device
 # tests are linked). Skipped (exit 77, says so) when nvcc is absent.
 set -u
@@ -25,10 +25,10 @@ grep -Eq "^  7B plan \(build/beagle generate --plan 7b,ffn=14336,q4_1 -c 4096\):
 for b in build/beagle-cuda build/test/tool_random_llama build/test-device/test_cuda_backend_ops build/test-device/test_cuda_backend_train; do
   [ -x "$b" ] && ok "built $b" || bad "$b not built"
 done
-if BEAGLE_SHARED="$tmp/none" bash scripts/gpu_check.sh --dry-run > "$tmp/miss" 2>&1; then
-  bad "a missing ../shared was accepted"
+if bash scripts/gpu_check.sh --dry-run --data "$tmp/none" > "$tmp/miss" 2>&1; then
+  bad "a missing data folder was accepted"
 else
-  grep -q "missing $tmp/none/data/models/stories260K.bin" "$tmp/miss" && ok "missing model named: $(head -1 "$tmp/miss")" ||
+  grep -q "missing $tmp/none/models/stories260K.bin" "$tmp/miss" && ok "missing model named: $(head -1 "$tmp/miss")" ||
     { bad "unclear message"; cat "$tmp/miss"; }
 fi
 # CI runs the dry run on a fresh clone before make test has fetched the default model: built, said, exit 0

@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
-SHARED=${BEAGLE_SHARED:-../shared}
+DATA=$PWD/data
 MODEL=${BEAGLE_MODEL:-weights/SmolLM2-135M-Instruct.Q4_1.gguf}
 export BEAGLE_ISA=avx2
 fail=0
@@ -44,7 +44,7 @@ same_logits BEAGLE_HUGEPAGES 0 1 "4 KiB pages = 2 MiB pages"
 BEAGLE_HUGEPAGES=0 "$B"/test/test_matmul > "$tmp/matmul.hp0" 2>&1 \
   || { tail -5 "$tmp/matmul.hp0"; echo "FAIL: test_matmul with BEAGLE_HUGEPAGES=0"; fail=1; }
 "$B"/beagle bench-sd -m "$MODEL" -d weights/beagle-smollm2-135m.bin -t 2 -n 48 --per-category 1 \
-    --prompts "$SHARED/data/eval/mt_bench_question.jsonl" --modes none,tree,lookup,hybrid -o "$json" > /dev/null 2>&1 \
+    --prompts "$DATA/eval/mt_bench_question.jsonl" --modes none,tree,lookup,hybrid -o "$json" > /dev/null 2>&1 \
     || { echo "FAIL: bench-sd on the AVX2 path exited non-zero"; fail=1; }
 python3 - "$json" <<'PY' || fail=1
 import json, sys

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # test_no_http_build.sh: the NO_HTTP=1 build (a machine without cpp-httplib and no network to install it,
-# e.g. the lent GPU machine of scripts/gpu_check.sh) links without libcpp-httplib and zlib, generates the
+# e.g. an offline GPU machine running scripts/gpu_check.sh) links without libcpp-httplib and zlib, generates the
 # same text as the normal build, and `serve` / `generate --server` exit 1 with a message that says why.
 # Only src/serve/server.cpp and remote.cpp differ under NO_HTTP, so this compiles those two with
 # -DBEAGLE_NO_HTTP and links them ahead of the normal objects and library (their symbols win).
 set -u
 B=$(dirname "$BEAGLE_BIN")
 MODEL=$BEAGLE_ROOT/weights/SmolLM2-135M-Instruct.Q4_1.gguf
-M=$BEAGLE_SHARED/data/models
+M=$BEAGLE_ROOT/data/models
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
 HERE=$(cd "$(dirname "$0")" && pwd)

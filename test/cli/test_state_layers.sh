@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 B=${BEAGLE_BIN:-build/beagle}
 EMU=${BEAGLE_CUDA_EMU_BIN:-$(dirname "$B")/beagle-cuda-emu}  # make test-asan: the -O2 build (the emulator is not built with ASan)
-M=${BEAGLE_SHARED:-../shared}/data/models
+M=$PWD/data/models
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
 ok() { echo "ok   $1"; }

@@ -6,7 +6,7 @@
 # draft; with --new-vocab it is chosen from the run's data (the d2t of a fresh run on that data) while the
 # trained tensors carry over (first-step CE < 0.8x a random init's on the same vocabulary).
 set -u
-M=$BEAGLE_SHARED/data/models
+M=$BEAGLE_ROOT/data/models
 B=$BEAGLE_BIN
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0

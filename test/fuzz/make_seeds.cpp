@@ -2,7 +2,7 @@
 // format made by the project's own writers (GGUF in several dtypes and both tokenizer kinds,
 // llama2.c, safetensors directory and index, draft, checkpoint, data shard, chat input), into
 // OUT/<harness>/. Each binary seed is loaded back to prove it valid. test/fuzz/make_seeds.sh adds
-// cut-down copies of the real files in ../shared/data. Usage: make_seeds OUT_DIR
+// cut-down copies of the real files in data/. Usage: make_seeds OUT_DIR
 #include <sys/stat.h>
 
 #include <algorithm>

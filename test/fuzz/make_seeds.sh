@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make_seeds.sh: builds the fuzz seed corpora in OUT/<harness>/: the synthetic files of
 # build/test/fuzz/make_seeds (every format, small and valid), plus the real files of
-# ../shared/data (models and tokenizers as they are; prompt files cut to their first records) and a
+# data (models and tokenizers as they are; prompt files cut to their first records) and a
 # tiny SentencePiece model / tokenizer.json trained here with the test oracle packages (pydeps).
 # Nothing here is committed; libFuzzer reads at most -max_len bytes of each seed.
 # Usage: test/fuzz/make_seeds.sh OUT_DIR
@@ -9,8 +9,8 @@ set -euo pipefail
 OUT=${1:?usage: make_seeds.sh OUT_DIR}
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
-SHARED=${BEAGLE_SHARED:-../shared}
-D=$SHARED/data
+DATA=$PWD/data
+D=$DATA
 rm -rf "$OUT"
 mkdir -p "$OUT"
 "$BUILD/test/fuzz/make_seeds" "$OUT"

@@ -1,8 +1,8 @@
 // cuda_backend_graph.cpp -> build/test/test_cuda_backend_graph: the plain decode step the CUDA backend
 // captures once as a CUDA graph and replays (CudaOps::step_begin, Llama::forward at T = 1; docs/gpu.md
-// "CUDA graphs"; kernels in the CPU emulator) gives the logits and true states of the same step run
-// without graphs (BEAGLE_CUDA_GRAPH=0), bit for bit (memcmp), at every step: across a 256-key split-KV
-// slice boundary, on a second KV sequence (its own graph), after a truncate, and on SmolLM2 Q4_1. It costs
+// "CUDA graphs of the plain decode step"; kernels in the CPU emulator) gives the logits and true states of
+// the same step run without graphs (BEAGLE_CUDA_GRAPH=0), bit for bit (memcmp), at every step: across a
+// split-KV slice boundary, on a second KV sequence (its own graph), after a truncate, and on SmolLM2 Q4_1. It costs
 // one graph launch per step (the head's 2 launches outside it) where the step without graphs launches
 // every kernel, and no decode step allocates device memory (the capture included).
 #include <cstdlib>
@@ -94,7 +94,7 @@ static void check_model(const std::string& path, int prompt, int steps) {
     CHECK(graph.step_launches == 3LL * n, "%s: %lld launches for %d steps with graphs, want 3 per step", path.c_str(),
           graph.step_launches, n);
     // Llama's Ops::reserve sized every slot up front, the first captured step's included: no decode step
-    // allocates, the capture neither (it grew the RoPE slot once before 2026-11-27)
+    // allocates, the capture neither (a missed slot, e.g. RoPE's, would grow during the capture)
     CHECK(graph.step_allocs == 0 && plain.step_allocs == 0, "%s: %lld / %lld cudaMallocs in the decode steps with / "
           "without graphs, want 0", path.c_str(), graph.step_allocs, plain.step_allocs);
     const int layers = mf->config.n_layers;
@@ -105,9 +105,7 @@ static void check_model(const std::string& path, int prompt, int steps) {
 }
 
 int main() {
-    const char* shared = getenv("BEAGLE_SHARED");
-    const std::string sh = shared ? shared : "../shared";
-    check_model(sh + "/data/models/stories260K.bin", 250, 12);  // n_past 250..261: one slice, then two
+    check_model(test_models_dir() + "stories260K.bin", 250, 12);  // n_past 250..261: one slice, then two
     const char* model = getenv("BEAGLE_MODEL");
     check_model(model ? model : "weights/SmolLM2-135M-Instruct.Q4_1.gguf", 2, 1);  // emulated SmolLM2 steps are slow
     return test_summary("test_cuda_backend_graph");

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""golden.py: prints one golden output block of ../shared/data/models/stories260K.md (karpathy's
+"""golden.py: prints one golden output block of data/models/stories260K.md (karpathy's
 run.c outputs, an independent reference): the block that follows the command line containing ARG."""
 import os, sys
 
-md = os.path.join(os.environ.get("BEAGLE_SHARED", "../shared"), "data/models/stories260K.md")
+md = os.path.join(os.environ.get("BEAGLE_ROOT", "."), "data/models/stories260K.md")
 needle = sys.argv[1]
 lines = open(md, encoding="utf-8").read().split("\n")
 for i, l in enumerate(lines):

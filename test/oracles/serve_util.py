@@ -4,9 +4,9 @@
 import http.client, json, os, re, subprocess, time
 
 BIN = os.environ.get("BEAGLE_BIN", "build/beagle")
-SHARED = os.environ.get("BEAGLE_SHARED", "../shared")
+DATA = os.path.join(os.environ.get("BEAGLE_ROOT", "."), "data")
 ROOT = os.environ.get("BEAGLE_ROOT", ".")
-STORIES = ["-m", f"{SHARED}/data/models/stories260K.bin", "-z", f"{SHARED}/data/models/tok512.bin"]
+STORIES = ["-m", f"{DATA}/models/stories260K.bin", "-z", f"{DATA}/models/tok512.bin"]
 STORIES_DRAFT = f"{ROOT}/weights/beagle-stories260K.bin"
 SMOL = os.environ.get("BEAGLE_MODEL", f"{ROOT}/weights/SmolLM2-135M-Instruct.Q4_1.gguf")
 SMOL_DRAFT = f"{ROOT}/weights/beagle-smollm2-135m.bin"

@@ -8,8 +8,8 @@ import json, os, subprocess, tempfile
 from checks import check, finish
 
 BIN = os.environ.get("BEAGLE_BIN", "build/beagle")
-SHARED = os.environ.get("BEAGLE_SHARED", "../shared")
-M = ["-m", f"{SHARED}/data/models/stories260K.bin", "-z", f"{SHARED}/data/models/tok512.bin"]
+DATA = os.path.join(os.environ.get("BEAGLE_ROOT", "."), "data")
+M = ["-m", f"{DATA}/models/stories260K.bin", "-z", f"{DATA}/models/tok512.bin"]
 
 with tempfile.TemporaryDirectory() as tmp:
     # the CUDA backend (the emulated CUDA build): one path named "cuda", no CPU roofline or CPU-time curve

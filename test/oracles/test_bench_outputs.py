@@ -14,9 +14,9 @@ from checks import check, finish
 from pngcheck import png_pixels
 
 BIN = os.environ.get("BEAGLE_BIN", "build/beagle")
-SHARED = os.environ.get("BEAGLE_SHARED", "../shared")
+DATA = os.path.join(os.environ.get("BEAGLE_ROOT", "."), "data")
 ROOT = os.environ.get("BEAGLE_ROOT", ".")
-M = ["-m", f"{SHARED}/data/models/stories260K.bin", "-z", f"{SHARED}/data/models/tok512.bin"]
+M = ["-m", f"{DATA}/models/stories260K.bin", "-z", f"{DATA}/models/tok512.bin"]
 DRAFT = f"{ROOT}/weights/beagle-stories260K.bin"
 def run(args):
     return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=300)

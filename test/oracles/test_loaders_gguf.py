@@ -20,7 +20,7 @@ from gguf.quants import dequantize, quantize
 
 ROOT = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("BEAGLE_BIN", os.path.join(ROOT, "build", "beagle"))
-SHARED = os.environ.get("BEAGLE_SHARED", os.path.join(ROOT, "..", "shared"))
+DATA = os.path.join(ROOT, "data")
 MODEL = os.environ.get("BEAGLE_MODEL", os.path.join(ROOT, "weights", "SmolLM2-135M-Instruct.Q4_1.gguf"))
 
 failures = 0
@@ -247,7 +247,7 @@ def main():
         sys.exit(f"{BIN} not built")
     with tempfile.TemporaryDirectory(prefix="beagle_gguf_") as tmp:
         seen = set()
-        seen |= check_file(os.path.join(SHARED, "data", "models", "stories260K.gguf"), tmp)
+        seen |= check_file(os.path.join(DATA, "models", "stories260K.gguf"), tmp)
         if os.path.exists(MODEL):
             seen |= check_file(MODEL, tmp)
         else:

@@ -23,10 +23,10 @@ from ref_llama import RefLlama  # noqa: E402
 
 BIN = os.environ.get("BEAGLE_BIN", os.path.join(root, "build/beagle"))
 TOOL = os.path.join(os.path.dirname(BIN), "test", "tool_logits")
-SHARED = os.environ.get("BEAGLE_SHARED", os.path.join(root, "../shared"))
+DATA = os.path.join(root, "data")
 CASES = [
     # model, ids, layers, (max |diff| / max |h|) bound or None, (rms diff / rms h) bound or None
-    (os.path.join(SHARED, "data/models/stories260K.gguf"), [1, 403, 407, 261, 378, 100, 45, 300, 12, 99] * 7,
+    (os.path.join(DATA, "models/stories260K.gguf"), [1, 403, 407, 261, 378, 100, 45, 300, 12, 99] * 7,
      [0, 2, 4], 1e-5, None),
     (os.path.join(root, "weights/SmolLM2-135M-Instruct.Q4_1.gguf"),
      [1, 9690, 314, 253, 1345, 2914, 28, 416, 260, 1456, 30, 2, 198, 1, 520, 9531, 198], [2, 22, 27, 29], None, 1e-3),

@@ -110,11 +110,11 @@ def require_file(path, what):
 
 def paths():
     root = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    shared = os.environ.get("BEAGLE_SHARED", os.path.join(root, "..", "shared"))
+    data = os.path.join(root, "data")
     return {
         "bin": require_file(os.environ.get("BEAGLE_BIN", os.path.join(root, "build", "beagle")), "beagle binary (run make)"),
         "model": os.environ.get("BEAGLE_MODEL", os.path.join(root, "weights", "SmolLM2-135M-Instruct.Q4_1.gguf")),
-        "models": os.path.join(shared, "data", "models"),
+        "models": os.path.join(data, "models"),
     }
 
 

@@ -96,7 +96,7 @@ static std::vector<uint64_t> cut_points(uint64_t header, uint64_t size, int data
 }
 
 static void test_gguf_truncations(const lt::TempDir& tmp) {
-    std::string stories = lt::shared_models() + "/stories260K.gguf";
+    std::string stories = lt::data_models() + "/stories260K.gguf";
     auto m = load_model(stories);
     uint64_t size = m->maps[0]->size, hdr = data_start(*m);
     m.reset();
@@ -115,7 +115,7 @@ static void test_gguf_truncations(const lt::TempDir& tmp) {
 
 static void test_gguf_flips(const lt::TempDir& tmp) {
     // flip bytes all over the header region of stories260K.gguf: load or Error, never a crash
-    std::string src = lt::shared_models() + "/stories260K.gguf";
+    std::string src = lt::data_models() + "/stories260K.gguf";
     std::vector<uint8_t> orig = lt::read_bytes(src);
     auto m = load_model(src);
     uint64_t hdr = data_start(*m);
@@ -401,7 +401,7 @@ static void test_gguf_targeted(const lt::TempDir& tmp) {
 }
 
 static void test_llama2c(const lt::TempDir& tmp) {
-    std::string src = lt::shared_models() + "/stories260K.bin";
+    std::string src = lt::data_models() + "/stories260K.bin";
     std::vector<uint8_t> orig = lt::read_bytes(src);
     std::vector<uint64_t> cuts;
     for (int k = 0; k < 64; k++) cuts.push_back(orig.size() * k / 64);

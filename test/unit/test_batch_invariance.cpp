@@ -146,15 +146,14 @@ static void run_multi(const std::string& path, int N) {
 }
 
 int main() {
-    const char* shared = getenv("BEAGLE_SHARED");
     const char* model = getenv("BEAGLE_MODEL");
-    std::string sh = shared ? shared : "../shared";
+    const std::string M = test_models_dir();
     printf("matmul ISA path: %s (BEAGLE_ISA=%s)\n", cpu_matmul_isa(), getenv("BEAGLE_ISA") ? getenv("BEAGLE_ISA") : "");
     try {
-        run_model(sh + "/data/models/stories260K.bin", 40);
-        run_model(sh + "/data/models/stories260K.gguf", 24);
+        run_model(M + "stories260K.bin", 40);
+        run_model(M + "stories260K.gguf", 24);
         run_model(model ? model : "weights/SmolLM2-135M-Instruct.Q4_1.gguf", 60);  // > 40 keys: several 8-key score blocks, a tail, row prefetches
-        run_multi(sh + "/data/models/stories260K.bin", 30);
+        run_multi(M + "stories260K.bin", 30);
         run_multi(model ? model : "weights/SmolLM2-135M-Instruct.Q4_1.gguf", 12);
     } catch (const Error& e) {
         CHECK(false, "error: %s", e.what());

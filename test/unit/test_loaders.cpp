@@ -149,7 +149,7 @@ static std::unique_ptr<ModelFile> load_ok(const std::string& path) {
 }
 
 static void test_stories(std::unique_ptr<ModelFile>& bin) {
-    std::string dir = lt::shared_models();
+    std::string dir = lt::data_models();
     bin = load_ok(dir + "/stories260K.bin");
     auto gguf = load_ok(dir + "/stories260K.gguf");
     if (!bin || !gguf) return;
@@ -179,7 +179,7 @@ static void test_safetensors(const ModelFile* bin) {
     if (!bin) return;
     lt::TempDir tmp;
     std::string script = lt::root() + "/scripts/export_safetensors.py";
-    std::string src = lt::shared_models() + "/stories260K.bin";
+    std::string src = lt::data_models() + "/stories260K.bin";
     struct Case { const char* name; const char* args; } cases[] = {
         {"single", ""}, {"sharded", "--shards 3"}, {"bf16", "--dtype bf16"}, {"f16", "--dtype f16 --shards 2"},
     };
@@ -376,7 +376,7 @@ static void test_llama3_rope() {
     }
     // HF: rope_scaling in config.json of the exported stories checkpoint
     std::string dir = tmp / "hf";
-    std::string cmd = "python3 '" + lt::root() + "/scripts/export_safetensors.py' '" + lt::shared_models() +
+    std::string cmd = "python3 '" + lt::root() + "/scripts/export_safetensors.py' '" + lt::data_models() +
                       "/stories260K.bin' '" + dir + "'";
     CHECK(system(cmd.c_str()) == 0, "export");
     std::string cfg = read_file(dir + "/config.json");

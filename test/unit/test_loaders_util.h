@@ -23,7 +23,7 @@ inline std::string env_or(const char* name, const std::string& def) {
     return v && *v ? std::string(v) : def;
 }
 inline std::string root() { return env_or("BEAGLE_ROOT", "."); }
-inline std::string shared_models() { return env_or("BEAGLE_SHARED", root() + "/../shared") + "/data/models"; }
+inline std::string data_models() { return root() + "/data/models"; }
 inline std::string smollm2() { return env_or("BEAGLE_MODEL", root() + "/weights/SmolLM2-135M-Instruct.Q4_1.gguf"); }
 inline std::string beagle_bin() { return env_or("BEAGLE_BIN", root() + "/build/beagle"); }
 

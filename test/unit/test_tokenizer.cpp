@@ -282,7 +282,7 @@ static void test_bad_files(const std::string& models) {
 
 int main() {
     std::string model = env_or_fail("BEAGLE_MODEL");
-    std::string models = env_or_fail("BEAGLE_SHARED") + "/data/models";
+    std::string models = test_root() + "/data/models";
     if (!file_exists(model)) {
         fprintf(stderr, "FAIL: SmolLM2 model not found at %s (run make model)\n", model.c_str());
         return 1;

@@ -26,10 +26,9 @@
 //   token i's chain, lane r < R for row r, over the chunk's blocks in order. Why fast: every lane busy (the
 //   old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency per QGEMM_PAIRS pairs, the
 //   quantization amortized over R rows instead of 4. R (qgemm_dp4a_rows): the largest of 32, 16, 8 whose grid
-//   has QGEMM_FILL_BLOCKS = 264 blocks (2 per H100 SM), else 8: the H100 ran SmolLM2's decode GEMMs as 18-54
-//   blocks of 32 rows on 132 SMs (9.6 us per launch, half of a decode step); 8-row blocks give 4x the blocks
-//   for 4x the x re-reads (L2) and fewer busy threads per pair round. Timed on the H100 (scripts/gpu_knobs.sh):
-//   the rule decoded 7 % faster than 32-row blocks on a SmolLM2-shaped model, 15 % on a 7B-shaped one.
+//   has QGEMM_FILL_BLOCKS = 264 blocks (2 per H100 SM), else 8: SmolLM2's decode GEMMs are 18-54 blocks of 32
+//   rows, too few for an H100's 132 SMs; 8-row blocks give 4x the blocks for 4x the x re-reads (L2) and fewer
+//   busy threads per pair round (scripts/gpu_knobs.sh times the rule against fixed R).
 //   BEAGLE_CUDA_QGEMM_ROWS=8|16|32 forces R (the same bits: the chain of each output is the same).
 // gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_DP4A_MAX_T = 16: prefill and verify): tensor cores, after one
 //   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
@@ -46,24 +45,6 @@
 //   576-row matrix: 36, not 9), two barriers per 4 blocks instead of three per block, and the global
 //   loads overlap the tensor-core work instead of preceding it. The cost: each 16-row block reads the
 //   tokens' int8 x (L2), 4x the activation re-reads of 64-row blocks (docs/gpu-kernels.md).
-// gemm_q{8_0,4_0,4_1}_mma_tall_kernel (T > QGEMM_DP4A_MAX_T and the launch's tallest matrix has at least
-//   QMMA_TALL_MIN_ROWS rows: OFF by default, BEAGLE_CUDA_TALL_MIN_ROWS=N turns it on from N rows): the same
-//   with QMMA_ROWS_TALL = 64 rows x 64 tokens per block, so the int8 x is read by 4x fewer blocks (the 7B
-//   shape's verify at T = 64: 8.9 GB of L2 reads instead of 35.6 GB, the byte MODEL of docs/gpu-kernels.md).
-//   The model's argument for it from 2048 rows (a 16-row grid of 2048 rows is already about one block per SM
-//   of an H100 per 64 tokens, so past that every SM re-reads x for several 16-row blocks) did not hold on the
-//   H100 (2026-11-27, a 7B-shaped 2-layer Q4_1 model): from 2048 rows, verify T = 5..64 took 4.1-7.1 ms
-//   against 2.0-4.2 ms with 16-row blocks only, prefill 11.0k against 21.7k tok/s (why is not measured; a
-//   guess: 4x fewer blocks, each warp running its tiles and then 32 outputs per lane in series, cost more than
-//   the L2 re-reads saved). Kept and tested for devices where that differs. Mapping: the staging is the 16-row
-//   kernel's with 4 weight entries per thread instead of 1 (entry e = tid + 128 u, u < 4: row e / 8); warp w
-//   owns rows 16 w .. 16 w + 15: per block b0 + kb of the step, in order, it computes its 16 x 16 integer
-//   tiles for every token group (wmma, into its own 4 KiB of shared memory), __syncwarp, and lane l adds that
-//   block to its 32 outputs (t, o) = (l / 16 + 2 i, 16 w + l % 16); a barrier closes the step (the next store
-//   overwrites Ws, Xs and the scales, so no parity buffers: 44 KiB of static shared memory). Same bits as the
-//   16-row kernel: each output's I_b is the same exact integer (wmma s8 -> s32) and its chain is the same
-//   fmaf(d_w d_x, I_b, acc) (+ fmaf(m_w, s_x, acc)) over b = 0, 1, ..., nb - 1 in order from 0, only the
-//   thread holding it differs (tests: memcmp of the two kernels on every case).
 // No kernel indexes QGemmArgs' arrays by blockIdx.z (qgemm_pick): no local-memory copy.
 // Blocks of 34 (Q8_0) and 18 (Q4_0) bytes are only 2-byte aligned: weights are read as 16-bit halves; Q4_1's
 // 20-byte blocks on a 4-byte aligned matrix as 32-bit words in the dp4a kernels (load_block_words).
@@ -85,7 +66,7 @@
 // exact and the sum an integer in any order, so d, s and q have the bits of a serial loop (the test
 // checks them against the CPU rule). Why fast: a warp loads its block's 128 bytes in one coalesced
 // request and every thread has one load in flight; the thread-per-block kernel before it issued 32
-// dependent-address loads per thread over 2-5 thread blocks (14.8 us per launch on an H100, 2026-11-27).
+// dependent-address loads per thread over 2-5 thread blocks.
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols) {
     const long long k = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;  // the same for a whole warp
     const int j = threadIdx.x % 32;
@@ -446,66 +427,9 @@ __device__ void gemm_q_mma_body(const QGemmArgs& a) {
     }
 }
 
-// The tall variant: 64 rows x 64 tokens per block, warp w owning rows 16 w .. 16 w + 15 of every block.
-template <int DT>
-__device__ void gemm_q_mma_tall_body(const QGemmArgs& a) {
-    static_assert(QMMA_WARPS == 4 && QMMA_KB == 4 && QMMA_ROWS_TALL == 16 * QMMA_WARPS && QMMA_TOKENS == 64,
-                  "warp w owns rows 16 w .. 16 w + 15; the staging maps 128 threads onto 64 rows x 4 blocks");
-    constexpr int R = QMMA_ROWS_TALL;
-    constexpr int LDX = 48, LDI = 16;  // as in gemm_q_mma_body
-    constexpr int PER = 16 * QMMA_TOKENS / 32;  // outputs per lane: 32 (its warp's 16 rows x 64 tokens)
-    __shared__ __align__(32) signed char Ws[QMMA_KB][R * LDX];            // Ws[kb][o][k]: 12 KiB
-    __shared__ __align__(32) signed char Xs[QMMA_KB][QMMA_TOKENS * LDX];  // Xs[kb][t][k]: 12 KiB
-    __shared__ __align__(32) int Is[QMMA_WARPS][QMMA_TOKENS * LDI];       // warp w's I[t][o] of one block: 16 KiB
-    __shared__ float dws[QMMA_KB][R], mws[QMMA_KB][R];                    // 2 KiB
-    __shared__ float dxs[QMMA_KB][QMMA_TOKENS], sxs[QMMA_KB][QMMA_TOKENS];  // 2 KiB
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int m = blockIdx.z, rows = qgemm_pick(a.rows, m);
-    const int o0 = blockIdx.x * R, t0 = blockIdx.y * QMMA_TOKENS;
-    if (o0 >= rows) return;  // the whole block: past a shorter matrix of the launch
-    const int nt = min(QMMA_TOKENS, a.T - t0), groups = cdiv(nt, 16);
-    const int nb = a.cols / 32;
-    const bool live = 16 * warp < rows - o0;  // a warp whose 16 rows are all past the end only stages
-    const uint8_t* w0 = qgemm_pick(a.w, m) + (long long)o0 * a.row_bytes;
-    float acc[PER];
-    for (int i = 0; i < PER; i++) acc[i] = 0.0f;
-    QMmaStage<R> st;
-    qmma_load<DT, R>(a, w0, rows - o0, nt, t0, nb, 0, st);
-    for (int b0 = 0; b0 < nb; b0 += QMMA_KB) {
-        qmma_store<R>(st, &Ws[0][0], &Xs[0][0], &dws[0][0], &mws[0][0], &dxs[0][0], &sxs[0][0], groups);
-        __syncthreads();
-        // the next step's loads fly during this step's products and chain
-        if (b0 + QMMA_KB < nb) qmma_load<DT, R>(a, w0, rows - o0, nt, t0, nb, b0 + QMMA_KB, st);
-        // per block of the step, in order: warp w's integer tiles (its 16 rows x every 16-token group),
-        // then the chain's step for that block: output (t, o) = (lane / 16 + 2 i, 16 w + lane % 16)
-        const int nk = min(QMMA_KB, nb - b0);
-        for (int kb = 0; live && kb < nk; kb++) {
-            qmma_tiles(&Ws[kb][16 * warp * LDX], Xs[kb], Is[warp], groups);
-            __syncwarp();
-            for (int i = 0; i < PER; i++) {
-                const int t = lane / 16 + 2 * i, o = 16 * warp + lane % 16;
-                if (t < nt) {
-                    acc[i] = fmaf(dws[kb][o] * dxs[kb][t], (float)Is[warp][t * LDI + lane % 16], acc[i]);
-                    if (DT == KD_Q4_1) acc[i] = fmaf(mws[kb][o], sxs[kb][t], acc[i]);
-                }
-            }
-            __syncwarp();  // the next block's tiles overwrite Is[warp]
-        }
-        __syncthreads();  // the next store overwrites Ws, Xs and the scales
-    }
-    float* y = qgemm_pick(a.y, m);
-    for (int i = 0; i < PER; i++) {
-        const int t = lane / 16 + 2 * i, o = 16 * warp + lane % 16;
-        if (t < nt && o0 + o < rows) y[(long long)(t0 + t) * rows + o0 + o] = acc[i];
-    }
-}
-
 __global__ void gemm_q8_0_mma_kernel(QGemmArgs a) { gemm_q_mma_body<KD_Q8_0>(a); }
 __global__ void gemm_q4_0_mma_kernel(QGemmArgs a) { gemm_q_mma_body<KD_Q4_0>(a); }
 __global__ void gemm_q4_1_mma_kernel(QGemmArgs a) { gemm_q_mma_body<KD_Q4_1>(a); }
-__global__ void gemm_q8_0_mma_tall_kernel(QGemmArgs a) { gemm_q_mma_tall_body<KD_Q8_0>(a); }
-__global__ void gemm_q4_0_mma_tall_kernel(QGemmArgs a) { gemm_q_mma_tall_body<KD_Q4_0>(a); }
-__global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a) { gemm_q_mma_tall_body<KD_Q4_1>(a); }
 
 // ---- launchers (kernels.cuh) ------------------------------------------------------------------
 // Scratch layout: int8 activations T x cols (padded to 16 bytes), then T x cols/32 scales d, then sums s.
@@ -517,7 +441,6 @@ size_t matmul_q_scratch_bytes(int T, int cols) {
 
 QGemmChoice qgemm_choice_env() {
     QGemmChoice c;
-    c.tall_min_rows = env_positive("BEAGLE_CUDA_TALL_MIN_ROWS", c.tall_min_rows);
     c.dp4a_max_t = env_positive("BEAGLE_CUDA_DP4A_MAX_T", c.dp4a_max_t);
     c.dp4a_rows = env_positive("BEAGLE_CUDA_QGEMM_ROWS", c.dp4a_rows);
     return c;
@@ -580,15 +503,6 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
     a.xq = xq;
     a.xd = xd;
     a.xs = xs;
-    // the tall kernel only from c.tall_min_rows rows (default: never, by the H100 measurement in kernels.cuh;
-    // BEAGLE_CUDA_TALL_MIN_ROWS times it against the 16-row one on the same binary, the same bits)
-    if (max_rows >= c.tall_min_rows) {  // 64-row blocks: x read 4x less, 4x fewer blocks
-        dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);
-        if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_tall_kernel, a);
-        if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_tall_kernel, a);
-        if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_tall_kernel, a);
-        return;
-    }
     dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);
     if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel, a);
     if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_kernel, a);

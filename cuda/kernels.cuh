@@ -116,19 +116,12 @@ constexpr int QGEMM_WARPS = 4, QGEMM_ROWS = 32, QGEMM_TOKENS = 4;  // dp4a: a bl
 // ... or 16 or 8 rows (down to QGEMM_ROWS_MIN): the most rows whose grid still has QGEMM_FILL_BLOCKS blocks (2 per
 // H100 SM), else QGEMM_ROWS_MIN (qgemm_dp4a_rows)
 constexpr int QGEMM_ROWS_MIN = 8, QGEMM_FILL_BLOCKS = 264;
-// the dp4a kernels for T <= QGEMM_DP4A_MAX_T (cdiv(T, 4) token blocks), tensor cores above: measured on the H100
-// (2026-11-27, scripts/gpu_knobs.sh, the same bits either way): verify T = 5 / 8 / 16 took 5.06 / 5.21 / 5.17 ms
-// with dp4a against 6.19 / 6.23 / 6.25 ms with tensor cores on a SmolLM2-shaped model, 1.06 / 1.23 / 1.74 ms
-// against 2.03 / 2.08 / 2.29 ms on the 7B-shaped 2-layer one (dp4a up to 4 tokens before)
+// the dp4a kernels for T <= QGEMM_DP4A_MAX_T (cdiv(T, 4) token blocks), tensor cores above: the crossover where
+// scripts/gpu_knobs.sh found dp4a faster up to 16 tokens on an H100, on SmolLM2-shaped and 7B-shaped models (the
+// same bits either way)
 constexpr int QGEMM_DP4A_MAX_T = 16;
 constexpr int QMMA_KB = 4;  // tensor cores: 32-blocks per step (one per warp)
 constexpr int QMMA_WARPS = 4, QMMA_ROWS = 16, QMMA_TOKENS = 64;  // tensor cores: 16 rows x 64 tokens per block
-// tall launches (max rows >= QMMA_TALL_MIN_ROWS): 64 rows x 64 tokens per block (cuda/gemm_quant.cu header).
-// OFF by default (2^30 rows: never), by the H100 measurement of 2026-11-27 (scripts/gpu_check.sh step
-// r7b_tall, a 7B-shaped 2-layer Q4_1 model): with the tall kernel from 2048 rows, verify T = 5..64 took 4.1-7.1 ms
-// against 2.0-4.2 ms with the 16-row kernel, prefill 11.0k against 21.7k tok/s. BEAGLE_CUDA_TALL_MIN_ROWS=N
-// turns it on from N rows (launch_matmul_q; the same bits either way).
-constexpr int QMMA_ROWS_TALL = 64, QMMA_TALL_MIN_ROWS = 1073741824;
 // a warp per 32-block, a thread per value: grid cdiv(T * cols, blockDim), blockDim % 32 == 0 (launch_matmul_q: 256)
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);
 // T <= QGEMM_DP4A_MAX_T: grid (cdiv(max rows, R), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32); R = 32 rows per
@@ -142,16 +135,11 @@ __global__ void gemm_q4_1_r16_kernel(QGemmArgs a);
 __global__ void gemm_q8_0_r8_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_r8_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_r8_kernel(QGemmArgs a);
-// T > QGEMM_DP4A_MAX_T, max rows < QMMA_TALL_MIN_ROWS: grid (cdiv(max rows, 16), cdiv(T, 64), n), 128 threads
+// T > QGEMM_DP4A_MAX_T: grid (cdiv(max rows, 16), cdiv(T, 64), n), 128 threads
 // (int8 wmma); reads xq, xd, xs; the same bits per token
 __global__ void gemm_q8_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_mma_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_mma_kernel(QGemmArgs a);
-// ... and max rows >= QMMA_TALL_MIN_ROWS (off by default, see above): grid (cdiv(max rows, 64), cdiv(T, 64), n),
-// 128 threads; the same bits
-__global__ void gemm_q8_0_mma_tall_kernel(QGemmArgs a);
-__global__ void gemm_q4_0_mma_tall_kernel(QGemmArgs a);
-__global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a);
 // ys[m] = x Ws[m]^T for m < n (1 <= n <= QGEMM_MATS), every Ws[m] (rows[m] x cols, row_bytes per row)
 // stored as the same KD_Q8_0 / KD_Q4_0 / KD_Q4_1; one launch for T <= QGEMM_DP4A_MAX_T (choice->dp4a_max_t), two
 // (quantize, GEMM) above. scratch: device memory of matmul_q_scratch_bytes(T, cols) for the quantized
@@ -160,7 +148,6 @@ __global__ void gemm_q4_1_mma_tall_kernel(QGemmArgs a);
 // choice: launch_matmul_q's kernel choices (every one gives the same bits); nullptr: the defaults, or what the
 // environment sets (qgemm_choice_env, read once per process), so that a device run can time the variants.
 struct QGemmChoice {
-    int tall_min_rows = QMMA_TALL_MIN_ROWS;  // BEAGLE_CUDA_TALL_MIN_ROWS: the tall tensor-core kernel from here
     int dp4a_max_t = QGEMM_DP4A_MAX_T;       // BEAGLE_CUDA_DP4A_MAX_T: dp4a for T <= this (cdiv(T, 4) token blocks)
     int dp4a_rows = 0;                       // BEAGLE_CUDA_QGEMM_ROWS: 8, 16 or 32 rows per block; 0: qgemm_dp4a_rows
 };

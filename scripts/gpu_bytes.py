@@ -46,8 +46,8 @@ def need(path, text, snippet, why):
         fail(f"{path} no longer contains `{snippet}` ({why}); update the model in scripts/gpu_bytes.py")
 
 
-CONSTS = ["QGEMM_ROWS", "QGEMM_ROWS_MIN", "QGEMM_FILL_BLOCKS", "QGEMM_TOKENS", "QGEMM_DP4A_MAX_T", "QGEMM_MATS", "QMMA_ROWS", "QMMA_TOKENS", "QMMA_ROWS_TALL",
-          "QMMA_TALL_MIN_ROWS", "ATTN_BK", "ATTN_SPLIT",
+CONSTS = ["QGEMM_ROWS", "QGEMM_ROWS_MIN", "QGEMM_FILL_BLOCKS", "QGEMM_TOKENS", "QGEMM_DP4A_MAX_T", "QGEMM_MATS", "QMMA_ROWS",
+          "QMMA_TOKENS", "ATTN_BK", "ATTN_SPLIT",
           "ATTN_SPLIT_MAX_T", "ATTN_QT_WARPS", "ATTN_QT_TPW", "XATTN_BKEYS"]
 
 
@@ -79,12 +79,6 @@ def parse_sources():
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, R), cdiv(T, QGEMM_TOKENS), n);", "dp4a grid")
     need("cuda/gemm_quant.cu", gq, "KRUN(kr, cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);",
          "one quantize launch per matmul launch above QGEMM_TOKENS")
-    need("cuda/kernels.cuh", hdr, "int tall_min_rows = QMMA_TALL_MIN_ROWS;",
-         "the default choice is QMMA_TALL_MIN_ROWS (BEAGLE_CUDA_TALL_MIN_ROWS only overrides it)")
-    need("cuda/gemm_quant.cu", gq, "if (max_rows >= c.tall_min_rows) {",
-         "the tall tensor-core kernel from QMMA_TALL_MIN_ROWS rows (the launch's tallest matrix) on")
-    need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);",
-         "tall tensor-core grid")
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);", "tensor-core grid")
     # attention: attn_tiling's rule (re-implemented in attn_tiling below) and the two launches
     need("cuda/kernels.cuh", hdr, "int nq = max_tasks / group < T ? max_tasks / group : T;", "attn_tiling: nq start")
@@ -187,7 +181,7 @@ def dp4a_rows(c, mats, T):
 
 def mma_rows(c, mats):
     """Rows per block of the tensor-core GEMM launch_matmul_q picks for these matrices (one launch)."""
-    return c["QMMA_ROWS_TALL"] if max(mats) >= c["QMMA_TALL_MIN_ROWS"] else c["QMMA_ROWS"]
+    return c["QMMA_ROWS"]
 
 
 def gemm(tab, key, label, T, mats, cols, dt, c):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu_check.sh: everything a machine with an NVIDIA GPU (sm_80 or newer, e.g. an H100) must show, in one
-# command, offline (the models are weights/ and ../shared/data, copied along with the tree):
+# command, offline (the models are weights/ and data/, copied along with the tree):
 #   1. builds: make cuda (build/beagle-cuda, real CUDA runtime), the CPU build, and the backend tests
 #      linked against the nvcc-compiled kernels (make cuda-device-tests: build/test-device/);
 #   2. every op of the op interface on the device against the CPU backend (test_cuda_backend_ops: every
@@ -25,35 +25,37 @@
 # optional here: without it and without a network to install it, the build uses NO_HTTP=1).
 # --prebuilt: skip the build and use the binaries already in build/ (built by `make cuda ...` on another
 #   machine with the same nvcc, e.g. when the GPU machine lacks the CPU build's libraries); --only NAMES
-#   (comma-separated step names, as printed by `== name`) runs those steps alone, for a device lease split
+#   (comma-separated step names, as printed by `== name`) runs those steps alone, for a GPU time budget split
 #   into several calls: bench.json is written from whatever results are in --out; STEP_TIMEOUT=S bounds
-#   each step (default 900 s), so one hung step cannot eat the lease.
-# Usage: scripts/gpu_check.sh [--dry-run] [--prebuilt] [--only NAMES] [--out DIR]
+#   each step (default 900 s), so one hung step cannot eat the budget.
+# --data DIR: the data folder (default data/: the small models and the MT-Bench prompts).
+# Usage: scripts/gpu_check.sh [--dry-run] [--prebuilt] [--only NAMES] [--out DIR] [--data DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DRY=0
 PREBUILT=0
 ONLY=
 OUT=build/gpu_check
+DATA=$PWD/data
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1 ;;
     --prebuilt) PREBUILT=1 ;;
     --only) ONLY=,$2,; shift ;;
     --out) OUT=$2; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
-    *) echo "gpu_check.sh: unknown argument '$1' (expected --dry-run, --prebuilt, --only NAMES, --out DIR)" >&2; exit 2 ;;
+    --data) DATA=$2; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (expected --dry-run, --prebuilt, --only NAMES, --out DIR, --data DIR)" >&2; exit 2 ;;
   esac
   shift
 done
-SHARED=${BEAGLE_SHARED:-$PWD/../shared}
-M=$SHARED/data/models
+M=$DATA/models
 SMOL=${BEAGLE_MODEL:-$PWD/weights/SmolLM2-135M-Instruct.Q4_1.gguf}
 SMOL_DRAFT=weights/beagle-smollm2-135m.bin
-MTBENCH=$SHARED/data/eval/mt_bench_question.jsonl
+MTBENCH=$DATA/eval/mt_bench_question.jsonl
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 for f in "$M/stories260K.bin" "$M/tok512.bin" "$SMOL_DRAFT" "$MTBENCH"; do
-  [ -f "$f" ] || { echo "gpu_check.sh: missing $f (weights/ and ../shared/data must be copied along)" >&2; exit 1; }
+  [ -f "$f" ] || { echo "gpu_check.sh: missing $f (weights/ and data/ must be copied along)" >&2; exit 1; }
 done
 # The default model is fetched (scripts/fetch_model.sh, make model), not shipped: a dry run (CI runs it
 # before make test fetches the model) only says so; a real run needs it.
@@ -74,7 +76,7 @@ if [ $PREBUILT = 1 ]; then
     [ -x "$f" ] || { echo "gpu_check.sh: --prebuilt but $f is missing" >&2; exit 1; }
   done
 else
-  # A GPU machine without cpp-httplib and without network (the lent H100's image) cannot install it:
+  # A GPU machine without cpp-httplib and without network cannot install it:
   # build without the HTTP server there (NO_HTTP=1: `serve` and --server say so; no step below needs them).
   NOHTTP=()
   if [ ! -f /usr/include/httplib.h ] && ! timeout 120 bash scripts/sysdeps.sh >/dev/null 2>&1; then
@@ -106,8 +108,7 @@ plan (output in $OUT):
      runtime counters per round (plain, chain, tree; chain and tree sampled)
   7. test/cli/test_7b_shaped.sh                    with BEAGLE_CUDA_BIN=build/beagle-cuda: 7B-shaped 2-layer random target
                                                    (build/test/tool_random_llama): plan vs peak_device_bytes, training, SD == plain
-  8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain);
-     r7b_tall: beagle bench of that target with the tall GEMM (BEAGLE_CUDA_TALL_MIN_ROWS=2048) and without (default)
+  8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain)
   9. knobs: scripts/gpu_knobs.sh on SmolLM2 (each launch knob's settings timed by beagle bench, knobs.json)
  10. kernel_profile: ncu's per-kernel times of a SmolLM2 prefill and 5 decode steps (kernels.json, scripts/ncu_kernels.py)
   $plan7b_line
@@ -141,7 +142,7 @@ step() {  # name, command... (a function or a program; STEP_TIMEOUT bounds it: f
   else echo "FAIL $name ($((SECONDS - t0)) s, log $OUT/$name.log)"; tail -20 "$OUT/$name.log"; fails=$((fails+1)); fi
   kill "$watchdog" 2> /dev/null || true
 }
-export BEAGLE_SHARED=$SHARED BEAGLE_MODEL=$SMOL BEAGLE_BIN=$PWD/build/beagle
+export BEAGLE_MODEL=$SMOL BEAGLE_BIN=$PWD/build/beagle
 step backend_ops build/test-device/test_cuda_backend_ops
 step backend_train build/test-device/test_cuda_backend_train
 step backend_graph build/test-device/test_cuda_backend_graph
@@ -163,7 +164,7 @@ train_cmp() {
     END { if (NR < 9) { print "only " NR - 1 " steps"; exit 1 } exit bad > 0 }'
 }
 step train_vs_cpu train_cmp
-# data-parallel training over NCCL (issue 21): the same bits as one process with the same global batch
+# data-parallel training over NCCL: the same bits as one process with the same global batch
 nccl_ranks() {
   local C=(--data "$OUT/data" --seq-len 32 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1 --batch 8 -q)
   build/beagle-cuda train "${T[@]}" "${C[@]}" -o "$OUT/dp1.bin"
@@ -229,15 +230,6 @@ r7b_bench() {
   build/beagle "${PLAN7B[@]}" > "$OUT/plan_7b.txt"
 }
 step r7b_bench r7b_bench
-# the tall tensor-core GEMM (64-row blocks from 2048 rows, off by default) against the 16-row one on the same
-# 7B-shaped model: beagle bench's verify cost T = 1..64, once with it on and once by default (the same bits)
-r7b_tall() {
-  local R=$OUT/r7b/r7b-2l-v32000.gguf
-  [ -s "$R" ] || build/test/tool_random_llama "$R" --layers 2 --vocab 32000
-  BEAGLE_CUDA_TALL_MIN_ROWS=2048 build/beagle-cuda bench -m "$R" --backend cuda -o "$OUT/r7b_bench_tall.json.part"
-  build/beagle-cuda bench -m "$R" --backend cuda -o "$OUT/r7b_bench_16row.json.part"
-}
-step r7b_tall r7b_tall
 
 python3 - "$OUT" <<'EOF'
 import json, os, sys
@@ -267,10 +259,6 @@ r["sd_7b_shaped_2l"] = {m: {k: (load("r7b_%s.json" % m, True) or {}).get(k) for 
                         for m in ("plain", "tree")}
 r["sd_7b_shaped_2l"]["planned_bytes_tree"] = total_bytes("r7b_plan.txt")
 r["plan_7b_q4_1_ctx4096_bytes"] = total_bytes("plan_7b.txt")
-for name, key in (("r7b_bench_tall.json.part", "bench_7b_shaped_2l_tall_gemm"),
-                  ("r7b_bench_16row.json.part", "bench_7b_shaped_2l_16row_gemm")):
-    b = load(name)
-    if b: r[key] = b
 k = load("knobs.json")
 if k: r["knobs_smollm2"] = k
 k = load("kernels.json")

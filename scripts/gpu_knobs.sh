@@ -6,15 +6,12 @@
 #                               another reduction order: other bits, the same in every kernel and batch size
 #   BEAGLE_CUDA_ATTN_SPLIT_MAX_T split-KV for passes up to T queries (default 64; above: the query-tiled kernel) }
 #   BEAGLE_CUDA_QGEMM_ROWS      weight rows per block of the dp4a GEMM (default: by grid size)   } the same
-#   BEAGLE_CUDA_DP4A_MAX_T      the dp4a GEMM up to T tokens (default 16; above: tensor cores)    } bits (the
-#   BEAGLE_CUDA_TALL_MIN_ROWS   the 64-row tensor-core GEMM from this many rows (default: off)   } tests memcmp)
-# Measured on an H100 and an H200 on 2026-11-27 (docs/gpu.md "Launch knobs on the H100", "Third lease: an H200"):
-# the defaults come from there.
+#   BEAGLE_CUDA_DP4A_MAX_T      the dp4a GEMM up to T tokens (default 16; above: tensor cores)    } bits (tests memcmp)
+# The defaults are the settings this script found fastest on H100 and H200 GPUs (docs/gpu.md).
 # Usage: scripts/gpu_knobs.sh MODEL OUT.json [--prompt-tokens N] [-z TOKENIZER]   (BEAGLE_CUDA_BIN: default build/beagle-cuda)
 # The knobs a build does not read are timed anyway and come out equal to the default (noise): the JSON
 # says which build ran. Writes OUT.json and OUT.env (`export` lines: each knob's best setting where it beats
-# both default runs by more than 2 %: slice length and rows by decode tok/s, the dp4a range by verify T = 5..32,
-# the tall GEMM by verify T = 24..64).
+# both default runs by more than 2 %: slice length and rows by decode tok/s, the dp4a range by verify T = 5..32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 2; }
@@ -45,7 +42,6 @@ SETTINGS=(
   "dp4a_max_t=4|BEAGLE_CUDA_DP4A_MAX_T=4"
   "dp4a_max_t=8|BEAGLE_CUDA_DP4A_MAX_T=8"
   "dp4a_max_t=32|BEAGLE_CUDA_DP4A_MAX_T=32"
-  "tall_min_rows=2048|BEAGLE_CUDA_TALL_MIN_ROWS=2048"
   "default_again|"
 )
 i=0
@@ -78,7 +74,7 @@ for r in rows:
           " / ".join("%.3f" % v.get(T, float("nan")) for T in (1, 4, 5, 8, 16, 24, 64))))
 # each knob judged where it acts, against the better of the two default runs, kept when > 2 % better:
 # the slice length and the dp4a rows by decode tok/s, the dp4a range by the verify ms summed over T = 5..16, 24, 32,
-# the tall GEMM by the verify ms summed over T = 24..64
+# the split-KV range by the verify ms summed over T = 24..64
 def score(r, knob):
     v = r["verify_ms"]
     if knob in ("attn_split", "qgemm_rows"): return r["decode_tok_s"]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gpu_pack.sh: packs what scripts/gpu_check.sh needs on a GPU machine that receives only a copy of the
-# working tree, at most 64 MiB per call, and has neither network nor cpp-httplib (the lent H100 of
-# 2026-11-26): stripped binaries built here (make cuda cuda-device-tests, the same nvcc), the shared
-# libraries they need beyond the CUDA image, ../shared's models and MT-Bench, the shipped SmolLM2 draft,
+# working tree, at most 64 MiB per call, and has neither network nor cpp-httplib (an offline
+# H100 or H200): stripped binaries built here (make cuda cuda-device-tests, the same nvcc), the shared
+# libraries they need beyond the CUDA image (data/ travels with the tree), the shipped SmolLM2 draft,
 # and the default model xz-compressed and split in two. Part A goes with the first call (the steps
 # without SmolLM2), part B with the second (the SmolLM2 steps); the machine must stay warm between
 # them, since part A's half of the model waits in build/dev/ there. Writes .dev/a, .dev/b (git-ignored
@@ -10,20 +10,17 @@
 # tree during the calls (it travels in part A) so that the tree plus a part stays under 64 MiB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${BEAGLE_SHARED:-../shared}
 MODEL=weights/SmolLM2-135M-Instruct.Q4_1.gguf
 make -j"$(nproc)" cuda cuda-device-tests build/beagle build/test/tool_random_llama
 grep -qx '/.dev/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.dev/' >> .git/info/exclude; }
 rm -rf .dev && mkdir -p .dev/a .dev/b
 pk=$(mktemp -d); trap 'rm -rf "$pk"' EXIT
-mkdir -p "$pk/build/test-device" "$pk/build/test" "$pk/lib" "$pk/shared/data/eval"
+mkdir -p "$pk/build/test-device" "$pk/build/test" "$pk/lib"
 for f in beagle beagle-cuda test/tool_random_llama test-device/test_cuda_backend_ops test-device/test_cuda_backend_train \
          test-device/test_cuda_backend_graph test-device/test_cuda_backend_tree; do
   [ -f "build/$f" ] && strip -o "$pk/build/$f" "build/$f"
 done
 for l in $(ldd build/beagle-cuda | awk '/httplib|brotli|libssl|libcrypto/ {print $3}'); do cp -L "$l" "$pk/lib/"; done
-cp -r "$SHARED/data/models" "$pk/shared/data/"
-cp "$SHARED/data/eval/mt_bench_question.jsonl" "$pk/shared/data/eval/"
 cp weights/beagle-smollm2-135m.bin "$pk/"
 tar -C "$pk" -cf - . | xz -6 -T0 > .dev/a/pk.tar.xz
 xz -9 -T0 -c "$MODEL" | split -b 40M - .dev/m.
@@ -34,15 +31,15 @@ cat > .dev/a/run.sh <<'A'
 set -u
 mkdir -p build/dev && xz -dc .dev/a/pk.tar.xz | tar -C build/dev -xf -
 cp .dev/a/m1 build/dev/m1 && cp -a build/dev/build/. build/ && cp build/dev/beagle-smollm2-135m.bin weights/
-export LD_LIBRARY_PATH=$PWD/build/dev/lib BEAGLE_SHARED=$PWD/build/dev/shared
+export LD_LIBRARY_PATH=$PWD/build/dev/lib
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 STEP_TIMEOUT=${STEP_TIMEOUT:-120} bash scripts/gpu_check.sh --prebuilt --out build/gpu_check \
-  --only backend_ops,backend_train,backend_tree,train_vs_cpu,r7b_test,r7b_bench,r7b_tall
+  --only backend_ops,backend_train,backend_tree,train_vs_cpu,r7b_test,r7b_bench
 A
 cat > .dev/b/run.sh <<'B'
 set -u
 [ -f build/dev/m1 ] || { echo "build/dev/m1 missing: the machine went cold between the calls"; exit 3; }
-export LD_LIBRARY_PATH=$PWD/build/dev/lib BEAGLE_SHARED=$PWD/build/dev/shared
+export LD_LIBRARY_PATH=$PWD/build/dev/lib
 cp build/dev/beagle-smollm2-135m.bin weights/
 cat build/dev/m1 .dev/b/m2 | xz -dc > weights/SmolLM2-135M-Instruct.Q4_1.gguf && sha256sum -c .dev/b/model.sha || exit 4
 STEP_TIMEOUT=${STEP_TIMEOUT:-120} bash scripts/gpu_check.sh --prebuilt --out build/gpu_check \

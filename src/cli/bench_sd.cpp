@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -533,8 +532,6 @@ int cmd_bench_sd(int argc, char** argv) {
 
     Session s(o.model, o.tok_path, (int)o.threads, (int)o.ctx, 64);
     std::map<std::string, std::unique_ptr<Drafter>> drafters = set_up_drafters(s, &o);  // names a random draft in o.draft
-    const char* kill_env = getenv("BEAGLE_DEBUG_KILL_AFTER_PROMPTS");  // tests: SIGKILL after N prompts
-    const long kill_after = kill_env ? atol(kill_env) : 0;
     int done = 0;
     for (const std::string& c : ps.order)
         for (const Prompt& p : ps.by_cat.at(c)) {
@@ -549,7 +546,6 @@ int cmd_bench_sd(int argc, char** argv) {
             for (const std::string& m : o.modes)
                 fprintf(stderr, " %s %.1f tok/s tau %.2f;", m.c_str(), r.by_cat[c].by_mode[m].tok_s(), r.by_cat[c].by_mode[m].tau());
             fprintf(stderr, "\n");
-            if (kill_after > 0 && done - r.resumed >= kill_after) raise(SIGKILL);
         }
 
     const std::string report = json_text(results_json(o, ps, r), 2) + "\n";

@@ -1,4 +1,5 @@
-// datagen.cpp: `beagle datagen`: self-distillation data for draft training (see src/data/datagen.h).
+// datagen.cpp: `beagle datagen`: parses the flags and runs the self-distillation data generation of
+// src/data/datagen.h (the target's answers and true states, written as training shards).
 #include "../backend/backend.h"
 #include "../core/common.h"
 #include "../data/datagen.h"
@@ -19,8 +20,7 @@ int cmd_datagen(int argc, char** argv) {
            "sequence's next stream), then answers them as --prompts does; the turns go to DIR/self_prompts.jsonl\n"
            "(--prompts DIR/self_prompts.jsonl with a --max-prompt that cuts nothing gives the same shards).\n"
            "Run it again after a kill to resume. Under mpirun -np N rank r writes shards r, r+N, ... (the same\n"
-           "bytes as one process). Tests only: BEAGLE_DEBUG_KILL_AFTER_SHARDS=N kills the process (SIGKILL, as\n"
-           "kill -9) once it has written N shards.");
+           "bytes as one process).");
     a.str("-m,--model", &o.model, "target model");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--prompts", &o.prompts, "prompt file: ShareGPT JSON, JSONL (turns/question/instruction/prompt/text) or text lines");

@@ -1,5 +1,5 @@
 // train.cpp: `beagle train`: trains a Beagle draft on `beagle datagen` data (two-stage block-attention
-// training, SPEC 3) with periodic checkpoints and --resume; evaluates acceptance on held-out prompts.
+// training, docs/method.md section 6) with periodic checkpoints and --resume; evaluates acceptance on held-out prompts.
 // The loop is src/train/train_loop.cpp.
 #include <cstdio>
 
@@ -28,9 +28,7 @@ int cmd_train(int argc, char** argv) {
            "--arch eagle trains the EAGLE-1/2-style draft instead (fc [embedding; feature] + one decoder layer with causal\n"
            "self-attention) on the same data, losses, noise, optimizer and schedule; its two stages are the same objective.\n"
            "Under mpirun -np N (N a power of two): data-parallel over N ranks, the same bits as one process with the\n"
-           "same --batch (the global batch); rank 0 writes the files (docs/distributed.md).\n"
-           "Tests only: BEAGLE_DEBUG_NAN_STEP=N poisons an input state of step N with NaN (the run must stop);\n"
-           "BEAGLE_DEBUG_FLAT_GRADS=1 sums each rank's items in place (a planted rank-count-dependent order).");
+           "same --batch (the global batch); rank 0 writes the files (docs/distributed.md).");
     a.str("--arch", &arch, "draft architecture: beagle (cross-attention block) | eagle (EAGLE-1/2 decoder layer)");
     std::string state_layers;
     a.str("--state-layers", &state_layers,
@@ -54,7 +52,7 @@ int cmd_train(int argc, char** argv) {
     a.number("--lr", &o.lr, "peak learning rate (0 = by model width: 3e-3 up to dim 128, 5e-4 to 1024, 1e-4 to 2048, else 3e-5)");
     a.integer("--warmup", &o.warmup, "linear warm-up steps (-1 = min(2000, 5% of all steps))");
     a.number("--lr-decay", &o.lr_decay, "fraction of all steps at the end over which the lr decays linearly to 0\n"
-                                        "                               (0 = constant after warm-up, as SPEC)");
+                                        "                               (0 = constant after warm-up, as docs/method.md)");
     a.number("--clip", &o.clip, "global gradient-norm clip (0 = off)");
     a.number("--weight-decay", &o.weight_decay, "AdamW weight decay (matrices only)");
     a.integer("--batch", &batch, "sequences (chunks) per optimizer step");

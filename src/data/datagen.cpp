@@ -4,8 +4,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <csignal>
-#include <cstdlib>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -336,9 +334,6 @@ void run_datagen(const DatagenOptions& o) {
     g.sp.temperature = (float)temp;
     g.sp.top_p = (float)o.top_p;
 
-    const char* kill_env = getenv("BEAGLE_DEBUG_KILL_AFTER_SHARDS");
-    const long kill_after = kill_env ? atol(kill_env) : 0;
-    long written = 0;
     for (size_t sh = rank; sh < n_shards; sh += n_ranks) {
         std::string path = strfmt("%s/shard-%05zu.bin", o.out_dir.c_str(), sh);
         size_t i0 = sh * o.shard_seqs, i1 = std::min(items.size(), i0 + o.shard_seqs);
@@ -355,11 +350,7 @@ void run_datagen(const DatagenOptions& o) {
                 jsonl += "{\"prompt\": " + json_quote(t) + "}\n";
             if (need_turns) write_file_atomic(turns_path, jsonl.data(), jsonl.size());
         }
-        if (!file_exists(path)) {
-            write_shard(path, D, V, tok_hash, generate_shard(g, items, i0, i1), o.state_layers);
-            // tests: die as kill -9 would (no cleanup) once this process has written N shards
-            if (kill_after > 0 && ++written == kill_after) raise(SIGKILL);
-        }
+        if (!file_exists(path)) write_shard(path, D, V, tok_hash, generate_shard(g, items, i0, i1), o.state_layers);
     }
     prog.finish(strfmt("%lld tokens, %zu shards in %s%s", (long long)g.done_tokens,
                        n_ranks > 1 ? (n_shards + n_ranks - 1 - rank) / n_ranks : n_shards, o.out_dir.c_str(),

@@ -50,7 +50,7 @@ static bool residual(std::vector<float>* pv, const float* q, int x) {
 }
 
 std::vector<int> accept_path(const DraftTree& tree, const LogitsRow& row, int V, const SamplingParams& sp, Rng& rng,
-                             int* bonus, bool break_residual) {
+                             int* bonus) {
     if (sp.temperature <= 0) {
         std::vector<int> y(tree.size());
         for (int i = 0; i < tree.size(); i++) y[i] = argmax(row(i), V);
@@ -68,7 +68,6 @@ std::vector<int> accept_path(const DraftTree& tree, const LogitsRow& row, int V,
             int x = tree.token[c];
             const float* q = tree.q[c];
             if (rng.next_f32() < (q ? accept_prob(p[x], q[x]) : p[x])) { next = c; break; }
-            if (break_residual) continue;  // WRONG on purpose (tests only): keep p
             if (!residual(&p, q, x)) p = p0;
         }
         if (next < 0) { *bonus = sample_dense(p, rng.next_f32()); return path; }
@@ -78,7 +77,7 @@ std::vector<int> accept_path(const DraftTree& tree, const LogitsRow& row, int V,
 }
 
 std::vector<int> accept_chain(const DraftTree& tree, const float* px, const float* qx, const ChainRows& fetch, Rng& rng,
-                              int* bonus, bool break_residual) {
+                              int* bonus) {
     const int n = tree.size() - 1;
     std::vector<int> path(1, 0);
     std::vector<float> p, q;
@@ -89,7 +88,7 @@ std::vector<int> accept_chain(const DraftTree& tree, const float* px, const floa
         }
         fetch(k, &p, &q);  // node k's p and child k + 1's q: the residual's
         const std::vector<float> p0 = p;
-        if (!break_residual && !residual(&p, q.data(), tree.token[k + 1])) p = p0;  // break_residual: as accept_path
+        if (!residual(&p, q.data(), tree.token[k + 1])) p = p0;
         *bonus = sample_dense(p, rng.next_f32());
         return path;
     }

@@ -1,4 +1,4 @@
-// accept.h: the acceptance rule of speculative decoding (SPEC section 1): which path of a verified
+// accept.h: the acceptance rule of speculative decoding (docs/method.md): which path of a verified
 // draft tree is committed, and the target's token after it. Greedy: token-identical to plain greedy
 // decoding; sampling: lossless rejection sampling (accept.cpp has the math).
 #pragma once
@@ -18,9 +18,11 @@ using LogitsRow = std::function<const float*(int node)>;
 // token after it in *bonus. row(i): the target's logits of node i. sp.temperature 0: greedy (every row
 // read); otherwise sampled with rng, reading only the rows of the path, in order: the root's, then each
 // accepted child's (a rejection's residual is built from its parent's row, already read).
-// break_residual (TESTS ONLY): keep p after a rejection, the wrong rule, so a test can show it is caught.
 std::vector<int> accept_path(const DraftTree& tree, const LogitsRow& row, int V, const SamplingParams& sp, Rng& rng,
-                             int* bonus, bool break_residual = false);
+                             int* bonus);
+// A rule with accept_path's contract: what the engine (SpecDecoder) applies to a sampled tree's rows.
+using AcceptRule = std::vector<int> (*)(const DraftTree& tree, const LogitsRow& row, int V, const SamplingParams& sp,
+                                        Rng& rng, int* bonus);
 // A sampled chain drawn on the backend (DraftTree::backend_q): the walk of accept_path over the chain, reading
 // only what it needs. px[k] = p_k(x_{k+1}), node k's warped target distribution at child k + 1's token, and
 // qx[k] = q(x_{k+1}), for k < n = tree.size() - 1. Where the walk ends, fetch(k, p, q) fills node k's warped
@@ -28,7 +30,7 @@ std::vector<int> accept_path(const DraftTree& tree, const LogitsRow& row, int V,
 // vocabulary. Given the same p and q floats it takes accept_path's decisions and draws, seed for seed.
 using ChainRows = std::function<void(int k, std::vector<float>* p, std::vector<float>* q)>;
 std::vector<int> accept_chain(const DraftTree& tree, const float* px, const float* qx, const ChainRows& fetch, Rng& rng,
-                              int* bonus, bool break_residual = false);
+                              int* bonus);
 // The greedy rule from the target's greedy tokens alone: y[i] = argmax of node i's logits (computed
 // where the logits are, Llama::argmax_last), so the logits never have to reach the host.
 std::vector<int> accept_greedy(const DraftTree& tree, const int* y, int* bonus);

@@ -3,16 +3,15 @@
 #include "speculative.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "../core/common.h"
-#include "accept.h"
 
 namespace beagle {
 
-SpecDecoder::SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const SpecParams& spp, SpecStats* st)
-    : s_(s), d_(d), sp_(sp), spp_(spp), st_(st), sampler_(sp, s.llama->config().vocab_size) {}
+SpecDecoder::SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const SpecParams& spp, SpecStats* st,
+                         const Acceptance& acc)
+    : s_(s), d_(d), sp_(sp), spp_(spp), acc_(acc), st_(st), sampler_(sp, s.llama->config().vocab_size) {}
 
 int SpecDecoder::begin(const std::vector<int>& prompt) {
     Llama& m = *s_.llama;
@@ -43,9 +42,10 @@ bool SpecDecoder::step(std::vector<int>* out) {
     // there (T ids come down); a chain drawn on the backend is accepted there but for the host's coins
     // (accept_backend_chain: two copies); other sampled trees bring down only the logits rows their walk reads
     // (accept_path: the root's, then each accepted child's, one copy each); the drafter takes the path's
-    // states there.
-    const bool rows = spp_.debug_record_rows != nullptr;  // TESTS ONLY: every verify row comes down too
+    // states there. An observer (Acceptance) has every row brought down.
+    const bool rows = acc_.observer != nullptr;
     if (rows) vlogits_.resize((size_t)T * V);
+    const AcceptRule rule = acc_.rule ? acc_.rule : accept_path;
     const double tf = now_seconds();
     m.forward(tree_.token.data(), pos_.data(), T, mask(), tree_.words(), rows ? vlogits_.data() : nullptr, rows ? T : 0,
               nullptr, 0);
@@ -56,7 +56,7 @@ bool SpecDecoder::step(std::vector<int>* out) {
         m.argmax_last(vargmax_.data(), T);
         verified(tf);
         path = accept_greedy(tree_, vargmax_.data(), &bonus);
-    } else if (tree_.backend_q.rows && T > 1 && !rows) {
+    } else if (tree_.backend_q.rows && T > 1 && !rows && !acc_.rule) {
         path = accept_backend_chain(tf, &bonus);
     } else {
         host_q();
@@ -71,17 +71,15 @@ bool SpecDecoder::step(std::vector<int>* out) {
         };
         row(0);  // the walk starts at the root: its copy waits for the forward, which is timed up to here
         verified(tf);
-        path = accept_path(tree_, row, V, sp_, sampler_.rng(), &bonus, spp_.debug_break_residual);
+        path = rule(tree_, row, V, sp_, sampler_.rng(), &bonus);
     }
     finish(path, bonus, rows ? vlogits_.data() : nullptr, m.states_backend(), true, out);
     return true;
 }
 
-// The verify's results have reached the host (ids or the root's row): its time goes to a cost-aware drafter;
-// TESTS ONLY, the planted ulp (after the greedy ids and before the sampled walk, as when every row came down).
+// The verify's results have reached the host (ids or the root's row): its time goes to a cost-aware drafter.
 void SpecDecoder::verified(double tf) {
     const double fs = now_seconds() - tf;
-    if (spp_.debug_record_rows) debug_ulp_verify_row();
     if (spp_.learn_cost) d_.observe_verify(tree_.size(), fs);
 }
 
@@ -147,11 +145,10 @@ std::vector<int> SpecDecoder::accept_backend_chain(double tf, int* bonus) {
         p->assign(ends_host_.begin(), ends_host_.begin() + V);
         if (q) bq.to_target(ends_host_.data() + V, V, q);
     };
-    return accept_chain(tree_, pq_host_.data(), pq_host_.data() + n, fetch, sampler_.rng(), bonus,
-                        spp_.debug_break_residual);
+    return accept_chain(tree_, pq_host_.data(), pq_host_.data() + n, fetch, sampler_.rng(), bonus);
 }
 
-// A walk over host rows (commit(), the tests' recorded rows) of a chain drawn on the backend: its q rows, over
+// A walk over host rows (commit(), an observer's rows, a given rule) of a chain drawn on the backend: its q rows, over
 // the target's vocabulary, brought to the host as the nodes' q (a copy each).
 void SpecDecoder::host_q() {
     const DraftTree::BackendQ& bq = tree_.backend_q;
@@ -166,14 +163,6 @@ void SpecDecoder::host_q() {
     }
 }
 
-// TESTS ONLY (speculative.h): the root row of this verify's downloaded logits, one logit one ulp up, once.
-void SpecDecoder::debug_ulp_verify_row() {
-    if (!spp_.debug_ulp_verify_row || tree_.size() < 2) return;
-    float& z = vlogits_[(size_t)tree_.token[1] % s_.llama->config().vocab_size];
-    z = nextafterf(z, INFINITY);
-    spp_.debug_ulp_verify_row = false;
-}
-
 void SpecDecoder::commit(const float* vlogits, const float* vstates, double forward_s, std::vector<int>* out) {
     const int V = s_.llama->config().vocab_size;
     const DraftTree& tree = tree_;
@@ -182,7 +171,7 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
     int bonus = -1;
     host_q();
     auto row = [&](int i) { return vlogits + (size_t)i * V; };
-    std::vector<int> path = accept_path(tree, row, V, sp_, sampler_.rng(), &bonus, spp_.debug_break_residual);
+    std::vector<int> path = (acc_.rule ? acc_.rule : accept_path)(tree, row, V, sp_, sampler_.rng(), &bonus);
     finish(path, bonus, vlogits, vstates, false, out);
 }
 
@@ -195,10 +184,7 @@ void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* v
     std::vector<int> src(path.size());
     for (size_t i = 0; i < path.size(); i++) src[i] = n0 + path[i];
     m.compact(src.data(), (int)path.size(), n0);
-    const int V = m.config().vocab_size;
-    if (spp_.debug_record_rows && vlogits)
-        for (int k : path) spp_.debug_record_rows->insert(spp_.debug_record_rows->end(), vlogits + (size_t)k * V,
-                                                          vlogits + (size_t)(k + 1) * V);
+    if (acc_.observer && vlogits) acc_.observer->verified(tree, path, vlogits, m.config().vocab_size);
     st_->verify_s += now_seconds() - tb_;
 
     // statistics
@@ -237,8 +223,9 @@ void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* v
 }
 
 std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
-                                 const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids) {
-    SpecDecoder dec(s, d, sp, spp, st);
+                                 const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids,
+                                 const Acceptance& acc) {
+    SpecDecoder dec(s, d, sp, spp, st, acc);
     int root = dec.begin(prompt);
     std::string text = run_commits(s, prompt.back(), root, n, [&](std::vector<int>* out) { return dec.step(out); },
                                    stream, st, out_ids);

@@ -1,10 +1,10 @@
-// speculative.h: the speculative decoding engine (SPEC sections 1, 3, 4). A Drafter proposes a
-// token tree under the root (the target's last chosen token); ONE target forward verifies the whole
-// tree with a tree mask over the prefix KV; the longest accepted path plus one target token is
-// committed; the path's KV rows are compacted in place and the drafter is told the path's true
-// states. Greedy acceptance is token-identical to plain greedy decoding (batch-invariant kernels);
-// sampling uses per-node rejection with residual distributions, siblings tried in turn (accept.h).
-// Drafters (drafter.h) come from make_drafter (drafters.h).
+// speculative.h: the speculative decoding engine (docs/method.md). A Drafter proposes a token tree
+// under the root (the target's last chosen token); ONE target forward verifies the whole tree with a
+// tree mask over the prefix KV; the longest accepted path plus one target token is committed; the
+// path's KV rows are compacted in place and the drafter is told the path's true states. Greedy
+// acceptance is token-identical to plain greedy decoding (batch-invariant kernels); sampling uses
+// per-node rejection with residual distributions, siblings tried in turn (accept.h). Drafters
+// (drafter.h) come from make_drafter (drafters.h).
 #pragma once
 #include <cstdio>
 #include <map>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../backend/buf_alloc.h"
+#include "accept.h"
 #include "drafter.h"
 #include "sampling.h"
 #include "session.h"
@@ -34,14 +35,26 @@ struct SpecStats : GenStats {
 
 struct SpecParams {
     int max_tree = 64;                   // most nodes per verify (root included)
-    bool debug_break_residual = false;   // TESTS ONLY: wrong rejection rule, to show the test catches it (accept.h)
-    // TESTS ONLY (test_spec_exact): every committed position's verify logits row is appended here, to be
-    // compared with plain decoding's row bit for bit; and the first verify of more than one token gets one
-    // logit of its root row moved one ulp, to show that comparison catching it.
-    std::vector<float>* debug_record_rows = nullptr;
-    bool debug_ulp_verify_row = false;
     bool learn_cost = true;              // pass forward timings to Drafter::observe_verify (tests with a
                                          // fixed cost model turn it off to stay deterministic)
+};
+
+// Sees each verify's result on the host: its tree, the committed path (node indices, root first) and
+// the verify's logits (tree.size() rows of V floats; row k: the target's distribution after node k).
+class VerifyObserver {
+public:
+    virtual ~VerifyObserver() = default;
+    virtual void verified(const DraftTree& tree, const std::vector<int>& path, const float* logits, int V) = 0;
+};
+
+// The engine's acceptance, apart from SpecParams. rule: the walk of a sampled tree (null: accept_path;
+// a chain drawn on the backend is then accepted there, by accept_chain, the same walk); a rule given
+// walks every sampled tree over its rows. observer (null: none): with one, every verify's logits come
+// to the host (otherwise they stay on the backend) and it sees each verify before the drafter does.
+// test_spec_sampling passes a wrong rule and test_spec_exact an observer of the rows.
+struct Acceptance {
+    AcceptRule rule = nullptr;
+    VerifyObserver* observer = nullptr;
 };
 
 // One request's speculative decoding a round at a time, on the Llama's current sequence
@@ -51,7 +64,8 @@ struct SpecParams {
 // to *out. The caller stops wherever it likes (stop token, length); the drafter was told the whole path.
 class SpecDecoder {
 public:
-    SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const SpecParams& spp, SpecStats* st);
+    SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const SpecParams& spp, SpecStats* st,
+                const Acceptance& acc = Acceptance());
     int begin(const std::vector<int>& prompt);  // fresh cache; returns the first token; st->prefill_s
     // begin() for a caller that prefilled `prompt` itself on this sequence (the server, in pieces between
     // other requests' rounds): the last row's logits, every row's states, the seconds it took.
@@ -71,11 +85,10 @@ public:
 private:
     // After acceptance: compact the target's KV to the path, statistics, commit the tokens, hand the
     // path's states to the drafter (host rows of `states`, or on_backend: the backend buffer's rows).
-    // vlogits: the verify's logits on the host (nullptr: they stayed on the backend; tests record rows from them)
+    // vlogits: the verify's logits on the host (nullptr: they stayed on the backend), for the observer
     void finish(const std::vector<int>& path, int bonus, const float* vlogits, const float* states, bool on_backend,
                 std::vector<int>* out);
     void verified(double forward_start);
-    void debug_ulp_verify_row();
     std::vector<int> accept_backend_chain(double forward_start, int* bonus);
     void host_q();
 
@@ -84,6 +97,7 @@ private:
     Drafter& d_;
     SamplingParams sp_;
     SpecParams spp_;
+    Acceptance acc_;
     SpecStats* st_;
     Sampler sampler_;
     std::vector<int> history_;  // committed tokens before root_
@@ -105,6 +119,7 @@ private:
 
 // Speculative generation from a fresh cache (see Session::generate_plain for the contract).
 std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
-                                 const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids = nullptr);
+                                 const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids = nullptr,
+                                 const Acceptance& acc = Acceptance());
 
 }  // namespace beagle

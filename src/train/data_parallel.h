@@ -47,7 +47,7 @@ public:
     // host: MPI or single; grads: the communicator of the gradient buffers (the same as host on the
     // CPU backend; NCCL on the CUDA backend).
     GradTree(DraftModelT<Ops>& m, Comm& host, Comm& grads);
-    ~GradTree();
+    virtual ~GradTree();
     GradTree(const GradTree&) = delete;
     GradTree& operator=(const GradTree&) = delete;
 
@@ -64,18 +64,24 @@ public:
     size_t bytes_sent() const { return bytes_sent_; }
     static int grad_slots(int n_local, int size);
 
-private:
+protected:
+    // Sums this rank's items (mine, not empty) into gradient set 0: the item tree (subtree), which keeps
+    // the bits independent of the number of ranks. A test overrides it with an order that is not
+    // (test_grad_tree.cpp: each rank's items added in place) to show that its check across rank counts
+    // catches such a reduction.
+    virtual void local_sum(ItemRange mine, const std::function<void(int k)>& leaf);
     float** slot(int s);  // gradient set s (0 = the model's own)
+    DraftModelT<Ops>& m_;
+
+private:
     void subtree(int lo, int hi, int s, const std::function<void(int k)>& leaf);
     void add_slot(int dst, int src);
     void exchange_slot(int s_send, int s_recv, int peer);
     void exchange(const float* send, size_t n_send, float* recv, size_t n_recv, int peer);
-    DraftModelT<Ops>& m_;
     Comm& host_;
     Comm& grads_;
     std::vector<std::vector<float*>> slots_;  // slots_[s][tensor]
     std::vector<float> stage_send_, stage_recv_;  // host staging when the gradient comm takes host memory only
-    bool flat_ = false;  // test hook BEAGLE_DEBUG_FLAT_GRADS=1: accumulate a rank's items in place (a planted bug)
     double comm_seconds_ = 0;
     size_t bytes_sent_ = 0;
 };

@@ -316,11 +316,11 @@ struct StepLoss {
 // Forward and backward of the next nb items of the order: the gradients of loss_k / nb summed over the
 // fixed item tree (data_parallel.h), each rank running its share of the items; every rank ends with
 // the batch's gradient and every item's loss. Every rank draws every item's window offset and noise
-// seed, so the random streams stay in step. Debug hook (tests): nan_step poisons one input state of that step with NaN.
+// seed, so the random streams stay in step.
 // peak: raised to each iteration's buffer peak. cols: item_batch's state-layer columns.
 StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& ds, const std::vector<Item>& items,
                           TrainState& st, int nb, const TrainLoopOptions& o, int dim, const std::vector<size_t>& cols,
-                          long nan_step, size_t* peak) {
+                          size_t* peak) {
     std::vector<int> offsets(nb);
     std::vector<uint64_t> seeds(nb);
     for (int k = 0; k < nb; k++) {
@@ -335,7 +335,6 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
     tree.run(nb, [&](int k) {
         const Item& it = items[st.order[st.pos + k]];
         TrainBatch b = item_batch(ds, it, o, dim, &states, &lmask, cols, &extras);
-        if (st.step + 1 == nan_step && k == 0) states[(size_t)(it.len - 1) * dim] = NAN;
         trainer.run(b, offsets[k], seeds[k], 1.0f / nb, true);  // losses deferred (make_trainer)
         *peak = std::max(*peak, trainer.mem().peak_bytes());
         rows[(size_t)k * W + 3] = it.len;
@@ -539,8 +538,6 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
                 comm->name(), dcomm ? strfmt(", gradients over %s", dcomm->name()).c_str() : "", o.batch);
 
     // the loop
-    const char* nan_env = getenv("BEAGLE_DEBUG_NAN_STEP");  // tests: poison an input state of step N
-    const long nan_step = nan_env ? atol(nan_env) : -1;
     std::unique_ptr<DraftTrainer> trainers[2];  // per stage, made when first needed (a device backend: all up front)
     size_t iter_peak[2] = {0, 0};  // per stage: the largest iteration's buffer peak (BufAlloc), this process's steps
     long stage_steps[2] = {0, 0};
@@ -583,7 +580,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
         const DeviceCounters c0 = dev ? *dev : DeviceCounters();
         model.zero_grads();
         const double t_step = now_seconds();
-        StepLoss sl = accumulate_grads(trainer, tree, ds, items, st, nb, o, cfg.dim, cols, nan_step, &iter_peak[stage - 1]);
+        StepLoss sl = accumulate_grads(trainer, tree, ds, items, st, nb, o, cfg.dim, cols, &iter_peak[stage - 1]);
         seg_tokens += sl.tokens;
         run_tokens += sl.tokens;
         const char* last = last_good.empty() ? "none written yet" : last_good.c_str();

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_bench_sd_resume.sh: `beagle bench-sd -o FILE` killed (SIGKILL) after 2 of 6 prompts resumes from
+# test_bench_sd_resume.sh: `beagle bench-sd -o FILE` killed (SIGKILL, from outside) once 2 of 6 prompts are
+# done (FILE.partial holds them: test/tools/kill_when.py watches it) resumes from
 # FILE.partial and reports what an uninterrupted run reports (every count, tau, acceptance by depth and
 # mismatch tally equal; timings and the timing-chosen draft threads excepted), says how many prompts it
 # read back, and removes FILE.partial; a partial result of other options (-n, --topk), a damaged line
@@ -9,7 +10,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 B=${BEAGLE_BIN:-build/beagle}
-M=${BEAGLE_SHARED:-../shared}/data/models
+M=$PWD/data/models
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
 ok() { echo "ok   $1"; }
@@ -19,9 +20,15 @@ run() { "$B" bench-sd -m "$M/stories260K.bin" -z "$M/tok512.bin" -d weights/beag
           -t 1 "$@" > /dev/null; }
 run -n 48 -o "$tmp/a.json" 2> "$tmp/a.log" || { bad "uninterrupted run"; cat "$tmp/a.log"; }
 [ -e "$tmp/a.json.partial" ] && bad "a finished run left a.json.partial" || ok "a finished run leaves no .partial"
-BEAGLE_DEBUG_KILL_AFTER_PROMPTS=2 run -n 48 -o "$tmp/b.json" 2> /dev/null; rc=$?
+# the kill comes from outside once FILE.partial has its header and 2 prompts' lines; one more prompt may
+# finish before it lands, so k, the prompts done, is read back from the file
+kill_when() { python3 test/tools/kill_when.py --lines "$1" "$2" -- "${@:3}" > /dev/null; }
+kill_when "$tmp/b.json.partial" 3 "$B" bench-sd -m "$M/stories260K.bin" -z "$M/tok512.bin" -d weights/beagle-stories260K.bin \
+  --prompts test/data/stories_prompts.txt --no-chat --per-category 6 --modes none,chain,tree --total-tokens 12 \
+  -t 1 -n 48 -o "$tmp/b.json" 2> /dev/null; rc=$?
 lines=$(wc -l < "$tmp/b.json.partial" 2> /dev/null)
-[ $rc -eq 137 ] && [ ! -e "$tmp/b.json" ] && [ "$lines" = 3 ] && ok "killed by SIGKILL (exit $rc) after 2 prompts: no report, .partial of $lines lines" \
+k=$((${lines:-0} - 1))
+[ $rc -eq 137 ] && [ ! -e "$tmp/b.json" ] && [ $k -ge 2 ] && [ $k -lt 6 ] && ok "killed by SIGKILL (exit $rc) after $k prompts: no report, .partial of $lines lines" \
     || bad "the kill: exit $rc, .partial lines '$lines'"
 cp "$tmp/b.json.partial" "$tmp/keep.partial"
 
@@ -44,12 +51,12 @@ out=$(run -n 48 -o "$tmp/c.json" 2>&1); rc=$?
 cp "$tmp/keep.partial" "$tmp/b.json.partial"
 touch "$tmp/b.json.partial.tmp.999999999" "$tmp/b.speedup.png.tmp.999999999" "$tmp/b.json.tmp.$$"
 run -n 48 -o "$tmp/b.json" 2> "$tmp/b.log" || { bad "resumed run"; cat "$tmp/b.log"; }
-grep -q "resuming after 2 of 6 prompts" "$tmp/b.log" && ok "resumed after 2 of 6 prompts" || { bad "no resume message"; head -3 "$tmp/b.log"; }
-[ $(grep -c "prompts (all)" "$tmp/b.log") = 4 ] && ok "ran the other 4 prompts only" || bad "ran $(grep -c "prompts (all)" "$tmp/b.log") prompts"
+grep -q "resuming after $k of 6 prompts" "$tmp/b.log" && ok "resumed after $k of 6 prompts" || { bad "no resume message"; head -3 "$tmp/b.log"; }
+[ $(grep -c "prompts (all)" "$tmp/b.log") = $((6 - k)) ] && ok "ran the other $((6 - k)) prompts only" || bad "ran $(grep -c "prompts (all)" "$tmp/b.log") prompts"
 [ -e "$tmp/b.json.partial" ] && bad "b.json.partial left after the resumed run finished" || ok "the resumed run removed its .partial"
 [ ! -e "$tmp/b.json.partial.tmp.999999999" ] && [ ! -e "$tmp/b.speedup.png.tmp.999999999" ] && [ -e "$tmp/b.json.tmp.$$" ] \
     && ok "dead writers' temp files removed, a live one's kept" || bad "temp files: $(ls "$tmp" | grep tmp)"
-python3 - "$tmp/a.json" "$tmp/b.json" <<'PY' && ok "resumed report = uninterrupted report (timings aside)" || bad "resumed report differs"
+python3 - "$tmp/a.json" "$tmp/b.json" "$k" <<'PY' && ok "resumed report = uninterrupted report (timings aside)" || bad "resumed report differs"
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 timing = {"tok_s", "speedup", "ms_per_pass", "draft_ms_per_pass", "peak_rss_bytes", "draft_threads"}
@@ -61,14 +68,16 @@ def walk(x, y, path):
     elif x != y: diffs.append((path, x, y))
 walk(a, b, "")
 print("resumed_prompts", b.get("resumed_prompts"), "tree tau", b["overall"]["tree"]["tau"], "diffs", diffs[:5])
-sys.exit(0 if not diffs and b.get("resumed_prompts") == 2 and "resumed_prompts" not in a
+sys.exit(0 if not diffs and b.get("resumed_prompts") == int(sys.argv[3]) and "resumed_prompts" not in a
          and b["overall"]["chain"]["prompts"] == 6 and b["overall"]["tree"]["mismatches"] == 0 else 1)
 PY
 # a random-weights draft (make bench-sd-exact) names no file to fingerprint: it runs with -o and resumes too
 rnd() { "$B" bench-sd -m "$M/stories260K.bin" -z "$M/tok512.bin" --random-draft 3 --prompts test/data/stories_prompts.txt \
           --no-chat --per-category 3 -n 16 --modes none,chain -t 1 -o "$tmp/r.json" > /dev/null; }
-BEAGLE_DEBUG_KILL_AFTER_PROMPTS=1 rnd 2> /dev/null
-rnd 2> "$tmp/r.log" && grep -q "resuming after 1 of 3 prompts" "$tmp/r.log" && [ -s "$tmp/r.json" ] \
-    && ok "--random-draft: killed after 1 of 3, resumed" || { bad "--random-draft with -o"; cat "$tmp/r.log"; }
+kill_when "$tmp/r.json.partial" 2 "$B" bench-sd -m "$M/stories260K.bin" -z "$M/tok512.bin" --random-draft 3 \
+  --prompts test/data/stories_prompts.txt --no-chat --per-category 3 -n 16 --modes none,chain -t 1 -o "$tmp/r.json" 2> /dev/null
+k=$(($(wc -l < "$tmp/r.json.partial" 2> /dev/null || echo 1) - 1))
+rnd 2> "$tmp/r.log" && [ $k -ge 1 ] && grep -q "resuming after $k of 3 prompts" "$tmp/r.log" && [ -s "$tmp/r.json" ] \
+    && ok "--random-draft: killed after $k of 3, resumed" || { bad "--random-draft with -o"; cat "$tmp/r.log"; }
 echo "$fails failures"
 [ $fails -eq 0 ]

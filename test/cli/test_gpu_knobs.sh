@@ -2,8 +2,7 @@
 # test_gpu_knobs.sh: scripts/gpu_knobs.sh's choice of settings (it sets the CUDA defaults from a device run)
 # on a stand-in for beagle-cuda whose `bench` JSON depends on the knobs in its environment, so the right
 # answer is known: 32-key slices decode 50 % faster (chosen), 8-row dp4a blocks 1 % faster (noise: not
-# chosen), dp4a to T = 32 verifies T = 5..32 faster (chosen, by verify, not decode), the tall GEMM slower (not
-# chosen). Then: a stand-in where no knob matters chooses nothing, and one that always fails makes the
+# chosen), dp4a to T = 32 verifies T = 5..32 faster (chosen, by verify, not decode). Then: a stand-in where no knob matters chooses nothing, and one that always fails makes the
 # script exit non-zero.
 set -u
 cd "$(dirname "$0")/../.."
@@ -26,7 +25,6 @@ vc = []
 for T in list(range(1, 17)) + [24, 32, 48, 64]:
     ms = 1.0 + 0.1 * T
     if not flat and e("BEAGLE_CUDA_DP4A_MAX_T") == "32" and 5 <= T <= 32: ms *= 0.7
-    if not flat and e("BEAGLE_CUDA_TALL_MIN_ROWS") and T >= 24: ms *= 1.5
     vc.append({"T": T, "ms": ms, "cost": ms / 1.1})
 json.dump({"decode_tok_s": dec, "prefill_tok_s": 1000.0, "verify_cost": vc}, open(sys.argv[1], "w"))
 PY

@@ -3,7 +3,7 @@
 // (src/backend/cpu/quantize.h: d = max|x| / 127, q = round-half-even(x / d), s = d sum q; a NaN makes d
 // NaN) - q exact, d and s exact; the dp4a kernels gemm_q8_0/q4_0/q4_1{,_r16,_r8}_kernel (32, 16, 8 rows
 // per block, quantizing x in shared memory), gemm_q*_mma_kernel (int8 tensor cores, reading
-// quantize_q8_kernel's output) and gemm_q*_mma_tall_kernel (64-row blocks), all five bit-identical to
+// quantize_q8_kernel's output), all four bit-identical to
 // each other (memcmp on every case, every T, the dp4a kernels up to T = 70) and each against a double
 // reference that dequantizes the GGUF blocks with the formulas of src/core/dtype.cpp and uses the int8
 // activations the kernel saw (tolerance atol 1e-6 K, rtol 1e-5: only fp32 accumulation error remains),
@@ -113,9 +113,9 @@ static QActs quantize(const std::vector<float>& x, int T, int cols, int block, c
 
 // The kernels, launched directly (whatever launch_matmul_q would pick) at any T: the dp4a kernels (32, 16
 // or 8 rows x 4 tokens per block, quantizing x themselves), the tensor-core kernels (16 rows x 64 tokens,
-// reading the quantized a) and their tall variant (64 x 64).
-enum Kind { DP4A, DP4A_R16, DP4A_R8, MMA, MMA_TALL };
-static const Kind kinds[] = {DP4A, DP4A_R16, DP4A_R8, MMA, MMA_TALL};
+// reading the quantized a).
+enum Kind { DP4A, DP4A_R16, DP4A_R8, MMA };
+static const Kind kinds[] = {DP4A, DP4A_R16, DP4A_R8, MMA};
 // n > 1: matrices ws[0..n-1] (same cols) in one launch (grid z).
 static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* ws, const std::vector<float>& x,
                                                   const QActs& a, int T, Kind kind) {
@@ -138,13 +138,6 @@ static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* 
     g.xs = a.s.data();
     g.T = T;
     const int dt = ws[0]->dt;
-    if (kind == MMA_TALL) {
-        dim3 grid(cdiv(max_rows, QMMA_ROWS_TALL), cdiv(T, QMMA_TOKENS), n);
-        if (dt == KD_Q8_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_tall_kernel)(g);
-        if (dt == KD_Q4_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_tall_kernel)(g);
-        if (dt == KD_Q4_1) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_tall_kernel)(g);
-        return y;
-    }
     if (kind == MMA) {
         dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);
         if (dt == KD_Q8_0) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel)(g);
@@ -173,12 +166,12 @@ static std::vector<float> run_gemm(const QWeights& w, const std::vector<float>& 
 }
 
 static std::string qname(int dt, Kind kind) {
-    static const char* suffix[] = {"_kernel", "_r16_kernel", "_r8_kernel", "_mma_kernel", "_mma_tall_kernel"};
+    static const char* suffix[] = {"_kernel", "_r16_kernel", "_r8_kernel", "_mma_kernel"};
     return std::string(dt == KD_Q8_0 ? "gemm_q8_0" : dt == KD_Q4_0 ? "gemm_q4_0" : "gemm_q4_1") + suffix[kind];
 }
 
-// The five kernels against the references, and against each other bit for bit (one order per output):
-// each against the 32-row dp4a kernel, and the tall one against the 16-row one (every shape at every T,
+// The four kernels against the references, and against each other bit for bit (one order per output):
+// each against the 32-row dp4a kernel (every shape at every T,
 // so the dp4a kernels run at T = 5 .. 70 too: BEAGLE_CUDA_DP4A_MAX_T's path).
 static void check_case(int dt, int rows, int cols, int T, const std::string& tag) {
     QWeights w = make_weights(dt, rows, cols);
@@ -200,7 +193,7 @@ static void check_case(int dt, int rows, int cols, int T, const std::string& tag
             exact[(size_t)t * rows + o] = e;
             bound[(size_t)t * rows + o] = bd;
         }
-    std::vector<float> first, mma16;
+    std::vector<float> first;
     for (Kind kind : kinds) {
         std::vector<float> y = run_gemm(w, x, a, T, kind);
         const std::string name = qname(dt, kind);
@@ -214,10 +207,6 @@ static void check_case(int dt, int rows, int cols, int T, const std::string& tag
         else
             CHECK(!memcmp(first.data(), y.data(), y.size() * 4), "%s T%d rows%d cols%d: not bit-identical to the dp4a kernel",
                   name.c_str(), T, rows, cols);
-        if (kind == MMA) mma16 = y;
-        if (kind == MMA_TALL)
-            CHECK(!memcmp(mma16.data(), y.data(), y.size() * 4),
-                  "%s T%d rows%d cols%d: not bit-identical to the 16-row tensor-core kernel", name.c_str(), T, rows, cols);
     }
 }
 
@@ -281,9 +270,8 @@ static void check_misaligned(int dt) {
 
 // launch_matmul_q's choice (a runner recording the kernels it launches), `want` written out per case: the
 // dp4a kernels for T <= choice.dp4a_max_t (default QGEMM_TOKENS) with R rows per block (choice.dp4a_rows, or
-// the grid rule: the most of 32, 16, 8 whose grid has QGEMM_FILL_BLOCKS = 264 blocks, else 8), else the tall
-// tensor-core kernel from choice.tall_min_rows rows on (default QMMA_TALL_MIN_ROWS: never) and the 16-row one
-// below; its output is the chosen kernel's, bit for bit. choice null: launch_matmul_q's own (the defaults:
+// the grid rule: the most of 32, 16, 8 whose grid has QGEMM_FILL_BLOCKS = 264 blocks, else 8), else the
+// 16-row tensor-core kernel; its output is the chosen kernel's, bit for bit. choice null: launch_matmul_q's own (the defaults:
 // main checks that no BEAGLE_CUDA_* variable is set).
 struct NameRunner : KernelRunner {
     std::vector<std::string> names;
@@ -325,8 +313,7 @@ int main() {
                              // nb > 32: the dp4a kernels' second 32-block chunk (18 and 10 blocks), a last
                              // tensor-core step of 2 blocks; 33 and 40 rows: a partly filled last row block
                              {33, 1600, 5}, {40, 1344, 3}, {33, 1600, 19},
-                             // 64-row blocks (every shape runs all three kernels): a last block of 8 rows
-                             // (200 = 3 * 64 + 8: three idle warps) and of 24 (152: two idle, one of 8 rows)
+                             // a last 16-row block of 8 rows (200 = 12 * 16 + 8) and 152 rows (9.5 blocks)
                              {200, 64, 5}, {200, 64, 17}, {200, 96, 64}, {152, 64, 70}};
     // Quick: the four costliest shapes (over 300k multiply-adds) for Q4_1 only; Q8_0 and Q4_0 and their block
     // layouts still run every other shape, with the same ragged row, column and token blocks.
@@ -335,9 +322,9 @@ int main() {
             if (g_quick && dt != KD_Q4_1 && (long)s[0] * s[1] * s[2] > 300000) continue;
             check_case(dt, s[0], s[1], s[2], "");
         }
-    // the launcher's rules, by default: the tall kernel off (16-row tensor-core blocks even for 4096 rows);
+    // the launcher's rules, by default: 16-row tensor-core blocks (also for 4096 rows);
     // at T <= 16 the dp4a kernel with the most rows per block whose grid has 264 blocks, else 8 rows
-    for (const char* v : {"BEAGLE_CUDA_TALL_MIN_ROWS", "BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"})
+    for (const char* v : {"BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"})
         CHECK(!getenv(v), "%s is set: the launcher checks below assume the defaults", v);
     check_launcher(KD_Q4_1, 4096, QGEMM_DP4A_MAX_T + 1, nullptr, MMA);
     check_launcher(KD_Q4_1, 4224, QGEMM_DP4A_MAX_T, nullptr, DP4A);  // 132 x 4 token blocks of 32 rows
@@ -349,13 +336,6 @@ int main() {
     CHECK(qgemm_dp4a_rows(2816, 3, 1) == 32 && qgemm_dp4a_rows(2784, 3, 1) == 16 && qgemm_dp4a_rows(4224, 1, 5) == 32,
           "qgemm_dp4a_rows counts blocks over matrices and token blocks: %d %d %d", qgemm_dp4a_rows(2816, 3, 1),
           qgemm_dp4a_rows(2784, 3, 1), qgemm_dp4a_rows(4224, 1, 5));
-    // the tall kernel from 2048 rows (BEAGLE_CUDA_TALL_MIN_ROWS=2048), at its edges: 2048 rows tall for
-    // every type, 2047 rows and T = 4 not
-    QGemmChoice tall;
-    tall.tall_min_rows = 2048;
-    for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_launcher(dt, 2048, QGEMM_DP4A_MAX_T + 1, &tall, MMA_TALL);
-    check_launcher(KD_Q4_1, 2047, QGEMM_DP4A_MAX_T + 1, &tall, MMA);
-    check_launcher(KD_Q4_1, 2048, QGEMM_DP4A_MAX_T, &tall, DP4A_R16);  // 64 x 4 token blocks of 32 rows: 256
     // dp4a up to T = 4 only (BEAGLE_CUDA_DP4A_MAX_T=4, the rule before): cdiv(T, 4) token blocks count in the rule
     QGemmChoice narrow;
     narrow.dp4a_max_t = 4;
@@ -372,16 +352,14 @@ int main() {
     }
     // the variables parsed into the choice
     QGemmChoice def = qgemm_choice_env();
-    CHECK(def.tall_min_rows == QMMA_TALL_MIN_ROWS && def.dp4a_max_t == QGEMM_DP4A_MAX_T && def.dp4a_rows == 0,
-          "qgemm_choice_env without the variables: %d %d %d", def.tall_min_rows, def.dp4a_max_t, def.dp4a_rows);
-    setenv("BEAGLE_CUDA_TALL_MIN_ROWS", "2048", 1);
+    CHECK(def.dp4a_max_t == QGEMM_DP4A_MAX_T && def.dp4a_rows == 0, "qgemm_choice_env without the variables: %d %d",
+          def.dp4a_max_t, def.dp4a_rows);
     setenv("BEAGLE_CUDA_DP4A_MAX_T", "8", 1);
     setenv("BEAGLE_CUDA_QGEMM_ROWS", "8", 1);
     QGemmChoice env = qgemm_choice_env();
-    CHECK(env.tall_min_rows == 2048 && env.dp4a_max_t == 8 && env.dp4a_rows == 8,
-          "BEAGLE_CUDA_TALL_MIN_ROWS=2048 DP4A_MAX_T=8 QGEMM_ROWS=8 read as %d %d %d", env.tall_min_rows,
+    CHECK(env.dp4a_max_t == 8 && env.dp4a_rows == 8, "BEAGLE_CUDA_DP4A_MAX_T=8 QGEMM_ROWS=8 read as %d %d",
           env.dp4a_max_t, env.dp4a_rows);
-    for (const char* v : {"BEAGLE_CUDA_TALL_MIN_ROWS", "BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"}) unsetenv(v);
+    for (const char* v : {"BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"}) unsetenv(v);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (int T : {1, 3, 6}) check_group(dt, T);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_zero_nan(dt);
@@ -400,8 +378,8 @@ int main() {
     });
     // batch invariance: each token's outputs computed alone (T = 1, dp4a kernel) are bit-identical to
     // its row in a batch of 7 (dp4a: two token groups), of 16 (the 16- and 8-row dp4a kernels: four token
-    // groups) and of 70 (tensor cores, 16- and 64-row blocks: two 64-token tiles)
-    const std::pair<int, Kind> batches[] = {{7, DP4A}, {16, DP4A_R16}, {16, DP4A_R8}, {70, MMA}, {70, MMA_TALL}};
+    // groups) and of 70 (tensor cores: two 64-token tiles)
+    const std::pair<int, Kind> batches[] = {{7, DP4A}, {16, DP4A_R16}, {16, DP4A_R8}, {70, MMA}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto [T, kind] : batches) {
             int rows = 21, cols = 160;

@@ -6,15 +6,15 @@
 # bytes) and are not blank; the JSON summary parses and holds the promised fields (tau >= 1,
 # acceptance rates in [0, 1]); the loss TSV has one row per step. CLI errors: a missing flag, a
 # NaN run (exit code 1, message naming the step), S > w.
-import json, os, subprocess, tempfile
+import glob, json, os, re, shutil, subprocess, sys, tempfile
 
 from checks import check, finish
 from pngcheck import png_pixels
 
 BIN = os.environ.get("BEAGLE_BIN", "build/beagle")
-SHARED = os.environ.get("BEAGLE_SHARED", "../shared")
-MODEL = f"{SHARED}/data/models/stories260K.bin"
-TOK = f"{SHARED}/data/models/tok512.bin"
+DATA = os.path.join(os.environ.get("BEAGLE_ROOT", "."), "data")
+MODEL = f"{DATA}/models/stories260K.bin"
+TOK = f"{DATA}/models/tok512.bin"
 ROOT = os.environ.get("BEAGLE_ROOT", ".")
 def run(args, env=None):
     e = dict(os.environ)
@@ -62,9 +62,16 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 1 and "-m MODEL is required" in r.stderr, f"missing -m: {r.returncode} {r.stderr}")
     r = run(["train", "-m", MODEL, "-z", TOK, "--data", data, "-o", f"{tmp}/e.bin", "--window", "2", "--sim-steps", "3"])
     check(r.returncode == 1 and "--sim-steps <= --window" in r.stderr, f"S > w: {r.stderr}")
-    r = run(["train", "-m", MODEL, "-z", TOK, "--data", data, "-o", f"{tmp}/n.bin", "--batch", "2", "--seq-len", "16",
-             "--ckpt-every", "1", "-q"], env={"BEAGLE_DEBUG_NAN_STEP": "3"})
-    check(r.returncode == 1 and "at step 3" in r.stderr and "(step 2)" in r.stderr, f"NaN run: {r.returncode} {r.stderr}")
+    # a NaN planted in the data (a copy with sequence 3's states poisoned: step 3 reads it first, seed 1):
+    # the run stops at the step that reads it, naming that step and the checkpoint of the step before
+    shutil.copytree(data, f"{tmp}/nan")
+    shard = sorted(glob.glob(f"{tmp}/nan/shard-*.bin"))[0]
+    subprocess.run([sys.executable, f"{ROOT}/test/tools/poison_shard.py", shard, "3"], check=True)
+    r = run(["train", "-m", MODEL, "-z", TOK, "--data", f"{tmp}/nan", "-o", f"{tmp}/n.bin", "--batch", "2", "--seq-len", "16",
+             "--ckpt-every", "1", "-q"])
+    m = re.search(r"the loss is nan at step (\d+)", r.stderr)
+    step = int(m.group(1)) if m else 0
+    check(r.returncode == 1 and step >= 2 and f"(step {step - 1})" in r.stderr, f"NaN run: {r.returncode} {r.stderr}")
     check(not os.path.exists(f"{tmp}/n.bin"), "NaN run wrote a draft")
     check(os.path.exists(f"{tmp}/n.bin.ckpt"), "NaN run lost its last good checkpoint")
 

@@ -83,10 +83,8 @@ def main():
     plants = [("cuda/kernels.cuh", "QMMA_ROWS = 16", "QMMA_ROWS = 32", "stale", "a changed QMMA_ROWS"),
               ("cuda/attention.cu", "dim3(a.T, a.n_kv_heads, n_slices)", "dim3(a.T, n_slices, a.n_kv_heads)", "exits",
                "a changed split-KV grid"),
-              ("cuda/kernels.cuh", "QMMA_TALL_MIN_ROWS = 1073741824", "QMMA_TALL_MIN_ROWS = 2048", "stale",
-               "a changed QMMA_TALL_MIN_ROWS"),
-              ("cuda/gemm_quant.cu", "if (max_rows >= c.tall_min_rows) {", "if (max_rows > c.tall_min_rows) {", "exits",
-               "a changed tall-GEMM rule"),
+              ("cuda/gemm_quant.cu", "dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);",
+               "dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_ROWS), n);", "exits", "a changed tensor-core grid"),
               ("cuda/kernels.cuh", "QGEMM_FILL_BLOCKS = 264", "QGEMM_FILL_BLOCKS = 100", "stale",
                "a changed QGEMM_FILL_BLOCKS"),
               ("cuda/gemm_quant.cu", ">= QGEMM_FILL_BLOCKS) return R;", "> QGEMM_FILL_BLOCKS) return R;", "exits",
@@ -99,8 +97,8 @@ def main():
             caught = any("is stale" in p for p in got) if want == "stale" else bool(got) and "exits" in got[0]
             if not caught:
                 sys.exit(f"test_gpu_bytes: self-check: {what} did not {'make the doc stale' if want == 'stale' else 'stop the script'}: {got}")
-    print("self-check: a changed QMMA_ROWS, QMMA_TALL_MIN_ROWS or QGEMM_FILL_BLOCKS makes the doc stale, a changed "
-          "split-KV grid, tall-GEMM rule or dp4a row rule stops the script")
+    print("self-check: a changed QMMA_ROWS or QGEMM_FILL_BLOCKS makes the doc stale, a changed split-KV grid, "
+          "tensor-core grid or dp4a row rule stops the script")
     got = problems(ROOT)
     for p in got:
         print("FAIL", p)

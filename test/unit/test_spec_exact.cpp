@@ -8,7 +8,9 @@
 // Tokens alone would miss a verify row that is off by an ulp without changing an argmax, so every
 // committed position's verify logits row is also compared bit for bit with plain decoding's (one
 // causal forward over prompt + output: batch-invariant rows); and the test shows that comparison
-// failing once, on a verify whose root row has one logit one ulp off (SpecParams::debug_ulp_verify_row).
+// failing once, on a verify whose root row has one logit one ulp off. The rows come from the engine
+// through its observer (Acceptance::observer, RowRecorder below).
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -23,6 +25,24 @@
 #include "testlib.h"
 
 using namespace beagle;
+
+// Every committed position's verify logits row, in order (the rows of each verify's path). plant_ulp:
+// the first verify of more than one token has one logit of its root row moved one ulp up, as the
+// engine would have it had that verify been off by an ulp.
+class RowRecorder : public VerifyObserver {
+public:
+    std::vector<float> rows;
+    bool plant_ulp = false;
+    void verified(const DraftTree& tree, const std::vector<int>& path, const float* logits, int V) override {
+        const size_t at = rows.size();
+        for (int k : path) rows.insert(rows.end(), logits + (size_t)k * V, logits + (size_t)(k + 1) * V);
+        if (plant_ulp && tree.size() > 1) {  // path[0] is the root: its row is at `at`
+            float& z = rows[at + (size_t)tree.token[1] % V];
+            z = nextafterf(z, INFINITY);
+            plant_ulp = false;
+        }
+    }
+};
 
 int main() {
     const std::string M = test_models_dir(), root = test_root();
@@ -157,9 +177,11 @@ int main() {
                 spp.learn_cost = false;  // the assertions below are in units of the fixed cost model
                 SpecStats st;
                 std::vector<int> got;
-                std::vector<float> rows;
-                spp.debug_record_rows = &rows;
-                generate_speculative(s, *d, ids, 256, greedy, spp, nullptr, &st, &got);
+                RowRecorder rec;
+                Acceptance acc;
+                acc.observer = &rec;
+                generate_speculative(s, *d, ids, 256, greedy, spp, nullptr, &st, &got, acc);
+                const std::vector<float>& rows = rec.rows;
                 row_mismatches += !rows_equal(rows, want_rows);
                 CHECK(rows_equal(rows, want_rows), "prompt %zu lookup ngram %d gamma %d: verify rows differ from plain", i,
                       c.ngram, c.gamma);
@@ -180,9 +202,11 @@ int main() {
                 spp.learn_cost = false;
                 SpecStats st;
                 std::vector<int> got;
-                std::vector<float> rows;
-                spp.debug_record_rows = &rows;
-                generate_speculative(s, *drafters[k], ids, 256, greedy, spp, nullptr, &st, &got);
+                RowRecorder rec;
+                Acceptance acc;
+                acc.observer = &rec;
+                generate_speculative(s, *drafters[k], ids, 256, greedy, spp, nullptr, &st, &got, acc);
+                const std::vector<float>& rows = rec.rows;
                 row_mismatches += !rows_equal(rows, want_rows);
                 CHECK(rows_equal(rows, want_rows), "prompt %zu %s: verify rows differ from plain", i, dcases[k].name);
                 if (got != plain) mismatches++;
@@ -199,14 +223,16 @@ int main() {
             if (i == 0) {  // the checker fails on the smallest error: one logit of one verify row one ulp off
                 SpecParams spp;
                 spp.learn_cost = false;
-                spp.debug_ulp_verify_row = true;
                 SpecStats st;
                 std::vector<int> got;
-                std::vector<float> rows;
-                spp.debug_record_rows = &rows;
+                RowRecorder rec;
+                rec.plant_ulp = true;
+                Acceptance acc;
+                acc.observer = &rec;
                 std::unique_ptr<Drafter> d = make_lookup_drafter(1, 8);  // drafts from the first round on
-                generate_speculative(s, *d, ids, 256, greedy, spp, nullptr, &st, &got);
-                CHECK(!rows_equal(rows, want_rows), "a verify row one ulp off was NOT caught");
+                generate_speculative(s, *d, ids, 256, greedy, spp, nullptr, &st, &got, acc);
+                CHECK(!rec.plant_ulp, "no verify of more than one token: nothing was planted");
+                CHECK(!rows_equal(rec.rows, want_rows), "a verify row one ulp off was NOT caught");
                 printf("planted: a verify row one ulp off: rows differ from plain (caught); tokens %s\n",
                        got == plain ? "still identical (a token comparison alone would not see it)" : "differ");
             }

@@ -9,8 +9,9 @@
 // shipped weights/eagle-stories260K.bin: chain and tree). Each test at alpha = 1e-3; 13 drafters x 3
 // positions = 39 tests -> family-wise false alarm <= 3.9% (Bonferroni; fixed seeds, so a given build
 // either passes or fails for good).
-// Test of the test: with the residual rule broken on purpose (SpecParams::debug_break_residual) the
-// oracle drafter's output must be rejected with p < 1e-6.
+// Test of the test: with a wrong acceptance rule (broken_residual below, given to the engine through
+// Acceptance::rule: p kept after a rejection instead of the residual) the oracle drafter's output must
+// be rejected with p < 1e-6.
 // Under ASan (make test-asan, sanitized_build()) N is 400 per drafter and 800 for the broken one (chi2 at
 // N = 2000 was 103 on 4 df: at 800 about 41, p ~ 1e-8), about 1/5 of the samples; the same fixed seeds.
 #include <algorithm>
@@ -26,6 +27,42 @@
 #include "testlib.h"
 
 using namespace beagle;
+
+// accept_path's sampled walk with the residual step left out: after a candidate's rejection the next
+// sibling (and the bonus token) is judged against the unchanged p. The wrong rule the check must catch.
+static std::vector<int> broken_residual(const DraftTree& tree, const LogitsRow& row, int V, const SamplingParams& sp,
+                                        Rng& rng, int* bonus) {
+    std::vector<std::vector<int>> kids = tree.children();
+    std::vector<int> path(1, 0);
+    std::vector<float> p;
+    for (int cur = 0;;) {
+        warp_dense(row(cur), V, sp, &p);
+        int next = -1;
+        for (int c : kids[cur]) {
+            const int x = tree.token[c];
+            const float* q = tree.q[c];
+            const float a = q ? (q[x] > 0 ? std::min(1.0f, p[x] / q[x]) : 0.0f) : p[x];
+            if (rng.next_f32() < a) { next = c; break; }
+        }
+        if (next < 0) {  // the bonus token from p (a draw from the unnormalised p, as accept_path's)
+            float total = 0, cdf = 0;
+            for (float v : p) total += v;
+            const float r = rng.next_f32() * total;
+            int last = 0;
+            *bonus = -1;
+            for (int i = 0; i < V && *bonus < 0; i++) {
+                if (p[i] <= 0) continue;
+                cdf += p[i];
+                last = i;
+                if (r < cdf) *bonus = i;
+            }
+            if (*bonus < 0) *bonus = last;
+            return path;
+        }
+        path.push_back(next);
+        cur = next;
+    }
+}
 
 // Upper tail of the chi-square distribution: Q(df/2, x/2) (regularized upper incomplete gamma).
 static double chi2_sf(double x, double df) {
@@ -132,8 +169,7 @@ static uint64_t mix(uint64_t x) {
 }
 
 int main() {
-    const char* sh = getenv("BEAGLE_SHARED");
-    std::string M = std::string(sh ? sh : "../shared") + "/data/models/";
+    const std::string M = test_models_dir();
     const int N = sanitized_build() ? 400 : 2000, N_BROKEN = sanitized_build() ? 800 : 2000, NPOS = 3;
     try {
         Session s(M + "stories260K.bin", M + "tok512.bin", 1, 512, 64);
@@ -222,10 +258,11 @@ int main() {
             for (int i = 0; i < n; i++) {
                 sp.seed = mix(1000003 + i);
                 SpecParams spp;
-                spp.debug_break_residual = c.broken;
+                Acceptance acc;
+                if (c.broken) acc.rule = broken_residual;
                 SpecStats st;
                 std::vector<int> out;
-                generate_speculative(s, *c.d, prompts[c.prompt], NPOS, sp, spp, nullptr, &st, &out);
+                generate_speculative(s, *c.d, prompts[c.prompt], NPOS, sp, spp, nullptr, &st, &out, acc);
                 CHECK((int)out.size() == NPOS, "%s sample %d has %zu tokens", c.name, i, out.size());
                 for (int k = 0; k < NPOS && k < (int)out.size(); k++) sd[k].push_back(out[k]);
                 tau += st.tau();

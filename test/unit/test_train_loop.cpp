@@ -6,13 +6,15 @@
 //   - 2 threads give the same bits as 1 (weights, moments, losses; Beagle and EAGLE drafts, both stages);
 //   - the draft file records the longest training sequence (meta.seq_len: the default key window, draft.h);
 //   - the loss goes down on a short stage-1 run;
-//   - a NaN injected at step 5 (BEAGLE_DEBUG_NAN_STEP) stops the run with a message naming step 5
-//     and the last good checkpoint (step 4), which is left intact, and no draft is written;
+//   - a NaN planted in the data (a copy with the states of the item step 5 reads) stops the run with a
+//     message naming step 5 and the last good checkpoint (step 4), which is left intact, and no draft
+//     is written; resumed on the clean data it ends as the straight run;
 //   - bad input gives clear errors: data from another model, a checkpoint from another config,
 //     corrupt and truncated shards and checkpoints, S > w.
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -53,10 +55,35 @@ static bool same_state(const std::string& a, const std::string& b) {
     return x.get("step") == y.get("step") && x.get("rng_noise") == y.get("rng_noise") && x.order == y.order;
 }
 
+// A copy of o.data in dir with every state of item `item` NaN (the first element of each row). The items
+// are cut as run_train cuts them: chunks of o.seq_len of each sequence, those with a loss row (q >= 1
+// past the prompt), in order. The data must be one shard (it is rewritten whole).
+static std::string poisoned_copy(const TrainLoopOptions& o, uint32_t item, const std::string& dir) {
+    Dataset ds(o.data);
+    mkdir(dir.c_str(), 0755);
+    write_meta(dir + "/meta.txt", read_meta(o.data + "/meta.txt"));
+    CHECK(file_exists(o.data + "/shard-00000.bin") && !file_exists(o.data + "/shard-00001.bin"), "the data is one shard");
+    std::vector<SeqData> seqs(ds.n_seqs());
+    uint32_t n = 0;
+    for (size_t i = 0; i < ds.n_seqs(); i++) {
+        const SeqView v = ds.seq(i);
+        seqs[i].tokens.assign(v.tokens, v.tokens + v.len);
+        seqs[i].states.assign(v.states, v.states + (size_t)v.len * ds.dim());
+        seqs[i].n_prompt = v.n_prompt;
+        for (int s0 = 0; s0 < v.len; s0 += o.seq_len) {
+            const int len = std::min(o.seq_len, v.len - s0), first_loss = std::max(1, v.n_prompt - s0);
+            if (first_loss >= len) continue;
+            if (n++ == item)
+                for (int q = s0; q < s0 + len; q++) seqs[i].states[(size_t)q * ds.dim()] = 0x7e00;  // f16 NaN
+        }
+    }
+    CHECK(n > item, "item %u of %u", item, n);
+    write_shard(dir + "/shard-00000.bin", ds.dim(), ds.vocab(), ds.tokenizer_hash(), seqs);
+    return dir;
+}
+
 int main() {
-    const char* sh = getenv("BEAGLE_SHARED");
-    std::string shared = sh ? sh : "../shared";
-    std::string model = shared + "/data/models/stories260K.bin", tok = shared + "/data/models/tok512.bin";
+    std::string model = test_models_dir() + "stories260K.bin", tok = test_models_dir() + "tok512.bin";
     g_tmp = strfmt("/tmp/beagle_test_train_loop_%d", (int)getpid());
     mkdir(g_tmp.c_str(), 0755);
 
@@ -170,10 +197,16 @@ int main() {
 
     // ---- NaN stops the run, the last good checkpoint stays ----
     {
+        // the NaN is planted in a copy of the data: the states of the item that step 5 reads first
         TrainLoopOptions x = base;
+        x.out = g_tmp + "/order.bin";
+        x.max_steps = 1;
+        run_train(x);  // the first epoch's item order, from its checkpoint
+        const std::vector<uint32_t> order = load_checkpoint(x.out + ".ckpt").order;
         x.out = g_tmp + "/nan.bin";
+        x.max_steps = 0;
+        x.data = poisoned_copy(base, order.at(4 * base.batch), g_tmp + "/nan_data");
         x.ckpt_every = 2;
-        setenv("BEAGLE_DEBUG_NAN_STEP", "5", 1);
         CHECK_THROWS(run_train(x), "at step 5");
         try {
             run_train(x);
@@ -181,11 +214,11 @@ int main() {
             printf("NaN message: %s\n", e.what());
             CHECK(strstr(e.what(), "nan") && strstr(e.what(), "(step 4)"), "message names NaN and the step-4 checkpoint");
         }
-        unsetenv("BEAGLE_DEBUG_NAN_STEP");
         Checkpoint ck = load_checkpoint(x.out + ".ckpt");
         CHECK(ck.get("step") == "4", "last good checkpoint is at step %s, wanted 4", ck.get("step").c_str());
         CHECK(!file_exists(x.out), "a draft was written after the NaN");
-        // and it resumes to the same end as the straight run
+        // and, on the clean data, it resumes to the same end as the straight run
+        x.data = base.data;
         x.resume = x.out + ".ckpt";
         run_train(x);
         CHECK(same_weights(a.out, x.out), "resume after the NaN stop differs from the straight run");

@@ -6,11 +6,12 @@
 // kv head share its K/V tiles. Launched (launch_attention at the end) by the CUDA backend
 // (src/backend/gpu/ops_cuda.cu: attention); tested by test/kernels/cuda_emu_kernels_attention.cpp.
 //
-// The reduction order (batch invariance, SPEC "Exactness is a kernel property"): number the keys a
+// The reduction order (batch invariance, docs/method.md "Exactness is a kernel property"): number the keys a
 // query sees 0, 1, 2, ... in increasing cache row (its visible index: the row itself for a causal
 // query, row - kv_start for a sequence, n_past + rank among its ancestors for a tree node). Keys
-// [S s, S s + S) form slice s, S = attn_split() (ATTN_SPLIT = 256 unless BEAGLE_CUDA_ATTN_SPLIT says
-// otherwise: one value for the whole process, never chosen from T, the batch or the cache length). Inside a slice the online softmax runs key by key in order from the empty state
+// [S s, S s + S) form slice s, S = attn_split() (attn_split.h ATTN_SPLIT unless BEAGLE_CUDA_ATTN_SPLIT
+// says otherwise: one value for the whole process, never chosen from T, the batch or the cache length).
+// Inside a slice the online softmax runs key by key in order from the empty state
 // (attn_common.cuh softmax_step); the slices' states (m, l, o) are then merged in slice order
 // (softmax_merge). A query's output is a function of its visible key sequence alone: the same bits
 // in a decode step, a prefill chunk of any size, a tree-verify pass (its ancestors at other cache

@@ -6,7 +6,7 @@
 // it sees, not on where the tile boundaries fall or on which other queries share the block. So a
 // query's output is bit-identical in a decode step, a prefill chunk or a tree-verify pass (where its
 // ancestors sit at other cache rows): the batch invariance that makes greedy speculative decoding
-// exact (SPEC "Exactness is a kernel property").
+// exact (docs/method.md "Exactness is a kernel property").
 //
 // Shared memory (floats, dynamic): Ks[ATTN_BK][hd + 1], Vs[ATTN_BK][hd + 1] (the +1 pad makes the
 // lane-per-key reads of Ks conflict-free), then per warp: qs[hd], dos[hd] (backward), sc[ATTN_BK].

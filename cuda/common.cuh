@@ -4,7 +4,7 @@
 //
 // Determinism: every reduction here has ONE order for a given block size (xor butterfly inside a
 // warp, then warp 0 over the per-warp partials), so a kernel that fixes its block size gives the same
-// bits for a row whatever else the grid computes (batch invariance, SPEC "Exactness").
+// bits for a row whatever else the grid computes (batch invariance, docs/method.md "Exactness").
 #pragma once
 #include "compat.cuh"
 

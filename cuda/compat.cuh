@@ -25,8 +25,8 @@
 
 // UNROLL before a loop over a per-thread array with a compile-time bound: fully unrolled, every index
 // is a constant and the array lives in registers. One runtime index anywhere puts the whole array in
-// local memory (ptxas -v: a stack frame; on an H100 the query-tiled attention ran 50 us per decode
-// step's layer that way). test/kernels/test_cuda_no_local_memory.sh checks every kernel.
+// local memory (ptxas -v: a stack frame), and every access to it is then a memory round trip.
+// test/cli/test_cuda_no_local_memory.sh checks every kernel.
 #define UNROLL _Pragma("unroll")
 
 // Vector loads / stores (float4, int4, ...: one wide instruction; the address must be aligned to the

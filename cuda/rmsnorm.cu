@@ -24,8 +24,8 @@
 // with 256; rmsnorm_block) is read ONCE into registers with all of a thread's loads in flight, the weights too,
 // before the reduction; longer rows take the plain strided loops. Same operations in the same order
 // either way (the sum of squares over i = tid, tid + blockDim, ... in increasing i). The strided loops
-// alone were latency-bound on an H100: a store to x may alias the next load, so each of a thread's
-// columns cost a memory round trip, twice (7 us for SmolLM2's 576-wide row, 60 launches per token).
+// alone are latency-bound: a store to x may alias the next load, so each of a thread's columns costs a
+// memory round trip, twice, and a decode step launches this kernel about twice per layer.
 constexpr int RMS_PER_THREAD = 16;
 
 __global__ void rmsnorm_fwd_kernel(float* y, float* rstd, const float* x, const float* w, int dim, float eps) {

@@ -1,5 +1,5 @@
 // rope.cu: rotary position embedding, forward and backward (adjacent-pair convention: the pairs
-// (x[2i], x[2i+1]) of each head, SPEC / src/io/llama_config.h). Launched (launch_* at the end) by the CUDA backend
+// (x[2i], x[2i+1]) of each head, docs/method.md / src/io/llama_config.h). Launched (launch_* at the end) by the CUDA backend
 // (src/backend/gpu/: the op rope, forward and inverse); tested by
 // test/kernels/cuda_emu_kernels_rows.cpp.
 //

@@ -1,5 +1,5 @@
 // sample.cu: rows of logits -> sampling distributions (temperature, top-k, top-p) and one draw from each,
-// so a sampled draft chain and its verification stay on the device (issue 17). Launched (launch_warp_rows,
+// so a sampled draft chain and its verification stay on the device. Launched (launch_warp_rows,
 // at the end) by the CUDA backend (src/backend/gpu/ops_cuda.cu: CudaOps::warp_rows); tested by
 // test/kernels/cuda_emu_kernels_sample.cpp against a double-precision sort and against the host's warp_dense.
 //
@@ -39,8 +39,8 @@
 //   a chunk, so the first chunk with o_t + sum_t > u (warp ballots) walks its chunk for the column.
 // Why it is fast enough: no sort, no atomics, no shared memory beyond a few warp partials; the row
 // (196 KB at 49,152 columns) is re-read from L1/L2 once per round by 1024 threads with 4 loads in flight
-// each, and DRAM sees little more than x read and p written once (a model, docs/gpu-kernels.md: ~20-40 us
-// per launch on an H100 at 20 rounds, rows in parallel on their own SMs; not measured yet).
+// each, and DRAM sees little more than x read and p written once (the byte model: docs/gpu-kernels.md;
+// rows run in parallel on their own SMs).
 // Deterministic: every sum has one order for a given block size (common.cuh's reductions, fixed
 // per-thread orders; the launcher fixes the block size by n_cols), so the same bits every run.
 // Run-tested under the emulator (block sizes 32..1024, reverse / random schedules with poisoned shared

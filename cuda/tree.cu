@@ -1,5 +1,5 @@
 // tree.cu: one depth of the drafter's EAGLE-2 dynamic tree on the GPU, so a tree round needs no host round
-// trip between depths (docs/gpu.md "Syncs per round"). Launched (launch_tree_expand at the end) by the CUDA
+// trip between depths (docs/gpu.md "The device-resident loop"). Launched (launch_tree_expand at the end) by the CUDA
 // backend (src/backend/gpu/ops_cuda.cu: CudaOps::tree_expand, after topk_kernel and row_lse_kernel wrote the
 // depth's top-k and logsumexps); tested by test/kernels/cuda_emu_kernels_tree.cpp against the drafter's
 // host expansion (stable sort of the frontier by score) on random scores with ties.

@@ -1,4 +1,4 @@
-// xattn.cu: the Beagle draft's cross-attention (SPEC 3) over two key sets - set 0 the true states,
+// xattn.cu: the Beagle draft's cross-attention (docs/method.md section 3) over two key sets - set 0 the true states,
 // set 1 the predicted states - with the mask given by parameters (kernels.cuh XAttnArgs = ops.h
 // XAttnMask; the rule is xattn_sees() in src/backend/xattn_mask.h): PREFIX (inference: every set-0 row, plus
 // the set-1 rows whose bit is set per query; "diagonal masked" because the keys are strictly earlier

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-# bench_remote.py: `make bench-remote`: client-server drafting (seed 003 section 4.2) against remote plain
-# decoding (one server call per token, what an API client does), on 127.0.0.1 under seed 003's network
-# profiles: none (loopback), 5g (10 +- 10 ms per call), 4g (21 +- 19 ms per call, 20 Mbit/s). The kernel
-# here has no netem (tc reports the qdisc kind unknown), so the delay is drawn in the client
+# bench_remote.py: `make bench-remote`: client-server drafting (docs/serve.md) against remote plain
+# decoding (one server call per token, what an API client does), on 127.0.0.1 under the network
+# profiles of the Mixture of Attentions paper: none (loopback), 5g (10 +- 10 ms per call), 4g (21 +- 19
+# ms per call, 20 Mbit/s). The kernel here has no netem (tc reports the qdisc kind unknown), so the delay is drawn in the client
 # (`beagle generate --net-delay`, seeded, one draw per call as netem on one side of the link).
 # Modes per profile: plain (no draft), tree (the shipped draft, --total-tokens auto: the tree pays for
 # its verify cost plus the measured round trip; q8 states, zlib first message: the default wire). Per

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""probe_state_layers.py: which of the target's layers carry what a draft needs (issue 20, item 3: EAGLE-3
+"""probe_state_layers.py: which of the target's layers carry what a draft needs (EAGLE-3
 fuses a low, a middle and a high layer). For datagen sequences (the target's own answers), the residual
 stream after each listed layer comes from the NumPy reference model (scripts/ref_llama.py, weights
 dequantised by the `gguf` package; float32 weights here, for speed); then a linear readout of [states at i; E(t_{i+1})] is

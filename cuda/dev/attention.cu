@@ -1,6 +1,6 @@
 // attention.cu: the target's causal / tree attention over its KV cache (forward), from one thread per
-// (query, head) to the shipped flash-style kernel (cuda/attention.cu attn_fwd_kernel). Read after the
-// two matmuls. Build and run: `make cuda-dev`, or on a GPU `nvcc -O2 -arch=sm_80 cuda/dev/attention.cu -o attention`.
+// (query, head) to the shipped kernels (cuda/attention.cu: attn_fwd_tiled_kernel, and attn_split_kernel
+// + attn_combine_kernel). Read after the two matmuls. Build and run: `make cuda-dev`, or on a GPU `nvcc -O2 -arch=sm_80 cuda/dev/attention.cu -o attention`.
 //
 // out[t, h] = sum_j softmax_j(scale q[t, h] . k[j, kvh]) v[j, kvh] over the cache rows j that query t
 // sees: every row below n_past, then among the T new rows either the causal prefix (rows n_past..
@@ -8,7 +8,7 @@
 // GQA: head h reads kv head kvh = h / group. All versions take kernels.cuh AttnArgs (the shipped
 // interface) and are checked on a causal and on a tree mask.
 //
-// A MODEL (no GPU here) for a 64-node tree-verify step of SmolLM2-135M (9 query heads, 3 kv heads,
+// A MODEL (derived, not measured) for a 64-node tree-verify step of SmolLM2-135M (9 query heads, 3 kv heads,
 // head_dim 64) over a 1024-token cache: n = 1088 keys, T = 64 queries. K and V of one kv head are
 // 1088 x 64 x 4 B = 279 KB each, 1.7 MB for the layer; q.k and p v are 2 x 2 T 9 n 64 = 160 MFLOP.
 // Reading K/V once makes 96 FLOP/byte; if every (query, head) re-reads them it drops to 0.5.
@@ -40,15 +40,15 @@
 //   owns nq queries x the group's heads (SmolLM2: 10 queries x 3 heads = 30 tasks on 8 warps, states in
 //   registers), so one staged K/V tile serves 30 (query, head) pairs instead of 3: K/V requests drop
 //   to cdiv(64, 10) x 3 x 557 KB = 11.7 MB for the step. The order stays key by key per query, with
-//   one change that makes split-KV possible (v6): the visible keys of a query form fixed slices of 256
-//   (by visible index, never chosen from T), each reduced from the empty state, and the slice states
+//   one change that makes split-KV possible (v6): the visible keys of a query form fixed slices of
+//   ATTN_SPLIT keys (attn_split.h; by visible index, never chosen from T), each reduced from the empty state, and the slice states
 //   are merged in order (attn_common.cuh softmax_merge).
 // version 6 (shipped, attn_split_kernel + attn_combine_kernel): flash-decoding for decode and short
 //   verify passes over long caches. T x kv heads blocks are too few to fill a GPU (SmolLM2 decode: 3
-//   blocks for 132 SMs); one block per (query, kv head, 256-key slice) writes the slice's (m, l, o) and
+//   blocks for 132 SMs); one block per (query, kv head, key slice) writes the slice's (m, l, o) and
 //   a one-warp combine merges the slices in order with the same formula: bit-identical to v5 (the
 //   test below checks it), so the backend picks by T freely and stays batch invariant. A 4096-token
-//   7B decode: 16 slices x 8 kv heads = 128 blocks instead of 8.
+//   7B decode with 32-key slices: 128 slices x 8 kv heads = 1024 blocks instead of 8.
 // Tolerance (per output element, against a double two-pass reference): a score is an hd-term fp32
 // chain, off by at most e = gamma_hd scale sum_d |q k| + u |s|; a softmax weight then moves by at most
 // 2 E (E the largest e over the visible keys), and the sums, rescalings, exp and division add at most
@@ -287,7 +287,7 @@ static void attention_run(int version, const AttnArgs& a, float* att) {
 static AttnCase make_case(DevRng& rng, bool tree) {
     AttnCase c;
     c.T = 11;
-    c.n_past = 300;  // 311 keys: ten 32-key tiles, the last partial; two 256-key slices
+    c.n_past = 300;  // 311 keys: ten 32-key tiles, the last partial; several slices
     c.n_heads = 6;  // GQA group of 3, as SmolLM2 (9 / 3); head_dim 64 as SmolLM2
     c.n_kv_heads = 2;
     c.hd = 64;

@@ -82,9 +82,9 @@ std::vector<T> dev_download(const T* d, size_t n) {
 }
 
 // ---- the shipped attention launch -----------------------------------------------------------------
-// attn_fwd_kernel, xattn_fwd_kernel and xattn_bwd_dq_kernel run with a warp per query head of a kv
-// head's group (at most 4 warps) and this dynamic shared memory, as src/backend/gpu/ops_cuda.cu
-// (attention) and ops_cuda_train.cu (xattn_fwd, xattn_bwd) launch them.
+// attention_v4_kernel (attention.cu) and the shipped xattn_bwd_dq_kernel run with a warp per query head
+// of a kv head's group (at most 4 warps) and this dynamic shared memory, as cuda/xattn.cu launch_xattn_bwd
+// (xattn_query_smem) launches the latter.
 struct DevAttnLaunch {
     int threads;
     size_t smem;

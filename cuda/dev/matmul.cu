@@ -9,7 +9,7 @@
 // property that makes the shipped kernel batch invariant); they differ only in where the operands
 // come from.
 //
-// The numbers below are a MODEL (no GPU here), for the SmolLM2-135M MLP up-projection over a 512-token
+// The numbers below are a MODEL (derived, not measured), for the SmolLM2-135M MLP up-projection over a 512-token
 // prefill: M = 512, N = 1536, K = 576. FLOPs 2MNK = 0.91 GFLOP; the compulsory traffic (read x and W
 // once, write y once) is 1.2 + 3.5 + 3.1 = 7.9 MB, an arithmetic intensity of 115 FLOP/byte, well
 // above an H100's ridge point (~67 TFLOP/s fp32 / ~3.35 TB/s HBM = ~20 FLOP/byte): the product can be

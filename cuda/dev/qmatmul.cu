@@ -9,7 +9,7 @@
 // weights d_w q_w + m_w. So one block contributes d_w d_x sum_j q_w[j] q_x[j] + m_w s_x: an EXACT
 // integer dot product scaled by two floats. Only that scaling and the float sum over blocks round.
 //
-// A MODEL (no GPU here) for a 16-node tree-verify pass through the SmolLM2-135M MLP up-projection:
+// A MODEL (derived, not measured) for a 16-node tree-verify pass through the SmolLM2-135M MLP up-projection:
 // T = 16 tokens, rows = 1536, cols = 576 (18 blocks per row). W is 1536 x 18 x 20 B = 0.55 MB (the
 // f32 matrix would be 3.5 MB), the int8 activations 9 KB, 14 M integer MACs: ~26 MACs per weight
 // byte if W is read once. With dp4a an H100 does ~130 T int8 MACs/s against ~3.35 TB/s of HBM, ~40
@@ -29,8 +29,8 @@
 //   4 part.., high: 16 + 4 part..), its 8 activations two 32-bit loads, and two dp4a (4 int8 MACs per
 //   instruction, common.cuh dot4_i8; the emulator runs its portable byte loop) replace 8 byte loads
 //   and 8 multiply-adds: ~5 instructions per 8 MACs instead of ~28.
-// version 4 (shipped for T <= 4, cuda/gemm_quant.cu gemm_q4_1_kernel): 4 tokens per block and 32 rows
-//   per block. A thread owns whole (row, 32-block) pairs (a warp reads consecutive blocks, 640 contiguous
+// version 4 (shipped for T <= QGEMM_DP4A_MAX_T = 16, cuda/gemm_quant.cu gemm_q4_1_kernel): 4 tokens
+//   and 32 rows per block, cdiv(T, 4) token blocks. A thread owns whole (row, 32-block) pairs (a warp reads consecutive blocks, 640 contiguous
 //   bytes), their 16 weight bytes serve the 4 tokens from registers, so W is read T/4 times (2.2 MB instead of
 //   8.8 MB at T = 16) and its unpacking is paid once per 4 tokens. The exact integer dot I_b of each
 //   (token, block) and its scale d_w d_x go through shared memory and one lane per token runs the fma
@@ -38,7 +38,7 @@
 //   the same bits whatever T is and whichever kernel ran (batch invariance). It reads the f32 x and
 //   quantizes its tokens' blocks into shared memory itself (the rule of the quantize kernel,
 //   the same bits), so a decode matmul is one launch, not two.
-// version 5 (shipped for T > 4, gemm_q4_1_mma_kernel): int8 tensor cores. A block covers 16 rows x 64
+// version 5 (shipped for T > QGEMM_DP4A_MAX_T, gemm_q4_1_mma_kernel): int8 tensor cores. A block covers 16 rows x 64
 //   tokens: W is read ONCE for a verify of up to 64 tokens (0.55 MB at T = 16, 4x less than v4).
 //   Per step of 4 32-blocks the rows' nibbles (unpacked to int8) and the tokens' int8 activations are
 //   staged in shared memory (loaded a step ahead into registers), warp w multiplies block w of the
@@ -175,11 +175,11 @@ static void qmatmul_run(int version, const QGemmArgs& a) {
         case 1: KLAUNCH(dim3(cdiv(a.rows[0], 128), a.T), 128, 0, 0, qmatmul_v1_kernel)(a); break;
         case 2: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<false>)(a); break;
         case 3: KLAUNCH(warp_grid, 128, 0, 0, qmatmul_warp_kernel<true>)(a); break;
-        case 4:  // the shipped launch for T <= QGEMM_TOKENS (cuda/gemm_quant.cu launch_matmul_q)
+        case 4:  // the shipped launch for T <= QGEMM_DP4A_MAX_T (cuda/gemm_quant.cu launch_matmul_q)
             KLAUNCH(dim3(cdiv(a.rows[0], QGEMM_ROWS), cdiv(a.T, QGEMM_TOKENS)), 32 * QGEMM_WARPS, 0, 0,  // R = 32
                     gemm_q4_1_kernel)(a);
             break;
-        case 5:  // the shipped launch for T > QGEMM_TOKENS
+        case 5:  // the shipped launch for T > QGEMM_DP4A_MAX_T
             KLAUNCH(dim3(cdiv(a.rows[0], QMMA_ROWS), cdiv(a.T, QMMA_TOKENS)), 32 * QMMA_WARPS, 0, 0,
                     gemm_q4_1_mma_kernel)(a);
             break;

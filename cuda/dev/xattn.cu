@@ -12,7 +12,7 @@
 //   D = dout . out,  p_j = exp(s_j - lse),  ds_j = p_j (dout . v_j - D),
 //   dq = scale sum_j ds_j k_j (assigned),  dv_j += p_j dout,  dk_j += scale ds_j q (accumulated).
 //
-// A MODEL (no GPU here) for one training step of the SmolLM2 draft at stage 2: 2048 query rows x 9
+// A MODEL (derived, not measured) for one training step of the SmolLM2 draft at stage 2: 2048 query rows x 9
 // heads, head_dim 64, 3 kv heads, each query seeing ~1000 keys on average. Forward q.k and p v:
 // 2 x 2 x 2048 x 9 x 1000 x 64 = 4.7 GFLOP; backward ~2.5x that. K/V: 2 sets x 2048 x 3 x 64 x 4 B x 2
 // = 6.3 MB, re-read per query unless tiles are shared.

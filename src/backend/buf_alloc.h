@@ -1,6 +1,6 @@
 // buf_alloc.h: the buffer allocator of the draft's training and inference code: backend allocations
 // (Ops::alloc or CpuOps64::alloc) with a byte counter, so a test can print the peak bytes of one
-// training step (SPEC 3, stage-2 memory). Used by src/model/draft*.cpp and src/train/*.
+// training step (docs/method.md "Memory budget"). Used by src/model/draft*.cpp and src/train/*.
 // With keep_released(true) (the trainer on a device backend) it is its own pool: a released buffer
 // stays here and serves the next request of at most its size (the smallest such buffer), so once an
 // iteration at the largest shapes has run, the smaller ones reuse its buffers and allocate nothing.

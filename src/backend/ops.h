@@ -15,7 +15,7 @@
 //  - a variant that is bit-identical to another op is a flag of that op, not a second name
 //    (rope's inverse; scatter_rows without accumulate is the KV-cache append).
 //
-// Batch invariance (SPEC "Exactness is a kernel property"): every op computes each row with a
+// Batch invariance (docs/method.md "Exactness is a kernel property"): every op computes each row with a
 // fixed reduction order that does not depend on how many rows are computed together, so a
 // position's logits are bit-identical alone, in a prefill chunk, or among verify tokens.
 #pragma once
@@ -108,7 +108,7 @@ struct AdamWParams {
 };
 
 // One depth of the EAGLE-2 dynamic tree with its working tree on the backend (Ops::tree_expand; the greedy
-// tree of BeagleDrafter, docs/gpu.md "Syncs per round"). Nodes in creation order, one 16-byte record each;
+// tree of BeagleDrafter, docs/gpu.md "The device-resident loop"). Nodes in creation order, one 16-byte record each;
 // node 0 is the root (never written: its score is 0 and it is live). live = 0 marks a child of a query row
 // the host's loop would not have expanded (cost-aware pruning): such nodes are dropped on the host.
 struct TreeNode {
@@ -339,7 +339,7 @@ public:
     // -inf), NaN as -inf, ties to the lower index (the host's stable sort over creation order), their node
     // indices, ids and mask rows. Nothing comes to the host.
     virtual void tree_expand(const float* logits, int n_cols, const TreeExpandArgs& a) = 0;
-    // ---- sampling on the backend (the sampled draft chain and its acceptance: docs/gpu.md "Sampled rounds")
+    // ---- sampling on the backend (the sampled draft chain and its acceptance: docs/gpu.md "The device-resident loop")
     // Per row r < rows of x (rows x n_cols logits): p[r] (a backend buffer, rows x n_cols, not x) = the row
     // warped by wp (WarpParams), normalised to sum 1, zeros outside the kept entries. coins (a host array of
     // rows floats in [0, 1), or null): ids[r] (a backend int buffer) = the first column whose running sum of

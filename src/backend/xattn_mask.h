@@ -1,7 +1,7 @@
-// xattn_mask.h: the visibility rule of the draft's cross-attention (SPEC 3, "Mask rule"), the contract
+// xattn_mask.h: the visibility rule of the draft's cross-attention (docs/method.md sections 3 and 6), the contract
 // of the op xattn / xattn_bwd (ops.h XAttnMask): which rows of the two key sets a query sees. The CPU
 // kernels (src/backend/cpu/) call it, the CUDA kernels (cuda/xattn.cu) implement the same rule on the
-// device; test/unit/test_masks.cpp checks it against SPEC's text, the training stages' query rows are in
+// device; test/unit/test_masks.cpp checks it against the method's text, the training stages' query rows are in
 // src/train/masks.h.
 #pragma once
 #include <cstdint>

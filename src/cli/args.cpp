@@ -1,4 +1,5 @@
-// args.cpp: see args.h.
+// args.cpp: the command-line parser of args.h (flag declarations, typed values, --help text, errors
+// for unknown flags and bad values), used by every subcommand in src/cli/.
 #include "args.h"
 
 #include <cerrno>

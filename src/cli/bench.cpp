@@ -1,5 +1,5 @@
 // bench.cpp: `beagle bench`: prefill and decode speed of the target on this machine, the read
-// bandwidth measured here, decode speed as a fraction of the bandwidth roofline (bandwidth / weight
+// bandwidth of this machine, decode speed as a fraction of the bandwidth roofline (bandwidth / weight
 // bytes read per token), and the verify cost curve: one target forward of T tokens relative to T = 1,
 // which bounds what speculative decoding can gain here; on every matmul ISA path the CPU can run
 // (cpu_matmul_set_isa), one object per path. On the CUDA backend (--backend cuda, the default of the

@@ -82,7 +82,7 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     a.str("--server-states", &o->server_states, "f32 | q8: how the server sends the target states (default q8: 8 bits, a scale per row)");
     a.flag("--server-no-zlib", &o->server_no_zlib, "do not zlib-compress the prompt's states (the first answer)");
     a.str("--net-delay", &o->net_delay, "simulated network for --server: MS[,SD] waits N(MS, SD) ms (at least 0) per server\n"
-          "call, drawn with --seed; 5g = 10,10; 4g = 21,19 with --net-rate 20 (seed 003's profiles)");
+          "call, drawn with --seed; 5g = 10,10; 4g = 21,19 with --net-rate 20 (the Mixture of Attentions paper's profiles)");
     a.number("--net-rate", &o->net_rate, "simulated bandwidth for --server in Mbit/s (0 = unlimited): each call also waits its bytes");
     a.flag("--compare", &o->compare, "also run plain decoding on the same prompt and report the speedup");
     a.str("--plan", &o->plan, "print the device memory budget of this run and exit: 'model' (the -m file), or a geometry\n"

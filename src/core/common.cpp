@@ -1,4 +1,5 @@
-// common.cpp: implementation of errors, files, mmap, clocks and UTF-8 validation (see common.h).
+// common.cpp: errors, checked arithmetic, whole-file reads and mmap, large-buffer allocation, clocks
+// and UTF-8 validation (common.h), used by every layer above src/core/.
 #include "common.h"
 
 #include <dirent.h>

@@ -63,7 +63,7 @@ size_t peak_rss_bytes();       // from getrusage (ru_maxrss)
 // probe). From 2 MiB up: aligned to 2 MiB and advised MADV_HUGEPAGE, so where transparent huge pages are
 // "madvise" or "always" the kernel backs it with 2 MiB pages. A decode step streams every weight once
 // (~100 MB for SmolLM2-135M): with 4 KiB pages that is ~24k TLB misses a token, each a page walk in the
-// middle of the stream (docs/bench.md "Huge pages"). Smaller buffers: 64-byte aligned, no advice.
+// middle of the stream (docs/benchmarks/cpu.md, notes). Smaller buffers: 64-byte aligned, no advice.
 // BEAGLE_HUGEPAGES=0 turns the advice off everywhere (for side-by-side timing). Not zeroed; free with free().
 void* alloc_large(size_t bytes);
 bool huge_pages_enabled();   // BEAGLE_HUGEPAGES is not "0" (read once)

@@ -1,4 +1,5 @@
-// crc32.cpp: see crc32.h.
+// crc32.cpp: zlib's CRC-32 of crc32.h, table-driven; the checksum trailing every Beagle container
+// file (src/io/container.cpp).
 #include "crc32.h"
 
 namespace beagle {

@@ -1,4 +1,5 @@
-// dynlib.cpp: dlopen / dlsym with errors that name the library (dynlib.h).
+// dynlib.cpp: dlopen / dlsym with errors that name the library (dynlib.h), for the engines loaded at
+// run time only (MPI: comm.cpp; NCCL: src/backend/gpu/comm_nccl.cu).
 #include "dynlib.h"
 
 #include <dlfcn.h>

@@ -1,4 +1,5 @@
-// progress.cpp: see progress.h.
+// progress.cpp: the progress reporter of progress.h (a bar with rate and ETA on a terminal, plain
+// lines otherwise), used by datagen, train and bench-sd.
 #include "progress.h"
 
 #include <unistd.h>

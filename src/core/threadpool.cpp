@@ -1,4 +1,5 @@
-// threadpool.cpp: spin-then-sleep worker pool (see threadpool.h).
+// threadpool.cpp: the spin-then-sleep worker pool of threadpool.h: static chunks per thread, idle
+// workers pause-spin, yield, then sleep on a condition variable (the stages are described below).
 #include "threadpool.h"
 
 #include <immintrin.h>

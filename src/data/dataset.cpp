@@ -1,4 +1,5 @@
-// dataset.cpp: see dataset.h.
+// dataset.cpp: the training data on disk (dataset.h): shards written atomically by `beagle datagen`,
+// memory-mapped and validated for `beagle train`.
 #include "dataset.h"
 
 #include "../model/draft.h"  // kMaxStateLayers

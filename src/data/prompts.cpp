@@ -1,4 +1,5 @@
-// prompts.cpp: see prompts.h.
+// prompts.cpp: the prompt-set readers of prompts.h (ShareGPT JSON, MT-Bench / Spec-Bench / GSM8K /
+// self-instruct JSONL, plain text), used by datagen, bench-sd and train's evaluation.
 #include "prompts.h"
 
 #include "../core/common.h"

@@ -1,4 +1,4 @@
-// beagle_drafter.cpp: drafting with a draft model, the Beagle cross-attention draft (SPEC section 3,
+// beagle_drafter.cpp: drafting with a draft model, the Beagle cross-attention draft (docs/method.md section 3,
 // inference) or the EAGLE-style draft (section 4; the same Draft interface, see draft.h):
 // chain (gamma steps, each query sees the true states plus, in concat mode, its own earlier
 // predictions) and the EAGLE-2 dynamic tree (expand the top-k nodes of each depth by cumulative
@@ -164,7 +164,7 @@ private:
     MeasuredChoice pool_{2};
     // Cost-aware trees: the depth, 1, 2 or p.depth (arms in this order, 2 warm-up rounds each), whichever
     // commits more tokens per second of drafting + verify. On a 2-core CPU a draft forward of 10 queries
-    // costs ~0.15 decode steps and deep nodes rarely pay for it (docs/bench.md); on a GPU the full depth
+    // costs ~0.15 decode steps and deep nodes rarely pay for it (docs/benchmarks/speculative.md); on a GPU the full depth
     // may. Until a verify has been timed (never with SpecParams::learn_cost off: tests with a fixed cost
     // model) every tree is p.depth deep.
     std::vector<int> depths_;
@@ -278,8 +278,8 @@ private:
     // are not expanded (their children score lower still).
     double calib() const { return std::min(1.5, std::max(0.1, accepted_ / predicted_)); }
     // A round that runs the draft costs its drafting on top of the verify: the mean drafting time of the
-    // timed rounds in decode steps (0 until a verify is timed: a fixed cost model in tests). Zen 5, 2
-    // threads, either path: 0.15-0.23 ms against a 2.3-2.5 ms step (bench-sd's draft_ms_per_pass).
+    // timed rounds in decode steps (0 until a verify is timed: a fixed cost model in tests). For SmolLM2
+    // it is a small fraction of a step (bench-sd reports it as draft_ms_per_pass).
     double round_overhead() const {
         const double step = cost_.step_seconds();
         return step > 0 ? draft_s_mean_ / step : 0.0;

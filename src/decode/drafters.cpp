@@ -1,4 +1,5 @@
-// drafters.cpp: make_drafter (see drafters.h): mode name -> drafter, with the draft model's checks.
+// drafters.cpp: make_drafter (drafters.h): mode name -> drafter, with the draft model checked against
+// the target; load_draft_for. Called by generate, bench-sd, serve, the trainer's evaluation and tests.
 #include "drafters.h"
 
 #include "../core/common.h"

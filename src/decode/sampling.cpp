@@ -1,4 +1,5 @@
-// sampling.cpp: see sampling.h (the warp and the draw: select.cpp).
+// sampling.cpp: next-token selection of sampling.h (greedy argmax or a seeded run.c-style draw); the
+// warp and the draw themselves are in src/backend/cpu/select.cpp.
 #include "sampling.h"
 
 #include <algorithm>

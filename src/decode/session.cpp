@@ -1,4 +1,5 @@
-// session.cpp: see session.h.
+// session.cpp: Session (session.h): one loaded target (model file, tokenizer, backend, Llama) with
+// prompt encoding and plain decoding; run_commits, the commit loop of every generation.
 #include "session.h"
 
 #include <algorithm>

@@ -16,12 +16,10 @@ namespace beagle {
 // what each token past the first costs beyond the table, in decode steps; running means of the first
 // 32, then exponential with weight 1/32; b starts at 0 and waits for 4 plain steps), and
 // cost(T) = max(1, table[T] + b (T - 1)). Inside generation a verify costs more than the start-up
-// loop (one forward repeated in place) says: Zen 5, 2 threads, AVX-512, 2 / 3 / 4 tokens 1.12 /
-// 1.20 / 1.39 steps against a table of 1.03 / 1.08 / 1.22, about 0.06 steps per token. (Until
-// 2026-11-28 the table's excess over 1 was scaled instead, cost(T) = 1 + r (table[T] - 1), r from
-// (t_T / t1 - 1) / (table[T] - 1) clamped to [1/4, 4]: where the table's cost(2) was 1.03 a 12% dearer
-// 2-token verify made r = 4, and a 4-token verify then "cost" 1.9 steps; the cost-aware trees of mode
-// auto shrank from 3.2-3.4 nodes to 2.0-2.6 and it fell up to 13% behind hybrid on MT-Bench.)
+// loop (one forward repeated in place) says, by a roughly constant amount per token past the first, so
+// the correction is additive per token. Scaling the table's excess over 1 instead overreacts where
+// that excess is small: a slightly dearer 2-token verify would multiply the cost of every larger tree
+// and shrink the cost-aware trees below what pays.
 class VerifyCost {
 public:
     VerifyCost() = default;

@@ -1,4 +1,5 @@
-// container.cpp: see container.h.
+// container.cpp: the binary container of container.h (magic, version, fixed header, text header,
+// tables, blobs, CRC-32): atomic writes, validated reads with errors that name path, offset and field.
 #include "container.h"
 
 #include <sys/stat.h>

@@ -5,8 +5,8 @@
 //   size_at; u32 length of the text header at text_len_at) ...  then at header_bytes: the text header
 //   ("key value\n" lines, if the format has one), tables and blobs (tensors), and last a u32 CRC-32
 //   (zlib) of every byte before it.
-// Each format names its fixed-header offsets in a ContainerFormat, so files written before this module
-// existed are read and written byte for byte as before. Writes are atomic (temp file, fsync, rename);
+// Each format names its fixed-header offsets in a ContainerFormat, so every format keeps its own byte
+// layout: its files are read and written byte for byte the same through the container. Writes are atomic (temp file, fsync, rename);
 // reads validate magic, version, size and CRC up front and check every later access against the file,
 // with errors that say what was expected, what was found and where (path, byte offset, field).
 #pragma once

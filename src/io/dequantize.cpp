@@ -1,4 +1,5 @@
-// dequantize.cpp: dequantize_weights_f32 (see model_file.h).
+// dequantize.cpp: dequantize_weights_f32 (model_file.h): replaces a model file's quantized role tensors
+// by f32 copies (datagen --f32-weights).
 #include "model_file.h"
 
 namespace beagle {

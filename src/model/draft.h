@@ -1,4 +1,4 @@
-// draft.h: the draft models (SPEC section 3 and section 4's EAGLE-style baseline): their config (the
+// draft.h: the draft models (docs/method.md section 3 and section 4's EAGLE-style baseline): their config (the
 // architecture is one of its fields), host weights, the frozen tensors they share with the target
 // (embedding, final norm, LM head), the draft file format ("BEAGLEDR"), and Draft, the inference object
 // the speculative-decoding engine calls (lazy-appending KV cache, concat / no-concat). The layer math
@@ -19,8 +19,8 @@
 namespace beagle {
 
 // The draft's architecture (the draft file's "arch" key; files without it are Beagle drafts).
-//   ARCH_BEAGLE: one cross-attention block (SPEC 3): queries are token embeddings, keys the target's states.
-//   ARCH_EAGLE:  EAGLE-1/2 (SPEC 4): x_p = W_fc [E(t_p); f_{p-1}], one decoder layer (RMSNorm, causal
+//   ARCH_BEAGLE: one cross-attention block (docs/method.md section 3): queries are token embeddings, keys the target's states.
+//   ARCH_EAGLE:  EAGLE-1/2 (docs/method.md section 4): x_p = W_fc [E(t_p); f_{p-1}], one decoder layer (RMSNorm, causal
 //                self-attention with RoPE over the draft's own sequence x, SwiGLU MLP) -> f^_p.
 enum DraftArch : int { ARCH_BEAGLE = 0, ARCH_EAGLE = 1 };
 const char* draft_arch_name(int arch);
@@ -65,7 +65,7 @@ struct DraftConfig {
     int rope_orig_max_pos = 8192;
     // EAGLE-3-style fused states (Beagle only; empty: none): the target layers whose residual streams
     // h_l (Llama::set_state_layers) join a true key state, s = f + W_mix [h_l1; ..; h_lE]; predicted
-    // states stay last-layer states (docs/paper-comparison.md "Which target layers a draft could fuse")
+    // states stay last-layer states (docs/paper-comparison.md "Fusing target layers (EAGLE-3)")
     std::vector<int> state_layers;
     // which target it belongs to (checked when loading for a target)
     int target_n_layers = 0;
@@ -114,8 +114,8 @@ void save_draft(const std::string& path, const DraftWeights& w);  // atomic writ
 // Throws unless d2t has c.draft_vocab strictly increasing target ids in [0, vocab_size).
 void check_d2t(const DraftConfig& c, const std::vector<int32_t>& d2t, const char* where);
 DraftWeights load_draft(const std::string& path);                 // validates everything
-// The longest sequence the draft was trained on (its file's meta.seq_len, written by beagle train since
-// 2026-11-28; the shipped SmolLM2 draft's was added by hand), 0 if not recorded. Error if malformed.
+// The longest sequence the draft was trained on (its file's meta.seq_len, written by beagle train; older
+// files may lack it), 0 if not recorded. Error if malformed.
 int draft_trained_seq_len(const DraftWeights& w);
 
 // The target's frozen tensors as f32 (dequantized once): embedding, final norm, LM head. Training
@@ -161,7 +161,7 @@ public:
     // Use the target's embedding and LM head as stored (e.g. Q8_0) through Ops::embed and
     // Ops::matmul instead of the f32 tables. Predicted states stay bit-identical to the f32 path
     // (the embedding rows are dequantized by the same routine); logits then come from the target's
-    // matmul kernel, no longer bit-identical to the training forward.
+    // matmul kernel, not bit-identical to the training forward.
     void use_target_weights(const Weight& tok_embd, const Weight& lm_head);
     // Run the forward's matrices (Wq, Wk, Wv, Wo, W_gate, W_up, W_down) from a Q8_0 copy of w's f32
     // weights (quantize_row_q8_0) through Ops::matmul: a quarter of the bytes per draft forward. The
@@ -172,7 +172,7 @@ public:
     void set_concat(bool on) { concat_ = on; }  // default on; off: queries see true states only
     // Queries see only the last n true states (n = 0, the default: all of them). A draft trained on
     // sequences of L tokens never saw a key farther than L - 1 positions back; beyond that it attends
-    // worse than with the far keys left out (docs/training.md "Long contexts"). Predicted rows are unaffected.
+    // worse than with the far keys left out (docs/training.md). Predicted rows are unaffected.
     void set_true_window(int n) { true_window_ = n; }
     bool concat() const { return concat_; }
 
@@ -203,7 +203,7 @@ public:
     // (tokens null: the queries' embeddings are already in place; forward_ids only.)
     void forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
                  float* states_out, float* logits_out);
-    // The greedy chain without the host (SPEC's token loop, one sync for all its steps): argmax_ids(s)
+    // The greedy chain without the host (the method's token loop, one sync for all its steps): argmax_ids(s)
     // writes the argmax of each of the last forward's n rows (draft-vocabulary ids) to slots s..s+n-1 of
     // an id buffer on the backend (Ops::topk_rows on_backend); forward_ids(s, ...) runs n queries whose
     // tokens are the ids of slots s..s+n-1, embedded on the backend (Ops::embed on_backend, through the

@@ -1,4 +1,4 @@
-// draft_layers.h: the Beagle draft's forward and backward, layer by layer, side by side (SPEC 3):
+// draft_layers.h: the Beagle draft's forward and backward, layer by layer, side by side (docs/method.md section 3):
 //   keys:    ns = RMSNorm_kv(s);  K = RoPE_j(Wk ns);  V = Wv ns
 //   query:   u = E(t);  q = RoPE_i(Wq RMSNorm_q(u));  a = u + Wo Attn(q, K, V | mask)
 //            f^ = a + W_down (silu(W_gate m) * (W_up m)),  m = RMSNorm_m(a)

@@ -1,4 +1,4 @@
-// eagle_layers.h: the EAGLE-1/2 draft's forward and backward (SPEC section 4, "EAGLE-style draft"),
+// eagle_layers.h: the EAGLE-1/2 draft's forward and backward (docs/method.md section 4, "The EAGLE-style baseline"),
 // beside the Beagle layers (draft_layers.h), whose output half and weights it shares:
 //   input:  e = E(t_p);  x_p = W_fc [e; f_{p-1}] = fc_e e + fc_f f_{p-1}     (E frozen, no bias)
 //   layer:  xn = RMSNorm_in(x);  q = RoPE_p(Wq xn),  k = RoPE_p(Wk xn),  v = Wv xn

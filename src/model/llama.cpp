@@ -1,4 +1,4 @@
-// llama.cpp: the target forward (see llama.h). Reads like the equations of SPEC section 2:
+// llama.cpp: the target forward (see llama.h). Reads like the equations of docs/method.md section 2:
 // x = E[tok]; per layer: x += Wo·Attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)); x += W2·(silu(W1·n(x)) * W3·n(x));
 // states = x; logits = lm_head·norm(x).
 #include "llama.h"

@@ -1,4 +1,4 @@
-// llama.h: the target model (SPEC section 2): Llama forward over any number of new tokens with a
+// llama.h: the target model (docs/method.md section 2): Llama forward over any number of new tokens with a
 // KV cache, causal or with a tree visibility mask (the verify pass of speculative decoding), and
 // optional output of the true states (last layer output before the final norm).
 // All compute goes through the op interface (src/backend/ops.h).
@@ -98,8 +98,8 @@ public:
     // The true states of the last forward's rows (its T x state_width(), a backend buffer valid until the
     // next forward): the draft takes the accepted rows from here without a trip through the host.
     const float* states_backend() const { return xw_ ? xw_ : x_; }
-    // State layers (EAGLE-3's fused features; docs/paper-comparison.md "Which target layers a draft could
-    // fuse"): from now on every forward also keeps the residual stream after each of these layers
+    // State layers (EAGLE-3's fused features; docs/paper-comparison.md "Fusing target layers (EAGLE-3)"):
+    // from now on every forward also keeps the residual stream after each of these layers
     // (increasing, in [0, n_layers)), and a state row is [f; h_{layers[0]}; ..; h_{layers[E-1]}]:
     // state_width() = (1 + E) dim floats wherever this class returns states (forward, prefill,
     // forward_multi, forward_segments, states_backend).

@@ -1,4 +1,5 @@
-// engine.cpp: see engine.h.
+// engine.cpp: the server's generation loop (engine.h): slots over one target, a bounded queue, one
+// worker thread that admits, prefills in chunks and decodes (plain or speculative) every round.
 #include "engine.h"
 
 #include <algorithm>

@@ -67,7 +67,7 @@ class Engine {
 public:
     // make_drafter: one drafter per slot (null: plain decoding). The session's Llama must hold
     // `parallel` sequences.
-    // prefill_chunk: prompt tokens a slot prefills per round (a long prompt no longer stalls the other
+    // prefill_chunk: prompt tokens a slot prefills per round (a long prompt does not stall the other
     // slots' decoding for its whole prefill). remote_idle_s: a remote session without a tree for this
     // long is dropped.
     Engine(Session& s, int parallel, int max_queue, std::function<std::unique_ptr<Drafter>()> make_drafter,

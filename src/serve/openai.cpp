@@ -1,4 +1,5 @@
-// openai.cpp: see openai.h.
+// openai.cpp: the OpenAI API of openai.h: request bodies checked field by field, error, response and
+// stream-chunk objects, StopText. Used by src/serve/server.cpp.
 #include "openai.h"
 
 #include <algorithm>

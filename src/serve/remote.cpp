@@ -1,4 +1,5 @@
-// remote.cpp: see remote.h.
+// remote.cpp: client-server speculative decoding (remote.h): the wire encoding of states (base64, q8,
+// zlib) and the client's loop generate_remote (draft here, verify on the server, simulated network).
 #include "remote.h"
 
 #ifndef BEAGLE_NO_HTTP
@@ -149,7 +150,7 @@ void ClientTree::accept(const DraftTree&, const std::vector<int>& p, const float
 }
 
 #ifdef BEAGLE_NO_HTTP
-// Built with NO_HTTP=1 (a machine without cpp-httplib, e.g. a lent GPU box): no client.
+// Built with NO_HTTP=1 (a machine without cpp-httplib, e.g. an offline GPU machine): no client.
 static const char* kNoHttp = "this beagle was built with NO_HTTP=1 (without cpp-httplib): remote drafting (--server) is not "
                              "available; install libcpp-httplib-dev (bash scripts/sysdeps.sh) and rebuild";
 double remote_round_trip_s(const RemoteOptions&) { fail("%s", kNoHttp); }

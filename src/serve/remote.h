@@ -1,17 +1,17 @@
-// remote.h: client-server speculative decoding (seed 003 section 4.2, appendix A.2): the draft runs on
-// the client, the target on the server. The client sends each draft tree (token ids + parents); the
+// remote.h: client-server speculative decoding (as in Mixture of Attentions for Speculative Decoding,
+// section 4.2 and appendix A.2; docs/serve.md): the draft runs on the client, the target on the server. The client sends each draft tree (token ids + parents); the
 // server verifies it in its batched rounds and answers the accepted path, the committed tokens and the
 // target's true states of the path, which the client's draft needs for its next round. Greedy: the
 // text equals local greedy decoding. Without a draft the client sends the root alone: remote plain
 // decoding, one call per token. If the server goes away mid-generation, the client finishes with its
-// draft alone, the draft's predicted states standing in for the target's true ones (seed 003, Table 4).
+// draft alone, the draft's predicted states standing in for the target's true ones (that paper's Table 4).
 // Protocol (JSON over HTTP; states as base64 of the wire encoding below):
 //   POST /beagle/v1/remote/start  {"prompt": [ids], "states": "f32"|"q8"|"none", "zlib": bool, "state_layers": [l..]}
 //                                 -> {"session", "token", "ctx", "dim", "states", "encoding", "zlib"}
 //   POST /beagle/v1/remote/verify {"session", "tokens": [...], "parents": [...]} -> {"path", "tokens", "states", "encoding"}
 //   POST /beagle/v1/remote/end    {"session"}
 // "states" (default f32) is the encoding of every answer's states; "zlib" (default false) compresses
-// the start answer's, the prompt's states, which are the largest message (seed 003 section 4.2: the
+// the start answer's, the prompt's states, which are the largest message (the paper's section 4.2: the
 // states quantized to 8 bits, the first message compressed after quantization). "state_layers" (a draft
 // that fuses target layers; each one of those the server keeps, `serve --state-layers`): every state row
 // is then [f; h_l1; ...] and "dim" says its width, dim x (1 + layers).
@@ -52,7 +52,7 @@ public:
     std::vector<float> states;         // prompt states (begin) or path states (accept)
 };
 
-// Client side options: the server, the wire encoding, and a simulated network (seed 003's profiles
+// Client side options: the server, the wire encoding, and a simulated network (the paper's profiles
 // when netem is not available): each server call waits an extra max(0, N(delay_ms, delay_sd_ms)) ms
 // (one draw per call, as netem delaying one side of the link) plus the call's bytes at rate_mbit.
 struct RemoteOptions {

@@ -1,4 +1,5 @@
-// checkpoint.cpp: see checkpoint.h.
+// checkpoint.cpp: the training checkpoint (checkpoint.h): written atomically by run_train, read by
+// --resume, refused with a clear error when its config does not match the run.
 #include "checkpoint.h"
 
 #include <climits>

@@ -1,4 +1,5 @@
-// evaluate.cpp: see evaluate.h.
+// evaluate.cpp: a trained draft's acceptance on held-out prompts (evaluate.h), measured with the
+// speculative decoding engine itself; called at the end of `beagle train` and by the tests.
 #include "evaluate.h"
 
 #include <algorithm>

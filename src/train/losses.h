@@ -1,4 +1,4 @@
-// losses.h: the draft's training loss per predicted position (SPEC 3):
+// losses.h: the draft's training loss per predicted position (docs/method.md section 6):
 //   L_i = CE(softmax(target logits of f_i), draft logits of f^_i) + w_v * SmoothL1(f^_i, f_i)
 // target logits = lm_head(final_norm(f_i)) computed on the fly from the true state, over vocabulary
 // chunks (never more than n x chunk logits at once); token labels are an option. Called by the

@@ -1,6 +1,6 @@
-// masks.h: the query rows each training stage computes (SPEC 3), for the draft's cross-attention
+// masks.h: the query rows each training stage computes (docs/method.md section 6), for the draft's cross-attention
 // whose visibility rule, xattn_sees() with its windows, is the op's contract in
-// src/backend/xattn_mask.h; test/unit/test_masks.cpp checks both against SPEC's text.
+// src/backend/xattn_mask.h; test/unit/test_masks.cpp checks both against the method's text.
 #pragma once
 #include <cstdint>
 #include <vector>

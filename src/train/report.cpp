@@ -1,4 +1,5 @@
-// report.cpp: see report.h.
+// report.cpp: the files run_train writes beside the draft (report.h): the loss curve and its TSV,
+// the acceptance chart and the JSON summary.
 #include "report.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// train_loop.h: `beagle train`, the draft's training loop (SPEC 3, Two-Stage Block-Attention
+// train_loop.h: `beagle train`, the draft's training loop (docs/method.md section 6, Two-Stage Block-Attention
 // Training): epochs over the data shards (stage 1, then stage 2), AdamW with warm-up, periodic atomic
 // checkpoints that resume bit-exactly (checkpoint.h), and a final acceptance evaluation with the
 // speculative decoding engine (evaluate.h) plus PNG charts and a JSON summary next to the draft
@@ -49,12 +49,12 @@ struct TrainLoopOptions {
     std::string eval_prompts;         // "" = no evaluation
     int eval_n = 50, eval_tokens = 128;
     int gamma = 5, depth = 5, topk = 10, total_tokens = 60;
-    bool eval_no_concat = false;      // draft queries see true states only (SPEC's no-concat mode)
+    bool eval_no_concat = false;      // draft queries see true states only (the method's no-concat mode)
     bool eval_no_chat = false;        // prompts as plain text even if the tokenizer has a chat template
     bool quiet = false;               // no progress output (tests)
 };
 
-// Learning rate default for a target width: tiny models need far more than SPEC's 3e-5.
+// Learning rate default for a target width: tiny models need far more than a 7B-class draft's 3e-5.
 double default_lr(int dim);
 
 struct TrainResult {

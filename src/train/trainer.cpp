@@ -1,5 +1,5 @@
 // trainer.cpp: stage-1 and stage-2 training iterations of the draft (see trainer.h), and the
-// memory formula of one iteration. Called by the (future) `beagle train` loop, gradcheck and tests.
+// memory formula of one iteration. Called by the `beagle train` loop (train_loop.cpp), gradcheck and tests.
 //
 // Stage 1: all T true states give the key set (noise added); the queries are every row whose window
 // start b >= 1; query b+k sees true rows j < b (BLOCK mask, n_pred 0). One forward, one backward.

@@ -1,4 +1,4 @@
-// trainer.h: one training iteration of the Beagle draft on one sequence (SPEC 3, Two-Stage
+// trainer.h: one training iteration of the Beagle draft on one sequence (docs/method.md section 6, Two-Stage
 // Block-Attention Training): stage 1 (inverse block attention, every query contributes) or stage 2
 // (S simulation steps with a second, in-place KV set of predicted states; detached by default,
 // --sim-grad-through keeps all steps). An EAGLE draft (DraftConfig::arch) trains on the same losses

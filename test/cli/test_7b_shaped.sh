@@ -6,10 +6,9 @@
 #     peak_device_bytes of a plain greedy run is at least the plan's total and at most PLAN_SLACK (3 MiB)
 #     above it. The slack is what the plan leaves out: the backend's scratch (activation quantization,
 #     1.5 x 16 rows x 14336 x 34/32 bytes = 0.35 MiB; top-k, < 0.1 MiB; the attention's split-KV partials,
-#     12.9 MB at 32-key slices, are a line of the plan since 2026-11-27) and the
-#     caching allocator's size classes (< 1/8 of each activation buffer: < 1.7 MiB at -b 16, vocab
-#     128256); weights and KV caches are exact. One layer's K cache at -c 1024 is 4 MiB, so a buffer
-#     missing from the plan fails this; measured: 0.15 to 0.31 MiB over the plan;
+#     12.9 MB at 32-key slices, are a line of the plan) and the caching allocator's size classes (< 1/8
+#     of each activation buffer: < 1.7 MiB at -b 16, vocab 128256); weights and KV caches are exact. One
+#     layer's K cache at -c 1024 is 4 MiB, so a buffer missing from the plan fails this;
 #   - datagen (2 sampled sequences of 6 tokens), then 2 training steps of a draft of the target's shape (stage 1,
 #     batch 1): finite losses, the training summary's gpu peak_device_bytes;
 #   - greedy speculative decoding with that (barely trained) draft, chain (gamma 2) and tree (depth 2,
@@ -26,7 +25,7 @@ B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 EMU=${BEAGLE_CUDA_BIN:-$B/beagle-cuda-emu}
 GEN=$B/test/tool_random_llama
 DIR=${R7B_DIR:-$B/r7b}
-PLAN_SLACK=$((3 << 20))  # bytes: see above (docs/gpu.md "7B on 24 GiB")
+PLAN_SLACK=$((3 << 20))  # bytes: see above (docs/gpu.md "Device memory: the plan")
 [ -x "$EMU" ] || { echo "FAIL: $EMU missing (make cuda-emu)"; exit 1; }
 [ -x "$GEN" ] || { echo "FAIL: $GEN missing (make tests)"; exit 1; }
 mkdir -p "$DIR"

@@ -8,7 +8,7 @@
 # there, two at a time) and then fails unless every __global__ kernel of cuda/*.cu was launched and compared
 # under memcheck (from the kernel-test logs those runs write).
 # Skipped (exit 77, says so) without valgrind (make test installs it:
-# scripts/testdeps.sh).
+# make testdeps, scripts/sysdeps.sh).
 set -u
 cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")

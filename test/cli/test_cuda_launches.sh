@@ -2,10 +2,10 @@
 # test_cuda_launches.sh: the kernel launches of one plain greedy decode step of SmolLM2-135M Q4_1 on the
 # CUDA backend (run in the emulator: build/beagle-cuda-emu; the counts are exact, the same as on a GPU).
 # gpu.launches_per_round of generate --json (the JSON object on stderr's last line) averages the rounds
-# after the prefill (issue 17: at this size a step is launch-bound; docs/gpu.md).
+# after the prefill (at this size a step is launch-bound; docs/gpu.md).
 #   BEAGLE_CUDA_GRAPH=0: every kernel launched, at most 300. Fusions that keep it there: Q/K/V and gate/up
 #     in one GEMM launch that quantizes its activations itself, RoPE of q and k in one launch, the residual
-#     adds fused with the next RMSNorm: 9 launches per layer, 275 per step (664 before).
+#     adds fused with the next RMSNorm: 9 launches per layer, 275 per step (unfused: 664).
 #   default: the step's forward is one replayed CUDA graph: 1 graph launch + the head's RMSNorm, LM head
 #     and argmax = 4 launches per round, and the same text as without graphs.
 set -u

@@ -2,10 +2,10 @@
 # test_cuda_no_local_memory.sh: no kernel of cuda/*.cu keeps per-thread state in local memory. ptxas
 # (nvcc -Xptxas -v, sm_90) reports each kernel's stack frame: a per-thread array indexed at run time
 # (a loop with a runtime bound over register state, a kernel-argument array indexed by blockIdx) lands
-# there, and every access is then a memory round trip. On an H100 the query-tiled attention with a
-# 304-byte frame took 51 us per layer of a SmolLM2 decode step (docs/gpu.md, "First run on an H100").
+# there, and every access is then a memory round trip: a 304-byte frame per thread in the query-tiled
+# attention makes a launch-bound SmolLM2 decode step many times slower (docs/gpu.md).
 # Allowed, with the reason: rope_kernel (sinf/cosf keep their slow-path argument reduction, |x| > 105615,
-# on the stack; the angles here are position x frequency, far below). Nothing is run (no GPU here);
+# on the stack; the angles here are position x frequency, far below). Nothing is run (no GPU needed);
 # without nvcc the test is skipped (exit 77).
 set -u
 cd "$(dirname "$0")/../.."

@@ -3,7 +3,7 @@
 # (the kernel progressions) must compile with nvcc for sm_80 and sm_90 (one nvcc run per file, both
 # targets), so the nvcc side of cuda/compat.cuh and every kernel stay buildable although the tests run
 # them in the CPU emulator.
-# Nothing is linked or run (no GPU here). Without nvcc the test is skipped (exit 77, says so).
+# Nothing is linked or run (no GPU needed). Without nvcc the test is skipped (exit 77, says so).
 set -u
 cd "$(dirname "$0")/../.."
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}

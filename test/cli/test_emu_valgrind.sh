@@ -3,7 +3,7 @@
 # with valgrind, so (1) the emulator's own tests run with zero memcheck errors, and (2) a kernel that
 # writes past the end of a cudaMalloc buffer is reported at the kernel's source line, which makes
 # memcheck a bounds checker for emulated kernels. Skipped (exit 77, says so) without valgrind
-# (make test installs it: scripts/testdeps.sh).
+# (make test installs it: make testdeps, scripts/sysdeps.sh).
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=$(dirname "${BEAGLE_BIN:-$PWD/build/beagle}")

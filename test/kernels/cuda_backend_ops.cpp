@@ -150,8 +150,9 @@ static void test_matmul() {
     struct Case { DType dt; int rows, cols, T; };
     Case cases[] = {{DType::F32, 37, 70, 5},  {DType::F16, 33, 64, 3},  {DType::BF16, 65, 96, 4},
                     {DType::Q8_0, 37, 96, 5}, {DType::Q4_0, 20, 64, 2}, {DType::Q4_1, 9, 288, 7},
-                    // a tall matrix at T > 4: 16-row tensor-core blocks (64-row ones, a partial last block, under
-                    // BEAGLE_CUDA_TALL_MIN_ROWS=2048: scripts/gpu_check.sh)
+                    // a tall matrix (2072 rows: a partial last block of every row tiling): the dp4a kernel at
+                    // T = 6 by default (T <= QGEMM_DP4A_MAX_T), 16-row tensor-core blocks under
+                    // BEAGLE_CUDA_DP4A_MAX_T < 6
                     {DType::Q4_1, 2072, 64, 6}};
     for (auto& cs : cases) {
         HostTensor W = make_tensor(cs.dt, cs.rows, cs.cols, "w");
@@ -778,7 +779,8 @@ static void test_counters() {
     g_gpu->release(b);
     // Ops::reserve sizes the quantized-activation scratch for the widest input even when that width is not
     // a multiple of 32 (stories260K: ffn 172, its 64-wide inputs quantized): a later 20-token quantized
-    // matmul (quantize + tensor cores: above QGEMM_DP4A_MAX_T = 16) allocates nothing (before 2026-11-27 the reservation was skipped and the matmul grew the slot)
+    // matmul (quantize + tensor cores: above QGEMM_DP4A_MAX_T = 16) allocates nothing (a skipped reservation would
+    // make the matmul grow the slot)
     {
         std::unique_ptr<Ops> o = make_ops("cuda", 1);
         HostTensor W = make_tensor(DType::Q8_0, 9, 64, "w64");

@@ -1,6 +1,6 @@
 // cuda_backend_tree.cpp -> build/test/test_cuda_backend_tree: the greedy EAGLE-2 tree drafted with its
 // working tree on the backend (BeagleDrafter's expand_on_backend: Draft::tree_expand, Ops::tree_expand;
-// docs/gpu.md "Syncs per round") is the host loop's tree (BeagleDraftParams::tree_on_backend false) node
+// docs/gpu.md "The device-resident loop") is the host loop's tree (BeagleDraftParams::tree_on_backend false) node
 // for node: tokens, parents and scores bit for bit, every round of greedy speculative decoding, on the CPU
 // backend and on the CUDA backend (kernels in the CPU emulator), stories260K with the shipped draft (depth 5,
 // top-10, 60 nodes; cost-aware, whose rows below min_score are pruned; hybrid) and random drafts (reduced

@@ -152,7 +152,8 @@ static void test_attention() {
     check_attn(make_attn(2, 4, 4, 24, 0), {0, 1}, "MHA, no past");
     check_attn(make_attn(2, 32, 1, 8, 5), {0}, "group 32: 8 warps x 4 tasks");
     check_attn(make_attn(13, 9, 3, 16, 4), {0, 3, 4}, "causal, ragged query tiles");
-    // caches of several 256-key slices: decode and a short causal pass (split-KV's home)
+    // caches of several 256-key slices (many more at the default 32): decode and a short causal pass
+    // (split-KV's home)
     check_attn(make_attn(1, 4, 2, 16, 600), {0}, "decode over 3 slices");
     check_attn(make_attn(4, 6, 2, 8, 509), {0, 2}, "causal across a slice boundary");
     // tree: 70 new tokens (two mask words), random ancestor sets incl. self
@@ -576,9 +577,9 @@ static void test_xattn() {
 
 int main() {
     test_attention();
-    // every attention check again with 256-key slices (BEAGLE_CUDA_ATTN_SPLIT=256, the default before
-    // 2026-11-27; its cases were built around it: caches of several 256-key slices, ancestors straddling
-    // visible index 256): the two kernels' bits, batch invariance and the references hold at any length
+    // every attention check again with 256-key slices (BEAGLE_CUDA_ATTN_SPLIT=256; the cases are built
+    // around that length: caches of several 256-key slices, ancestors straddling visible index 256): the
+    // two kernels' bits, batch invariance and the references hold at any length
     attn_set_split(256);
     test_attention();
     attn_set_split(ATTN_SPLIT);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # test_remote_server_lost.py: `beagle generate --server URL -d DRAFT` whose server is killed mid-generation
 # (SIGKILL once the client has streamed some text; the client waits a simulated 25 ms per call so the
-# generation is still running) finishes with its draft alone (seed 003, Table 4): exit 0, the full token
+# generation is still running) finishes with its draft alone (docs/serve.md): exit 0, the full token
 # count (or fewer only if the draft chose end-of-text), "server lost at token L; M tokens drafted alone"
 # in the stats and server_lost_at / alone_tokens in --json with tokens = L + M; the text before the loss
 # equals local greedy decoding of L tokens (those were verified). Remote plain decoding (no draft) has

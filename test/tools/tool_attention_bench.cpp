@@ -2,7 +2,7 @@
 // head, the default, and per query: attention.cpp), for SmolLM2-135M's shape (9 heads, 3 KV heads,
 // head_dim 64, 30 layers of cache) at a verify pass (T new tokens after n_past, chain tree mask) or a
 // causal prefill chunk; prints one JSON object with the best-of-R milliseconds of all 30 layers per order.
-// usage: tool_attention_bench [THREADS] [REPS]   (docs/bench.md "Attention per KV head")
+// usage: tool_attention_bench [THREADS] [REPS]   (docs/benchmarks/cpu.md, notes)
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // tool_verify_loop.cpp: one target forward of T tokens (a verify pass: a chain with its tree mask) after
 // a 128-token context, repeated N times, for a profiler (perf record) to see where a verify pass spends
 // its time on the CPU; prints the best and mean milliseconds and the matmul ISA path (BEAGLE_ISA).
-// usage: tool_verify_loop MODEL T N [THREADS]   (docs/bench.md "Where a verify pass spends its time")
+// usage: tool_verify_loop MODEL T N [THREADS]   (docs/benchmarks/cpu.md, notes)
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -1,4 +1,4 @@
-// naive_draft.h: the draft models of SPEC 3 (Beagle) and SPEC 4 (EAGLE-style) in float64, written from
+// naive_draft.h: the draft models of docs/method.md section 3 (Beagle) and section 4 (EAGLE-style) in float64, written from
 // the equations with no code shared with src/ (loops over std::vector<double>): the reference of
 // test_draft_equivalence.cpp and test_eagle_draft.cpp.
 #pragma once
@@ -13,7 +13,7 @@ namespace beagle {
 
 typedef std::vector<double> Vec;
 
-// ---- SPEC 3 in float64, written from the equations ---------------------------------------------
+// ---- method section 3 in float64, written from the equations ----------------------------------------
 struct Naive {
     DraftConfig c;
     const DraftWeights* w;
@@ -91,7 +91,7 @@ struct Naive {
         for (int i = 0; i < dim; i++) fh[i] += a[i];
         return fh;
     }
-    // SPEC 4's EAGLE draft on a sequence of n inputs (token tok[i] with feature feat[i] at position
+    // Method section 4's EAGLE draft on a sequence of n inputs (token tok[i] with feature feat[i] at position
     // pos[i]): x_i = fc_e E(tok_i) + fc_f feat_i; xn = RMSNorm_in(x) (norm_q); causal self-attention,
     // query i over keys 0..i; then the output half. Returns f^ of every input.
     std::vector<Vec> eagle(const std::vector<int>& tok, const std::vector<Vec>& feat, const std::vector<int>& pos) const {

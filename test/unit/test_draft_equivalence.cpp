@@ -1,11 +1,11 @@
 // test_draft_equivalence.cpp: training forward == inference, bit for bit (CPU backend), and both
-// == SPEC's formulas.
+// == the formulas of docs/method.md.
 //  1. stage 2, step s, query b+s-1 (f^ and logits) == concat-inference draft step s given the true
 //     states f_0..f_{b-1} and the true tokens (memcmp), using the engine's calls: lazy
 //     add_true_states, keep_pred, clear_pred (truncation back to the true states).
 //  2. stage 1, query b+k == no-concat inference step k+1 fed the true tokens (memcmp).
 //  3. several queries in one forward (tree-style masks) == each query alone (memcmp).
-//  4. a naive float64 implementation of SPEC 3's equations written here (no shared code): the
+//  4. a naive float64 implementation of the method's equations (docs/method.md section 3) written here (no shared code): the
 //     Draft's f^ and logits agree to 1e-4 relative, and the trainer's stage-1 / stage-2 losses
 //     (CE with soft labels + 10 * SmoothL1, beta_s = S - s + 1 weighting) agree to 1e-5 relative.
 // Ragged sizes (dim 40, head_dim 10, ffn 56, vocab 77) exercise every kernel tail.
@@ -92,7 +92,7 @@ int main() {
                               !memcmp(lg.data(), it->second->logits.data(), V * 4),
                           "w %d offset %d: stage-2 step %d logits at row %d != concat inference", w, offset, s, q);
                     compared++;
-                    // naive SPEC chain: keys = true states < b plus the naive predicted states
+                    // naive method chain: keys = true states < b plus the naive predicted states
                     Vec nfh = nv.query(tok, q, keys);
                     CHECK(rel_err(fh.data(), nfh) < 1e-4, "naive f^ step %d row %d: rel err %g", s, q,
                           rel_err(fh.data(), nfh));
@@ -215,7 +215,7 @@ int main() {
         CHECK_THROWS(d.keep_pred(&big, 1), "keep_pred");
         CHECK_THROWS(d.add_true_states(states.data(), T), "exceed");
     }
-    printf("bit-identical training/inference comparisons: %d; naive SPEC checks: %d\n", compared, naive_checked);
+    printf("bit-identical training/inference comparisons: %d; naive method checks: %d\n", compared, naive_checked);
     CHECK(compared > 60, "too few comparisons (%d)", compared);
     return test_summary("test_draft_equivalence");
 }

@@ -1,6 +1,6 @@
 // test_draft_ops.cpp: every CPU training op (float, src/backend/cpu/, one file per op) against a
 // naive float64 reference written here from the formulas (dense loops, a dense mask built from
-// SPEC's rule), on ragged shapes; plus batch invariance (a row alone == the same row in a batch,
+// the method's rule), on ragged shapes; plus batch invariance (a row alone == the same row in a batch,
 // bit for bit). Tolerance: relative 2e-5 of the output scale (float rounding over <= 100-term sums).
 #include <cmath>
 #include <cstring>
@@ -158,7 +158,7 @@ static void test_rope(CpuOps& ops) {
     }
 }
 
-// Dense reference attention over two key sets with the visibility from SPEC's rule (built here).
+// Dense reference attention over two key sets with the visibility from the method's rule (built here).
 static void test_xattn(CpuOps& ops) {
     struct Case { int nq, n0, n1, H, KV, hd; XAttnMask m; };
     std::vector<Case> cases;
@@ -186,7 +186,7 @@ static void test_xattn(CpuOps& ops) {
         auto dout = randv((size_t)cs.nq * qd);
         std::vector<int> qrow(cs.nq);
         for (int t = 0; t < cs.nq; t++) qrow[t] = t;
-        // SPEC rule, written directly (windows as explicit intervals)
+        // the method's rule, written directly (windows as explicit intervals)
         auto sees = [&](int t, int set, int j) -> bool {
             if (cs.m.kind == XAttnMask::PREFIX) return set == 0 || (cs.m.set1_bits && (bits[t] >> j & 1));
             int o = cs.m.offset, w = cs.m.w, b = 0;

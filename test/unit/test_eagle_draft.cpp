@@ -1,5 +1,5 @@
-// test_eagle_draft.cpp: the EAGLE-style draft (arch eagle, SPEC 4): training forward == inference, and
-// both == SPEC 4's equations (naive_draft.h, float64, no shared code).
+// test_eagle_draft.cpp: the EAGLE-style draft (arch eagle, docs/method.md section 4): training forward == inference, and
+// both == that section's equations (naive_draft.h, float64, no shared code).
 //  1. the trainer's forward (noise off) on a sequence: f^ of every row p >= 1 and the loss agree with the
 //     naive EAGLE layer (1e-4 relative on f^; 1e-5 on the loss: soft CE + 10 SmoothL1 over rows 1..T-1).
 //  2. teacher-forced inference: a Draft fed the true states in lazy chunks, queried at p = n_true with

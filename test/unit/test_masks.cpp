@@ -2,7 +2,7 @@
 // (query, key) pairs are enumerated three ways — the mask rule (src/backend/xattn_mask.h), the CPU
 // attention FORWARD op (q = 0 so scores are uniform, V one-hot per key: out[key] > 0 iff visible),
 // and the attention BACKWARD op (dV rows that receive gradient from one query) — and compared with
-// a direct implementation of SPEC 3's text written here (windows as explicit intervals). Also the
+// a direct implementation of docs/method.md section 6's text written here (windows as explicit intervals). Also the
 // query rows of stage 1 / stage 2 and the diagonal rule (never j >= i).
 #include <cstring>
 #include <set>
@@ -17,7 +17,7 @@
 
 using namespace beagle;
 
-// SPEC 3, directly: windows [b, b+w) with b = o + m*w plus the partial first window [0, o).
+// docs/method.md section 6, directly: windows [b, b+w) with b = o + m*w plus the partial first window [0, o).
 struct Window { int b, e; };
 static std::vector<Window> spec_windows(int T, int w, int o) {
     std::vector<Window> ws;
@@ -113,12 +113,12 @@ int main() {
                         if (xattn_sees(m, q, q, 0, j)) pred.insert(j);
                         if (xattn_sees(m, q, q, 1, j)) pred.insert(1000 + j);
                     }
-                    CHECK(helper == want, "T %d w %d o %d step %d q %d: helper enumeration differs from SPEC", c.T, c.w, o,
+                    CHECK(helper == want, "T %d w %d o %d step %d q %d: helper enumeration differs from the method's rule", c.T, c.w, o,
                           step, q);
-                    CHECK(pred == want, "T %d w %d o %d step %d q %d: xattn_sees differs from SPEC", c.T, c.w, o, step, q);
-                    CHECK(fwd[q] == want, "T %d w %d o %d step %d q %d: forward op visibility differs from SPEC", c.T,
+                    CHECK(pred == want, "T %d w %d o %d step %d q %d: xattn_sees differs from the method's rule", c.T, c.w, o, step, q);
+                    CHECK(fwd[q] == want, "T %d w %d o %d step %d q %d: forward op visibility differs from the method's rule", c.T,
                           c.w, o, step, q);
-                    CHECK(bwd[q] == want, "T %d w %d o %d step %d q %d: backward op visibility differs from SPEC", c.T,
+                    CHECK(bwd[q] == want, "T %d w %d o %d step %d q %d: backward op visibility differs from the method's rule", c.T,
                           c.w, o, step, q);
                     for (int k : want) CHECK(k % 1000 < q, "diagonal rule: query %d sees key %d", q, k % 1000);
                 }
@@ -148,12 +148,12 @@ int main() {
             for (size_t i = 0; i < rows.size(); i++) {
                 std::set<int> want = spec_visible(T, w, o, s, rows[i]);
                 CHECK(fwd[i] == want && bwd[i] == want, "stage-2 step %d row %d (subset) visibility", s, rows[i]);
-                // SPEC: query b+s-1 sees true j < b and predicted b..b+s-2
+                // method: query b+s-1 sees true j < b and predicted b..b+s-2
                 int b = rows[i] - (s - 1);
                 std::set<int> direct;
                 for (int j = 0; j < b; j++) direct.insert(j);
                 for (int r = b; r <= b + s - 2; r++) direct.insert(1000 + r);
-                CHECK(want == direct, "stage-2 step %d row %d: SPEC's sentence", s, rows[i]);
+                CHECK(want == direct, "stage-2 step %d row %d: the method's sentence", s, rows[i]);
             }
         }
     }
@@ -204,6 +204,6 @@ int main() {
     printf("training-time test masks compared with the chain rule: %d queries\n", ttt_cases);
     CHECK_THROWS(stage1_rows(10, 3, 3), "offset");
     CHECK_THROWS(stage2_rows(10, 3, 0, 4), "step");
-    printf("mask cases compared with SPEC's rule: %d (T, w, offset, step) combinations\n", cases);
+    printf("mask cases compared with the method's rule: %d (T, w, offset, step) combinations\n", cases);
     return test_summary("test_masks");
 }

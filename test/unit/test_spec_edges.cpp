@@ -1,4 +1,4 @@
-// test_spec_edges.cpp: speculative decoding at the edges (issue: EOS inside an accepted path, the
+// test_spec_edges.cpp: speculative decoding at the edges (EOS inside an accepted path, the
 // context filling up in the middle of a tree, a tree larger than the context left): the output is
 // plain greedy decoding's, cut at the same place for the same reason, never past it.
 // A "script" drafter proposes the plain output itself (so whole chains are accepted) followed by
@@ -50,7 +50,8 @@ private:
 // Before 4 plain steps nothing changes; a T beyond the table, T = 0 or a bad time is ignored. A table
 // whose first steps are nearly free (cost(2) = 1.02, as timed at start-up on a machine where decode is
 // memory-bound) and 2-token verifies 12% dearer than plain steps: cost(2) = 1.12 and cost(8) = table +
-// 0.7, not the table's excess scaled by (1.12 - 1) / 0.02 (the rule before 2026-11-28, clamped at 4x).
+// 0.7, not the table's excess scaled by (1.12 - 1) / 0.02 (a multiplicative correction, even clamped at
+// 4x, would overreact).
 static void test_verify_cost() {
     std::vector<double> table(9, 1.0);
     for (int T = 1; T <= 8; T++) table[T] = 1 + 0.3 * (T - 1);

@@ -1,4 +1,4 @@
-// test_stage2_memory.cpp: SPEC 3's memory claim. Peak bytes allocated by one stage-2 training
+// test_stage2_memory.cpp: the stage-2 memory claim (docs/method.md "Memory budget"). Peak bytes allocated by one stage-2 training
 // iteration (the trainer's counting allocator) for S = 1..6 at fixed T, default detached mode:
 // flat for S >= 2, and the S-dependent part (peak(S) - peak(1)) is at most one extra KV set. The
 // --sim-grad-through mode is printed for contrast (it grows with S). The memory formula

@@ -9,9 +9,8 @@
 //    job's first token: most of a prefill's), so each block of shared K / V rows is loaded once into L1
 //    and used by every query of the job; only each query's own further keys go query by query. Under
 //    per-sequence ranges (kv_start: batched decoding) the group's queries of one token share its range
-//    (SmolLM2: 3 heads a KV head; datagen's attention 28% -> 26% of its time, the ranges read from DRAM).
-//    Before, every query streamed the head's whole K / V from L2 on its own (a 256-byte row every
-//    768 bytes): ~60 cycles per (query, key) on a Zen 3, several times the FMA count.
+//    (SmolLM2: 3 heads a KV head). Streaming the head's whole K / V from L2 per query instead (a 256-byte
+//    row every 768 bytes) costs several times the FMA count per (query, key).
 // Why the bits agree: a key's score is a function of (q, k) alone (dot8_keys reduces every lane in one
 // tree), the maximum is exact, the exp sum runs over the query's own score array in key order either
 // way, and each output element is one FMA chain over the query's keys in increasing order; the joint

@@ -21,9 +21,9 @@ inline void in_register(__m256i& v) { asm("" : "+x"(v)); }
 constexpr int G = 8;   // rows per group: one int32 lane each in a 256-bit vector
 // Software prefetch this many bytes ahead of the block being multiplied (about 10 Q4 blocks, 6 Q8_0 blocks).
 // A thread's weights are one contiguous stream, but the hardware prefetchers stop at each 4 KiB page, so
-// every page starts with demand misses. On a 2-core Zen 3 (AVX2 only) decode of SmolLM2-135M took 9.4 ->
-// 7.3 ms on 1 thread and 6.6 -> 5.1 ms on 2 (1,024 and 2,048 bytes were slower; docs/bench.md "Huge pages
-// and prefetch"). A hint: the arithmetic and its order are unchanged.
+// every page starts with demand misses; prefetching across the page boundary takes about a fifth off a
+// SmolLM2-135M decode step on an AVX2-only core (1,024 and 2,048 bytes ahead are slower). A hint: the
+// arithmetic and its order are unchanged.
 constexpr uint64_t PREFETCH_BYTES = 1536;
 // Token tiles of up to 4 (groups_run, matmul.h): 4 int + 4 float accumulators + 3 weight vectors +
 // broadcasts fit the 16 ymm registers.

@@ -19,10 +19,9 @@ namespace {
 constexpr int G = 16;  // rows per group: one int32 lane each in a 512-bit vector
 // Tokens per weight load (groups_tiles, matmul.h): a tile of 8 holds 8 float + 8 int accumulators, the
 // widened weights and their scales in 32 zmm registers (no spills). A 5-7 token verify runs as one tile
-// instead of 4 + 1..3, which re-widened every weight for the last few tokens: on a 2-core Zen 5 a verify
-// forward of T = 5 / 6 / 8 tokens took 3.9-4.1 / 4.6-4.7 / 5.9-6.0 ms against 4.8-5.3 / 5.8 / 6.4 ms with tiles
-// of 4 (tool_verify_loop, docs/bench.md "Zen 5"). Beyond that the tile is vpdpwssd-bound: 16 per token and
-// block, whatever C.
+// instead of 4 + 1..3, which would re-widen every weight for the last few tokens (tiles of 4 make a 5-8
+// token verify forward 10-25% slower; test/tools/tool_verify_loop times it). Beyond that the tile is
+// vpdpwssd-bound: 16 per token and block, whatever C.
 constexpr int TILE_TOKENS = 8;
 
 // y[t0 + c, 16 g + l] for c < C, lanes l < n_rows. Per block b, for each token c:

@@ -1,4 +1,5 @@
-// select.cpp: see select.h; CpuOps::topk_rows (ops.h) on top of them.
+// select.cpp: the host's row selections of select.h (argmax, top-k, logsumexp, the sampling warp and
+// its draw); CpuOps::topk_rows and warp_rows (ops.h) on top of them.
 #include "select.h"
 
 #include <algorithm>
@@ -66,7 +67,7 @@ int argmax(const float* logits, int n) {
 // The elementwise steps run 8 lanes at a time where that cannot change a bit (a division and the maximum
 // are exact per element; NaN never wins the maximum); expf stays libm's, one call per element, and the sum
 // stays one float chain in id order: the same numbers as run.c's loops. The probabilities live in a
-// per-thread buffer (a fresh 49,152-float vector was an mmap and 48 page faults per token).
+// per-thread buffer (a fresh 49,152-float vector per token would be an mmap and 48 page faults).
 void warp(const float* logits, int n, const WarpParams& sp, Candidates* out) {
     // softmax(logits / temperature), as run.c: divide, subtract max, expf, normalise
     // as cuda/sample.cu: a NaN logit gets p = 0, and a row without a number (every logit NaN or -inf, or
@@ -167,8 +168,8 @@ int draw_dense(const float* p, int n, float coin) {
     return last;
 }
 
-// Row by row with the functions above: the ids and values the drafters and acceptance used to compute
-// from downloaded logits, bit for bit. Backend buffers are host memory: on_backend changes nothing.
+// Row by row with the functions above: the same ids and values as computing them from downloaded
+// logits, bit for bit. Backend buffers are host memory: on_backend changes nothing.
 void CpuOps::topk_rows(int* idx, float* val, float* lse, const float* x, int rows, int n_cols, int k, bool on_backend) {
     BEAGLE_CHECK(!on_backend || (!val && !lse), "topk_rows: on the backend only the ids are written");
     for (int r = 0; r < rows; r++) {

@@ -116,7 +116,7 @@ private:
     std::vector<std::vector<unsigned char>> slot_host_;  // what each staged slot holds (the last upload)
     RopeParams rope_rp_;  // the frequencies S_FREQ holds, when slot_host_[S_FREQ] is not empty
 
-    // CUDA graphs of plain decode steps (step_begin .. step_end; docs/gpu.md "CUDA graphs"). A step's
+    // CUDA graphs of plain decode steps (step_begin .. step_end; docs/gpu.md "CUDA graphs of the plain decode step"). A step's
     // staged host arrays go through a fixed pinned mirror of their slot (the graph's copy node reads it).
     struct StepGraph {
         void* exec = nullptr;                        // cudaGraphExec_t

@@ -1,4 +1,5 @@
-// cuda_rt.cu: the counted CUDA runtime layer of the CUDA backend (see cuda_rt.h).
+// cuda_rt.cu: the counted CUDA runtime layer of the CUDA backend (cuda_rt.h): the caching allocator,
+// the pinned staging arena for host -> device copies, blocking downloads, syncs, each one counted.
 #include "cuda_rt.h"
 
 #include <algorithm>

@@ -1,7 +1,9 @@
 // dtype.cpp: scalar reference dequantization of one stored row into f32, and Q8_0 quantization (tensor.h).
 // Callers: `beagle info --dump-tensor`, loaders' tests, and reference paths of the CPU backend.
-// Block layouts follow GGML: Q8_0 x = d*q; Q4_0 x = d*(q-8); Q4_1 x = d*q + m; in Q4 blocks
-// element j (j < 16) is the low nibble of qs[j] and element j+16 its high nibble.
+// Block layouts follow GGML (dtype.h): Q8_0 x = d*q; Q4_0 x = d*(q-8); Q4_1 x = d*q + m; Q5_0
+// x = d*(q-16); Q5_1 x = d*q + m; Q4_K/Q5_K x = (d*sc)*q - dmin*mn; Q6_K x = (d*sc)*(q-32). Every
+// value is the float32 expression written here, in this order: the same operations as ggml's and the
+// gguf package's dequantizers (products of a half and a small integer are exact in float32).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,11 +28,43 @@ void quantize_row_q8_0(const float* src, void* dst, int64_t n) {
     }
 }
 
+void kquant_scale_min(const uint8_t* scales, int j, int* sc, int* mn) {
+    if (j < 4) {
+        *sc = scales[j] & 63;
+        *mn = scales[j + 4] & 63;
+    } else {
+        *sc = (scales[j + 4] & 15) | (scales[j - 4] >> 6) << 4;
+        *mn = (scales[j + 4] >> 4) | (scales[j] >> 6) << 4;
+    }
+}
+
+int q5_value(const uint8_t* qh, const uint8_t* qs, int e) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const int lo = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
+    return lo | (int)((h >> e) & 1) << 4;
+}
+
+int q4k_value(const uint8_t* qs, int e) {
+    const int j = e / 32, l = e % 32;
+    return (qs[32 * (j / 2) + l] >> (4 * (j & 1))) & 15;
+}
+
+int q5k_value(const uint8_t* qh, const uint8_t* qs, int e) { return q4k_value(qs, e) | ((qh[e % 32] >> (e / 32)) & 1) << 4; }
+
+int q6k_value(const uint8_t* ql, const uint8_t* qh, int e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int lo = (ql[64 * h + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 15;
+    const int hi = (qh[32 * h + l] >> (2 * k)) & 3;
+    return lo | hi << 4;
+}
+
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     if (n < 0) fail("dequantize_row: negative length %lld", (long long)n);
-    if (dtype_is_quantized(t) && n % QK != 0)
+    const int be = dtype_block_elems(t);
+    if (n % be != 0)
         fail("dequantize_row: %s row of %lld elements is not a multiple of the block size %d", dtype_name(t),
-             (long long)n, QK);
+             (long long)n, be);
     const uint8_t* p = (const uint8_t*)src;
     switch (t) {
         case DType::F32:
@@ -77,6 +111,63 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
                 for (int j = 0; j < QK / 2; j++) {
                     dst[b * QK + j] = d * (float)(blk.qs[j] & 0x0F) + m;
                     dst[b * QK + j + QK / 2] = d * (float)(blk.qs[j] >> 4) + m;
+                }
+            }
+            return;
+        case DType::Q5_0:
+            for (int64_t b = 0; b < n / QK; b++) {
+                BlockQ5_0 blk;
+                memcpy(&blk, p + b * sizeof blk, sizeof blk);
+                const float d = f16_to_f32(blk.d);
+                for (int e = 0; e < QK; e++) dst[b * QK + e] = d * (float)(q5_value(blk.qh, blk.qs, e) - 16);
+            }
+            return;
+        case DType::Q5_1:
+            for (int64_t b = 0; b < n / QK; b++) {
+                BlockQ5_1 blk;
+                memcpy(&blk, p + b * sizeof blk, sizeof blk);
+                const float d = f16_to_f32(blk.d), m = f16_to_f32(blk.m);
+                for (int e = 0; e < QK; e++) {
+                    const float dq = d * (float)q5_value(blk.qh, blk.qs, e);  // exact: 11-bit times 5-bit
+                    dst[b * QK + e] = dq + m;
+                }
+            }
+            return;
+        case DType::Q4_K:
+        case DType::Q5_K:
+            for (int64_t b = 0; b < n / QK_K; b++) {
+                const uint8_t* blk = p + b * dtype_block_bytes(t);
+                uint16_t d16, m16;
+                memcpy(&d16, blk, 2);
+                memcpy(&m16, blk + 2, 2);
+                const float d = f16_to_f32(d16), dmin = f16_to_f32(m16);
+                const uint8_t* scales = blk + 4;
+                const uint8_t* qh = blk + 16;                              // Q5_K only
+                const uint8_t* qs = blk + (t == DType::Q5_K ? 48 : 16);
+                for (int j = 0; j < 8; j++) {
+                    int sc, mn;
+                    kquant_scale_min(scales, j, &sc, &mn);
+                    const float a = d * (float)sc, m = dmin * (float)mn;  // both exact
+                    for (int l = 0; l < 32; l++) {
+                        const int e = 32 * j + l;
+                        const int q = t == DType::Q5_K ? q5k_value(qh, qs, e) : q4k_value(qs, e);
+                        const float aq = a * (float)q;  // exact: at most 11 + 6 + 5 significant bits
+                        dst[b * QK_K + e] = aq - m;
+                    }
+                }
+            }
+            return;
+        case DType::Q6_K:
+            for (int64_t b = 0; b < n / QK_K; b++) {
+                BlockQ6_K blk;
+                memcpy(&blk, p + b * sizeof blk, sizeof blk);
+                const float d = f16_to_f32(blk.d);
+                for (int s = 0; s < 16; s++) {
+                    const float a = d * (float)blk.scales[s];  // exact
+                    for (int l = 0; l < 16; l++) {
+                        const int e = 16 * s + l;
+                        dst[b * QK_K + e] = a * (float)(q6k_value(blk.ql, blk.qh, e) - 32);  // one rounding
+                    }
                 }
             }
             return;

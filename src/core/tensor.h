@@ -35,6 +35,14 @@ struct Tensor {
 
 // Dequantize one row (n elements) of any stored dtype into f32. Reference path (scalar).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+// The integer parts of the 5-bit and k-quant layouts (dtype.h), element e of one block:
+// kquant_scale_min: sub-block j's 6-bit scale and min of Q4_K/Q5_K; q5_value: Q5_0/Q5_1 q (0..31);
+// q4k_value / q5k_value: Q4_K (0..15) / Q5_K (0..31) q; q6k_value: Q6_K q (0..63, before the -32).
+void kquant_scale_min(const uint8_t* scales, int j, int* sc, int* mn);
+int q5_value(const uint8_t* qh, const uint8_t* qs, int e);
+int q4k_value(const uint8_t* qs, int e);
+int q5k_value(const uint8_t* qh, const uint8_t* qs, int e);
+int q6k_value(const uint8_t* ql, const uint8_t* qh, int e);
 // Quantize n f32 values (n % 32 == 0) to Q8_0 blocks as ggml's reference quantizer does: per block
 // d = max|x| / 127, q = round(x / d) (half away from zero; 0 when d = 0), d stored as f16.
 void quantize_row_q8_0(const float* src, void* dst, int64_t n);

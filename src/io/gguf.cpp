@@ -46,7 +46,12 @@ bool ggml_to_dtype(uint32_t id, DType* t) {
         case 1: *t = DType::F16; return true;
         case 2: *t = DType::Q4_0; return true;
         case 3: *t = DType::Q4_1; return true;
+        case 6: *t = DType::Q5_0; return true;
+        case 7: *t = DType::Q5_1; return true;
         case 8: *t = DType::Q8_0; return true;
+        case 12: *t = DType::Q4_K; return true;
+        case 13: *t = DType::Q5_K; return true;
+        case 14: *t = DType::Q6_K; return true;
         case 30: *t = DType::BF16; return true;
     }
     return false;
@@ -502,16 +507,17 @@ std::unique_ptr<ModelFile> load_gguf(const std::string& path) {
         for (int d = t.ndim; d < 4; d++) t.shape[d] = 1;
         uint32_t type = c.get<uint32_t>();
         if (!ggml_to_dtype(type, &t.dtype))
-            fail("GGUF '%s': unsupported tensor type %s (id %u) for tensor '%s' (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)",
+            fail("GGUF '%s': unsupported tensor type %s (id %u) for tensor '%s' (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
+                 "Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)",
                  path.c_str(), ggml_type_name(type), type, t.name.c_str());
         t.offset = c.get<uint64_t>();
-        if (dtype_is_quantized(t.dtype) && ne[0] % QK != 0)
-            fail("GGUF '%s': tensor '%s' is %s but its row length %llu is not a multiple of %d", path.c_str(),
-                 t.name.c_str(), dtype_name(t.dtype), (unsigned long long)ne[0], QK);
+        const uint64_t block_elems = (uint64_t)dtype_block_elems(t.dtype);
+        if (ne[0] % block_elems != 0)
+            fail("GGUF '%s': tensor '%s' is %s but its row length %llu is not a multiple of %llu", path.c_str(),
+                 t.name.c_str(), dtype_name(t.dtype), (unsigned long long)ne[0], (unsigned long long)block_elems);
         std::string what = "size of tensor '" + t.name + "'";
         uint64_t rows = checked_mul(checked_mul(ne[1], ne[2], what.c_str()), ne[3], what.c_str());
-        uint64_t block_elems = dtype_is_quantized(t.dtype) ? QK : 1;
-        uint64_t row_bytes = checked_mul(ne[0] / block_elems, dtype_row_bytes(t.dtype, block_elems), what.c_str());
+        uint64_t row_bytes = checked_mul(ne[0] / block_elems, dtype_block_bytes(t.dtype), what.c_str());
         t.nbytes = checked_mul(row_bytes, rows, what.c_str());
         checked_mul(checked_mul(ne[0], rows, what.c_str()), 4, what.c_str());  // numel fits comfortably in int64
         if (t.offset % alignment != 0)

@@ -244,7 +244,11 @@ static void test_gguf_targeted(const lt::TempDir& tmp) {
     check_edit("'general.alignment' = 0 is out of range", [](lt::GGUFWriter& w) { w.u32("general.alignment", 0); });
     check_edit("'general.alignment' has type string", [](lt::GGUFWriter& w) { w.str("general.alignment", "32"); });
     // tensor infos
-    check_edit("unsupported tensor type Q4_K (id 12) for tensor 'blk.0.attn_q.weight'",
+    check_edit("unsupported tensor type Q2_K (id 10) for tensor 'blk.0.attn_q.weight' (supported: F32, F16, BF16, "
+               "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)",
+               [](lt::GGUFWriter& w) { tensor_named(w, "blk.0.attn_q.weight")->type = 10; });
+    // k-quant super-blocks are 256 elements: a 64-wide row cannot hold one (llama.cpp falls back to Q5_0 there)
+    check_edit("tensor 'blk.0.attn_q.weight' is Q4_K but its row length 64 is not a multiple of 256",
                [](lt::GGUFWriter& w) { tensor_named(w, "blk.0.attn_q.weight")->type = 12; });
     check_edit("unsupported tensor type unknown (id 99) for tensor 'output.weight'",
                [](lt::GGUFWriter& w) { tensor_named(w, "output.weight")->type = 99; });

@@ -107,7 +107,8 @@ static DType dtype_of_ggml(int t) {
 }
 
 static DType dtype_by_name(const std::string& s) {
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1})
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                    DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K})
         if (s == dtype_name(t)) return t;
     fail("unknown dtype '%s'", s.c_str());
 }

@@ -413,6 +413,7 @@ int cpu_matmul_act_bits() { return current_act_bits(); }
 int64_t matmul_scratch_floats(const MatmulJob& job) {
     // dbuf, mbuf: 4 rows each; sc: 4 x 4 (row, token) pairs; the same bound serves both ISAs (tiles <= 4 x 4)
     if (!dtype_is_quantized(job.dtype)) return 16;
+    if (cpu_is_kquant(job.dtype)) return matmul_kquant_scratch_floats(job);
     return (2 * 4 + 4 * 4) * job.acts.nb_pad;
 }
 
@@ -518,14 +519,15 @@ bool matmul_args_ok(float* y, const float* x, const Weight& W, int T) {
         fail("cpu_matmul: %s: negative shape %lld x %lld", name, (long long)W.rows, (long long)W.cols);
     switch (W.dtype) {
         case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0: case DType::Q4_1:
+        case DType::Q5_0: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
             break;
         default:
-            fail("cpu_matmul: %s: weight dtype %s is not supported (expected F32, F16, BF16, Q8_0, Q4_0 or Q4_1)",
-                 name, dtype_name(W.dtype));
+            fail("cpu_matmul: %s: weight dtype %s is not supported (expected F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                 "Q5_1, Q4_K, Q5_K or Q6_K)", name, dtype_name(W.dtype));
     }
-    if (dtype_is_quantized(W.dtype) && W.cols % QK != 0)
+    if (W.cols % dtype_block_elems(W.dtype) != 0)
         fail("cpu_matmul: %s: %s weight has %lld columns, expected a multiple of %d", name, dtype_name(W.dtype),
-             (long long)W.cols, QK);
+             (long long)W.cols, dtype_block_elems(W.dtype));
     if (T == 0 || W.rows == 0) return false;
     if (!y || !x) fail("cpu_matmul: %s: null input or output buffer", name);
     if (W.cols == 0) {
@@ -556,8 +558,9 @@ void matmul_unpacked(float* y, const float* x, const Weight& W, int T, ThreadPoo
     MatmulJob job = make_job(y, x, W, T);
     size_t act_bytes = 0;
     if (dtype_is_quantized(W.dtype)) {
-        const int bits = current_act_bits();
-        const bool interleaved = isa == ISA_AVX512;
+        const bool kq = cpu_is_kquant(W.dtype);  // its own kernel: plain int16 on both ISAs
+        const int bits = kq ? 16 : current_act_bits();
+        const bool interleaved = isa == ISA_AVX512 && !kq;
         quant_acts_layout(job.acts, W.cols, bits, interleaved,
                           /*with_corr=*/bits == 8 && interleaved && W.dtype == DType::Q8_0);
         act_bytes = job.acts.stride * (size_t)T;
@@ -575,7 +578,9 @@ void matmul_unpacked(float* y, const float* x, const Weight& W, int T, ThreadPoo
     pool.parallel_for(ntiles, [&](int64_t b, int64_t e, int tid) {
         float* s = (float*)((uint8_t*)thread_scratch + per_thread * (size_t)tid);
         int64_t r0 = b * RT, r1 = std::min<int64_t>(e * RT, W.rows);
-        if (isa == ISA_AVX512)
+        if (cpu_is_kquant(W.dtype))
+            matmul_rows_kquant(job, r0, r1, s);
+        else if (isa == ISA_AVX512)
             matmul_rows_avx512(job, r0, r1, s);
         else
             matmul_rows_avx2(job, r0, r1, s);

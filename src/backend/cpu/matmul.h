@@ -16,7 +16,8 @@ namespace beagle {
 // y[t * W.rows + o] = sum_i W[o, i] * x[t * W.cols + i], for t < T, o < W.rows.
 // Weights: F32, F16, BF16 (converted on the fly, FMA with f32 x) and Q8_0, Q4_0, Q4_1 (x quantized
 // to int16 blocks by default, or int8, see quantize.h and cpu_matmul_set_act_bits; exact integer block
-// dot products scaled by d_w * d_x). Quantized weights need W.cols % 32 == 0 (else Error).
+// dot products scaled by d_w * d_x), and Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (int16 activations always,
+// matmul_kquant.cpp). Quantized weights need W.cols a multiple of the block size, 32 or 256 (else Error).
 // Batch invariant: y[t, o] is bit-identical whatever T, the thread count or the tiling, for a given
 // ISA (the AVX2 and AVX-512 paths may differ from each other in the last bits).
 void cpu_matmul(float* y, const float* x, const Weight& W, int T, ThreadPool& pool);
@@ -84,6 +85,11 @@ int64_t matmul_scratch_floats(const MatmulJob& job);
 // Compute y for rows [r0, r1) and all T tokens. scratch: matmul_scratch_floats(job) floats, 64-aligned.
 void matmul_rows_avx2(const MatmulJob& job, int64_t r0, int64_t r1, float* scratch);
 void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1, float* scratch);
+// The 5-bit and k-quant types (Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; matmul_kquant.cpp): one kernel for both
+// ISAs, plain int16 activations (16-bit whatever cpu_matmul_act_bits says), rows [r0, r1).
+bool cpu_is_kquant(DType t);
+int64_t matmul_kquant_scratch_floats(const MatmulJob& job);
+void matmul_rows_kquant(const MatmulJob& job, int64_t r0, int64_t r1, float* scratch);
 // Packed weights (job.w = cpu_pack_weight bytes, job.acts int16 non-interleaved): row groups [g0, g1).
 void matmul_groups_avx512(const MatmulJob& job, int64_t g0, int64_t g1);  // G = 16
 void matmul_groups_avx2(const MatmulJob& job, int64_t g0, int64_t g1);    // G = 8

@@ -37,6 +37,7 @@ struct BenchSdOptions {
     long tree_nodes = 0;  // --total-tokens as a number (0: auto)
     long per_cat = 5, n = 256, threads = 2, ctx = 2048, random_draft = -1;
     bool no_chat = false;
+    std::string chat_template;  // --chat-template NAME
     DraftOptions d;
     std::vector<std::string> modes, cats;  // --modes, --categories split at commas
 };
@@ -77,6 +78,7 @@ bool parse_options(int argc, char** argv, BenchSdOptions* o) {
     a.str("-o,--output", &o->out, "write the JSON here too; FILE.partial keeps finished prompts until then, and a\n"
           "                               run with the same options resumes from it (a kill loses only the prompt in flight)");
     a.flag("--no-chat", &o->no_chat, "prompts as plain text (default: the chat template if the tokenizer has one)");
+    a.str("--chat-template", &o->chat_template, (std::string("the ") + "chat template family instead of the file's: " + chat_family_names() + "\n(the file's template, else ChatML when the vocabulary has <|im_start|>; docs/usage.md)").c_str());
     if (!a.parse(argc, argv)) return false;
     if (o->model.empty() || o->prompts_path.empty()) fail("beagle bench-sd: -m MODEL and --prompts FILE are required");
     o->modes = split_commas(o->modes_s);  // an empty one ("a,,b", "a,") is an unknown mode
@@ -531,6 +533,7 @@ int cmd_bench_sd(int argc, char** argv) {
     resume_partial(o, ps, run_identity(o), &partial, &r);
 
     Session s(o.model, o.tok_path, (int)o.threads, (int)o.ctx, 64);
+    s.tok->set_chat_template(o.chat_template);
     std::map<std::string, std::unique_ptr<Drafter>> drafters = set_up_drafters(s, &o);  // names a random draft in o.draft
     int done = 0;
     for (const std::string& c : ps.order)

@@ -6,6 +6,7 @@
 #include "../model/draft.h"
 #include "args.h"
 #include "commands.h"
+#include "../tokenizer/chat_template.h"
 
 namespace beagle {
 
@@ -46,12 +47,14 @@ int cmd_datagen(int argc, char** argv) {
     bool no_chat = false;
     a.flag("--f32-weights", &o.f32_weights, "compute with the weights dequantized to f32 (float-accurate, slower)");
     a.flag("--no-chat", &no_chat, "do not apply the chat template");
+    a.str("--chat-template", &o.chat_template, (std::string("the ") + "chat template family instead of the file's: " + chat_family_names() + "\n(the file's template, else ChatML when the vocabulary has <|im_start|>; docs/usage.md)").c_str());
     std::string backend;
     a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return 0;
     if (!backend.empty()) select_backend(backend);
     if (!a.positional.empty()) fail("beagle datagen: unexpected argument '%s'", a.positional[0].c_str());
     o.chat = !no_chat;
+    check_chat_template_name(o.chat_template);
     if (!state_layers.empty()) o.state_layers = parse_layer_list(state_layers, "beagle datagen --state-layers");
     run_datagen(o);
     return 0;

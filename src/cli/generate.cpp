@@ -30,7 +30,7 @@ namespace {
 
 // The command line of `beagle generate`.
 struct GenerateOptions {
-    std::string model, tok_path, prompt, prompt_file, system, backend, plan;
+    std::string model, tok_path, prompt, prompt_file, system, backend, plan, chat_template;
     long n_predict = 256, threads = default_threads(), seed = -1, top_k = 0, ctx = 0, batch = 64;
     double temp = 0.8, top_p = 0.9;
     bool chat = false, json = false, no_stream = false, compare = false;
@@ -62,7 +62,8 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     a.integer("-t,--threads", &o->threads, "CPU threads");
     a.integer("-c,--ctx-size", &o->ctx, "context length (0 = the model's, at most 4096)");
     a.integer("-b,--batch-size", &o->batch, "prefill chunk size (tokens per target forward)");
-    a.flag("--chat", &o->chat, "wrap the prompt in the model's chat template (ChatML)");
+    a.flag("--chat", &o->chat, "wrap the prompt in the model's chat template (the file's; see --chat-template)");
+    a.str("--chat-template", &o->chat_template, (std::string("with --chat: the ") + "chat template family instead of the file's: " + chat_family_names() + "\n(the file's template, else ChatML when the vocabulary has <|im_start|>; docs/usage.md)").c_str());
     a.str("--system", &o->system, "system message for --chat (default: the template's)");
     a.flag("--json", &o->json, "print statistics as one JSON object on stderr's last line");
     a.flag("--no-stream", &o->no_stream, "print the text once at the end instead of token by token");
@@ -315,9 +316,11 @@ int cmd_generate(int argc, char** argv) {
     GenerateOptions o;
     if (!parse_options(argc, argv, &o)) return 0;
 
+    check_chat_template_name(o.chat_template);
     if (!o.plan.empty()) return generate_plan(o.plan, o.model, o.draft, (int)o.ctx, (int)o.batch, o.d, o.spec != "chain");
     if (!o.backend.empty()) select_backend(o.backend);
     Session s(o.model, o.tok_path, (int)o.threads, (int)o.ctx, (int)o.batch);
+    s.tok->set_chat_template(o.chat_template);
     const SamplingParams sp = sampling_params(o);
     const std::vector<int> tokens = s.encode_prompt(o.prompt, o.chat, o.system);
     FILE* stream = o.no_stream ? nullptr : stdout;

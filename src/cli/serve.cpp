@@ -19,7 +19,7 @@
 namespace beagle {
 
 int cmd_serve(int argc, char** argv) {
-    std::string model, tok_path, draft, spec, host = "127.0.0.1", alias, total_tokens = "auto", backend;
+    std::string model, tok_path, draft, spec, host = "127.0.0.1", alias, total_tokens = "auto", backend, chat_template;
     long port = 8080, ctx = 2048, parallel = 1, threads = default_threads(), queue = 64, timeout = 30, max_body_kb = 1024;
     long http_threads = 0, batch = 64;
     DraftOptions d;
@@ -41,6 +41,7 @@ int cmd_serve(int argc, char** argv) {
     a.integer("--threads-http", &http_threads, "connections served at once (0: 2 x (parallel + queue), at most 256)");
     a.integer("--timeout", &timeout, "seconds a socket read or write may take (slow clients are dropped)");
     a.integer("--max-body-kb", &max_body_kb, "largest request body in KiB (larger: 413)");
+    a.str("--chat-template", &chat_template, (std::string("/v1/chat/completions: the ") + "chat template family instead of the file's: " + chat_family_names() + "\n(the file's template, else ChatML when the vocabulary has <|im_start|>; docs/usage.md)").c_str());
     a.str("-a,--alias", &alias, "model name in responses and /v1/models (default: the file name)");
     d.declare(a);
     a.str("--total-tokens", &total_tokens, "tree: nodes per verify pass, or 'auto' (measured verify cost)");
@@ -66,6 +67,7 @@ int cmd_serve(int argc, char** argv) {
     if (timeout < 1 || timeout > 3600) fail("beagle serve: --timeout must be in 1..3600 s, got %ld", timeout);
     if (max_body_kb < 1 || max_body_kb > 1 << 20) fail("beagle serve: --max-body-kb must be in 1..1048576, got %ld", max_body_kb);
     d.check("beagle serve");
+    check_chat_template_name(chat_template);
     const int fixed_total = (int)auto_or_integer(total_tokens, 2, 1024, "beagle serve: --total-tokens");
 
     block_stop_signals();  // before any thread starts: Ctrl-C / SIGTERM stop the server cleanly
@@ -75,6 +77,7 @@ int cmd_serve(int argc, char** argv) {
     // rows per target forward: a round sends every slot's token or tree at once (up to 4 full trees)
     const int max_batch = std::max<int>(spp.max_tree * std::min<int>((int)parallel, 4), (int)parallel);
     Session s(model, tok_path, (int)threads, (int)ctx, max_batch, (int)parallel);
+    s.tok->set_chat_template(chat_template);
     std::vector<int> layers;
     if (!state_layers.empty()) {
         layers = parse_layer_list(state_layers, "beagle serve: --state-layers");

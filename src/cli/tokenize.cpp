@@ -55,7 +55,7 @@ static std::vector<int> parse_ids(const std::string& s, int vocab) {
 }
 
 int cmd_tokenize(int argc, char** argv) {
-    std::string model, tok_path, prompt, file, decode_ids, jsonl, system;
+    std::string model, tok_path, prompt, file, decode_ids, jsonl, system, chat_template;
     bool ids_only = false, no_bos = false, no_special = false, pieces = false, chat = false, render_special = false;
     Args a("tokenize", "(-m MODEL | -z TOKENIZER) [-p TEXT | -f FILE | --decode IDS | --jsonl FILE] [options]",
            "Encode text to token ids, or decode ids to text.");
@@ -70,7 +70,8 @@ int cmd_tokenize(int argc, char** argv) {
     a.flag("--render-special", &render_special, "when decoding, print control tokens' text");
     a.str("--jsonl", &jsonl, "batch: each line {\"text\": ...} -> {\"ids\": [...], \"decoded\": ...}; {\"ids\": [...]} -> {\"decoded\": ...}");
     a.flag("--pieces", &pieces, "with --jsonl: also output the pre-tokenizer pieces (byte-level BPE)");
-    a.flag("--chat", &chat, "wrap the text in the chat template (ChatML) before encoding");
+    a.flag("--chat", &chat, "wrap the text in the chat template (the file's; see --chat-template) before encoding");
+    a.str("--chat-template", &chat_template, (std::string("with --chat: the ") + "chat template family instead of the file's: " + chat_family_names() + "\n(the file's template, else ChatML when the vocabulary has <|im_start|>; docs/usage.md)").c_str());
     a.str("--system", &system, "system message for --chat (default: the template's)");
     if (!a.parse(argc, argv)) return 0;
     if (!a.positional.empty()) fail("beagle tokenize: unexpected argument '%s' (text goes after -p)", a.positional[0].c_str());
@@ -85,6 +86,8 @@ int cmd_tokenize(int argc, char** argv) {
     } else {
         fail("beagle tokenize: give -m MODEL or -z TOKENIZER (see --help)");
     }
+    check_chat_template_name(chat_template);
+    spec.chat_template_name = chat_template;
     std::unique_ptr<Tokenizer> tok = Tokenizer::create(spec);
     bool add_bos = spec.add_bos && !no_bos;
     bool parse_special = !no_special || chat;

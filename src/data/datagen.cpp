@@ -65,7 +65,8 @@ std::vector<Item> make_items(const DatagenOptions& o, const TokenizerSpec& spec,
     const bool bos = spec.prompt_bos();
     auto seed_of = [&](long i) { return (uint64_t)o.seed * 1000003ULL + i; };  // item i's stream
     if (o.self_prompts > 0) {
-        BEAGLE_CHECK(o.chat && !spec.chat_template.empty(), "--self-prompts needs a chat template (an instruct model, no --no-chat)");
+        BEAGLE_CHECK(o.chat && (!spec.chat_template.empty() || !spec.chat_template_name.empty()),
+                     "--self-prompts needs a chat template (an instruct model or --chat-template, no --no-chat)");
         for (long i = 0; i < o.self_prompts; i++) items.push_back({{}, seed_of(i)});
     } else if (o.sample > 0) {
         BEAGLE_CHECK(tok.bos() >= 0, "--sample needs a tokenizer with a BOS token");
@@ -74,7 +75,7 @@ std::vector<Item> make_items(const DatagenOptions& o, const TokenizerSpec& spec,
         std::vector<Prompt> ps = load_prompts(o.prompts);
         long end = o.limit > 0 ? std::min<long>((long)ps.size(), o.skip + o.limit) : (long)ps.size();
         BEAGLE_CHECK(o.skip < end, "--skip %ld leaves no prompts (file has %zu)", o.skip, ps.size());
-        bool chat = o.chat && !spec.chat_template.empty();
+        bool chat = o.chat && (!spec.chat_template.empty() || !spec.chat_template_name.empty());
         for (long i = o.skip; i < end; i++) {
             std::vector<int> ids = chat ? tok.encode(apply_chat_template(tok, ps[i].text), bos, true)
                                         : tok.encode(ps[i].text, bos, false);
@@ -271,6 +272,7 @@ void run_datagen(const DatagenOptions& o) {
     if (o.f32_weights) dequantize_weights_f32(*mf);
     TokenizerSpec spec = o.tokenizer.empty() ? mf->tokenizer : load_tokenizer_file(o.tokenizer);
     if (spec.kind == TokenizerSpec::NONE) fail("model '%s' carries no tokenizer: pass one with -z", o.model.c_str());
+    spec.chat_template_name = o.chat_template;
     std::unique_ptr<Tokenizer> tok = Tokenizer::create(spec);
     if (tok->vocab_size() != mf->config.vocab_size)
         fail("tokenizer does not fit model '%s': %d tokens vs vocabulary %d", o.model.c_str(), tok->vocab_size(), mf->config.vocab_size);

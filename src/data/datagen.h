@@ -28,7 +28,8 @@ struct DatagenOptions {
     long batch = 16;          // sequences decoded together
     long threads = 0;         // 0 = all cores
     long shard_seqs = 64;     // sequences per shard
-    bool chat = true;         // wrap prompts in the chat template when the tokenizer has one
+    bool chat = true;         // wrap prompts in the chat template when the file has one (or chat_template is set)
+    std::string chat_template;  // --chat-template NAME: the chat family instead of the file's
     bool f32_weights = false; // compute with weights dequantized to f32 (float-accurate target)
     std::vector<int> state_layers;  // also keep the residual stream after these layers (SeqData::extras)
 };

@@ -19,6 +19,7 @@ struct TokenizerSpec {
     bool add_space_prefix = false;     // SPM dummy prefix
     bool llama2c_spaces = false;       // llama2.c tokenizer.bin: pieces hold ' ' not "▁"
     std::string chat_template;         // Jinja text from the file, if any (we recognise, not execute, it)
+    std::string chat_template_name;    // --chat-template NAME: the family to use instead of the file's
     std::string source;                // where it came from, for messages
 
     // A prompt's tokens start with BOS (llama2.c models always begin a text with it).

@@ -1,6 +1,6 @@
 // tokenizer.cpp: Tokenizer::create (checks a TokenizerSpec, picks byte-level BPE or SentencePiece
-// BPE), decode, end-of-generation ids, special-token matching shared by both algorithms, and the
-// ChatML prompt builder. Callers: the CLI (generate, tokenize), datagen and tests.
+// BPE), decode, end-of-generation ids, special-token matching shared by both algorithms, and chat
+// prompts in the tokenizer's chat family (chat_template.h). Callers: the CLI, the server, datagen, tests.
 #include <algorithm>
 #include <cstring>
 
@@ -99,7 +99,8 @@ std::unique_ptr<Tokenizer> Tokenizer::create(const TokenizerSpec& spec_in) {
     std::vector<int>& eog = tok->eog_ids_;
     if (spec.eos >= 0) eog.push_back(spec.eos);
     if (spec.eot >= 0) eog.push_back(spec.eot);
-    static const char* kEogNames[] = {"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>"};
+    static const char* kEogNames[] = {"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>",
+                                      "<end_of_turn>", "<|end|>"};
     for (size_t i = 0; i < n; i++) {
         if (spec.types[i] != 3 && spec.types[i] != 4) continue;
         for (const char* name : kEogNames)
@@ -124,31 +125,25 @@ bool Tokenizer::is_eog(int id) const {
     return std::binary_search(eog_ids_.begin(), eog_ids_.end(), id);
 }
 
-// The system text a ChatML template inserts when the conversation has none, e.g. SmolLM2's
-// "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, ...<|im_end|>\n' }}".
-// Returns "" when the template has no such literal (the system turn then comes from a variable).
-static std::string default_system_from_template(const std::string& tmpl) {
-    const std::string start = "<|im_start|>system";
-    size_t p = tmpl.find(start);
-    while (p != std::string::npos) {
-        size_t q = p + start.size();
-        if (tmpl.compare(q, 1, "\n") == 0) q += 1;
-        else if (tmpl.compare(q, 2, "\\n") == 0) q += 2;
-        else q = std::string::npos;
-        if (q != std::string::npos) {
-            size_t e = tmpl.find("<|im_end|>", q);
-            if (e != std::string::npos) {
-                std::string text = tmpl.substr(q, e - q);
-                if (!text.empty() && text.find_first_of("'\"{}+") == std::string::npos) return text;
-            }
-        }
-        p = tmpl.find(start, p + 1);
-    }
-    return "";
+void Tokenizer::set_chat_template(const std::string& name) {
+    check_chat_template_name(name);
+    spec_.chat_template_name = name;
 }
 
-static std::string turn_start(const std::string& role) {
-    return "<|im_start|>" + role + "\n";
+static ChatTokens chat_tokens(const TokenizerSpec& spec, ChatFamily f) {
+    ChatTokens t;
+    int n = (int)spec.tokens.size();
+    if (spec.bos >= 0 && spec.bos < n) t.bos = spec.tokens[spec.bos];
+    if (spec.eos >= 0 && spec.eos < n) t.eos = spec.tokens[spec.eos];
+    if (f == ChatFamily::CHATML) t.default_system = chatml_default_system(spec.chat_template);
+    return t;
+}
+
+// The rendering with the leading bos_token text left out where encode adds BOS (see tokenizer.h).
+static std::string without_bos(const TokenizerSpec& spec, ChatFamily f, const ChatTokens& t, std::string text) {
+    if (chat_family_writes_bos(f) && spec.prompt_bos() && !t.bos.empty() && text.compare(0, t.bos.size(), t.bos) == 0)
+        text.erase(0, t.bos.size());
+    return text;
 }
 
 std::string apply_chat_template(const Tokenizer& tok, const std::string& user, const std::string& system) {
@@ -158,31 +153,20 @@ std::string apply_chat_template(const Tokenizer& tok, const std::string& user, c
     return apply_chat_template(tok, messages);
 }
 
-// The default system turn (when the conversation has none of its own); throws Error without ChatML tokens.
-static std::string default_system_turn(const Tokenizer& tok) {
-    const TokenizerSpec& spec = tok.spec();
-    bool has_start = false, has_end = false;
-    for (const std::string& t : spec.tokens) {
-        if (t == "<|im_start|>") has_start = true;
-        if (t == "<|im_end|>") has_end = true;
-    }
-    if (!has_start || !has_end)
-        fail("%s: no ChatML tokens <|im_start|> and <|im_end|> in the vocabulary; only ChatML chat prompts are supported",
-             spec.source.empty() ? "tokenizer" : spec.source.c_str());
-    std::string sys = default_system_from_template(spec.chat_template);
-    return sys.empty() ? "" : turn_start("system") + sys + "<|im_end|>\n";
-}
-
 std::string apply_chat_template(const Tokenizer& tok, const std::vector<ChatMessage>& messages) {
-    std::string out = default_system_turn(tok);
-    if (!messages.empty() && messages[0].role == "system") out.clear();
-    for (const ChatMessage& m : messages) out += turn_start(m.role) + m.content + "<|im_end|>\n";
-    out += turn_start("assistant");
-    return out;
+    const TokenizerSpec& spec = tok.spec();
+    ChatFamily f = resolve_chat_family(spec);
+    ChatTokens t = chat_tokens(spec, f);
+    return without_bos(spec, f, t, render_chat(f, messages, t, true));
 }
 
 std::string chat_user_prefix(const Tokenizer& tok) {
-    return default_system_turn(tok) + turn_start("user");
+    const TokenizerSpec& spec = tok.spec();
+    ChatFamily f = resolve_chat_family(spec);
+    ChatTokens t = chat_tokens(spec, f);
+    const std::string mark = "\x01user\x01";  // cannot come out of a template's own text
+    std::string text = without_bos(spec, f, t, render_chat(f, {{"user", mark}}, t, true));
+    return text.substr(0, text.find(mark));
 }
 
 }  // namespace beagle

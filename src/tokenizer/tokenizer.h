@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "chat_template.h"
 #include "spec.h"
 
 namespace beagle {
@@ -30,26 +31,29 @@ public:
     int vocab_size() const { return (int)spec_.tokens.size(); }
     int bos() const { return spec_.bos; }
     int eos() const { return spec_.eos; }
-    // End of generation: eos, eot, or (for ChatML) <|im_end|>.
+    // End of generation: eos, eot, or a chat family's end-of-turn token (<|im_end|>, <|eot_id|>, ...).
     bool is_eog(int id) const;
+    // The chat template family by name (`--chat-template NAME`), overriding the file's template; "" keeps
+    // the file's. Throws Error naming --chat-template for a name not in chat_family_names().
+    void set_chat_template(const std::string& name);
 
 protected:
     TokenizerSpec spec_;
     std::vector<int> eog_ids_;
 };
 
-// ChatML prompt for one user turn (SmolLM2 and others whose template uses <|im_start|>):
-// system line (default SmolLM2's when `system` is empty and the template inserts one), user turn,
-// then "<|im_start|>assistant\n". Throws Error if the tokenizer has no ChatML tokens.
+// Chat prompt for one user turn in the tokenizer's chat family (resolve_chat_family: --chat-template,
+// else the file's template, else ChatML when the vocabulary has its tokens): system turn (the template's
+// default when `system` is empty and the template inserts one), user turn, generation prompt. Throws
+// Error naming --chat-template when no family applies.
 std::string apply_chat_template(const Tokenizer& tok, const std::string& user, const std::string& system = "");
-// The same for a conversation: messages in order (role "system", "user" or "assistant"), the default
-// system line first when the conversation has no system message of its own.
-struct ChatMessage {
-    std::string role, content;
-};
+// The same for a conversation: messages in order (role "system", "user" or "assistant").
+// BOS: the Llama-2, Llama-3, Mistral and Gemma templates begin with bos_token; when the tokenizer adds
+// BOS itself (spec.prompt_bos(), as encode(add_bos) does) that leading bos_token text is left out here,
+// so that the encoded prompt has one BOS, not two. Encode the result with parse_special.
 std::string apply_chat_template(const Tokenizer& tok, const std::vector<ChatMessage>& messages);
 // What apply_chat_template(tok, user) writes before the user's words: the default system turn (if the
-// template inserts one) and "<|im_start|>user\n" (beagle datagen --self-prompts lets the model go on from it).
+// template inserts one) and the user turn's opening (beagle datagen --self-prompts lets the model go on from it).
 std::string chat_user_prefix(const Tokenizer& tok);
 
 }  // namespace beagle

@@ -1,6 +1,6 @@
 // fuzz_chat_template.cpp: libFuzzer harness for chat input: the bytes split at NUL into a chat
 // template (as a model file carries it), a user message and a system message. apply_chat_template()
-// reads the template's default system turn and builds the ChatML prompt; encode() parses it with
+// resolves the chat family (an unrecognised template throws Error) and renders the prompt; encode() parses it with
 // special tokens (SmolLM2's real byte-level BPE and pre-tokenizer, and a cut-down copy of its
 // vocabulary that carries the fuzzed template). Valid UTF-8 must round-trip, decode(encode(s)) == s,
 // except for the bytes that have no token (SmolLM2 has none for 0x04, 0x06, 0x13, 0x14, 0x16,

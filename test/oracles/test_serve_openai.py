@@ -70,7 +70,7 @@ with tempfile.TemporaryDirectory() as tmp:
             c.chat.completions.create(model="x", messages=[{"role": "user", "content": "hi"}])
             check(False, "chat on a model without ChatML tokens must fail")
         except openai.BadRequestError as e:
-            check("ChatML" in str(e), f"chat error names the template: {e}")
+            check("--chat-template" in str(e), f"chat error names --chat-template: {e}")
         m = srv.metrics()
         check(m.get('beagle_requests_total{endpoint="/v1/completions",status="200"}', 0) >= 8, f"metrics requests: {m}")
         check(m.get('beagle_requests_total{endpoint="/v1/chat/completions",status="400"}', 0) == 1, "metrics 400")

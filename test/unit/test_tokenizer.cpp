@@ -182,7 +182,16 @@ static void test_spm(const std::string& models) {
     CHECK(e == std::vector<int>({29871, 243, 162, 155, 131}), "got %s", ids_str(e).c_str());
     CHECK(llama->decode(e) == " \xF0\x9F\x98\x80");
     CHECK(llama->is_eog(2) && !llama->is_eog(1));
-    CHECK_THROWS(apply_chat_template(*llama, "hi"), "ChatML");
+    CHECK_THROWS(apply_chat_template(*llama, "hi"), "--chat-template");
+    {  // Llama-2 named by --chat-template: the template's leading <s> is left to encode(add_bos), one BOS
+        std::unique_ptr<Tokenizer> l2 = Tokenizer::create(llama->spec());
+        l2->set_chat_template("llama2");
+        std::string t = apply_chat_template(*l2, "hi");
+        CHECK(t == (l2->spec().prompt_bos() ? "[INST] hi [/INST]" : "<s>[INST] hi [/INST]"), "llama2: %s", t.c_str());
+        std::vector<int> ids = l2->encode(t, l2->spec().prompt_bos(), true);
+        CHECK(ids.size() > 2 && ids[0] == 1 && ids[1] != 1, "one BOS: %s", ids_str(ids).c_str());
+        CHECK_THROWS(l2->set_chat_template("llama-2"), "expected one of");
+    }
     CHECK_THROWS(llama->encode("ok\xC3", true, false), "byte offset 2");
     double dt = time_encode(*llama, ten_kb_text(), 3);
     printf("Llama-2 SentencePiece BPE: 10 KB in %.2f ms\n", dt * 1e3);

@@ -24,6 +24,7 @@ import numpy as np
 
 import gguf
 from gguf.quants import dequantize
+from gguf_llama import add_llama_tensors_and_close, add_toy_vocab
 
 ROOT = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("BEAGLE_BIN", os.path.join(ROOT, "build", "beagle"))
@@ -84,12 +85,7 @@ def write_model(path, rng):
     w.add_rope_dimension_count(hd)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(3, V)])
-    w.add_token_scores([-float(i) for i in range(V)])
-    w.add_token_types([2, 3, 3] + [1] * (V - 3))
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
+    add_toy_vocab(w, V)
     k = 0
 
     def mat(name, rows, cols):
@@ -101,23 +97,7 @@ def write_model(path, rng):
     def vec(name, n):
         w.add_tensor(name, rng.standard_normal(n).astype(np.float32))
 
-    mat("token_embd.weight", V, dim)
-    vec("output_norm.weight", dim)
-    mat("output.weight", V, dim)
-    b = "blk.0."
-    vec(b + "attn_norm.weight", dim)
-    mat(b + "attn_q.weight", H * hd, dim)
-    mat(b + "attn_k.weight", KV * hd, dim)
-    mat(b + "attn_v.weight", KV * hd, dim)
-    mat(b + "attn_output.weight", dim, H * hd)
-    vec(b + "ffn_norm.weight", dim)
-    mat(b + "ffn_gate.weight", F, dim)
-    mat(b + "ffn_up.weight", F, dim)
-    mat(b + "ffn_down.weight", dim, F)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    add_llama_tensors_and_close(w, mat, vec, L, V, dim, H, KV, hd, F)
 
 
 def check_dequant(tmp, rng):

@@ -17,6 +17,7 @@ import numpy as np
 
 import gguf
 from gguf.quants import dequantize, quantize
+from gguf_llama import add_llama_tensors_and_close, add_toy_vocab
 
 ROOT = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("BEAGLE_BIN", os.path.join(ROOT, "build", "beagle"))
@@ -197,12 +198,7 @@ def write_synthetic(path):
     w.add_array("test.arr_s", ["a", "bb", ""])
     w.add_array("test.arr_b", [True, False])
     w.add_array("test.nested", [[1, 2], [3]])
-    w.add_tokenizer_model("llama")
-    w.add_token_list(["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(3, V)])
-    w.add_token_scores([-float(i) for i in range(V)])
-    w.add_token_types([2, 3, 3] + [1] * (V - 3))
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
+    add_toy_vocab(w, V)
     types = [gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.BF16, gguf.GGMLQuantizationType.Q8_0,
              gguf.GGMLQuantizationType.Q4_0, gguf.GGMLQuantizationType.Q4_1, gguf.GGMLQuantizationType.F32]
     k = 0
@@ -222,24 +218,7 @@ def write_synthetic(path):
     def vec(name, n):
         w.add_tensor(name, rng.standard_normal(n).astype(np.float32))
 
-    mat("token_embd.weight", V, dim)
-    vec("output_norm.weight", dim)
-    mat("output.weight", V, dim)
-    for l in range(L):
-        b = f"blk.{l}."
-        vec(b + "attn_norm.weight", dim)
-        mat(b + "attn_q.weight", H * hd, dim)
-        mat(b + "attn_k.weight", KV * hd, dim)
-        mat(b + "attn_v.weight", KV * hd, dim)
-        mat(b + "attn_output.weight", dim, H * hd)
-        vec(b + "ffn_norm.weight", dim)
-        mat(b + "ffn_gate.weight", F, dim)
-        mat(b + "ffn_up.weight", F, dim)
-        mat(b + "ffn_down.weight", dim, F)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    add_llama_tensors_and_close(w, mat, vec, L, V, dim, H, KV, hd, F)
 
 
 def main():

@@ -40,7 +40,7 @@ public:
         auto& in = mb_.q[(size_t)peer * mb_.P + rank_];
         mb_.cv.wait(lk, [&] { return !in.empty(); });
         BEAGLE_CHECK(in.front().size() == recv_bytes, "exchange: %zu bytes for %zu", in.front().size(), recv_bytes);
-        memcpy(recv, in.front().data(), recv_bytes);
+        if (recv_bytes) memcpy(recv, in.front().data(), recv_bytes);  // an empty exchange may pass null
         in.pop_front();
     }
     void broadcast(void*, size_t, int) override { fail("ThreadComm: broadcast is not used by GradTree::run"); }

@@ -1,6 +1,22 @@
 # gguf_llama.py: writes the parts of a small Llama GGUF that the oracle tests share (not a test itself):
-# a toy SentencePiece-style vocabulary and the tensor list of L layers, each matrix made by the caller's
-# mat(name, rows, cols) (so each test picks its tensor types) and each norm vector by vec(name, n).
+# the writer with the model's hyperparameters, a toy SentencePiece-style vocabulary and the tensor list of
+# L layers, each matrix made by the caller's mat(name, rows, cols) (so each test picks its tensor types)
+# and each norm vector by vec(name, n).
+import gguf
+
+
+def new_llama_writer(path, ctx, dim, L, H, KV, F):
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_context_length(ctx)
+    w.add_embedding_length(dim)
+    w.add_block_count(L)
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv(KV)
+    w.add_rope_dimension_count(dim // H)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    return w
 
 
 def add_toy_vocab(w, V):

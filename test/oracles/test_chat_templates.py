@@ -10,18 +10,12 @@ import tempfile
 
 import numpy as np
 
+from checks import check, counts
+from gguf_llama import add_llama_tensors_and_close, new_llama_writer
+
 ROOT = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("BEAGLE_BIN", os.path.join(ROOT, "build", "beagle"))
 TOOL = os.path.join(ROOT, "build", "test", "tool_chat_template")
-failures = checks = 0
-
-
-def check(cond, msg):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, file=sys.stderr)
 
 
 TOKENS = {"chatml": ("<|im_start|>", "<|im_end|>"), "llama2": ("<s>", "</s>"), "llama3": ("<|begin_of_text|>", "<|eot_id|>"),
@@ -69,7 +63,6 @@ def main():
     print(f"{len(wants)} renderings over {len(templates)} families match jinja2")
 
     # A GGUF with tokenizer.chat_template: detection from the file, and an unknown template's error.
-    import gguf
     with tempfile.TemporaryDirectory() as d:
         for tmpl, want in ((templates["llama3"], "<|start_header_id|>user"), ("{{ messages }}", None)):
             path = os.path.join(d, "m.gguf")
@@ -86,20 +79,15 @@ def main():
                 p = subprocess.run([BIN, "tokenize", "-m", path, "--chat", "--chat-template", "vicuna", "-p", "hi"],
                                    capture_output=True, text=True)
                 check(p.returncode == 1 and "expected one of" in p.stderr, f"bad name: {p.stderr}")
+    checks, failures = counts()
     print(f"test_chat_templates: {checks} checks, {failures} failed")
     return 1 if failures else 0
 
 
 def write_gguf(path, tmpl):
-    import gguf
-    dim, V = 64, 8
+    dim, V, F = 64, 8, 96
     toks = ["<unk>", "<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|user|>", "h", "i"]
-    w = gguf.GGUFWriter(path, "llama")
-    for f, v in ((w.add_context_length, 128), (w.add_embedding_length, dim), (w.add_block_count, 1),
-                 (w.add_feed_forward_length, 96), (w.add_head_count, 4), (w.add_head_count_kv, 4),
-                 (w.add_rope_dimension_count, 16)):
-        f(v)
-    w.add_layer_norm_rms_eps(1e-5)
+    w = new_llama_writer(path, 128, dim, 1, 4, 4, F)
     w.add_tokenizer_model("llama")
     w.add_token_list(toks)
     w.add_token_scores([-float(i) for i in range(V)])
@@ -109,17 +97,11 @@ def write_gguf(path, tmpl):
     w.add_unk_token_id(0)
     w.add_chat_template(tmpl)
     rng = np.random.default_rng(1)
-    shapes = {"token_embd.weight": (V, dim), "output_norm.weight": (dim,), "output.weight": (V, dim),
-              "blk.0.attn_norm.weight": (dim,), "blk.0.attn_q.weight": (dim, dim), "blk.0.attn_k.weight": (dim, dim),
-              "blk.0.attn_v.weight": (dim, dim), "blk.0.attn_output.weight": (dim, dim), "blk.0.ffn_norm.weight": (dim,),
-              "blk.0.ffn_gate.weight": (96, dim), "blk.0.ffn_up.weight": (96, dim), "blk.0.ffn_down.weight": (dim, 96)}
-    for n, s in shapes.items():
-        w.add_tensor(n, rng.standard_normal(s).astype(np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
 
+    def tensor(name, *shape):
+        w.add_tensor(name, rng.standard_normal(shape).astype(np.float32))
+
+    add_llama_tensors_and_close(w, tensor, tensor, 1, V, dim, 4, 4, dim // 4, F)
 
 if __name__ == "__main__":
     sys.exit(main())

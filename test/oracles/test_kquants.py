@@ -24,7 +24,8 @@ import numpy as np
 
 import gguf
 from gguf.quants import dequantize
-from gguf_llama import add_llama_tensors_and_close, add_toy_vocab
+from checks import check, counts
+from gguf_llama import add_llama_tensors_and_close, add_toy_vocab, new_llama_writer
 
 ROOT = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("BEAGLE_BIN", os.path.join(ROOT, "build", "beagle"))
@@ -35,15 +36,6 @@ TYPES = [Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q5_K, Q.Q6_K]
 # byte offsets of the half fields of one block, and block (elements, bytes)
 HALVES = {Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208]}
 
-failures = 0
-
-
-def check(cond, msg):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", msg)
-    return cond
 
 
 def random_blocks(rng, qt, rows, cols, scale):
@@ -75,16 +67,7 @@ def additive_terms(raw, qt, cols):
 def write_model(path, rng):
     dim, L, H, KV, F, V = 256, 1, 4, 2, 512, 40
     hd = dim // H
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_context_length(64)
-    w.add_embedding_length(dim)
-    w.add_block_count(L)
-    w.add_feed_forward_length(F)
-    w.add_head_count(H)
-    w.add_head_count_kv(KV)
-    w.add_rope_dimension_count(hd)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
+    w = new_llama_writer(path, 64, dim, L, H, KV, F)
     add_toy_vocab(w, V)
     k = 0
 
@@ -196,6 +179,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="beagle_kquants_") as tmp:
         check_dequant(tmp, rng)
         check_matmul(tmp, rng)
+    failures = counts()[1]
     print(f"test_kquants.py: {failures} failed")
     return 1 if failures else 0
 

@@ -17,23 +17,14 @@ import numpy as np
 
 import gguf
 from gguf.quants import dequantize, quantize
-from gguf_llama import add_llama_tensors_and_close, add_toy_vocab
+from checks import check, counts
+from gguf_llama import add_llama_tensors_and_close, add_toy_vocab, new_llama_writer
 
 ROOT = os.environ.get("BEAGLE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BIN = os.environ.get("BEAGLE_BIN", os.path.join(ROOT, "build", "beagle"))
 DATA = os.path.join(ROOT, "data")
 MODEL = os.environ.get("BEAGLE_MODEL", os.path.join(ROOT, "weights", "SmolLM2-135M-Instruct.Q4_1.gguf"))
 
-failures = 0
-checks = 0
-
-
-def check(cond, msg):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, file=sys.stderr)
 
 
 def run_info(*args):
@@ -170,16 +161,7 @@ def write_synthetic(path):
     rng = np.random.default_rng(7)
     dim, L, H, KV, F, V = 64, 2, 4, 2, 96, 40
     hd = dim // H
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_context_length(128)
-    w.add_embedding_length(dim)
-    w.add_block_count(L)
-    w.add_feed_forward_length(F)
-    w.add_head_count(H)
-    w.add_head_count_kv(KV)
-    w.add_rope_dimension_count(hd)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
+    w = new_llama_writer(path, 128, dim, L, H, KV, F)
     # one key of every value type, and arrays, nested arrays
     w.add_uint8("test.u8", 250)
     w.add_int8("test.i8", -120)
@@ -238,6 +220,7 @@ def main():
         check(info.get("test.nested") == "array[array; 2] [array[i32; 2] [1, 2], array[i32; 1] [3]]",
               f"nested array printed as {info.get('test.nested')}")
         check(seen >= {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"}, f"tensor types covered: {sorted(seen)}")
+    checks, failures = counts()
     print(f"test_loaders_gguf: {checks} checks, {failures} failed")
     sys.exit(1 if failures else 0)
 

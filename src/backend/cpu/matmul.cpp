@@ -31,13 +31,7 @@ constexpr int CT = 2;   // tokens per tile (4 x 2 accumulators + operands fit th
 constexpr int KB = 32;  // blocks per chunk of precomputed scales (quantize.h pads nb_pad to a multiple)
 static_assert(RT <= 4 && CT <= 4, "matmul_scratch_floats assumes tiles of at most 4 x 4");
 
-// ---- the one horizontal sum of the AVX2 path: (lo128 + hi128), then pairs, then the last two
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+// The one horizontal sum of the AVX2 path is simd.h's hsum8: (lo128 + hi128), then pairs, then the last two.
 
 // Sums of 8 accumulators a[2q + l] with exactly hsum8's pairing (lanes i + i+4, then i + i+2, then
 // i + i+1; float addition is commutative, so the bits are hsum8's), all at once. Result element 4l + q

@@ -24,17 +24,11 @@
 #include "../../core/common.h"
 #include "../../core/tensor.h"
 #include "matmul.h"
+#include "simd.h"
 
 namespace beagle {
 
 namespace {
-
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 inline float half(const uint8_t* p) {
     uint16_t h;

@@ -257,11 +257,25 @@ struct ModeTotals {
     }
 };
 
+// One prompt's speedup in each mode (its tok/s over its own plain decoding's).
+struct PromptResult {
+    std::string cat, id;
+    std::map<std::string, double> speedup, tau;
+};
+
 struct Results {
     std::map<std::string, ModeTotals> by_cat;
     ModeTotals mt, total;  // the MT-Bench categories together; all prompts
+    std::vector<PromptResult> prompts;  // in run order (with "none": the per-prompt speedups)
     int resumed = 0;       // prompts read back from FILE.partial
-    void add(const std::string& cat, const std::map<std::string, Acc>& prompt) {
+    void add(const std::string& cat, const std::string& id, const std::map<std::string, Acc>& prompt) {
+        PromptResult pr{cat, id, {}, {}};
+        const auto none = prompt.find("none");
+        for (const auto& kv : prompt) {
+            pr.tau[kv.first] = kv.second.tau();
+            if (none != prompt.end() && none->second.tok_s() > 0) pr.speedup[kv.first] = kv.second.tok_s() / none->second.tok_s();
+        }
+        prompts.push_back(pr);
         for (const auto& kv : prompt) {
             by_cat[cat].by_mode[kv.first].add(kv.second);
             if (is_mt_bench_category(cat)) mt.by_mode[kv.first].add(kv.second);
@@ -439,7 +453,7 @@ void resume_partial(const BenchSdOptions& o, const PromptSet& ps, const Json& id
             for (const auto& kv : by_mode)
                 if (kv.second.accepted.size() != kv.second.reached.size()) why = "reached and accepted differ in length";
         if (!why.empty()) fail("beagle bench-sd: %s line %d: %s; delete it to start over", pt->path.c_str(), line + 1, why.c_str());
-        r->add(order[done].first, by_mode);
+        r->add(order[done].first, order[done].second, by_mode);
         done++;
         pt->text += ln + "\n";
     }
@@ -468,6 +482,26 @@ Json results_json(const BenchSdOptions& o, const PromptSet& ps, Results& r) {
     for (const std::string& c : ps.order) js["categories"][c] = r.by_cat[c].json(o.modes);
     if (!r.mt.by_mode.empty()) js["mt_bench"] = r.mt.json(o.modes);
     js["overall"] = r.total.json(o.modes);
+    // Per prompt: each mode's speedup over the same prompt's plain decoding; overall, their worst and
+    // median (a mean over prompts hides the short answer that runs slower than plain decoding).
+    js["per_prompt"] = Json::array();
+    for (const PromptResult& pr : r.prompts) {
+        Json j{{"category", pr.cat}, {"id", pr.id}, {"speedup", Json::object()}, {"tau", Json::object()}};
+        for (const auto& kv : pr.speedup) j["speedup"][kv.first] = rounded(kv.second, 4);
+        for (const auto& kv : pr.tau) j["tau"][kv.first] = rounded(kv.second, 4);
+        js["per_prompt"].push_back(j);
+    }
+    for (const std::string& m : o.modes) {
+        std::vector<std::pair<double, std::string>> v;
+        for (const PromptResult& pr : r.prompts)
+            if (pr.speedup.count(m)) v.emplace_back(pr.speedup.at(m), pr.cat + "/" + pr.id);
+        if (v.empty() || m == "none") continue;
+        std::sort(v.begin(), v.end());
+        const size_t h = v.size() / 2;
+        const double median = v.size() % 2 ? v[h].first : 0.5 * (v[h - 1].first + v[h].first);
+        js["overall"][m]["prompt_speedup"] = {{"worst", rounded(v[0].first, 4)}, {"worst_prompt", v[0].second},
+                                             {"median", rounded(median, 4)}};
+    }
     return js;
 }
 
@@ -543,7 +577,7 @@ int cmd_bench_sd(int argc, char** argv) {
                 continue;
             }
             const std::map<std::string, Acc> by_mode = run_prompt(s, o, drafters, p, c);
-            r.add(c, by_mode);
+            r.add(c, p.id, by_mode);
             partial.append(done, c, p.id, by_mode);
             fprintf(stderr, "bench-sd: %d/%d prompts (%s)", ++done, ps.size(), c.c_str());
             for (const std::string& m : o.modes)

@@ -59,12 +59,14 @@ grep -q "resuming after $k of 6 prompts" "$tmp/b.log" && ok "resumed after $k of
 python3 - "$tmp/a.json" "$tmp/b.json" "$k" <<'PY' && ok "resumed report = uninterrupted report (timings aside)" || bad "resumed report differs"
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
-timing = {"tok_s", "speedup", "ms_per_pass", "draft_ms_per_pass", "peak_rss_bytes", "draft_threads"}
+timing = {"tok_s", "speedup", "ms_per_pass", "draft_ms_per_pass", "peak_rss_bytes", "draft_threads", "prompt_speedup"}
 diffs = []
 def walk(x, y, path):
     if isinstance(x, dict) and isinstance(y, dict):
         for k in sorted(set(x) | set(y)):
             if k not in timing and not (path == "" and k == "resumed_prompts"): walk(x.get(k), y.get(k), path + "." + k)
+    elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+        for i, (u, v) in enumerate(zip(x, y)): walk(u, v, "%s[%d]" % (path, i))
     elif x != y: diffs.append((path, x, y))
 walk(a, b, "")
 print("resumed_prompts", b.get("resumed_prompts"), "tree tau", b["overall"]["tree"]["tau"], "diffs", diffs[:5])

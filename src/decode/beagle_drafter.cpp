@@ -14,14 +14,16 @@
 #include "../core/common.h"
 #include "../model/draft.h"
 #include "lookup_drafter.h"
+#include "round_policy.h"
 #include "verify_cost.h"
 
 namespace beagle {
 
 class BeagleDrafter : public Drafter {
 public:
-    BeagleDrafter(const DraftWeights& w, const DraftFrozen& fz, Session& s, const BeagleDraftParams& p)
-        : p_(p), V_(w.cfg.head_rows()), Vt_(w.cfg.vocab_size), d2t_(w.d2t), cost_(p.verify_cost),
+    BeagleDrafter(const DraftWeights& w, const DraftFrozen& fz, Session& s, const BeagleDraftParams& p,
+                  std::shared_ptr<RoundPolicy> policy, bool owner)
+        : policy_(std::move(policy)), owner_(owner), p_(p), V_(w.cfg.head_rows()), Vt_(w.cfg.vocab_size), d2t_(w.d2t),
           rates_(std::max(p.lookup_ngram, 1), std::max(p.depth, 1)) {
         const int max_pred = beagle_max_pred(p.tree, p.gamma, p.depth, p.topk);
         Ops* ops = s.ops.get();
@@ -30,13 +32,14 @@ public:
             own_ops_ = make_ops("cpu", p.threads);  // host buffers: the target's states and weights are shared as is
             ops = own_ops_.get();
         }
-        if (p.threads < 0 && cpu && s.threads > 1) pool_ops_ = ops;  // measured: one thread or all
-        if (p.tree && !p.verify_cost.empty()) {  // cost-aware trees: the depth measured too, cheapest first
+        if (p.threads < 0 && cpu && s.threads > 1) pool_ops_ = ops;  // chosen by the policy: one thread or all
+        std::vector<int> depths;  // cost-aware trees: the policy chooses the depth too, among 1, 2 and p.depth
+        if (p.tree && !policy_->cost().empty()) {
             for (int d : {1, 2})
-                if (d < p.depth) depths_.push_back(d);
-            depths_.push_back(p.depth);
-            depth_choice_ = MeasuredChoice((int)depths_.size(), 2);
+                if (d < p.depth) depths.push_back(d);
+            depths.push_back(p.depth);
         }
+        policy_->set_draft(name(), depths, pool_ops_ != nullptr);
         // a draft with state layers fuses these layers of the target's residual stream: from now on the
         // target's state rows carry them (Llama::set_state_layers)
         if (!w.cfg.state_layers.empty()) s.llama->set_state_layers(w.cfg.state_layers);
@@ -49,7 +52,10 @@ public:
     }
     const char* name() const override { return !p_.tree ? "chain" : p_.lookup_ngram ? "hybrid" : "tree"; }
 
+    RoundPolicy* policy() const override { return policy_.get(); }
+
     void begin(const std::vector<int>& prompt, const float* states) override {
+        if (owner_) policy_->begin();
         draft_->reset();
         draft_->add_true_states(states, (int)prompt.size(), prompt.data());
         shadow_tok_ = shadow_lk_tok_ = -1;
@@ -60,17 +66,17 @@ public:
     void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
         accepted(tree, path);
         draft_->add_true_states(path_states, (int)path.size(), path_tokens(tree, path));
+        if (owner_) policy_->observe_round(tree.size(), (int)path.size());
     }
     void accept_rows(const DraftTree& tree, const std::vector<int>& path, Ops&, const float* states, int) override {
         accepted(tree, path);
         draft_->add_true_state_rows(states, path.data(), (int)path.size(), path_tokens(tree, path));  // never leaves the backend
+        if (owner_) policy_->observe_round(tree.size(), (int)path.size());
     }
 
     // Another drafter's round (mode auto): the new true states join the draft's keys (their K/V are
     // computed with the next draft forward); this round's tree was not ours, so nothing is learnt from it.
     void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
-        round_ = Round();    // another drafter's round (auto):
-        round_.verify_s = 0;  // no verify is ours until our next propose
         shadow_tok_ = shadow_lk_tok_ = -1;
         sent_score_.clear();
         lk_sent_.clear();
@@ -82,40 +88,25 @@ public:
         BEAGLE_CHECK((int)history.size() == draft_->n_true(), "draft out of step: %zu committed tokens, %d true states",
                      history.size(), draft_->n_true());
         draft_->clear_pred();
-        // the round's choices (each measured: MeasuredChoice), then its drafting timed
-        round_ = Round();
-        round_.depth_arm = depths_.size() > 1 && timed_ ? depth_choice_.pick() : -1;  // untimed: p_.depth
-        const int which = pool_ops_ ? pool_.pick() : -1;
+        // the round's choice (the policy's: depth, threads), then its drafting timed for the policy
+        const RoundChoice& c = owner_ ? policy_->choose() : policy_->choice();
+        depth_ = c.depth > 0 ? c.depth : p_.depth;
         struct Limit {  // the target's pool back to all its threads, whatever happens
             Ops* ops;
             ~Limit() {
                 if (ops) ops->set_threads(0);
             }
         } limit{pool_ops_};
-        if (pool_ops_) pool_ops_->set_threads(which ? 0 : 1);
+        if (pool_ops_) pool_ops_->set_threads(c.threads > 0 ? 0 : 1);
         const int64_t f0 = draft_->forwards();
         const double t0 = now_seconds();
         if (p_.tree) propose_tree(history, tree, room);
         else propose_chain(tree, room, sp, rng);
-        round_.forwards = draft_->forwards() - f0;
-        round_.draft_s = now_seconds() - t0;
-        if (timed_ && round_.forwards > 0)  // what drafting adds to a round (cost-aware trees: round_overhead)
-            draft_s_mean_ = draft_s_mean_ > 0 ? draft_s_mean_ + (round_.draft_s - draft_s_mean_) / 16 : round_.draft_s;
-        if (round_.forwards > 0 && round_.draft_s > 0 && pool_ops_) {  // not a hybrid round of lookup alone
-            pool_.observe(which, round_.forwards / round_.draft_s);
-            round_.threads = which ? "all" : "1";
-        }
+        policy_->observe_draft(now_seconds() - t0, (int)(draft_->forwards() - f0));
     }
-    bool settled() const override {
-        return (!timed_ || depths_.size() <= 1 || depth_choice_.settled()) && (!pool_ops_ || pool_.settled());
-    }
-    int round_depth() const override { return round_.forwards > 0 && round_.depth_arm >= 0 ? depths_[round_.depth_arm] : 0; }
-    const char* round_threads() const override { return round_.threads; }
 
     void observe_verify(int T, double seconds) override {
-        cost_.observe(T, seconds);
-        timed_ = true;
-        if (round_.verify_s < 0) round_.verify_s = seconds;  // the verify of the round proposed last (if ours)
+        if (owner_) policy_->observe_verify(T, seconds);
     }
 
     int draft_alone(int root) override {
@@ -138,16 +129,13 @@ private:
         return path_tok_.data();
     }
     void accepted(const DraftTree& tree, const std::vector<int>& path) {
-        // a cost-aware tree's depth is worth the tokens it commits (the path, the bonus) per second of the
-        // round (drafting + verify); rounds that ran no draft forward or whose verify was not timed
-        // (SpecParams::learn_cost off: tests with a fixed cost model) say nothing about it
-        if (round_.depth_arm >= 0 && round_.forwards > 0 && round_.verify_s > 0)
-            depth_choice_.observe(round_.depth_arm, (double)path.size() / (round_.draft_s + round_.verify_s));
-        if (p_.tree && !cost_.empty() && tree.size() > 1) {  // calibration of drafted nodes: accepted vs predicted
+        if (p_.tree && !policy_->cost().empty() && tree.size() > 1) {  // calibration of drafted nodes, for the policy
+            double predicted = 0, accepted = 0;
             for (int i = 1; i < tree.size() && i < (int)sent_score_.size(); i++)
-                if (std::isfinite(sent_score_[i])) predicted_ += std::exp((double)sent_score_[i]);
+                if (std::isfinite(sent_score_[i])) predicted += std::exp((double)sent_score_[i]);
             for (size_t k = 1; k < path.size(); k++)
-                if (path[k] < (int)sent_score_.size() && std::isfinite(sent_score_[path[k]])) accepted_ += 1;
+                if (path[k] < (int)sent_score_.size() && std::isfinite(sent_score_[path[k]])) accepted += 1;
+            if (predicted > 0) policy_->observe_calibration(predicted, accepted);
         }
         rates_.count_chain(lk_m_, lk_sent_, path);  // hybrid: the lookup chain sent (empty otherwise)
         lk_sent_.clear();
@@ -161,30 +149,19 @@ private:
     // the split gains little, and a barrier on a busy machine (a descheduled worker) costs milliseconds.
     // The drafts are the same bits either way (the split is static; each row computed as by one thread).
     Ops* pool_ops_ = nullptr;
-    MeasuredChoice pool_{2};
-    // Cost-aware trees: the depth, 1, 2 or p.depth (arms in this order, 2 warm-up rounds each), whichever
-    // commits more tokens per second of drafting + verify. On a 2-core CPU a draft forward of 10 queries
-    // costs ~0.15 decode steps and deep nodes rarely pay for it (docs/benchmarks/speculative.md); on a GPU the full depth
-    // may. Until a verify has been timed (never with SpecParams::learn_cost off: tests with a fixed cost
-    // model) every tree is p.depth deep.
-    std::vector<int> depths_;
-    MeasuredChoice depth_choice_{1};
-    bool timed_ = false;
-    struct Round {                       // the round proposed last
-        int depth_arm = -1;              // its depth's arm (-1: not chosen)
-        const char* threads = nullptr;   // "1" / "all" (--draft-threads -1), for SpecStats
-        int64_t forwards = 0;            // draft forwards it ran
-        double draft_s = 0, verify_s = -1;  // its drafting time; its verify's (-1: not seen yet)
-    } round_;
+    // The round policy (round_policy.h): the verify cost, the calibration, each round's depth and thread
+    // arm. Cost-aware trees choose the depth among 1, 2 and p.depth: on a 2-core CPU a draft forward of
+    // 10 queries costs a good part of a decode step and deep nodes rarely pay for it; on a GPU the full
+    // depth may. owner_: this drafter is the one the engine talks to (false under mode auto's switch).
+    std::shared_ptr<RoundPolicy> policy_;
+    bool owner_;
+    int depth_ = 0;               // this round's tree depth
     BeagleDraftParams p_;
     int V_, Vt_, words_;          // draft logits per row; the target's vocabulary
     std::vector<int32_t> d2t_;    // reduced vocabulary: draft logit i is target token d2t_[i] (empty: identity)
-    VerifyCost cost_;             // p_.verify_cost, corrected online (empty: fixed tree size)
     std::vector<float> qsub_;
     int tok_of(int i) const { return d2t_.empty() ? i : d2t_[i]; }
     std::unique_ptr<Draft> draft_;
-    double predicted_ = 4, accepted_ = 4;  // cost-aware trees: sum of exp(score) sent, accepted (prior 4/4)
-    double draft_s_mean_ = 0;              // seconds of drafting per timed round that ran the draft (1/16 decay)
     std::vector<double> accept_p_;         // propose_rerank: the ranked candidates' estimated acceptance
     int shadow_tok_ = -1;                  // cost-aware trees: best candidate of a round that sent none
     double shadow_p_ = 0;
@@ -272,45 +249,37 @@ private:
         }
     }
 
-    // Cost-aware trees (verify_cost non-empty): a = calibration. A tree of T tokens beats a plain step
-    // only if its candidates' expected acceptances sum to more than cost[T] - 1, so candidates whose
+    // Cost-aware trees (a verify cost): a = the policy's calibration. A tree of T tokens beats a plain
+    // step only if its candidates' expected acceptances sum to more than cost[T] - 1, so candidates whose
     // a exp(score) is below the cheapest average cost of an extra token, min_T (cost[T] - 1) / (T - 1),
-    // are not expanded (their children score lower still).
-    double calib() const { return std::min(1.5, std::max(0.1, accepted_ / predicted_)); }
-    // A round that runs the draft costs its drafting on top of the verify: the mean drafting time of the
-    // timed rounds in decode steps (0 until a verify is timed: a fixed cost model in tests). For SmolLM2
-    // it is a small fraction of a step (bench-sd reports it as draft_ms_per_pass).
-    double round_overhead() const {
-        const double step = cost_.step_seconds();
-        return step > 0 ? draft_s_mean_ / step : 0.0;
-    }
+    // are not expanded (their children score lower still). A round that runs the draft costs its
+    // drafting on top of the verify (RoundPolicy::draft_overhead), which best_prefix counts too.
     double min_token_cost() const {
+        const VerifyCost& cost = policy_->cost();
         double m = 1e30;
-        for (int T = 2; T <= cost_.max_tokens(); T++) m = std::min(m, (cost_[T] - cost_[1]) / (double)(T - 1));
+        for (int T = 2; T <= cost.max_tokens(); T++) m = std::min(m, (cost[T] - cost[1]) / (double)(T - 1));
         return std::max(m, 1e-3);
     }
 
     void propose_tree(const std::vector<int>& history, DraftTree* tree, int room) {
         int P = draft_->n_true();
-        const bool aware = !cost_.empty();
-        int total = std::min(room, aware ? cost_.max_tokens() : p_.total_tokens);
+        const bool aware = !policy_->cost().empty();
+        int total = std::min(room, aware ? policy_->cost().max_tokens() : p_.total_tokens);
         if (total <= 1) return;
         if (shadow_tok_ >= 0) {  // last round sent nothing: was its best depth-1 candidate the target's token?
-            predicted_ += shadow_p_;
-            accepted_ += tree->token[0] == shadow_tok_ ? 1 : 0;
+            policy_->observe_calibration(shadow_p_, tree->token[0] == shadow_tok_ ? 1 : 0);
             shadow_tok_ = -1;
         }
         if (shadow_lk_tok_ >= 0) {  // the same for the lookup chain's first token
             rates_.count(shadow_lk_m_, 1, tree->token[0] == shadow_lk_tok_);
             shadow_lk_tok_ = -1;
         }
-        const double a = aware ? calib() : 1.0;
+        const double a = aware ? policy_->calibration() : 1.0;
         const float min_score = aware ? (float)std::log(min_token_cost() / a) : -INFINITY;
         std::vector<Node> nodes;
         nodes.push_back({tree->token[0], -1, 0, 0.0f, -1, true});
         // a tree of `total` nodes needs no more than total - 1 levels or children per node
-        const int chosen = round_.depth_arm >= 0 ? depths_[round_.depth_arm] : p_.depth;
-        const int depth = std::min(chosen, total - 1), topk = std::min(p_.topk, total - 1);
+        const int depth = std::min(depth_, total - 1), topk = std::min(p_.topk, total - 1);
         // hybrid: find the lookup match first; one whose first token is accepted often enough
         // (learnt rate >= lookup_skip) is sent without running the draft at all
         std::vector<int> ctx;
@@ -441,7 +410,8 @@ private:
         if (aware) {  // the prefix of the ranking with the most expected tokens per unit of cost
             accept_p_.resize(order.size());
             for (size_t i = 0; i < order.size(); i++) accept_p_[i] = std::exp((double)val[order[i]]);
-            order.resize(best_prefix(accept_p_.data(), (int)order.size(), cost_, drafted ? round_overhead() : 0.0));
+            order.resize(best_prefix(accept_p_.data(), (int)order.size(), policy_->cost(),
+                                     drafted ? policy_->draft_overhead() : 0.0));
         }
         // nothing sent: the best drafted candidate and the lookup's first token are checked against
         // the next root instead (else their estimates could only fall)
@@ -498,7 +468,7 @@ private:
 };
 
 std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftFrozen& fz, Session& s,
-                                             const BeagleDraftParams& p) {
+                                             const BeagleDraftParams& p, std::shared_ptr<RoundPolicy> policy, bool owner) {
     BEAGLE_CHECK(p.depth >= 1, "--depth must be >= 1, got %d", p.depth);
     BEAGLE_CHECK(p.topk >= 1, "--topk must be >= 1, got %d", p.topk);
     BEAGLE_CHECK(p.gamma >= 1, "--gamma must be >= 1, got %d", p.gamma);
@@ -507,7 +477,14 @@ std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftF
     BEAGLE_CHECK(p.verify_cost.empty() || p.verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
     BEAGLE_CHECK(p.concat || w.cfg.arch != ARCH_EAGLE,
                  "--no-concat is a Beagle draft's mode: an EAGLE draft's self-attention always sees its own predictions");
-    return std::unique_ptr<Drafter>(new BeagleDrafter(w, fz, s, p));
+    if (!policy) {
+        RoundPolicy::Setup setup;
+        setup.verify_cost = p.verify_cost;
+        setup.draft_cost = p.auto_draft_cost;
+        policy = std::make_shared<RoundPolicy>(setup);
+        owner = true;
+    }
+    return std::unique_ptr<Drafter>(new BeagleDrafter(w, fz, s, p, std::move(policy), owner));
 }
 
 }  // namespace beagle

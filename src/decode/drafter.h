@@ -12,6 +12,8 @@
 
 namespace beagle {
 
+class RoundPolicy;
+
 class Drafter {
 public:
     virtual ~Drafter() = default;
@@ -33,34 +35,24 @@ public:
         for (size_t k = 0; k < path.size(); k++) ops.download(&host[k * dim], states + (size_t)path[k] * dim, dim);
         accept(tree, path, host.data());
     }
-    // The engine's target forward of this round took `seconds` for T tokens (cost-aware drafters learn
-    // their verify cost from it, see VerifyCost in verify_cost.h).
+    // The engine's target forward of this round took `seconds` for T tokens, called once per verify: the
+    // drafter hands it to its round policy, the one owner of the verify cost (round_policy.h).
     virtual void observe_verify(int T, double seconds) {}
     // Without a target (remote drafting whose server went away): run `root`, the last committed token,
     // through the draft alone; its predicted state stands in for the target's true state at root's
     // position (kept as a key for the next call). Returns the draft's greedy next token, or -1 if this
     // drafter cannot continue alone (lookup).
     virtual int draft_alone(int root) { return -1; }
-    // A round this drafter did not propose (mode auto ran another drafter, auto_drafter.h): the root and
+    // A round this drafter did not propose (mode auto ran the other drafter, auto_drafter.h): the root and
     // the accepted path of `tree` were committed with these true states (path.size() x dim, host). A
     // drafter that keeps per-position state appends them here so that it stays in step with the target.
     virtual void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) {
         fail("drafter %s cannot sit out a round (it keeps no way to catch up with %zu committed tokens)", name(),
              path.size());
     }
-    // The mode that proposed the last round (statistics: SpecStats::rounds_by_mode); name() unless a
-    // drafter switches modes (auto).
-    virtual const char* round_mode() const { return name(); }
-    // How the last round's draft forwards were split on the CPU (statistics: SpecStats::draft_threads):
-    // "1" (one thread) or "all" (the target's whole pool) under --draft-threads -1; nullptr otherwise or
-    // when the round ran no draft forward.
-    virtual const char* round_threads() const { return nullptr; }
-    // The depth the last round's draft tree was expanded to when it was chosen by measurement (cost-aware
-    // trees; SpecStats::draft_depth); 0 otherwise or when the round ran no draft forward.
-    virtual int round_depth() const { return 0; }
-    // False while the drafter is still trying out its measured choices (threads, depth): its rounds then
-    // say little about what it is worth, and mode auto does not judge it by them.
-    virtual bool settled() const { return true; }
+    // The round policy this drafter's rounds follow (round_policy.h): the engine's statistics read its
+    // last choice (SpecStats::rounds_by_mode, draft_threads, draft_depth); nullptr: the mode is name().
+    virtual RoundPolicy* policy() const { return nullptr; }
 };
 
 }  // namespace beagle

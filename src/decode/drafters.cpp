@@ -13,15 +13,30 @@ DraftWeights load_draft_for(const Session& s, const std::string& path) {
     return w;
 }
 
+static std::unique_ptr<Drafter> make_draft(Session& s, const std::string& mode, BeagleDraftParams p,
+                                           const DraftWeights* w, const std::string& draft_name,
+                                           std::shared_ptr<RoundPolicy> policy);
+
 std::unique_ptr<Drafter> make_drafter(Session& s, const std::string& mode, BeagleDraftParams p, const DraftWeights* w,
                                       const std::string& draft_name) {
     if (mode == "lookup") return make_lookup_drafter(p.lookup_ngram, p.gamma, p.verify_cost);
-    if (mode == "auto") {
+    if (mode == "auto") {  // hybrid and cost-aware lookup under one round policy with a lookup arm
         if (p.verify_cost.empty()) fail("mode auto needs the measured verify cost (--total-tokens auto)");
-        return make_auto_drafter(make_drafter(s, "hybrid", p, w, draft_name),
-                                 make_lookup_drafter(p.lookup_ngram, p.gamma, p.verify_cost), p.verify_cost,
-                                 p.auto_draft_cost);
+        RoundPolicy::Setup setup;
+        setup.verify_cost = p.verify_cost;
+        setup.draft_cost = p.auto_draft_cost;
+        setup.lookup_arm = true;
+        auto policy = std::make_shared<RoundPolicy>(setup);
+        return make_auto_drafter(make_draft(s, "hybrid", p, w, draft_name, policy),
+                                 make_lookup_drafter(p.lookup_ngram, p.gamma, policy, false), policy);
     }
+    return make_draft(s, mode, p, w, draft_name, nullptr);
+}
+
+// The Beagle drafter of mode chain, tree or hybrid (policy: shared with mode auto's switch, or null).
+static std::unique_ptr<Drafter> make_draft(Session& s, const std::string& mode, BeagleDraftParams p,
+                                           const DraftWeights* w, const std::string& draft_name,
+                                           std::shared_ptr<RoundPolicy> policy) {
     if (mode != "chain" && mode != "tree" && mode != "hybrid")
         fail("unknown speculative mode '%s' (expected lookup, chain, tree, hybrid or auto)", mode.c_str());
     if (!w) fail("mode %s needs a Beagle draft model", mode.c_str());
@@ -32,7 +47,7 @@ std::unique_ptr<Drafter> make_drafter(Session& s, const std::string& mode, Beagl
     else p.lookup_ngram = 0;
     const DraftFrozen fz = frozen_from_target(*s.mf, false);  // out_norm only: the drafter uses the target's
                                                               // stored embedding and LM head
-    return make_beagle_drafter(*w, fz, s, p);
+    return make_beagle_drafter(*w, fz, s, p, policy, !policy);
 }
 
 }  // namespace beagle

@@ -24,8 +24,9 @@ DraftWeights load_draft_for(const Session& s, const std::string& path);
 // the session's target (check_draft_fits_target), drafting with the target's frozen tensors
 // (frozen_from_target) and p; the mode sets p.tree, hybrid keeps p.lookup_ngram (>= 1), chain and tree
 // clear it, and chain clears p.verify_cost (it always drafts p.gamma tokens).
-// mode "auto" (make_auto_drafter): hybrid and cost-aware lookup, per round the one that pays here;
-// needs the draft w and p.verify_cost. Throws Error for an unknown mode, a missing draft, or a draft that does not fit.
+// mode "auto" (make_auto_drafter): hybrid and cost-aware lookup under one round policy (round_policy.h),
+// per round the one that pays here; needs the draft w and p.verify_cost. Every drafter made here has
+// its round policy (Drafter::policy). Throws Error for an unknown mode, a missing draft, or a draft that does not fit.
 std::unique_ptr<Drafter> make_drafter(Session& s, const std::string& mode, BeagleDraftParams p,
                                       const DraftWeights* w = nullptr, const std::string& draft_name = "");
 

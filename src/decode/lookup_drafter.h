@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "drafter.h"
+#include "round_policy.h"
 
 namespace beagle {
 
@@ -46,7 +47,10 @@ private:
 // the context's last n-gram (n = ngram .. 1) becomes a chain of up to `gamma` tokens. With a
 // verify cost table (measure_verify_cost, --total-tokens auto) each round sends only the first n
 // tokens of it that maximise the expected tokens per unit of cost, from the acceptance rates seen
-// so far per (matched n-gram length, depth); n = 0 is a plain step.
+// so far per (matched n-gram length, depth); n = 0 is a plain step. The cost comes from its round
+// policy (round_policy.h): its own, made from verify_cost, or `policy` shared with mode auto's switch,
+// which then owns the rounds (owner false: this drafter neither chooses nor reports them).
 std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma, std::vector<double> verify_cost = {});
+std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma, std::shared_ptr<RoundPolicy> policy, bool owner);
 
 }  // namespace beagle

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "../core/common.h"
+#include "round_policy.h"
 
 namespace beagle {
 
@@ -77,7 +78,7 @@ bool SpecDecoder::step(std::vector<int>* out) {
     return true;
 }
 
-// The verify's results have reached the host (ids or the root's row): its time goes to a cost-aware drafter.
+// The verify's results have reached the host (ids or the root's row): its time goes to the drafter's round policy.
 void SpecDecoder::verified(double tf) {
     const double fs = now_seconds() - tf;
     if (spp_.learn_cost) d_.observe_verify(tree_.size(), fs);
@@ -215,9 +216,13 @@ void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* v
         d_.accept(tree, path, path_states_.data());
     }
     st_->draft_s += now_seconds() - tc;
-    st_->rounds_by_mode[d_.round_mode()]++;
-    if (const char* t = d_.round_threads()) st_->draft_threads[t]++;
-    if (const int depth = d_.round_depth()) st_->draft_depth[std::to_string(depth)]++;
+    if (const RoundPolicy* p = d_.policy()) {  // the round policy's last choice
+        st_->rounds_by_mode[p->round_mode()]++;
+        if (const char* t = p->round_threads()) st_->draft_threads[t]++;
+        if (const int depth = p->round_depth()) st_->draft_depth[std::to_string(depth)]++;
+    } else {
+        st_->rounds_by_mode[d_.name()]++;
+    }
     root_ = bonus;
     out->push_back(bonus);
 }

@@ -28,15 +28,16 @@ struct SpecStats : GenStats {
     double draft_s = 0, verify_s = 0;
     double tau() const { return rounds ? (double)gen_tokens_after_root / rounds : 1.0; }
     int gen_tokens_after_root = 0;       // tokens committed by verify rounds
-    std::map<std::string, int> rounds_by_mode;  // Drafter::round_mode() of each round (auto switches)
-    std::map<std::string, int> draft_threads;   // Drafter::round_threads() of the rounds that drafted ("1", "all")
-    std::map<std::string, int> draft_depth;     // Drafter::round_depth() of the rounds that drafted (measured depths)
+    // the drafter's round policy's choice of each round (RoundPolicy::round_mode, round_threads, round_depth)
+    std::map<std::string, int> rounds_by_mode;  // the mode of each round (auto switches)
+    std::map<std::string, int> draft_threads;   // the thread arm of the rounds that drafted ("1", "all")
+    std::map<std::string, int> draft_depth;     // the chosen depth of the rounds that drafted (cost-aware trees)
 };
 
 struct SpecParams {
     int max_tree = 64;                   // most nodes per verify (root included)
-    bool learn_cost = true;              // pass forward timings to Drafter::observe_verify (tests with a
-                                         // fixed cost model turn it off to stay deterministic)
+    bool learn_cost = true;              // pass forward timings to Drafter::observe_verify, its round policy's
+                                         // (tests with a fixed cost model turn it off to stay deterministic)
 };
 
 // Sees each verify's result on the host: its tree, the committed path (node indices, root first) and

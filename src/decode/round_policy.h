@@ -1,0 +1,158 @@
+// round_policy.h: the round policy of speculative decoding. One object per drafting session owns what
+// is measured about rounds (the verify cost model, the step time, the draft's calibration, its drafting
+// time per forward) and chooses each round's mode, draft depth and draft threads; drafters only propose.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "verify_cost.h"
+
+namespace beagle {
+
+// One round's choice. draft: run the draft model (false: prompt lookup, or a plain step when no match
+// is worth its cost). depth: the draft tree's depth (0: the drafter's own --depth). threads: the draft's
+// forwards on one thread (0) or on the target's whole pool (1); -1: not chosen here.
+struct RoundChoice {
+    bool draft = true;
+    int depth = 0, threads = -1;
+    bool probe = false;  // a losing arm tried again (see the rule below)
+    bool operator==(const RoundChoice& o) const {
+        return draft == o.draft && depth == o.depth && threads == o.threads && probe == o.probe;
+    }
+    bool operator!=(const RoundChoice& o) const { return !(*this == o); }
+};
+
+// The rule. An arm is a way to run a round: lookup-or-plain (mode auto only), or the draft at one depth
+// (cost-aware trees choose among {1, 2, --depth}; other modes have one draft arm). Its value is its
+// expected tokens committed per unit of round cost in decode steps: tokens / (verify + drafting), where
+// verify = cost[T] of the trees it sent (VerifyCost, corrected online from every verify timing) and
+// drafting = its forwards per round x seconds per forward / seconds per step (or a fixed cost per draft
+// round, Setup::draft_cost). Every estimate is one running mean that becomes exponential: weight
+// 1 / min(n + 1, 16) for its n-th observation, the prior counting as the first; so priors steer the
+// first rounds and one or two real rounds outweigh them. No warm-up rounds, no ignored rounds: every
+// round counts for the arm that ran it. Priors: lookup 1 token for 1 step; a draft arm of depth d
+// min(2, 1 + d / 2) tokens for cost[4] plus d forwards (its seconds per forward: the first measured).
+// Choice: the arm with the highest value; a losing arm is probed (run once) after `gap` rounds without
+// it: gap 4, doubled after each probe that does not make it win, at most 64, back to 4 when it wins.
+// Modes first (lookup vs the best draft depth), then depths among draft rounds (a depth never run is a
+// losing arm; before any has run, the shallowest, the cheapest to learn from, is the best). Threads do not change tokens: the thread arm with the lower mean seconds per forward
+// (prior: its first measurement; one thread until both are measured), the other tried every 32nd
+// drafting round (a split over a busy machine's cores can cost more than a short answer's whole draft).
+// begin() (a new text) keeps each arm's estimates (tokens, verify cost and forwards per round) as priors
+// that count as one observation, so the new text's first rounds decide, and sets the probe gaps back to
+// 4; the machine's estimates (verify cost, step and forward times) and the draft's calibration carry over.
+// The policy reads no clock: timings come as arguments, so a recorded trace of its observations
+// (record()) replays to the same decisions (replay()).
+class RoundPolicy {
+public:
+    struct Setup {
+        std::vector<double> verify_cost;  // measure_verify_cost's table; empty: no cost model (no mode or depth choice)
+        double draft_cost = -1;           // >= 0: a draft round's drafting costs this many decode steps (tests)
+        std::string draft_mode;           // the draft's mode name (chain, tree, hybrid); empty: no draft (lookup)
+        bool lookup_arm = false;          // mode auto: lookup-or-plain is an arm next to the draft
+        std::vector<int> depths;          // the draft depths to choose from (one: no choice); set_draft
+        bool thread_arms = false;         // --draft-threads -1 on a CPU pool of 2+ threads; set_draft
+    };
+    // An observation or a decision, in the order the policy received it.
+    struct Event {
+        enum Kind { BEGIN, CHOOSE, VERIFY, DRAFT, CALIB, ROUND } kind = BEGIN;
+        int n = 0;            // VERIFY, ROUND: tokens verified (T); DRAFT: draft forwards
+        double x = 0, y = 0;  // VERIFY, DRAFT: seconds; CALIB: predicted, accepted; ROUND: x tokens committed
+        RoundChoice choice;   // CHOOSE: what was chosen
+    };
+    struct Trace {
+        Setup setup;
+        std::vector<Event> events;
+    };
+
+    explicit RoundPolicy(Setup setup);
+    // The drafter's arms (called by the drafter before the first round).
+    void set_draft(const std::string& mode, const std::vector<int>& depths, bool thread_arms);
+
+    // A new text.
+    void begin();
+    // The round's choice (before proposing), then choice() until the next choose().
+    const RoundChoice& choose();
+    const RoundChoice& choice() const { return cur_; }
+    // The draft's forwards of this round and their seconds (the drafter times them).
+    void observe_draft(double seconds, int forwards);
+    // Calibration: drafted candidates whose summed estimated acceptance was `predicted`, of which
+    // `accepted` were accepted.
+    void observe_calibration(double predicted, double accepted);
+    // A target forward of T tokens took `seconds` (once per verify).
+    void observe_verify(int T, double seconds);
+    // The round's verify of T tokens committed `committed` tokens (accepted path + the root).
+    void observe_round(int T, int committed);
+
+    // What drafters size their trees and chains with.
+    const VerifyCost& cost() const { return cost_; }
+    double calibration() const;  // accepted / predicted, clamped to [0.1, 1.5]
+    double draft_overhead() const;  // the chosen draft arm's drafting per round, in decode steps
+
+    // The last round, for statistics (SpecStats): its mode name ("plain" for a lookup round that sent
+    // nothing under mode auto), its thread arm ("1", "all"; nullptr: not chosen or no draft forward),
+    // its chosen depth (0: not chosen or no draft forward).
+    const char* round_mode() const;
+    const char* round_threads() const;
+    int round_depth() const;
+
+    void record(bool on) { recording_ = on; }
+    const Trace& trace() const { return trace_; }
+    // A fresh policy fed the trace's observations in order; returns its decisions (one per CHOOSE).
+    static std::vector<RoundChoice> replay(const Trace& trace);
+
+    // Estimates, for tests and reports: an arm's value (arm -1: lookup; 0..: the draft depths in order).
+    double value(int arm) const;
+
+private:
+    // A running mean whose prior counts as its first observation, exponential (weight 1/16) from the 16th.
+    struct Mean {
+        double v = 0;
+        int n = 0;
+        void reset(double prior) { v = prior, n = 1; }
+        void add(double x) {
+            n++;
+            v += (x - v) / (n < 16 ? n : 16);
+        }
+    };
+    struct Gap {  // rounds without an arm (among the rounds it competes in) and its probe gap
+        int since = 0, gap = 4;
+    };
+    struct Arm {
+        int depth = 0;
+        Mean tokens, verify, forwards;
+        int runs = 0;  // rounds observed
+        Gap g;         // draft arms: among draft rounds
+    };
+    static constexpr int kMinGap = 4, kMaxGap = 64, kThreadProbe = 32, kCarry = 1;
+
+    Setup setup_;
+    VerifyCost cost_;
+    Arm lookup_;
+    std::vector<Arm> draft_;  // one per depth
+    Mean calib_pred_, calib_acc_;
+    Mean fwd_s_[2];           // seconds per draft forward, per thread arm (n 0: not measured)
+    int thread_rounds_ = 0;   // drafting rounds that ran forwards
+    RoundChoice cur_;
+    Gap side_[2];             // mode auto: the lookup side (0) and the draft side (1)
+    int cur_arm_ = -1;        // the arm that runs this round (-1 lookup)
+    int mode_probe_ = -1;     // the side probed this round (-1 none), judged at observe_round
+    int depth_probe_ = -1;    // the draft arm probed this round (-1 none), judged at observe_round
+    int round_forwards_ = 0, last_T_ = 0, last_forwards_ = 0;
+    bool recording_ = false;
+    Trace trace_;
+
+    void log(Event e) {
+        if (recording_) trace_.events.push_back(e);
+    }
+    void build_arms();
+    void reset_arm(Arm* a, bool draft);
+    Arm& arm(int i) { return i < 0 ? lookup_ : draft_[i]; }
+    const Arm& arm(int i) const { return i < 0 ? lookup_ : draft_[i]; }
+    int best_depth() const;   // the best draft arm ever run (none: the first, the shallowest)
+    int thread_arm() const;   // the faster measured thread arm
+    double draft_steps(int i) const;
+    void judge_probe();
+};
+
+}  // namespace beagle

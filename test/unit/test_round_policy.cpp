@@ -1,0 +1,221 @@
+// test_round_policy.cpp: the round policy's rule (round_policy.h) on synthetic timing traces, and its
+// determinism: a recorded trace of observations (synthetic, and one from a real stories260K run in mode
+// auto) replays into fresh policies to the same decisions, twice. The probe-gap checker is shown to fail
+// on a decision sequence whose gaps do not double.
+#include <string>
+#include <vector>
+
+#include "decode/drafters.h"
+#include "decode/round_policy.h"
+#include "decode/session.h"
+#include "decode/speculative.h"
+#include "decode/verify_cost.h"
+#include "model/draft.h"
+#include "testlib.h"
+
+using namespace beagle;
+
+static const double kStep = 0.01;  // seconds of a decode step in the synthetic traces
+
+// verify cost: 1 + 0.1 (T - 1) decode steps, T <= 24
+static std::vector<double> cost_table() {
+    std::vector<double> c(25, 1.0);
+    for (int T = 1; T <= 24; T++) c[T] = 1 + 0.1 * (T - 1);
+    return c;
+}
+
+// Mode auto's policy with one draft depth (5) or three (1, 2, 5).
+static RoundPolicy auto_policy(bool depths) {
+    RoundPolicy::Setup setup;
+    setup.verify_cost = cost_table();
+    setup.lookup_arm = true;
+    RoundPolicy p(setup);
+    p.set_draft("hybrid", depths ? std::vector<int>{1, 2, 5} : std::vector<int>{5}, false);
+    return p;
+}
+
+// `rounds` rounds of a synthetic text: a draft round sends 4 candidates (T = 5), drafts `draft_steps`
+// decode steps (in `depth` forwards) and commits tokens whose mean over each 10 rounds is tau; a lookup
+// round is a plain step (1 token). Verify times follow the cost table exactly. Returns the decisions.
+static std::vector<RoundChoice> run(RoundPolicy* p, int rounds, double tau, double draft_steps) {
+    const std::vector<double> cost = cost_table();
+    std::vector<RoundChoice> out;
+    p->begin();
+    int drafted = 0;
+    for (int r = 0; r < rounds; r++) {
+        const RoundChoice c = p->choose();
+        out.push_back(c);
+        int T = 1, committed = 1;
+        if (c.draft) {
+            const int depth = c.depth > 0 ? c.depth : 5;
+            p->observe_draft(draft_steps * kStep * depth / 5, depth);
+            T = 5;
+            // tau = 1 + extra: the draft's accepted tokens spread evenly over its rounds
+            const int before = (int)((tau - 1) * drafted + 1e-9), after = (int)((tau - 1) * (drafted + 1) + 1e-9);
+            committed = 1 + after - before;
+            drafted++;
+        }
+        p->observe_verify(T, cost[T] * kStep);
+        p->observe_round(T, committed);
+    }
+    return out;
+}
+
+// The probe checker: after the first round that does not draft, the draft runs only as probes, once
+// each, with 4, 8, 16, 32, 64, 64, ... rounds without it between them. *why: the first deviation.
+static bool gaps_double(const std::vector<RoundChoice>& c, std::string* why) {
+    size_t i = 0;
+    while (i < c.size() && c[i].draft) i++;
+    int expect = 4, without = 0, probes = 0;
+    for (; i < c.size(); i++) {
+        if (!c[i].draft) {
+            without++;
+            continue;
+        }
+        if (without != expect) {
+            *why = strfmt("round %zu: a draft round after %d rounds without it, expected %d", i, without, expect);
+            return false;
+        }
+        if (i + 1 < c.size() && c[i + 1].draft) {
+            *why = strfmt("round %zu: two draft rounds in a row", i);
+            return false;
+        }
+        probes++;
+        without = 0;
+        expect = std::min(2 * expect, 64);
+    }
+    if (probes < 3) {
+        *why = strfmt("%d probes only", probes);
+        return false;
+    }
+    return true;
+}
+
+static int first_lookup(const std::vector<RoundChoice>& c) {
+    for (size_t i = 0; i < c.size(); i++)
+        if (!c[i].draft) return (int)i;
+    return (int)c.size();
+}
+
+static int count_draft(const std::vector<RoundChoice>& c) {
+    int n = 0;
+    for (const RoundChoice& x : c) n += x.draft;
+    return n;
+}
+
+// Decisions recorded in a trace (its CHOOSE events).
+static std::vector<RoundChoice> recorded(const RoundPolicy::Trace& t) {
+    std::vector<RoundChoice> out;
+    for (const RoundPolicy::Event& e : t.events)
+        if (e.kind == RoundPolicy::Event::CHOOSE) out.push_back(e.choice);
+    return out;
+}
+
+static void check_replay(const RoundPolicy::Trace& t, const char* what) {
+    const std::vector<RoundChoice> want = recorded(t), a = RoundPolicy::replay(t), b = RoundPolicy::replay(t);
+    CHECK(!want.empty(), "%s: no decisions recorded", what);
+    CHECK(a == want && b == want, "%s: a replay of %zu events decides differently (%zu / %zu / %zu decisions)", what,
+          t.events.size(), want.size(), a.size(), b.size());
+    printf("%s: %zu events, %zu decisions (%d drafted), replayed twice: identical\n", what, t.events.size(), want.size(),
+           count_draft(want));
+}
+
+static void test_synthetic() {
+    // drafting loses (tau 1.1, drafting 0.4 steps): it stops within a few rounds, probes back at doubling gaps
+    for (bool depths : {false, true}) {
+        RoundPolicy p = auto_policy(depths);
+        p.record(true);
+        const std::vector<RoundChoice> c = run(&p, 300, 1.1, 0.4);
+        const int stop = first_lookup(c);
+        CHECK(stop <= 3, "losing draft (%s): %d draft rounds before the first lookup round", depths ? "3 depths" : "1 depth",
+              stop);
+        std::string why;
+        CHECK(gaps_double(c, &why), "losing draft (%s): probes: %s", depths ? "3 depths" : "1 depth", why.c_str());
+        printf("losing draft (%s): stopped after %d rounds, %d of %zu rounds drafted, probe gaps doubling\n",
+               depths ? "3 depths" : "1 depth", stop, count_draft(c), c.size());
+        check_replay(p.trace(), depths ? "synthetic losing trace, 3 depths" : "synthetic losing trace");
+        // planted: the same start with the draft probed every 5th round (gap 4, never doubled)
+        std::vector<RoundChoice> planted(c.begin(), c.begin() + stop);
+        for (size_t i = stop; i < c.size(); i++) {
+            RoundChoice x;
+            x.draft = (i - stop) % 5 == 4;
+            planted.push_back(x);
+        }
+        std::string pwhy;
+        CHECK(!gaps_double(planted, &pwhy), "planted: probe gaps that do not double were NOT caught");
+        printf("planted: probes every 5th round: caught (%s)\n", pwhy.c_str());
+    }
+    // drafting wins (tau 3, drafting 0.4 steps): it keeps drafting; lookup is probed at doubling gaps
+    for (bool depths : {false, true}) {
+        RoundPolicy p = auto_policy(depths);
+        const std::vector<RoundChoice> c = run(&p, 300, 3.0, 0.4);
+        CHECK(c[0].draft && count_draft(c) >= 285, "winning draft (%s): %d of %zu rounds drafted (first %d)",
+              depths ? "3 depths" : "1 depth", count_draft(c), c.size(), (int)c[0].draft);
+        printf("winning draft (%s): %d of %zu rounds drafted\n", depths ? "3 depths" : "1 depth", count_draft(c), c.size());
+    }
+    // a new text: the last text's estimates weigh as one round and the gaps are back to 4, so a draft
+    // that lost on the last text is probed on the 5th round and, winning here, runs from then on
+    RoundPolicy p = auto_policy(false);
+    run(&p, 100, 1.1, 0.4);
+    const std::vector<RoundChoice> c = run(&p, 12, 3.0, 0.4);
+    CHECK(!c[0].draft && c[4].draft && c[5].draft && count_draft(c) >= 7, "after begin(): %d of 12 rounds drafted on a "
+          "text where it wins (1st %d, 5th %d, 6th %d; expected the probe on the 5th, then drafting)", count_draft(c),
+          (int)c[0].draft, (int)c[4].draft, (int)c[5].draft);
+    // threads: the faster thread arm, the other tried every 32nd drafting round
+    RoundPolicy::Setup setup;
+    RoundPolicy t(setup);
+    t.set_draft("chain", {}, true);
+    t.begin();
+    int on[2] = {0, 0};
+    for (int r = 0; r < 200; r++) {
+        const RoundChoice x = t.choose();
+        on[x.threads]++;
+        t.observe_draft(x.threads ? 5e-3 : 1e-3, 5);  // one thread 5x faster
+        t.observe_round(6, 3);
+    }
+    CHECK(on[1] == 200 / 32, "threads: %d rounds on the slower arm of 200 (expected its probes: %d)", on[1], 200 / 32);
+}
+
+// A real trace: mode auto on stories260K with timed verifies, recorded and replayed.
+static void test_real_trace() {
+    const std::string M = test_models_dir(), shipped = test_root() + "/weights/beagle-stories260K.bin";
+    if (!file_exists(shipped) || !file_exists(M + "stories260K.bin")) {
+        SKIP_PART("stories260K or %s missing: no real trace", shipped.c_str());
+        return;
+    }
+    Session s(M + "stories260K.bin", M + "tok512.bin", 2, 512, 64);
+    DraftWeights dw = load_draft(shipped);
+    BeagleDraftParams p;
+    p.lookup_ngram = 3;
+    p.verify_cost = measure_verify_cost(s, 64, 6);
+    std::unique_ptr<Drafter> d = make_drafter(s, "auto", p, &dw, shipped);
+    RoundPolicy* pol = d->policy();
+    CHECK(pol, "mode auto's drafter has no round policy");
+    if (!pol) return;
+    pol->record(true);
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    const std::vector<std::string> prompts = test_stories_prompts();
+    int same = 0;
+    for (int i = 0; i < 3; i++) {
+        std::vector<int> ids = s.encode_prompt(prompts[i], false, ""), plain, out;
+        GenStats pst;
+        s.generate_plain(ids, 80, greedy, nullptr, &pst, &plain);
+        SpecParams spp;
+        SpecStats st;
+        generate_speculative(s, *d, ids, 80, greedy, spp, nullptr, &st, &out);
+        same += out == plain;
+    }
+    CHECK(same == 3, "stories260K auto: %d of 3 outputs equal plain greedy", same);
+    check_replay(pol->trace(), "stories260K auto, timed");
+}
+
+int main() {
+    test_synthetic();
+    try {
+        test_real_trace();
+    } catch (const Error& e) {
+        CHECK(false, "error: %s", e.what());
+    }
+    return test_summary("test_round_policy");
+}

@@ -297,8 +297,9 @@ def speculative_page(runs, data):
         "- The cost-aware tree keeps the prefix of its ranked candidates with the most expected tokens per unit of "
         "cost, (1 + sum of the kept candidates' acceptance chances) / (cost(n + 1) + o), where cost is the verify "
         "cost in decode steps and o the round's drafting time in steps (`best_prefix` in `src/decode/verify_cost.h`). "
-        "The tree's depth and the draft's threads are chosen by measurement while generating (`MeasuredChoice`): the "
-        "setting that commits the most tokens per second of drafting plus verify is kept, the others retried now and then.",
+        "The tree's depth, the draft's threads and mode auto's choice between the draft and lookup are made by the "
+        "round policy (`src/decode/round_policy.h`): the arm with the most tokens per unit of round cost runs, the "
+        "others are probed at doubling gaps.",
         "- What a speedup needs: a round that sends one drafted token yields 1 + a tokens for c2 + d steps (a: the "
         "first token's acceptance, c2: the cost of a 2-token verify, d: drafting), so the draft pays only where "
         "a > c2 + d - 1. On a CPU c2 is well above 1, so the gain of a draft rests on its acceptance; "

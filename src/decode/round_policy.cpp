@@ -40,14 +40,15 @@ void RoundPolicy::reset_arm(Arm* a, bool draft) {
     a->tokens.reset(draft ? std::min(2.0, 1 + 0.5 * d) : 1.0);
     a->verify.reset(draft && !cost_.empty() ? cost_[std::min(4, cost_.max_tokens())] : 1.0);
     a->forwards.reset(draft ? d : 0);
+    a->draft_s = Mean();
     a->runs = 0;
     a->g = Gap();
 }
 
 void RoundPolicy::begin() {
     log({Event::BEGIN});
-    auto renew = [](Arm& a) {  // the last text's estimates become priors of one observation
-        for (Mean* m : {&a.tokens, &a.verify, &a.forwards}) m->n = std::min(m->n, kCarry);
+    auto renew = [](Arm& a) {  // the last text's estimates become priors of kCarry observations
+        for (Mean* m : {&a.tokens, &a.verify, &a.forwards, &a.draft_s}) m->n = std::min(m->n, kCarry);
         a.g = Gap();
     };
     renew(lookup_);
@@ -64,8 +65,11 @@ int RoundPolicy::thread_arm() const {
 double RoundPolicy::draft_steps(int i) const {
     if (setup_.draft_cost >= 0) return setup_.draft_cost;
     const double step = cost_.step_seconds();
+    if (!(step > 0)) return 0.0;
+    const Arm& a = arm(i);
+    if (a.draft_s.n > 0) return a.draft_s.v / step;
     const Mean& f = fwd_s_[thread_arm()];
-    return step > 0 && f.n > 0 ? arm(i).forwards.v * f.v / step : 0.0;
+    return f.n > 0 ? a.forwards.v * f.v / step : 0.0;
 }
 
 double RoundPolicy::value(int i) const {
@@ -85,6 +89,7 @@ const RoundChoice& RoundPolicy::choose() {
     cur_ = RoundChoice();
     mode_probe_ = depth_probe_ = -1;
     round_forwards_ = 0;
+    round_draft_s_ = 0;
     if (draft_.empty()) {  // lookup alone
         cur_.draft = false;
         cur_arm_ = -1;
@@ -134,6 +139,7 @@ const RoundChoice& RoundPolicy::choose() {
 void RoundPolicy::observe_draft(double seconds, int forwards) {
     log({Event::DRAFT, forwards, seconds});
     round_forwards_ = forwards;
+    round_draft_s_ = seconds;
     if (forwards <= 0 || !(seconds > 0)) return;
     Mean& f = fwd_s_[cur_.threads > 0 ? 1 : 0];
     if (f.n == 0) f.reset(seconds / forwards);  // the prior: the first measurement
@@ -164,7 +170,11 @@ void RoundPolicy::observe_round(int T, int committed) {
     Arm& a = arm(cur_arm_);
     a.tokens.add(committed);
     a.verify.add(cost_[std::min(T, cost_.max_tokens())]);
-    if (cur_arm_ >= 0) a.forwards.add(round_forwards_);
+    if (cur_arm_ >= 0) {
+        a.forwards.add(round_forwards_);
+        if (a.draft_s.n == 0) a.draft_s.reset(round_draft_s_);  // the prior: the first measurement
+        else a.draft_s.add(round_draft_s_);
+    }
     a.runs++;
     judge_probe();
 }

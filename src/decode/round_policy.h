@@ -26,8 +26,9 @@ struct RoundChoice {
 // (cost-aware trees choose among {1, 2, --depth}; other modes have one draft arm). Its value is its
 // expected tokens committed per unit of round cost in decode steps: tokens / (verify + drafting), where
 // verify = cost[T] of the trees it sent (VerifyCost, corrected online from every verify timing) and
-// drafting = its forwards per round x seconds per forward / seconds per step (or a fixed cost per draft
-// round, Setup::draft_cost). Every estimate is one running mean that becomes exponential: weight
+// drafting = its own mean drafting seconds per round / seconds per step (before its first measured
+// round: its forwards per round x the mean seconds per forward; or a fixed cost per draft round,
+// Setup::draft_cost).
 // 1 / min(n + 1, 16) for its n-th observation, the prior counting as the first; so priors steer the
 // first rounds and one or two real rounds outweigh them. No warm-up rounds, no ignored rounds: every
 // round counts for the arm that ran it. Priors: lookup 1 token for 1 step; a draft arm of depth d
@@ -120,7 +121,7 @@ private:
     };
     struct Arm {
         int depth = 0;
-        Mean tokens, verify, forwards;
+        Mean tokens, verify, forwards, draft_s;  // draft_s: seconds of drafting per round (n 0: not measured)
         int runs = 0;  // rounds observed
         Gap g;         // draft arms: among draft rounds
     };
@@ -139,6 +140,7 @@ private:
     int mode_probe_ = -1;     // the side probed this round (-1 none), judged at observe_round
     int depth_probe_ = -1;    // the draft arm probed this round (-1 none), judged at observe_round
     int round_forwards_ = 0, last_T_ = 0, last_forwards_ = 0;
+    double round_draft_s_ = 0;
     bool recording_ = false;
     Trace trace_;
 

@@ -252,8 +252,8 @@ private:
     // Cost-aware trees (a verify cost): a = the policy's calibration. A tree of T tokens beats a plain
     // step only if its candidates' expected acceptances sum to more than cost[T] - 1, so candidates whose
     // a exp(score) is below the cheapest average cost of an extra token, min_T (cost[T] - 1) / (T - 1),
-    // are not expanded (their children score lower still). A round that runs the draft costs its
-    // drafting on top of the verify (RoundPolicy::draft_overhead), which best_prefix counts too.
+    // are not expanded (their children score lower still). The round's drafting is spent by then, so
+    // it is not part of the choice (the policy charges it when it chooses the round).
     double min_token_cost() const {
         const VerifyCost& cost = policy_->cost();
         double m = 1e30;
@@ -410,8 +410,7 @@ private:
         if (aware) {  // the prefix of the ranking with the most expected tokens per unit of cost
             accept_p_.resize(order.size());
             for (size_t i = 0; i < order.size(); i++) accept_p_[i] = std::exp((double)val[order[i]]);
-            order.resize(best_prefix(accept_p_.data(), (int)order.size(), policy_->cost(),
-                                     drafted ? policy_->draft_overhead() : 0.0));
+            order.resize(best_prefix(accept_p_.data(), (int)order.size(), policy_->cost()));
         }
         // nothing sent: the best drafted candidate and the lookup's first token are checked against
         // the next root instead (else their estimates could only fall)

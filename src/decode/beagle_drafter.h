@@ -40,9 +40,8 @@ struct BeagleDraftParams {
     // Non-empty (--total-tokens auto): verify_cost[T] = cost of verifying T tokens in decode steps
     // (measure_verify_cost), the start of the round policy's cost model. Each round then keeps the
     // best-ranked n candidates that maximise the expected tokens per unit of cost,
-    // (1 + a sum_{i<n} exp(score_i)) / (cost[n + 1] + o), with a the draft's calibration (accepted /
-    // predicted) and o the round's drafting in decode steps (both the policy's; best_prefix in
-    // verify_cost.h); n = 0 is a plain decode step. Depths whose frontier cannot pay for a node are not
+    // (1 + a sum_{i<n} exp(score_i)) / cost[n + 1], with a the draft's calibration (accepted /
+    // predicted, the policy's; best_prefix in verify_cost.h); n = 0 is a plain decode step. Depths whose frontier cannot pay for a node are not
     // expanded, and the depth itself is the policy's choice among 1, 2 and depth. total_tokens is ignored.
     std::vector<double> verify_cost;
     double auto_draft_cost = -1;  // >= 0: the round policy counts a draft round's drafting as this many decode

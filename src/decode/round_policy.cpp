@@ -45,15 +45,11 @@ void RoundPolicy::reset_arm(Arm* a, bool draft) {
     a->g = Gap();
 }
 
-void RoundPolicy::begin() {
+void RoundPolicy::begin() {  // estimates and gaps carry over; only the rounds-since counts restart
     log({Event::BEGIN});
-    auto renew = [](Arm& a) {  // the last text's estimates become priors of kCarry observations
-        for (Mean* m : {&a.tokens, &a.verify, &a.forwards, &a.draft_s}) m->n = std::min(m->n, kCarry);
-        a.g = Gap();
-    };
-    renew(lookup_);
-    for (Arm& a : draft_) renew(a);
-    side_[0] = side_[1] = Gap();
+    lookup_.g.since = 0;
+    for (Arm& a : draft_) a.g.since = 0;
+    side_[0].since = side_[1].since = 0;
 }
 
 int RoundPolicy::thread_arm() const {
@@ -99,14 +95,20 @@ const RoundChoice& RoundPolicy::choose() {
     const bool costed = !cost_.empty();
     int bd = best_depth(), side = 1;
     if (setup_.lookup_arm && costed) {  // modes: lookup vs the best depth; the loser probed after its gap
-        const int win = value(bd) > value(-1) ? 1 : 0, lose = 1 - win;
-        side_[win] = Gap();
-        side = win;
-        if (side_[lose].since >= side_[lose].gap) {
-            side = mode_probe_ = lose;
-            side_[lose].since = 0;
+        if (probe_left_ > 0) {            // a mode probe's next round
+            side = mode_probe_ = probe_side_;
+            probe_left_--;
         } else {
-            side_[lose].since++;
+            const int win = value(bd) > value(-1) ? 1 : 0, lose = 1 - win;
+            side_[win] = Gap();
+            side = win;
+            if (lose == 1 && side_[lose].since >= side_[lose].gap) {
+                side = mode_probe_ = probe_side_ = lose;
+                side_[lose].since = 0;
+                probe_left_ = kModeProbe - 1;
+            } else {
+                side_[lose].since++;
+            }
         }
     }
     cur_.draft = side == 1;
@@ -176,22 +178,27 @@ void RoundPolicy::observe_round(int T, int committed) {
         else a.draft_s.add(round_draft_s_);
     }
     a.runs++;
+    if (mode_probe_ >= 0) {  // a mode probe goes on only while its rounds beat the other side
+        const double step = cost_.step_seconds();
+        double steps = cost_[std::min(T, cost_.max_tokens())];
+        if (cur_arm_ >= 0) steps += setup_.draft_cost >= 0 ? setup_.draft_cost : step > 0 ? round_draft_s_ / step : 0.0;
+        const double other = mode_probe_ == 1 ? value(-1) : value(best_depth());
+        if (committed / std::max(steps, 1e-9) < other) probe_left_ = 0;
+    }
     judge_probe();
 }
 
 // A probe that leaves its arm losing doubles the arm's gap; one that makes it win sets it back to 4.
 void RoundPolicy::judge_probe() {
     if (mode_probe_ >= 0) {
-        const bool draft_wins = value(best_depth()) > value(-1);
+        if (probe_left_ > 0) return;  // judged after its last round
         Gap& g = side_[mode_probe_];
-        g.gap = draft_wins == (mode_probe_ == 1) ? kMinGap : std::min(2 * g.gap, kMaxGap);
+        g.gap = value(best_depth()) > value(-1) ? kMinGap : std::min(2 * g.gap, kMaxGap);
     } else if (depth_probe_ >= 0) {
         Gap& g = draft_[depth_probe_].g;
         g.gap = best_depth() == depth_probe_ ? kMinGap : std::min(2 * g.gap, kMaxGap);
     }
 }
-
-double RoundPolicy::draft_overhead() const { return cur_arm_ >= 0 ? draft_steps(cur_arm_) : 0.0; }
 
 const char* RoundPolicy::round_mode() const {
     if (cur_.draft && !draft_.empty()) return setup_.draft_mode.c_str();

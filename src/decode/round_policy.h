@@ -29,19 +29,25 @@ struct RoundChoice {
 // drafting = its own mean drafting seconds per round / seconds per step (before its first measured
 // round: its forwards per round x the mean seconds per forward; or a fixed cost per draft round,
 // Setup::draft_cost).
-// 1 / min(n + 1, 16) for its n-th observation, the prior counting as the first; so priors steer the
+// Every estimate is a running mean, weight 1 / min(n + 1, 16) for its n-th observation, the prior
+// counting as the first; so priors steer the
 // first rounds and one or two real rounds outweigh them. No warm-up rounds, no ignored rounds: every
 // round counts for the arm that ran it. Priors: lookup 1 token for 1 step; a draft arm of depth d
 // min(2, 1 + d / 2) tokens for cost[4] plus d forwards (its seconds per forward: the first measured).
-// Choice: the arm with the highest value; a losing arm is probed (run once) after `gap` rounds without
-// it: gap 4, doubled after each probe that does not make it win, at most 64, back to 4 when it wins.
+// Choice: the arm with the highest value; a losing draft arm is probed after `gap` rounds without it:
+// gap 4, doubled after each probe that does not make it win, at most 64, back to 4 when it wins.
 // Modes first (lookup vs the best draft depth), then depths among draft rounds (a depth never run is a
-// losing arm; before any has run, the shallowest, the cheapest to learn from, is the best). Threads do not change tokens: the thread arm with the lower mean seconds per forward
+// losing arm; before any has run, the shallowest, the cheapest to learn from, is the best). A mode
+// probe runs the draft for up to 2 rounds, the second only if the first beat the lookup side's value
+// (one round weighs 1/16 of the estimate, too little to outvote the stretch that turned the draft
+// off; a draft that still fails costs one round). Lookup is never probed: the draft rounds of mode auto
+// are hybrid, whose trees carry the lookup match too, so a text that favours lookup raises their tokens
+// as well. Threads do not change tokens: the thread arm with the lower mean seconds per forward
 // (prior: its first measurement; one thread until both are measured), the other tried every 32nd
 // drafting round (a split over a busy machine's cores can cost more than a short answer's whole draft).
-// begin() (a new text) keeps each arm's estimates (tokens, verify cost and forwards per round) as priors
-// that count as one observation, so the new text's first rounds decide, and sets the probe gaps back to
-// 4; the machine's estimates (verify cost, step and forward times) and the draft's calibration carry over.
+// begin() (a new text) keeps every estimate and probe gap (what the draft is worth and what the
+// machine costs change less between texts than the texts' first rounds could tell) and restarts the
+// counts of rounds since each arm ran.
 // The policy reads no clock: timings come as arguments, so a recorded trace of its observations
 // (record()) replays to the same decisions (replay()).
 class RoundPolicy {
@@ -88,7 +94,6 @@ public:
     // What drafters size their trees and chains with.
     const VerifyCost& cost() const { return cost_; }
     double calibration() const;  // accepted / predicted, clamped to [0.1, 1.5]
-    double draft_overhead() const;  // the chosen draft arm's drafting per round, in decode steps
 
     // The last round, for statistics (SpecStats): its mode name ("plain" for a lookup round that sent
     // nothing under mode auto), its thread arm ("1", "all"; nullptr: not chosen or no draft forward),
@@ -125,7 +130,7 @@ private:
         int runs = 0;  // rounds observed
         Gap g;         // draft arms: among draft rounds
     };
-    static constexpr int kMinGap = 4, kMaxGap = 64, kThreadProbe = 32, kCarry = 1;
+    static constexpr int kMinGap = 4, kMaxGap = 64, kThreadProbe = 32, kModeProbe = 2;
 
     Setup setup_;
     VerifyCost cost_;
@@ -138,6 +143,7 @@ private:
     Gap side_[2];             // mode auto: the lookup side (0) and the draft side (1)
     int cur_arm_ = -1;        // the arm that runs this round (-1 lookup)
     int mode_probe_ = -1;     // the side probed this round (-1 none), judged at observe_round
+    int probe_side_ = -1, probe_left_ = 0;  // a mode probe in progress: its side and rounds still to run
     int depth_probe_ = -1;    // the draft arm probed this round (-1 none), judged at observe_round
     int round_forwards_ = 0, last_T_ = 0, last_forwards_ = 0;
     double round_draft_s_ = 0;

@@ -25,13 +25,13 @@ void VerifyCost::observe(int T, double seconds) {
     step_s_ = step_s_ > 0 ? step_s_ + (step - step_s_) / 16 : step;
 }
 
-int best_prefix(const double* p, int count, const VerifyCost& cost, double overhead) {
+int best_prefix(const double* p, int count, const VerifyCost& cost) {
     count = std::min(count, cost.max_tokens() - 1);
-    double expect = 1, best = 1.0 / (cost[1] + overhead);
+    double expect = 1, best = 1.0 / cost[1];
     int keep = 0;
     for (int i = 0; i < count; i++) {
         expect += p[i];
-        const double gain = expect / (cost[i + 2] + overhead);
+        const double gain = expect / cost[i + 2];
         if (gain > best) {
             best = gain;
             keep = i + 1;

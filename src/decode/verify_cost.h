@@ -41,11 +41,10 @@ private:
 
 // How many candidates of a ranked list a round verifies: p[i] = the estimated chance that candidate i
 // is accepted (ranked so that every candidate's ancestors come before it), and the n returned
-// maximises the expected tokens per unit of cost, (1 + p[0] + ... + p[n - 1]) / (cost[n + 1] + overhead)
-// (first maximum; n = 0: the root alone, a plain step). overhead: what a round costs beyond its verify
-// pass, in decode steps (the draft's forwards: without it every tree looks dearer than it is and the
-// ratio favours small ones). n <= min(count, cost.max_tokens() - 1).
-int best_prefix(const double* p, int count, const VerifyCost& cost, double overhead = 0);
+// maximises the expected tokens per unit of cost, (1 + p[0] + ... + p[n - 1]) / cost[n + 1] (first
+// maximum; n = 0: the root alone, a plain step); n <= min(count, cost.max_tokens() - 1). The draft's
+// forwards are not counted: when the candidates exist they are spent whatever is sent.
+int best_prefix(const double* p, int count, const VerifyCost& cost);
 
 // Seconds of one verify pass of T tokens (tokens[0..T) as a chain, with its tree mask) after the
 // model's current n_past, best of `reps`; the cache is truncated back after each. T <= max_batch.

@@ -88,21 +88,21 @@ static void test_verify_cost() {
     CHECK(none.empty(), "empty cost table stays empty");
 }
 
-// best_prefix: the candidates a round verifies, with and without a drafting overhead. Costs 1 / 1.1 / 1.5 /
-// 1.9 decode steps for 1 / 2 / 3 / 4 tokens, acceptance chances 0.5, 0.4, 0.05 of the ranked candidates:
-// without overhead 1.5 / 1.1 = 1.364 tokens per step (one candidate) beats 1.9 / 1.5 = 1.267 (two); with
-// 0.5 steps of drafting per round 1.9 / 2.0 = 0.95 beats 1.5 / 1.6 = 0.9375 (two candidates: the fixed
-// part of a round's cost makes bigger trees worth more); a third at 0.05 never pays. All-unlikely
-// candidates: none (a plain step). A list longer than the table is cut to max_tokens - 1. And the step
-// time that converts drafting seconds to steps: a 5.6 ms 2-token verify at cost(2) = 1.12 is a 5 ms step.
+// best_prefix: the candidates a round verifies. Costs 1 / 1.1 / 1.5 / 1.9 decode steps for 1 / 2 / 3 / 4
+// tokens: with acceptance chances 0.5, 0.4, 0.05, 1.5 / 1.1 = 1.364 tokens per step (one candidate) beats
+// 1.9 / 1.5 = 1.267 (two); with 0.9, 0.9, 0.05, 2.8 / 1.5 = 1.867 (two) beats 1.9 / 1.1 = 1.727 (one); a
+// third at 0.05 never pays. All-unlikely candidates: none (a plain step). A list longer than the table is
+// cut to max_tokens - 1. And the step time that converts drafting seconds to steps: a 5.6 ms 2-token
+// verify at cost(2) = 1.12 is a 5 ms step.
 static void test_best_prefix() {
     VerifyCost c(std::vector<double>{1.0, 1.0, 1.1, 1.5, 1.9});
     const double p[] = {0.5, 0.4, 0.05, 0.9, 0.9};
-    CHECK(best_prefix(p, 3, c) == 1, "no overhead: %d candidates, expected 1", best_prefix(p, 3, c));
-    CHECK(best_prefix(p, 3, c, 0.5) == 2, "overhead 0.5: %d candidates, expected 2", best_prefix(p, 3, c, 0.5));
-    CHECK(best_prefix(p, 0, c, 0.5) == 0, "empty list: %d", best_prefix(p, 0, c, 0.5));
+    CHECK(best_prefix(p, 3, c) == 1, "%d candidates, expected 1", best_prefix(p, 3, c));
+    const double p2[] = {0.9, 0.9, 0.05};
+    CHECK(best_prefix(p2, 3, c) == 2, "%d candidates, expected 2", best_prefix(p2, 3, c));
+    CHECK(best_prefix(p, 0, c) == 0, "empty list: %d", best_prefix(p, 0, c));
     const double low[] = {0.05, 0.04};
-    CHECK(best_prefix(low, 2, c, 0.5) == 0, "unlikely candidates sent: %d", best_prefix(low, 2, c, 0.5));
+    CHECK(best_prefix(low, 2, c) == 0, "unlikely candidates sent: %d", best_prefix(low, 2, c));
     const double sure[] = {1, 1, 1, 1, 1};
     CHECK(best_prefix(sure, 5, c) == 3, "a list past the table: %d candidates, expected max_tokens - 1 = 3",
           best_prefix(sure, 5, c));

@@ -285,11 +285,12 @@ int main() {
         CHECK(rnd_hybrid >= 0.95 * lk_aware && rnd_hybrid > rnd_aware,
               "random draft, hybrid: %.3f tokens per cost; cost-aware lookup %.3f, cost-aware tree %.3f", rnd_hybrid,
               lk_aware, rnd_aware);
-        // auto measures the lookup rounds' own gain and runs the draft only when it beats that (1% slack
-        // for the probes): the rule that compared the draft with plain decoding alone ran this random
-        // draft in 2279 of 8281 rounds and reached 0.975 x the lookup's rate
-        CHECK(per_cost_d("random auto") >= 0.99 * lk_aware, "random auto: %.3f tokens per modelled cost with drafting, "
-              "below 0.99 x the cost-aware lookup's %.3f", per_cost_d("random auto"), lk_aware);
+        // auto measures the lookup rounds' own gain and runs the draft only when it beats that (2% slack:
+        // its probes, and its lookup sends up to --gamma 5 tokens where this one sends up to 8): the rule
+        // that compared the draft with plain decoding alone ran this random draft in 2279 of 8281 rounds
+        // and reached 0.975 x the lookup's rate
+        CHECK(per_cost_d("random auto") >= 0.98 * lk_aware, "random auto: %.3f tokens per modelled cost with drafting, "
+              "below 0.98 x the cost-aware lookup's %.3f", per_cost_d("random auto"), lk_aware);
         // and a draft that pays keeps running: within 2% of always drafting (hybrid)
         if (rounds_of("trained auto", "hybrid") >= 0)
             CHECK(per_cost_d("trained auto") >= 0.98 * per_cost_d("trained hybrid, cost-aware"),

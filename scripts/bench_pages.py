@@ -266,6 +266,18 @@ def speculative_page(runs, data):
         body += table(heads, [[sd.index(r) + 1, r["machine"]] + [sd_cell(r["json"]["mt_bench"], m) for m in modes] for r in mt])
     body += ["## All prompts of each run", ""]
     body += table(heads, [[i + 1, r["machine"]] + [sd_cell(r["json"]["overall"], m) for m in modes] for i, r in enumerate(sd)])
+    per = [(i, r, m) for i, r in enumerate(sd) for m in modes if r["json"]["overall"].get(m, {}).get("prompt_speedup")]
+    if per:
+        body += ["## Prompt by prompt", "", "Each prompt's speedup over its own plain decoding (runs that record it): the "
+                 "median and the worst prompt, and how many prompts ran below 0.9x. One measurement per prompt: a short "
+                 "answer takes a fraction of a second, so a neighbour's burst can halve one prompt's ratio.", ""]
+        rows = []
+        for i, r, m in per:
+            ps = r["json"]["overall"][m]["prompt_speedup"]
+            below = sum(1 for p in r["json"].get("per_prompt", []) if p["speedup"].get(m, 9) < 0.9)
+            rows.append([i + 1, r["machine"], r["commit"], m, num(ps["median"], 3) + "x",
+                         "%sx (%s)" % (num(ps["worst"], 3), ps["worst_prompt"]), below])
+        body += table(["run", "machine", "commit", "mode", "median", "worst", "below 0.9x"], rows)
     # the first run in detail
     r = sd[0]
     j = r["json"]
@@ -295,8 +307,8 @@ def speculative_page(runs, data):
         "- Exactness is checked in every run, not sampled: each mode's output is compared with plain greedy "
         "decoding of the same prompt in the same process, and the mismatches column counts any difference.",
         "- The cost-aware tree keeps the prefix of its ranked candidates with the most expected tokens per unit of "
-        "cost, (1 + sum of the kept candidates' acceptance chances) / (cost(n + 1) + o), where cost is the verify "
-        "cost in decode steps and o the round's drafting time in steps (`best_prefix` in `src/decode/verify_cost.h`). "
+        "cost, (1 + sum of the kept candidates' acceptance chances) / cost(n + 1), where cost is the verify "
+        "cost in decode steps (`best_prefix` in `src/decode/verify_cost.h`; the drafting is spent by then). "
         "The tree's depth, the draft's threads and mode auto's choice between the draft and lookup are made by the "
         "round policy (`src/decode/round_policy.h`): the arm with the most tokens per unit of round cost runs, the "
         "others are probed at doubling gaps.",
@@ -305,9 +317,10 @@ def speculative_page(runs, data):
         "a > c2 + d - 1. On a CPU c2 is well above 1, so the gain of a draft rests on its acceptance; "
         "`bash scripts/sd_ceiling.sh` replays the target's greedy answers offline to give the ceiling of each mode "
         "for a measured verify cost curve.",
-        "- Mode auto keeps one decayed rate of committed tokens per unit of cost for its draft rounds and one for its "
-        "lookup rounds and plain steps, drafts only while the draft beats the rest, and probes the draft again with "
-        "4 rounds in a row (`src/decode/auto_drafter.h`).",
+        "- Mode auto drafts (hybrid) while the draft's running mean of tokens per unit of round cost beats the "
+        "lookup rounds', and probes it at doubling gaps once it loses (`src/decode/round_policy.h` states the rule). "
+        "Runs before commit f9f862d chose by the older rule (decayed rates, 4-round probes, the draft's warm-up "
+        "left out).",
         "- Speedups are ratios within one run; tok/s move with the machine's load between runs, and the runs above "
         "are on different machines and drafts, so compare speedups, not tok/s, across rows.",
     ]

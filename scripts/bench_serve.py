@@ -12,10 +12,10 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--bin", default="build/beagle")
 ap.add_argument("-m", "--model", required=True)
 ap.add_argument("-d", "--draft", required=True)
-ap.add_argument("--spec", default="tree", help="speculative mode of the second server")
+ap.add_argument("--spec", default="auto", help="speculative mode of the second server")
 ap.add_argument("--prompts", required=True, help="MT-Bench JSONL (first turns are used)")
 ap.add_argument("--requests", type=int, default=16, help="requests per concurrency level")
-ap.add_argument("--max-tokens", type=int, default=64)
+ap.add_argument("--max-tokens", type=int, default=128)
 ap.add_argument("--clients", default="1,2,4,8")
 ap.add_argument("-t", "--threads", type=int, default=2)
 ap.add_argument("-o", "--out", default="build/bench-serve.json")
@@ -126,6 +126,11 @@ for mode, args in [("plain", ["-m", a.model, "--spec", "none"]), (a.spec, ["-m",
     finally:
         proc.terminate()
         proc.wait(30)
+if "plain" in out["modes"] and a.spec in out["modes"]:  # speculative serving over plain, per level
+    pl = {r["clients"]: r["tok_s"] for r in out["modes"]["plain"]["levels"]}
+    out["speedup_vs_plain"] = {str(r["clients"]): round(r["tok_s"] / pl[r["clients"]], 3)
+                               for r in out["modes"][a.spec]["levels"] if pl.get(r["clients"])}
+    print("speculative / plain tok/s by clients:", out["speedup_vs_plain"])
 with open(a.out, "w") as f:
     json.dump(out, f, indent=1)
 print(f"wrote {a.out}")

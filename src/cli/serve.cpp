@@ -29,7 +29,8 @@ int cmd_serve(int argc, char** argv) {
     a.str("-m,--model", &model, "model: GGUF file, llama2.c .bin, or HF safetensors directory");
     a.str("-z,--tokenizer", &tok_path, "tokenizer file if the model has none");
     a.str("-d,--draft", &draft, "Beagle draft weights (speculative decoding)");
-    a.str("--spec", &spec, "none | lookup | chain | tree | hybrid (default: tree with a draft, else none)");
+    a.str("--spec", &spec, "none | lookup | chain | tree | hybrid | auto (default: auto with a draft, tree with --total-tokens N, else none). auto: each\n"
+          "slot's rounds as generate's auto, and a round of several slots speculative or plain as measured to pay");
     a.str("--host", &host, "address to listen on (127.0.0.1: this machine only)");
     a.integer("--port", &port, "port (0: any free port, printed on stderr)");
     a.integer("-c,--ctx-size", &ctx, "context length of each slot (prompt + generated tokens)");
@@ -52,10 +53,12 @@ int cmd_serve(int argc, char** argv) {
     if (!a.parse(argc, argv)) return 0;
     if (!a.positional.empty()) fail("beagle serve: unexpected argument '%s'", a.positional[0].c_str());
     if (model.empty()) fail("beagle serve: -m MODEL is required (see --help)");
-    if (spec.empty()) spec = draft.empty() ? "none" : "tree";
-    if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid")
-        fail("beagle serve: --spec must be none, lookup, chain, tree or hybrid, got '%s'", spec.c_str());
-    const bool needs_draft = spec == "chain" || spec == "tree" || spec == "hybrid";
+    const int fixed_total = (int)auto_or_integer(total_tokens, 2, 1024, "beagle serve: --total-tokens");
+    // auto chooses by measured costs; a fixed tree size (--total-tokens N) gives none to choose by
+    if (spec.empty()) spec = draft.empty() ? "none" : fixed_total ? "tree" : "auto";
+    if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid" && spec != "auto")
+        fail("beagle serve: --spec must be none, lookup, chain, tree, hybrid or auto, got '%s'", spec.c_str());
+    const bool needs_draft = spec == "chain" || spec == "tree" || spec == "hybrid" || spec == "auto";
     if (needs_draft && draft.empty()) fail("beagle serve: --spec %s needs a draft model (-d DRAFT)", spec.c_str());
     if (port < 0 || port > 65535) fail("beagle serve: --port must be in 0..65535, got %ld", port);
     if (ctx < 16 || ctx > 1 << 20) fail("beagle serve: -c must be in 16..1048576, got %ld", ctx);
@@ -68,7 +71,6 @@ int cmd_serve(int argc, char** argv) {
     if (max_body_kb < 1 || max_body_kb > 1 << 20) fail("beagle serve: --max-body-kb must be in 1..1048576, got %ld", max_body_kb);
     d.check("beagle serve");
     check_chat_template_name(chat_template);
-    const int fixed_total = (int)auto_or_integer(total_tokens, 2, 1024, "beagle serve: --total-tokens");
 
     block_stop_signals();  // before any thread starts: Ctrl-C / SIGTERM stop the server cleanly
     if (!backend.empty()) select_backend(backend);
@@ -86,6 +88,7 @@ int cmd_serve(int argc, char** argv) {
 
     // One drafter per slot (make_drafter); the draft weights and the verify cost are measured once, shared.
     std::function<std::unique_ptr<Drafter>()> make_slot_drafter;
+    std::vector<double> batch_cost;  // mode auto: the batch's round policy
     if (spec != "none") {
         auto w = std::make_shared<DraftWeights>();
         if (spec != "lookup") *w = load_draft_for(s, draft);
@@ -97,9 +100,12 @@ int cmd_serve(int argc, char** argv) {
         BeagleDraftParams p = d.params();
         if (fixed_total) p.total_tokens = fixed_total;
         else if (spec != "chain") p.verify_cost = measure_verify_cost(s, spp.max_tree, (int)(spec == "lookup" ? d.gamma : d.depth) + 1);
+        if (spec == "auto" && p.verify_cost.empty())
+            fail("beagle serve: --spec auto needs the measured verify cost (--total-tokens auto)");
         make_slot_drafter = [&s, spec, p, w, draft] { return make_drafter(s, spec, p, w.get(), draft); };
+        if (spec == "auto") batch_cost = p.verify_cost;
     }
-    Engine engine(s, (int)parallel, (int)queue, make_slot_drafter, spp, (int)batch);
+    Engine engine(s, (int)parallel, (int)queue, make_slot_drafter, spp, (int)batch, 60, batch_cost);
     ServeOptions o;
     o.host = host;
     o.port = (int)port;

@@ -37,8 +37,10 @@ void RoundPolicy::build_arms() {
 
 void RoundPolicy::reset_arm(Arm* a, bool draft) {
     const int d = a->depth > 0 ? a->depth : 4;
-    a->tokens.reset(draft ? std::min(2.0, 1 + 0.5 * d) : 1.0);
-    a->verify.reset(draft && !cost_.empty() ? cost_[std::min(4, cost_.max_tokens())] : 1.0);
+    const int k = setup_.plain_rows;
+    a->tokens.reset(draft ? k * std::min(2.0, 1 + 0.5 * d) : k);
+    if (cost_.empty()) a->verify.reset(1.0);
+    else a->verify.reset(draft ? cost_[k * std::min(4, cost_.max_tokens())] : cost_[k]);
     a->forwards.reset(draft ? d : 0);
     a->draft_s = Mean();
     a->runs = 0;
@@ -171,7 +173,7 @@ void RoundPolicy::observe_round(int T, int committed) {
     if (cost_.empty()) return;  // no cost model: nothing to choose by value
     Arm& a = arm(cur_arm_);
     a.tokens.add(committed);
-    a.verify.add(cost_[std::min(T, cost_.max_tokens())]);
+    a.verify.add(cost_[T]);
     if (cur_arm_ >= 0) {
         a.forwards.add(round_forwards_);
         if (a.draft_s.n == 0) a.draft_s.reset(round_draft_s_);  // the prior: the first measurement
@@ -180,7 +182,7 @@ void RoundPolicy::observe_round(int T, int committed) {
     a.runs++;
     if (mode_probe_ >= 0) {  // a mode probe goes on only while its rounds beat the other side
         const double step = cost_.step_seconds();
-        double steps = cost_[std::min(T, cost_.max_tokens())];
+        double steps = cost_[T];
         if (cur_arm_ >= 0) steps += setup_.draft_cost >= 0 ? setup_.draft_cost : step > 0 ? round_draft_s_ / step : 0.0;
         const double other = mode_probe_ == 1 ? value(-1) : value(best_depth());
         if (committed / std::max(steps, 1e-9) < other) probe_left_ = 0;

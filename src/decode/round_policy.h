@@ -59,6 +59,8 @@ public:
         bool lookup_arm = false;          // mode auto: lookup-or-plain is an arm next to the draft
         std::vector<int> depths;          // the draft depths to choose from (one: no choice); set_draft
         bool thread_arms = false;         // --draft-threads -1 on a CPU pool of 2+ threads; set_draft
+        int plain_rows = 1;               // the lookup side's plain round: this many rows, one token each (a
+                                          // server's batch of slots: its prior is then exact, k for cost[k])
     };
     // An observation or a decision, in the order the policy received it.
     struct Event {

@@ -84,14 +84,15 @@ void SpecDecoder::verified(double tf) {
     if (spp_.learn_cost) d_.observe_verify(tree_.size(), fs);
 }
 
-bool SpecDecoder::draft() {
+bool SpecDecoder::draft(bool propose) {
     Llama& m = *s_.llama;
     int room = std::min(spp_.max_tree, m.ctx() - m.n_past());
     if (room < 1) return false;
     double ta = now_seconds();
     DraftTree& tree = tree_;
     tree.reset(root_);
-    d_.propose(history_, &tree, room, sp_, sampler_.rng());
+    skipped_ = !propose;
+    if (propose) d_.propose(history_, &tree, room, sp_, sampler_.rng());
     tree.truncate(room);
     tb_ = now_seconds();
     st_->draft_s += tb_ - ta;
@@ -168,7 +169,7 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
     const int V = s_.llama->config().vocab_size;
     const DraftTree& tree = tree_;
     const int T = tree.size();
-    if (spp_.learn_cost) d_.observe_verify(T, forward_s);
+    if (spp_.learn_cost && !skipped_) d_.observe_verify(T, forward_s);
     int bonus = -1;
     host_q();
     auto row = [&](int i) { return vlogits + (size_t)i * V; };
@@ -207,16 +208,20 @@ void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* v
         out->push_back(tree.token[path[k]]);
     }
     double tc = now_seconds();
+    BEAGLE_CHECK(!skipped_ || !on_backend, "a round without the drafter's tree is committed from host rows (commit())");
     if (on_backend) {
         d_.accept_rows(tree, path, *s_.ops, states, D);
     } else {
         path_states_.resize(path.size() * D);
         for (size_t k = 0; k < path.size(); k++)
             memcpy(&path_states_[k * D], &states[(size_t)path[k] * D], D * sizeof(float));
-        d_.accept(tree, path, path_states_.data());
+        if (skipped_) d_.accept_skipped(tree, path, path_states_.data());
+        else d_.accept(tree, path, path_states_.data());
     }
     st_->draft_s += now_seconds() - tc;
-    if (const RoundPolicy* p = d_.policy()) {  // the round policy's last choice
+    if (skipped_) {
+        st_->rounds_by_mode["plain"]++;
+    } else if (const RoundPolicy* p = d_.policy()) {  // the round policy's last choice
         st_->rounds_by_mode[p->round_mode()]++;
         if (const char* t = p->round_threads()) st_->draft_threads[t]++;
         if (const int depth = p->round_depth()) st_->draft_depth[std::to_string(depth)]++;

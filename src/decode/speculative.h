@@ -77,7 +77,9 @@ public:
     // (Llama::forward_segments): draft() builds the tree (false: the context is full); the caller runs
     // tree().token at positions() with mask() (null: the root alone, causal) on this request's
     // sequence, then commit() takes that forward's logits and states (tree().size() rows each).
-    bool draft();
+    // propose false: the root alone, the drafter not asked (a server batch's plain round); at commit
+    // it is told the committed token and true state as a round it sat out (Drafter::accept_skipped).
+    bool draft(bool propose = true);
     const DraftTree& tree() const { return tree_; }
     const std::vector<int>& positions() const { return pos_; }
     const uint64_t* mask() const { return tree_.size() > 1 ? mask_.data() : nullptr; }
@@ -103,6 +105,7 @@ private:
     Sampler sampler_;
     std::vector<int> history_;  // committed tokens before root_
     int root_ = -1, n0_ = 0;
+    bool skipped_ = false;  // this round's tree was not the drafter's (draft(false))
     double t1_ = 0, tb_ = 0;
     DraftTree tree_;
     std::vector<uint64_t> mask_;

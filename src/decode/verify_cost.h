@@ -25,8 +25,14 @@ public:
     VerifyCost() = default;
     explicit VerifyCost(std::vector<double> table) : table_(std::move(table)) {}
     bool empty() const { return table_.empty(); }
-    int max_tokens() const { return (int)table_.size() - 1; }  // cost(T) defined for T = 1..max_tokens()
-    double operator[](int T) const { return T <= 1 ? 1.0 : std::max(1.0, table_[T] + b_ * (T - 1)); }
+    int max_tokens() const { return (int)table_.size() - 1; }  // cost(T) measured for T = 1..max_tokens()
+    // Past the table (a server's batch of trees): its last slope.
+    double operator[](int T) const {
+        if (T <= 1) return 1.0;
+        const int m = max_tokens();
+        const double t = T <= m ? table_[T] : table_[m] + (T - m) * (table_[m] - table_[std::max(1, m - 1)]);
+        return std::max(1.0, t + b_ * (T - 1));
+    }
     double per_token_excess() const { return b_; }
     // Seconds of one decode step, estimated from every forward observed (t_T / cost(T), exponential
     // mean with weight 1/16); 0 until one is observed.

@@ -52,8 +52,9 @@ struct Engine::Slot {
 };
 
 Engine::Engine(Session& s, int parallel, int max_queue, std::function<std::unique_ptr<Drafter>()> make_drafter,
-               const SpecParams& spp, int prefill_chunk, double remote_idle_s)
+               const SpecParams& spp, int prefill_chunk, double remote_idle_s, std::vector<double> batch_cost)
     : s_(s), max_queue_(max_queue), spec_((bool)make_drafter), prefill_chunk_(prefill_chunk), remote_idle_s_(remote_idle_s), spp_(spp),
+      batch_cost_(std::move(batch_cost)),
       free_slots_(parallel), stats_(new EngineStats) {
     BEAGLE_CHECK(parallel >= 1 && parallel <= s.llama->n_seq(), "engine: %d slots but the cache holds %d sequences",
                  parallel, s.llama->n_seq());
@@ -339,10 +340,27 @@ void Engine::finish(Slot& sl, const std::string& reason, const std::string& erro
 void Engine::round(const std::vector<Slot*>& active) {
     Llama& m = *s_.llama;
     const int V = m.config().vocab_size, D = m.state_width();
+    // mode auto with two or more slots: the batch's round policy chooses a speculative or a plain round
+    RoundPolicy* batch = nullptr;
+    bool propose = true;
+    if (!batch_cost_.empty() && active.size() >= 2) {
+        std::unique_ptr<RoundPolicy>& p = batch_policy_[(int)active.size()];
+        if (!p) {
+            RoundPolicy::Setup setup;
+            setup.verify_cost = batch_cost_;
+            setup.draft_mode = "speculative";
+            setup.lookup_arm = true;
+            setup.plain_rows = (int)active.size();
+            p.reset(new RoundPolicy(setup));
+        }
+        batch = p.get();
+        propose = batch->choose().draft;
+    }
     // what each slot sends: its next token (plain) or its draft tree (speculative)
     std::vector<Slot*> rows;
     std::vector<Llama::Segment> segs;
     bool any_tree = false;
+    double draft_s = 0;
     for (Slot* sl : active) {
         Llama::Segment g;
         g.seq = sl->seq;
@@ -354,7 +372,10 @@ void Engine::round(const std::vector<Slot*>& active) {
                 sl->client.parents = sl->job->tree_parents;
             }
             any_tree = true;
-            if (!sl->dec->draft()) {
+            const double td = now_seconds();
+            const bool room = sl->dec->draft(propose || sl->job->remote);
+            draft_s += now_seconds() - td;
+            if (!room) {
                 finish(*sl, "length");
                 continue;
             }
@@ -372,6 +393,8 @@ void Engine::round(const std::vector<Slot*>& active) {
         segs.push_back(g);
     }
     // one forward per group of slots that fits in max_batch rows (all of them, unless trees are large)
+    int rows_total = 0, committed = 0, forwards = 0;
+    double forward_s = 0;
     for (size_t i = 0; i < rows.size();) {
         size_t j = i;
         int T = 0;
@@ -393,6 +416,9 @@ void Engine::round(const std::vector<Slot*>& active) {
         const double t0 = now_seconds();
         m.forward_segments(tokens.data(), pos.data(), group, logits.data(), any_tree ? states.data() : nullptr);
         const double dt = now_seconds() - t0;
+        rows_total += T;
+        forwards++;
+        forward_s += dt;
         {
             std::lock_guard<std::mutex> lk(mu_);
             stats_->forwards++;
@@ -402,12 +428,15 @@ void Engine::round(const std::vector<Slot*>& active) {
             Slot& sl = *rows[i + r];
             if (!sl.dec) {
                 int tok = sl.sampler->sample(&logits[off * V]);
+                committed++;
                 if (emit(sl, tok)) sl.next = tok;
                 continue;
             }
             m.use_seq(sl.seq);
             std::vector<int> out;
-            sl.dec->commit(&logits[off * V], &states[off * D], dt, &out);
+            // the forward's time is this slot's verify cost only when the slot was alone in it
+            sl.dec->commit(&logits[off * V], &states[off * D], group.size() == 1 ? dt : 0.0, &out);
+            committed += (int)out.size();
             if (sl.job->remote) {
                 answer(sl, out);
                 continue;
@@ -416,6 +445,11 @@ void Engine::round(const std::vector<Slot*>& active) {
                 if (!emit(sl, tok)) break;
         }
         i = j;
+    }
+    if (batch && forwards > 0) {  // the round's drafting, its forward (when one), what it committed
+        batch->observe_draft(draft_s, propose ? 1 : 0);
+        if (forwards == 1) batch->observe_verify(rows_total, forward_s);
+        batch->observe_round(rows_total, committed);
     }
 }
 

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "../decode/round_policy.h"
 #include "../decode/session.h"
 #include "../decode/speculative.h"
 #include "openai.h"
@@ -69,9 +70,13 @@ public:
     // `parallel` sequences.
     // prefill_chunk: prompt tokens a slot prefills per round (a long prompt does not stall the other
     // slots' decoding for its whole prefill). remote_idle_s: a remote session without a tree for this
-    // long is dropped.
+    // long is dropped. batch_cost (mode auto): the verify cost table; with it a round of two or more
+    // slots is either speculative (each slot's drafter as its own round policy decides) or plain (every
+    // slot its next token alone), as a round policy per batch size chooses (round_policy.h: the plain
+    // side commits k tokens for cost[k], the speculative side what it measures).
     Engine(Session& s, int parallel, int max_queue, std::function<std::unique_ptr<Drafter>()> make_drafter,
-           const SpecParams& spp, int prefill_chunk = 64, double remote_idle_s = 60);
+           const SpecParams& spp, int prefill_chunk = 64, double remote_idle_s = 60,
+           std::vector<double> batch_cost = {});
     ~Engine();  // stops the worker; unfinished jobs end with an error
     // False when every slot is taken and the queue is full (the caller answers 503).
     bool submit(const std::shared_ptr<Job>& job);
@@ -91,6 +96,8 @@ private:
     const double remote_idle_s_;
     std::map<std::string, std::shared_ptr<Job>> remote_;  // session -> job (under mu_)
     SpecParams spp_;
+    std::vector<double> batch_cost_;
+    std::map<int, std::unique_ptr<RoundPolicy>> batch_policy_;  // slots in the round -> its round policy
     std::vector<std::unique_ptr<Slot>> slots_;
     mutable std::mutex mu_;  // queue_, stop_, stats_
     std::condition_variable cv_;

@@ -101,6 +101,21 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{m.get('beagle_spec_rounds_total')} rounds)")
         finally:
             check(srv.stop() == 0, "tree server exits 0")
+        # the default with a draft: auto (per slot generate's round policy; a batch of slots speculative or
+        # plain by the batch's): concurrent greedy responses still equal each prompt decoded alone
+        srv = Server(STORIES + ["-d", STORIES_DRAFT, "-t", "1", "-c", "256", "--parallel", "3"], f"{tmp}/auto.log")
+        try:
+            c = openai.OpenAI(base_url=srv.base, api_key="unused", max_retries=0)
+            with concurrent.futures.ThreadPoolExecutor(4) as ex:
+                futs = [ex.submit(c.completions.create, model="x", prompt=p, max_tokens=n, temperature=0) for p, n in PROMPTS]
+                got = [f.result() for f in futs]
+            for (p, n), w, g in zip(PROMPTS, wants, got):
+                check(g.choices[0].text == w[0], f"auto concurrent {p!r}: {g.choices[0].text!r} vs {w[0]!r}")
+            m = srv.metrics()
+            check(m.get("beagle_spec_rounds_total", 0) > 0, f"auto: speculative rounds counted ({m.get('beagle_spec_rounds_total')})")
+        finally:
+            check(srv.stop() == 0, "auto server exits 0")
+        check("spec auto" in open(f"{tmp}/auto.log").read(), "auto is the default with a draft (the server's log line)")
     else:
         check(False, f"missing {STORIES_DRAFT}")
 

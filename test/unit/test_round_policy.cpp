@@ -183,6 +183,45 @@ static void test_synthetic() {
     CHECK(on[1] == 200 / 32, "threads: %d rounds on the slower arm of 200 (expected its probes: %d)", on[1], 200 / 32);
 }
 
+// A server's batch of k = 4 slots (Engine: plain_rows 4): a plain round commits 4 tokens for cost[4];
+// a speculative round sends 4 trees of 5 (T = 20, past the table: its last slope) and commits 4 x tau.
+// At tau 1.2 (4.8 tokens for 2.9 steps + drafting < 4 for 1.3) plain takes over within a few rounds
+// and the speculative side is only probed; at tau 3 (12 for 2.9) speculative rounds run throughout.
+static void test_batch() {
+    const std::vector<double> cost = cost_table();
+    for (double tau : {1.2, 3.0}) {
+        RoundPolicy::Setup setup;
+        setup.verify_cost = cost;
+        setup.draft_mode = "speculative";
+        setup.lookup_arm = true;
+        setup.plain_rows = 4;
+        RoundPolicy p(setup);
+        p.begin();
+        int spec = 0, extra = 0;
+        for (int r = 0; r < 200; r++) {
+            const bool s = p.choose().draft;
+            spec += s;
+            const int T = s ? 20 : 4;
+            int committed = 4;
+            if (s) {  // 4 x (tau - 1) extra tokens per speculative round, spread evenly
+                const int before = (int)(4 * (tau - 1) * extra + 1e-9), after = (int)(4 * (tau - 1) * (extra + 1) + 1e-9);
+                committed += after - before;
+                extra++;
+            }
+            p.observe_draft(s ? 0.2 * kStep : 0.0, s ? 1 : 0);
+            p.observe_verify(T, VerifyCost(cost)[T] * kStep);
+            p.observe_round(T, committed);
+        }
+        if (tau < 2)
+            CHECK(spec <= 15, "batch of 4, tau %.1f: %d of 200 rounds speculative (expected probes only)", tau, spec);
+        else
+            CHECK(spec >= 195, "batch of 4, tau %.1f: %d of 200 rounds speculative (expected nearly all)", tau, spec);
+        printf("batch of 4, tau %.1f: %d of 200 rounds speculative\n", tau, spec);
+    }
+    CHECK(VerifyCost(cost)[30] > VerifyCost(cost)[24] && VerifyCost(cost)[30] < 1e9,
+          "cost past the table: %g (cost[24] %g)", VerifyCost(cost)[30], VerifyCost(cost)[24]);
+}
+
 // A real trace: mode auto on stories260K with timed verifies, recorded and replayed.
 static void test_real_trace() {
     const std::string M = test_models_dir(), shipped = test_root() + "/weights/beagle-stories260K.bin";
@@ -219,6 +258,7 @@ static void test_real_trace() {
 
 int main() {
     test_synthetic();
+    test_batch();
     try {
         test_real_trace();
     } catch (const Error& e) {

@@ -16,6 +16,15 @@ from serve_util import Server, generate, STORIES, STORIES_DRAFT, SMOL, SMOL_DRAF
 PROMPTS = [("Once upon a time", 60), ("The little dog", 200), ("Lily and Ben went", 230), ("One day", 8)]
 
 
+def concurrent_equal_alone(c, wants, label):
+    """PROMPTS sent at once (greedy): each response equals the prompt decoded alone."""
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        futs = [ex.submit(c.completions.create, model="x", prompt=p, max_tokens=n, temperature=0) for p, n in PROMPTS]
+        got = [f.result() for f in futs]
+    for (p, n), w, g in zip(PROMPTS, wants, got):
+        check(g.choices[0].text == w[0], f"{label} concurrent {p!r}: {g.choices[0].text!r} vs {w[0]!r}")
+
+
 def completion_checks(srv, label):
     c = openai.OpenAI(base_url=srv.base, api_key="unused", max_retries=0)
     prompt, n = PROMPTS[0]
@@ -88,11 +97,7 @@ with tempfile.TemporaryDirectory() as tmp:
         try:
             c = completion_checks(srv, "tree")
             wants = [generate(STORIES, p, n) for p, n in PROMPTS]
-            with concurrent.futures.ThreadPoolExecutor(4) as ex:
-                futs = [ex.submit(c.completions.create, model="x", prompt=p, max_tokens=n, temperature=0) for p, n in PROMPTS]
-                got = [f.result() for f in futs]
-            for (p, n), w, g in zip(PROMPTS, wants, got):
-                check(g.choices[0].text == w[0], f"tree concurrent {p!r}: {g.choices[0].text!r} vs {w[0]!r}")
+            concurrent_equal_alone(c, wants, "tree")
             m = srv.metrics()
             check(m.get("beagle_spec_tau", 0) > 1.0, f"tree tau {m.get('beagle_spec_tau')}")
             check(m.get('beagle_spec_acceptance{depth="1"}', -1) > 0, "acceptance at depth 1")
@@ -106,11 +111,7 @@ with tempfile.TemporaryDirectory() as tmp:
         srv = Server(STORIES + ["-d", STORIES_DRAFT, "-t", "1", "-c", "256", "--parallel", "3"], f"{tmp}/auto.log")
         try:
             c = openai.OpenAI(base_url=srv.base, api_key="unused", max_retries=0)
-            with concurrent.futures.ThreadPoolExecutor(4) as ex:
-                futs = [ex.submit(c.completions.create, model="x", prompt=p, max_tokens=n, temperature=0) for p, n in PROMPTS]
-                got = [f.result() for f in futs]
-            for (p, n), w, g in zip(PROMPTS, wants, got):
-                check(g.choices[0].text == w[0], f"auto concurrent {p!r}: {g.choices[0].text!r} vs {w[0]!r}")
+            concurrent_equal_alone(c, wants, "auto")
             m = srv.metrics()
             check(m.get("beagle_spec_rounds_total", 0) > 0, f"auto: speculative rounds counted ({m.get('beagle_spec_rounds_total')})")
         finally:

@@ -96,7 +96,6 @@ std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma, std::shared_p
 }
 
 std::unique_ptr<Drafter> make_lookup_drafter(int ngram, int gamma, std::vector<double> verify_cost) {
-    BEAGLE_CHECK(verify_cost.empty() || verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
     RoundPolicy::Setup setup;
     setup.verify_cost = std::move(verify_cost);
     return make_lookup_drafter(ngram, gamma, std::make_shared<RoundPolicy>(setup), true);

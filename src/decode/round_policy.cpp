@@ -31,7 +31,7 @@ void RoundPolicy::build_arms() {
     }
     reset_arm(&lookup_, false);
     for (Arm& a : draft_) reset_arm(&a, true);
-    side_[0] = side_[1] = Gap();
+    draft_gap_ = Gap();
     trace_.setup = setup_;
 }
 
@@ -49,9 +49,8 @@ void RoundPolicy::reset_arm(Arm* a, bool draft) {
 
 void RoundPolicy::begin() {  // estimates and gaps carry over; only the rounds-since counts restart
     log({Event::BEGIN});
-    lookup_.g.since = 0;
     for (Arm& a : draft_) a.g.since = 0;
-    side_[0].since = side_[1].since = 0;
+    draft_gap_.since = 0;
 }
 
 int RoundPolicy::thread_arm() const {
@@ -60,14 +59,17 @@ int RoundPolicy::thread_arm() const {
     return fwd_s_[1].v < fwd_s_[0].v ? 1 : 0;
 }
 
-double RoundPolicy::draft_steps(int i) const {
+double RoundPolicy::drafting_steps(double seconds) const {
     if (setup_.draft_cost >= 0) return setup_.draft_cost;
     const double step = cost_.step_seconds();
-    if (!(step > 0)) return 0.0;
+    return step > 0 ? seconds / step : 0.0;
+}
+
+double RoundPolicy::draft_steps(int i) const {
     const Arm& a = arm(i);
-    if (a.draft_s.n > 0) return a.draft_s.v / step;
+    if (a.draft_s.n > 0) return drafting_steps(a.draft_s.v);
     const Mean& f = fwd_s_[thread_arm()];
-    return f.n > 0 ? a.forwards.v * f.v / step : 0.0;
+    return drafting_steps(f.n > 0 ? a.forwards.v * f.v : 0.0);
 }
 
 double RoundPolicy::value(int i) const {
@@ -85,7 +87,8 @@ int RoundPolicy::best_depth() const {
 
 const RoundChoice& RoundPolicy::choose() {
     cur_ = RoundChoice();
-    mode_probe_ = depth_probe_ = -1;
+    mode_probe_ = false;
+    depth_probe_ = -1;
     round_forwards_ = 0;
     round_draft_s_ = 0;
     if (draft_.empty()) {  // lookup alone
@@ -95,29 +98,27 @@ const RoundChoice& RoundPolicy::choose() {
         return cur_;
     }
     const bool costed = !cost_.empty();
-    int bd = best_depth(), side = 1;
-    if (setup_.lookup_arm && costed) {  // modes: lookup vs the best depth; the loser probed after its gap
-        if (probe_left_ > 0) {            // a mode probe's next round
-            side = mode_probe_ = probe_side_;
+    const int bd = best_depth();
+    cur_.draft = true;
+    if (setup_.lookup_arm && costed) {  // modes: lookup vs the best depth; a losing draft probed after its gap
+        if (probe_left_ > 0) {          // a mode probe's next round
+            mode_probe_ = true;
             probe_left_--;
+        } else if (value(bd) > value(-1)) {
+            draft_gap_ = Gap();
+        } else if (draft_gap_.since >= draft_gap_.gap) {
+            mode_probe_ = true;
+            draft_gap_.since = 0;
+            probe_left_ = kModeProbe - 1;
         } else {
-            const int win = value(bd) > value(-1) ? 1 : 0, lose = 1 - win;
-            side_[win] = Gap();
-            side = win;
-            if (lose == 1 && side_[lose].since >= side_[lose].gap) {
-                side = mode_probe_ = probe_side_ = lose;
-                side_[lose].since = 0;
-                probe_left_ = kModeProbe - 1;
-            } else {
-                side_[lose].since++;
-            }
+            draft_gap_.since++;
+            cur_.draft = false;
         }
     }
-    cur_.draft = side == 1;
     cur_arm_ = -1;
     if (cur_.draft) {
         cur_arm_ = bd;
-        if (draft_.size() > 1 && mode_probe_ < 0) {  // depths: the most overdue losing depth, else the best
+        if (draft_.size() > 1 && !mode_probe_) {  // depths: the most overdue losing depth, else the best
             for (int i = 0; i < (int)draft_.size(); i++)
                 if (i != bd && draft_[i].g.since >= draft_[i].g.gap &&
                     (depth_probe_ < 0 || draft_[i].g.since > draft_[depth_probe_].g.since))
@@ -135,7 +136,7 @@ const RoundChoice& RoundPolicy::choose() {
             cur_.threads = thread_rounds_ % kThreadProbe == kThreadProbe - 1 ? 1 - t : t;
         }
     }
-    cur_.probe = mode_probe_ >= 0 || depth_probe_ >= 0;
+    cur_.probe = mode_probe_ || depth_probe_ >= 0;
     log({Event::CHOOSE, 0, 0, 0, cur_});
     return cur_;
 }
@@ -180,21 +181,16 @@ void RoundPolicy::observe_round(int T, int committed) {
         else a.draft_s.add(round_draft_s_);
     }
     a.runs++;
-    if (mode_probe_ >= 0) {  // a mode probe goes on only while its rounds beat the other side
-        const double step = cost_.step_seconds();
-        double steps = cost_[T];
-        if (cur_arm_ >= 0) steps += setup_.draft_cost >= 0 ? setup_.draft_cost : step > 0 ? round_draft_s_ / step : 0.0;
-        const double other = mode_probe_ == 1 ? value(-1) : value(best_depth());
-        if (committed / std::max(steps, 1e-9) < other) probe_left_ = 0;
-    }
+    if (mode_probe_ && committed / std::max(cost_[T] + drafting_steps(round_draft_s_), 1e-9) < value(-1))
+        probe_left_ = 0;  // a mode probe goes on only while its rounds beat lookup
     judge_probe();
 }
 
 // A probe that leaves its arm losing doubles the arm's gap; one that makes it win sets it back to 4.
 void RoundPolicy::judge_probe() {
-    if (mode_probe_ >= 0) {
+    if (mode_probe_) {
         if (probe_left_ > 0) return;  // judged after its last round
-        Gap& g = side_[mode_probe_];
+        Gap& g = draft_gap_;
         g.gap = value(best_depth()) > value(-1) ? kMinGap : std::min(2 * g.gap, kMaxGap);
     } else if (depth_probe_ >= 0) {
         Gap& g = draft_[depth_probe_].g;

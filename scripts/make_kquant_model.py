@@ -3,7 +3,9 @@
 # Q6_K would pick (the k-quant where a row is a multiple of 256, else its fallback Q5_0 / Q5_1 / Q8_0),
 # from the source file's weights dequantized by the gguf package. A test and benchmark fixture: the
 # values are requantized (not llama.cpp's search for the best scales), so quality is close to, not equal to,
-# llama.cpp's file. Usage: make_kquant_model.py SRC.gguf OUT.gguf [q4_k_m|q5_k_m|q6_k]
+# llama.cpp's file. Mix f16: every matrix in F16 instead (the dequantized weights rounded to F16, the
+# same model to about 1e-3 relative; a memory-bound target for drafting benchmarks).
+# Usage: make_kquant_model.py SRC.gguf OUT.gguf [q4_k_m|q5_k_m|q6_k|f16]
 import sys
 
 import numpy as np
@@ -92,6 +94,8 @@ def use_more_bits(i, n):
 
 def choose(name, cols, n_layers, mix):
     """llama-quantize's choice for this tensor (before the fallback)."""
+    if mix == "f16":
+        return Q.F16
     base = {"q4_k_m": Q.Q4_K, "q5_k_m": Q.Q5_K, "q6_k": Q.Q6_K}[mix]
     qt = base
     if mix != "q6_k":
@@ -108,7 +112,7 @@ def choose(name, cols, n_layers, mix):
 
 def main():
     if len(sys.argv) not in (3, 4):
-        sys.exit("usage: make_kquant_model.py SRC.gguf OUT.gguf [q4_k_m|q5_k_m|q6_k]")
+        sys.exit("usage: make_kquant_model.py SRC.gguf OUT.gguf [q4_k_m|q5_k_m|q6_k|f16]")
     src, out = sys.argv[1], sys.argv[2]
     mix = sys.argv[3] if len(sys.argv) == 4 else "q4_k_m"
     r = gguf.GGUFReader(src)
@@ -120,7 +124,7 @@ def main():
             continue
         v = f.contents()
         if k == "general.file_type":
-            v = {"q4_k_m": 15, "q5_k_m": 17, "q6_k": 18}[mix]
+            v = {"q4_k_m": 15, "q5_k_m": 17, "q6_k": 18, "f16": 1}[mix]
         sub = f.types[1] if f.types[0] == gguf.GGUFValueType.ARRAY and len(f.types) > 1 else None
         w.add_key_value(k, v, f.types[0], sub)
     counts = {}
@@ -132,7 +136,10 @@ def main():
             cols = int(t.shape[0])
             wf = dequantize(t.data, t.tensor_type).reshape(-1, cols).astype(np.float32)
             qt = choose(t.name, cols, n_layers, mix)
-            w.add_tensor(t.name, quantize_any(wf, qt), raw_dtype=qt)
+            if qt == Q.F16:
+                w.add_tensor(t.name, wf.astype(np.float16))
+            else:
+                w.add_tensor(t.name, quantize_any(wf, qt), raw_dtype=qt)
         counts[qt.name] = counts.get(qt.name, 0) + 1
     w.write_header_to_file()
     w.write_kv_data_to_file()

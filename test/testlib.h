@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -92,4 +93,25 @@ static inline std::vector<std::string> test_stories_prompts() {
     for (std::string l; std::getline(pf, l);)
         if (!l.empty()) prompts.push_back(l);
     return prompts;
+}
+
+// A copy of the llama2.c model file src at dst with every weight scaled by 1 + rel u, u uniform in [-1, 1)
+// (xorshift64* from seed, one draw per float): a model of the same shape and vocabulary that agrees with
+// the original often but not always (a stand-in draft model). Throws beagle::Error if src cannot be read.
+static inline void write_perturbed_llama2c(const std::string& src, const std::string& dst, float rel, uint64_t seed) {
+    std::ifstream in(src, std::ios::binary);
+    std::vector<char> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (b.size() < 28 + 4) beagle::fail("write_perturbed_llama2c: cannot read %s", src.c_str());
+    uint64_t x = seed ? seed : 1;
+    for (size_t at = 28; at + 4 <= b.size(); at += 4) {  // after the 7-int header
+        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+        const float u = (float)((x * 0x2545F4914F6CDD1DULL) >> 40) / (float)(1 << 24) * 2 - 1;
+        float w;
+        memcpy(&w, &b[at], 4);
+        w *= 1 + rel * u;
+        memcpy(&b[at], &w, 4);
+    }
+    std::ofstream out(dst, std::ios::binary);
+    out.write(b.data(), (std::streamsize)b.size());
+    if (!out) beagle::fail("write_perturbed_llama2c: cannot write %s", dst.c_str());
 }

@@ -32,7 +32,7 @@ namespace {
 
 // The command line of `beagle bench-sd`.
 struct BenchSdOptions {
-    std::string model, tok_path, draft, prompts_path, out, modes_s = "none,lookup,chain,tree", cats_s;
+    std::string model, tok_path, draft, model_draft, prompts_path, out, modes_s = "none,lookup,chain,tree", cats_s;
     std::string total_tokens = "auto";
     long tree_nodes = 0;  // --total-tokens as a number (0: auto)
     long per_cat = 5, n = 256, threads = 2, ctx = 2048, random_draft = -1;
@@ -65,6 +65,8 @@ bool parse_options(int argc, char** argv, BenchSdOptions* o) {
     a.str("-d,--draft", &o->draft, "Beagle draft (needed for chain and tree)");
     a.integer("--random-draft", &o->random_draft, "instead of -d: a random-weights draft with this seed (exactness runs:\n"
                                                    "                               rejection everywhere)");
+    a.str("-md,--model-draft", &o->model_draft, "an independent draft model (the target's vocabulary) for modes md-chain, md-tree\n"
+          "and md-auto: chain, tree and auto with it instead of -d, side by side with them");
     a.str("--prompts", &o->prompts_path, "prompt file (Spec-Bench / MT-Bench JSONL, ...)");
     a.str("--categories", &o->cats_s, "comma-separated categories to run (default: all in the file)");
     a.integer("--per-category", &o->per_cat, "prompts per category");
@@ -83,15 +85,20 @@ bool parse_options(int argc, char** argv, BenchSdOptions* o) {
     if (o->model.empty() || o->prompts_path.empty()) fail("beagle bench-sd: -m MODEL and --prompts FILE are required");
     o->modes = split_commas(o->modes_s);  // an empty one ("a,,b", "a,") is an unknown mode
     for (const std::string& m : o->modes) {
+        if (m == "md-chain" || m == "md-tree" || m == "md-auto") {
+            if (o->model_draft.empty()) fail("beagle bench-sd: mode %s needs a draft model (-md MODEL)", m.c_str());
+            continue;
+        }
         if (m != "none" && m != "lookup" && m != "chain" && m != "tree" && m != "hybrid" && m != "auto")
-            fail("beagle bench-sd: unknown mode '%s' (expected none, lookup, chain, tree, hybrid or auto)", m.c_str());
+            fail("beagle bench-sd: unknown mode '%s' (expected none, lookup, chain, tree, hybrid, auto, md-chain, md-tree or "
+                 "md-auto)", m.c_str());
         if ((m == "chain" || m == "tree" || m == "hybrid" || m == "auto") && o->draft.empty() && o->random_draft < 0)
             fail("beagle bench-sd: mode %s needs -d DRAFT (or --random-draft SEED)", m.c_str());
     }
     if (!o->cats_s.empty()) o->cats = split_commas(o->cats_s);
     if (!o->draft.empty() && o->random_draft >= 0) fail("beagle bench-sd: give -d DRAFT or --random-draft SEED, not both");
     o->tree_nodes = auto_or_integer(o->total_tokens, 2, 1024, "beagle bench-sd: --total-tokens");
-    if (o->tree_nodes > 0 && std::count(o->modes.begin(), o->modes.end(), "auto"))
+    if (o->tree_nodes > 0 && (std::count(o->modes.begin(), o->modes.end(), "auto") || std::count(o->modes.begin(), o->modes.end(), "md-auto")))
         fail("beagle bench-sd: mode auto chooses from measured costs: it needs --total-tokens auto");
     o->d.check("beagle bench-sd");
     return true;
@@ -135,7 +142,8 @@ PromptSet select_prompts(const BenchSdOptions& o) {
 std::map<std::string, std::unique_ptr<Drafter>> set_up_drafters(Session& s, BenchSdOptions* o) {
     BeagleDraftParams p = o->d.params();
     if (o->tree_nodes > 0) p.total_tokens = (int)o->tree_nodes;
-    else if (has_mode(*o, "tree") || has_mode(*o, "hybrid") || has_mode(*o, "lookup") || has_mode(*o, "auto"))
+    else if (has_mode(*o, "tree") || has_mode(*o, "hybrid") || has_mode(*o, "lookup") || has_mode(*o, "auto") ||
+             has_mode(*o, "md-tree") || has_mode(*o, "md-auto"))
         p.verify_cost = measure_verify_cost(s, 64, (int)std::max(o->d.depth, o->d.gamma) + 1);
     DraftWeights w;
     if (o->random_draft >= 0) {
@@ -144,9 +152,13 @@ std::map<std::string, std::unique_ptr<Drafter>> set_up_drafters(Session& s, Benc
     } else if (!o->draft.empty()) {
         w = load_draft_for(s, o->draft);
     }
+    std::shared_ptr<const ModelFile> dm;
+    if (!o->model_draft.empty()) dm = load_draft_model_for(s, o->model_draft);
     std::map<std::string, std::unique_ptr<Drafter>> drafters;
-    for (const std::string& m : o->modes)
-        if (m != "none" && !drafters.count(m)) drafters[m] = make_drafter(s, m, p, &w, o->draft);
+    for (const std::string& m : o->modes) {
+        if (m == "none" || drafters.count(m)) continue;
+        drafters[m] = m.rfind("md-", 0) == 0 ? make_drafter(s, m.substr(3), p, dm) : make_drafter(s, m, p, &w, o->draft);
+    }
     return drafters;
 }
 
@@ -353,6 +365,10 @@ Json run_identity(const BenchSdOptions& o) {
     j["draft"] = o.draft;
     j["draft_crc32"] = o.draft.empty() ? 0 : file_crc32(o.draft);
     j["random_draft"] = o.random_draft;
+    if (!o.model_draft.empty()) {  // absent without -md: the identity of runs before it existed is unchanged
+        j["model_draft"] = o.model_draft;
+        j["model_draft_bytes"] = stat(o.model_draft.c_str(), &st) == 0 ? (long long)st.st_size : -1;
+    }
     j["prompts"] = o.prompts_path;
     j["prompts_crc32"] = is_directory(o.prompts_path) ? 0 : file_crc32(o.prompts_path);
     j["categories"] = o.cats_s;
@@ -467,9 +483,10 @@ Json results_json(const BenchSdOptions& o, const PromptSet& ps, Results& r) {
     Json js;
     js["model"] = o.model;
     js["draft"] = o.draft;
+    if (!o.model_draft.empty()) js["model_draft"] = o.model_draft;
     js["threads"] = o.threads;
     js["n_predict"] = o.n;
-    const bool has_draft = !o.draft.empty();
+    const bool has_draft = !o.draft.empty() || !o.model_draft.empty();
     if (has_draft && o.tree_nodes == 0) js["tree_total_tokens"] = "auto";
     else js["tree_total_tokens"] = has_draft ? o.tree_nodes : 0;
     js["gamma"] = o.d.gamma;

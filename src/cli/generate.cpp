@@ -35,7 +35,7 @@ struct GenerateOptions {
     double temp = 0.8, top_p = 0.9;
     bool chat = false, json = false, no_stream = false, compare = false;
     // speculative decoding
-    std::string spec, draft, total_tokens = "auto";
+    std::string spec, draft, model_draft, total_tokens = "auto";
     long tree_nodes = 0;  // --total-tokens as a number (0: auto)
     long max_tree = 64;
     DraftOptions d;
@@ -68,6 +68,8 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     a.flag("--json", &o->json, "print statistics as one JSON object on stderr's last line");
     a.flag("--no-stream", &o->no_stream, "print the text once at the end instead of token by token");
     a.str("-d,--draft", &o->draft, "Beagle draft weights (enables speculative decoding)");
+    a.str("-md,--model-draft", &o->model_draft, "an independent draft model instead (any model file that loads, with the\n"
+          "target's vocabulary: a smaller model of its family); modes chain, tree, auto");
     a.str("--spec", &o->spec, "none | lookup | chain | tree | hybrid | auto (default: auto with a draft, tree with --server\n"
                               "or a numeric --total-tokens, else none); hybrid = tree with the prompt-lookup continuation\n"
                               "(--ngram) merged into the candidates; auto = per round hybrid while the draft pays for its\n"
@@ -104,12 +106,19 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     if (o->batch < 1 || o->batch > 4096) fail("beagle generate: -b must be in 1..4096, got %ld", o->batch);
     if (o->ctx < 0) fail("beagle generate: -c must be >= 0, got %ld", o->ctx);
     // auto decides from measured costs; with a fixed tree size or a remote target it would have none
-    if (o->spec.empty()) o->spec = o->draft.empty() ? "none" : o->server.empty() && o->total_tokens == "auto" ? "auto" : "tree";
+    const bool has_draft = !o->draft.empty() || !o->model_draft.empty();
+    if (!o->draft.empty() && !o->model_draft.empty()) fail("beagle generate: give a Beagle draft (-d) or a draft model (-md), not both");
+    if (o->spec.empty()) o->spec = !has_draft ? "none" : o->server.empty() && o->total_tokens == "auto" ? "auto" : "tree";
     const std::string& spec = o->spec;
     if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid" && spec != "auto")
         fail("beagle generate: --spec must be none, lookup, chain, tree, hybrid or auto, got '%s'", spec.c_str());
     const bool uses_draft = spec == "chain" || spec == "tree" || spec == "hybrid" || spec == "auto";
-    if (uses_draft && o->draft.empty() && o->plan.empty()) fail("beagle generate: --spec %s needs a draft model (-d DRAFT)", spec.c_str());
+    if (uses_draft && !has_draft && o->plan.empty())
+        fail("beagle generate: --spec %s needs a draft (-d DRAFT or -md MODEL)", spec.c_str());
+    if (!o->model_draft.empty() && spec != "chain" && spec != "tree" && spec != "auto")
+        fail("beagle generate: a draft model (-md) drafts in mode chain, tree or auto, got --spec %s", spec.c_str());
+    if (!o->model_draft.empty() && (!o->server.empty() || !o->plan.empty()))
+        fail("beagle generate: a draft model (-md) runs with a local target only, without --plan or --server");
     if (o->max_tree < 1 || o->max_tree > 1024) fail("beagle generate: --max-tree must be in 1..1024, got %ld", o->max_tree);
     o->d.check("beagle generate");
     if (!o->server.empty() && (spec == "lookup" || spec == "auto" || o->temp != 0 || o->compare))
@@ -164,7 +173,9 @@ SamplingParams sampling_params(const GenerateOptions& o) {
 std::unique_ptr<Drafter> set_up_drafter(Session& s, const GenerateOptions& o, int* max_tree) {
     const bool lookup = o.spec == "lookup", tree = o.spec == "tree" || o.spec == "hybrid" || o.spec == "auto";
     DraftWeights w;
-    if (!lookup) w = load_draft_for(s, o.draft);
+    std::shared_ptr<const ModelFile> dm;
+    if (!o.model_draft.empty()) dm = load_draft_model_for(s, o.model_draft);
+    else if (!lookup) w = load_draft_for(s, o.draft);
     BeagleDraftParams p = o.d.params();
     if (o.tree_nodes > 0) p.total_tokens = (int)o.tree_nodes;
     if (o.total_tokens == "auto" && (lookup || tree)) {
@@ -188,7 +199,7 @@ std::unique_ptr<Drafter> set_up_drafter(Session& s, const GenerateOptions& o, in
                     o.spec.c_str(), (int)c.size() - 1, (int)c.size() - 1, c[2], c[std::min<size_t>(4, c.size() - 1)], c.back());
     }
     if (!lookup) *max_tree = std::max(*max_tree, tree ? p.total_tokens : p.gamma + 1);
-    return make_drafter(s, o.spec, p, &w, o.draft);
+    return dm ? make_drafter(s, o.spec, p, dm) : make_drafter(s, o.spec, p, &w, o.draft);
 }
 
 // The generated text (if not streamed), then the newline that ends it.

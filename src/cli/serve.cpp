@@ -19,7 +19,7 @@
 namespace beagle {
 
 int cmd_serve(int argc, char** argv) {
-    std::string model, tok_path, draft, spec, host = "127.0.0.1", alias, total_tokens = "auto", backend, chat_template;
+    std::string model, tok_path, draft, model_draft, spec, host = "127.0.0.1", alias, total_tokens = "auto", backend, chat_template;
     long port = 8080, ctx = 2048, parallel = 1, threads = default_threads(), queue = 64, timeout = 30, max_body_kb = 1024;
     long http_threads = 0, batch = 64;
     DraftOptions d;
@@ -29,6 +29,7 @@ int cmd_serve(int argc, char** argv) {
     a.str("-m,--model", &model, "model: GGUF file, llama2.c .bin, or HF safetensors directory");
     a.str("-z,--tokenizer", &tok_path, "tokenizer file if the model has none");
     a.str("-d,--draft", &draft, "Beagle draft weights (speculative decoding)");
+    a.str("-md,--model-draft", &model_draft, "an independent draft model instead (the target's vocabulary); modes chain, tree, auto");
     a.str("--spec", &spec, "none | lookup | chain | tree | hybrid | auto (default: auto with a draft, tree with --total-tokens N, else none). auto: each\n"
           "slot's rounds as generate's auto, and a round of several slots speculative or plain as measured to pay");
     a.str("--host", &host, "address to listen on (127.0.0.1: this machine only)");
@@ -55,11 +56,15 @@ int cmd_serve(int argc, char** argv) {
     if (model.empty()) fail("beagle serve: -m MODEL is required (see --help)");
     const int fixed_total = (int)auto_or_integer(total_tokens, 2, 1024, "beagle serve: --total-tokens");
     // auto chooses by measured costs; a fixed tree size (--total-tokens N) gives none to choose by
-    if (spec.empty()) spec = draft.empty() ? "none" : fixed_total ? "tree" : "auto";
+    if (!draft.empty() && !model_draft.empty()) fail("beagle serve: give a Beagle draft (-d) or a draft model (-md), not both");
+    const bool has_draft = !draft.empty() || !model_draft.empty();
+    if (spec.empty()) spec = !has_draft ? "none" : fixed_total ? "tree" : "auto";
     if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid" && spec != "auto")
         fail("beagle serve: --spec must be none, lookup, chain, tree, hybrid or auto, got '%s'", spec.c_str());
     const bool needs_draft = spec == "chain" || spec == "tree" || spec == "hybrid" || spec == "auto";
-    if (needs_draft && draft.empty()) fail("beagle serve: --spec %s needs a draft model (-d DRAFT)", spec.c_str());
+    if (needs_draft && !has_draft) fail("beagle serve: --spec %s needs a draft (-d DRAFT or -md MODEL)", spec.c_str());
+    if (!model_draft.empty() && spec != "chain" && spec != "tree" && spec != "auto")
+        fail("beagle serve: a draft model (-md) drafts in mode chain, tree or auto, got --spec %s", spec.c_str());
     if (port < 0 || port > 65535) fail("beagle serve: --port must be in 0..65535, got %ld", port);
     if (ctx < 16 || ctx > 1 << 20) fail("beagle serve: -c must be in 16..1048576, got %ld", ctx);
     if (parallel < 1 || parallel > 64) fail("beagle serve: --parallel must be in 1..64, got %ld", parallel);
@@ -91,9 +96,11 @@ int cmd_serve(int argc, char** argv) {
     std::vector<double> batch_cost;  // mode auto: the batch's round policy
     if (spec != "none") {
         auto w = std::make_shared<DraftWeights>();
-        if (spec != "lookup") *w = load_draft_for(s, draft);
+        std::shared_ptr<const ModelFile> dm;  // -md: one loaded file, a cache per slot
+        if (!model_draft.empty()) dm = load_draft_model_for(s, model_draft);
+        else if (spec != "lookup") *w = load_draft_for(s, draft);
         // a draft that fuses layers sets them on the target (its drafters need exactly its rows)
-        if (!layers.empty() && spec != "lookup" && w->cfg.state_layers != layers)
+        if (!layers.empty() && spec != "lookup" && !dm && w->cfg.state_layers != layers)
             fail("beagle serve: --state-layers %s, but the draft %s fuses %s (its drafters read exactly its own layers' "
                  "rows: give those, or leave the option out)", state_layers.c_str(), draft.c_str(),
                  w->cfg.state_layers.empty() ? "no layers" : ("layers " + format_layer_list(w->cfg.state_layers)).c_str());
@@ -102,7 +109,9 @@ int cmd_serve(int argc, char** argv) {
         else if (spec != "chain") p.verify_cost = measure_verify_cost(s, spp.max_tree, (int)(spec == "lookup" ? d.gamma : d.depth) + 1);
         if (spec == "auto" && p.verify_cost.empty())
             fail("beagle serve: --spec auto needs the measured verify cost (--total-tokens auto)");
-        make_slot_drafter = [&s, spec, p, w, draft] { return make_drafter(s, spec, p, w.get(), draft); };
+        make_slot_drafter = [&s, spec, p, w, dm, draft] {
+            return dm ? make_drafter(s, spec, p, dm) : make_drafter(s, spec, p, w.get(), draft);
+        };
         if (spec == "auto") batch_cost = p.verify_cost;
     }
     Engine engine(s, (int)parallel, (int)queue, make_slot_drafter, spp, (int)batch, 60, batch_cost);

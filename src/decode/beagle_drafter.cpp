@@ -251,16 +251,9 @@ private:
 
     // Cost-aware trees (a verify cost): a = the policy's calibration. A tree of T tokens beats a plain
     // step only if its candidates' expected acceptances sum to more than cost[T] - 1, so candidates whose
-    // a exp(score) is below the cheapest average cost of an extra token, min_T (cost[T] - 1) / (T - 1),
-    // are not expanded (their children score lower still). The round's drafting is spent by then, so
-    // it is not part of the choice (the policy charges it when it chooses the round).
-    double min_token_cost() const {
-        const VerifyCost& cost = policy_->cost();
-        double m = 1e30;
-        for (int T = 2; T <= cost.max_tokens(); T++) m = std::min(m, (cost[T] - cost[1]) / (double)(T - 1));
-        return std::max(m, 1e-3);
-    }
-
+    // a exp(score) is below the cheapest average cost of an extra token (VerifyCost::min_token_cost) are
+    // not expanded (their children score lower still). The round's drafting is spent by then, so it is
+    // not part of the choice (the policy charges it when it chooses the round).
     void propose_tree(const std::vector<int>& history, DraftTree* tree, int room) {
         int P = draft_->n_true();
         const bool aware = !policy_->cost().empty();
@@ -275,7 +268,7 @@ private:
             shadow_lk_tok_ = -1;
         }
         const double a = aware ? policy_->calibration() : 1.0;
-        const float min_score = aware ? (float)std::log(min_token_cost() / a) : -INFINITY;
+        const float min_score = aware ? (float)std::log(policy_->cost().min_token_cost() / a) : -INFINITY;
         std::vector<Node> nodes;
         nodes.push_back({tree->token[0], -1, 0, 0.0f, -1, true});
         // a tree of `total` nodes needs no more than total - 1 levels or children per node
@@ -468,22 +461,29 @@ private:
 
 std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftFrozen& fz, Session& s,
                                              const BeagleDraftParams& p, std::shared_ptr<RoundPolicy> policy, bool owner) {
+    check_draft_params(p);
+    BEAGLE_CHECK(p.threads >= -1 && p.threads <= 256, "--draft-threads must be in -1..256, got %d", p.threads);
+    BEAGLE_CHECK(p.concat || w.cfg.arch != ARCH_EAGLE,
+                 "--no-concat is a Beagle draft's mode: an EAGLE draft's self-attention always sees its own predictions");
+    policy = policy_or_own(p, std::move(policy), &owner);
+    return std::unique_ptr<Drafter>(new BeagleDrafter(w, fz, s, p, std::move(policy), owner));
+}
+
+void check_draft_params(const BeagleDraftParams& p) {
     BEAGLE_CHECK(p.depth >= 1, "--depth must be >= 1, got %d", p.depth);
     BEAGLE_CHECK(p.topk >= 1, "--topk must be >= 1, got %d", p.topk);
     BEAGLE_CHECK(p.gamma >= 1, "--gamma must be >= 1, got %d", p.gamma);
     BEAGLE_CHECK(p.total_tokens >= 2, "--total-tokens must be >= 2, got %d", p.total_tokens);
-    BEAGLE_CHECK(p.threads >= -1 && p.threads <= 256, "--draft-threads must be in -1..256, got %d", p.threads);
     BEAGLE_CHECK(p.verify_cost.empty() || p.verify_cost.size() >= 3, "verify cost table needs T = 1..2 at least");
-    BEAGLE_CHECK(p.concat || w.cfg.arch != ARCH_EAGLE,
-                 "--no-concat is a Beagle draft's mode: an EAGLE draft's self-attention always sees its own predictions");
-    if (!policy) {
-        RoundPolicy::Setup setup;
-        setup.verify_cost = p.verify_cost;
-        setup.draft_cost = p.auto_draft_cost;
-        policy = std::make_shared<RoundPolicy>(setup);
-        owner = true;
-    }
-    return std::unique_ptr<Drafter>(new BeagleDrafter(w, fz, s, p, std::move(policy), owner));
+}
+
+std::shared_ptr<RoundPolicy> policy_or_own(const BeagleDraftParams& p, std::shared_ptr<RoundPolicy> policy, bool* owner) {
+    if (policy) return policy;
+    RoundPolicy::Setup setup;
+    setup.verify_cost = p.verify_cost;
+    setup.draft_cost = p.auto_draft_cost;
+    *owner = true;
+    return std::make_shared<RoundPolicy>(setup);
 }
 
 }  // namespace beagle

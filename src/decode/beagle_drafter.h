@@ -54,6 +54,13 @@ struct BeagleDraftParams {
 inline int beagle_max_pred(bool tree, int gamma, int depth, int topk) {
     return std::max(tree ? 1 + topk * std::max(0, depth - 1) : gamma, 1);
 }
+// The settings every model-backed drafter takes checked (depth, topk, gamma, total_tokens, the verify cost
+// table); throws Error naming the flag.
+void check_draft_params(const BeagleDraftParams& p);
+// `policy` if given (a drafter under mode auto's switch, *owner as given); else a round policy of the
+// drafter's own from p.verify_cost and p.auto_draft_cost, which it owns (*owner true).
+std::shared_ptr<RoundPolicy> policy_or_own(const BeagleDraftParams& p, std::shared_ptr<RoundPolicy> policy, bool* owner);
+
 struct DraftWeights;
 struct DraftFrozen;
 // w's config must fit the session's target and fz be the target's (make_drafter does both). policy:

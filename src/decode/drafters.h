@@ -10,6 +10,7 @@
 #include "beagle_drafter.h"
 #include "drafter.h"
 #include "lookup_drafter.h"
+#include "model_drafter.h"
 #include "session.h"
 
 namespace beagle {
@@ -29,5 +30,14 @@ DraftWeights load_draft_for(const Session& s, const std::string& path);
 // its round policy (Drafter::policy). Throws Error for an unknown mode, a missing draft, or a draft that does not fit.
 std::unique_ptr<Drafter> make_drafter(Session& s, const std::string& mode, BeagleDraftParams p,
                                       const DraftWeights* w = nullptr, const std::string& draft_name = "");
+
+// An independent draft model (-md): load_model(path), checked to share the session's vocabulary
+// (check_draft_vocab). One loaded file serves every drafter made from it (the server's slots).
+std::shared_ptr<const ModelFile> load_draft_model_for(const Session& s, const std::string& path);
+// The modes with an independent draft model instead of a Beagle draft (make_model_drafter): "chain",
+// "tree" (p.tree set by the mode), and "auto": the draft model's cost-aware tree and cost-aware lookup under
+// one round policy, as mode auto with a Beagle draft (needs p.verify_cost). Throws Error for another mode.
+std::unique_ptr<Drafter> make_drafter(Session& s, const std::string& mode, BeagleDraftParams p,
+                                      std::shared_ptr<const ModelFile> draft_model);
 
 }  // namespace beagle

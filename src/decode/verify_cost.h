@@ -34,6 +34,13 @@ public:
         return std::max(1.0, t + b_ * (T - 1));
     }
     double per_token_excess() const { return b_; }
+    // The cheapest average cost of a token past the root, min over T >= 2 of (cost(T) - 1) / (T - 1), at
+    // least 1e-3: a candidate whose estimated acceptance is below it cannot pay for itself in any tree.
+    double min_token_cost() const {
+        double m = 1e30;
+        for (int T = 2; T <= max_tokens(); T++) m = std::min(m, ((*this)[T] - (*this)[1]) / (double)(T - 1));
+        return std::max(m, 1e-3);
+    }
     // Seconds of one decode step, estimated from every forward observed (t_T / cost(T), exponential
     // mean with weight 1/16); 0 until one is observed.
     double step_seconds() const { return step_s_; }

@@ -44,9 +44,20 @@ if timeout 60 "$B" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -n 600 --
 # speculative decoding: bad flags and a draft that does not fit the target
 D=$BEAGLE_ROOT/weights/beagle-stories260K.bin
 S=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
-expect_error "tree without a draft" "needs a draft model (-d DRAFT)" "$B" generate "${S[@]}" --spec tree -p hi
+expect_error "tree without a draft" "needs a draft (-d DRAFT or -md MODEL)" "$B" generate "${S[@]}" --spec tree -p hi
 expect_error "unknown --spec" "--spec must be none, lookup, chain, tree, hybrid or auto, got 'forest'" "$B" generate "${S[@]}" -d "$D" --spec forest -p hi
-expect_error "hybrid without a draft" "--spec hybrid needs a draft model" "$B" generate "${S[@]}" --spec hybrid -p hi
+expect_error "hybrid without a draft" "--spec hybrid needs a draft" "$B" generate "${S[@]}" --spec hybrid -p hi
+# an independent draft model (-md): one draft only, its modes, its vocabulary
+expect_error "-d and -md" "give a Beagle draft (-d) or a draft model (-md), not both" "$B" generate "${S[@]}" -d "$D" -md "$M/stories260K.bin" -p hi
+expect_error "-md hybrid" "a draft model (-md) drafts in mode chain, tree or auto, got --spec hybrid" "$B" generate "${S[@]}" -md "$M/stories260K.bin" --spec hybrid -p hi
+expect_error "-md missing file" "nope.gguf" "$B" generate "${S[@]}" -md "$tmp/nope.gguf" -p hi
+expect_error "serve -md lookup" "beagle serve: a draft model (-md) drafts in mode chain, tree or auto" "$B" serve "${S[@]}" -md "$M/stories260K.bin" --spec lookup
+expect_error "bench-sd md-chain without -md" "mode md-chain needs a draft model (-md MODEL)" "$B" bench-sd "${S[@]}" --prompts "$tmp/p.jsonl" --modes none,md-chain
+if [ -f "$BEAGLE_MODEL" ]; then
+  expect_error "-md of another vocabulary" "does not share the target's vocabulary: it has 49152 tokens" "$B" generate "${S[@]}" -md "$BEAGLE_MODEL" -p hi
+else
+  echo "SKIP: -md vocabulary check: no model at '${BEAGLE_MODEL:-}' (make model)"; skips=$((skips+1))
+fi
 expect_error "auto with a fixed tree size" "--spec auto chooses from measured costs: it needs --total-tokens auto, got '60'" \
   "$B" generate "${S[@]}" -d "$D" --spec auto --total-tokens 60 -p hi
 expect_error "--draft-threads -2" "--draft-threads must be in -1..256, got -2" "$B" generate "${S[@]}" -d "$D" --draft-threads -2 -p hi

@@ -5,7 +5,8 @@
 # seeded sampling equal to `generate --seed` (plain slots sample as generate does); stop strings;
 # 4 concurrent requests of mixed lengths on 2 slots (one target forward per round for both slots,
 # the later requests arriving mid-generation from the queue) each equal to its single-request output; /v1/models, /health, /metrics; chat on a model without a chat template is a
-# 400. SmolLM2 + the shipped draft: two short chat requests (one streamed) equal to `generate --chat`.
+# 400; the same with the target as its own independent draft model (-md). SmolLM2 + the shipped draft: two
+# short chat requests (one streamed) equal to `generate --chat`.
 import concurrent.futures, json, os, tempfile
 
 import openai
@@ -23,6 +24,17 @@ def concurrent_equal_alone(c, wants, label):
         got = [f.result() for f in futs]
     for (p, n), w, g in zip(PROMPTS, wants, got):
         check(g.choices[0].text == w[0], f"{label} concurrent {p!r}: {g.choices[0].text!r} vs {w[0]!r}")
+
+
+def served_equal_alone(args, log, wants, label):
+    """A stories260K server with these args (1 thread, 256 context): PROMPTS at once each equal to its
+    decoding alone; returns its metrics; the server must exit 0."""
+    srv = Server(STORIES + args + ["-t", "1", "-c", "256"], log)
+    try:
+        concurrent_equal_alone(openai.OpenAI(base_url=srv.base, api_key="unused", max_retries=0), wants, label)
+        return srv.metrics()
+    finally:
+        check(srv.stop() == 0, f"{label} server exits 0")
 
 
 def completion_checks(srv, label):
@@ -108,15 +120,12 @@ with tempfile.TemporaryDirectory() as tmp:
             check(srv.stop() == 0, "tree server exits 0")
         # the default with a draft: auto (per slot generate's round policy; a batch of slots speculative or
         # plain by the batch's): concurrent greedy responses still equal each prompt decoded alone
-        srv = Server(STORIES + ["-d", STORIES_DRAFT, "-t", "1", "-c", "256", "--parallel", "3"], f"{tmp}/auto.log")
-        try:
-            c = openai.OpenAI(base_url=srv.base, api_key="unused", max_retries=0)
-            concurrent_equal_alone(c, wants, "auto")
-            m = srv.metrics()
-            check(m.get("beagle_spec_rounds_total", 0) > 0, f"auto: speculative rounds counted ({m.get('beagle_spec_rounds_total')})")
-        finally:
-            check(srv.stop() == 0, "auto server exits 0")
+        m = served_equal_alone(["-d", STORIES_DRAFT, "--parallel", "3"], f"{tmp}/auto.log", wants, "auto")
+        check(m.get("beagle_spec_rounds_total", 0) > 0, f"auto: speculative rounds counted ({m.get('beagle_spec_rounds_total')})")
         check("spec auto" in open(f"{tmp}/auto.log").read(), "auto is the default with a draft (the server's log line)")
+        # an independent draft model (-md), here the target drafting itself: every slot's chain is accepted whole
+        m = served_equal_alone(["-md", STORIES[1], "--spec", "chain", "--parallel", "2"], f"{tmp}/md.log", wants, "-md chain")
+        check(m.get("beagle_spec_tau", 0) > 3.0, f"-md chain: the self draft's tau {m.get('beagle_spec_tau')} > 3")
     else:
         check(False, f"missing {STORIES_DRAFT}")
 

@@ -6,9 +6,9 @@
 // q: exercises min(1, p/q) and the residual max(0, p - q)) and in tree mode (siblings rejected in
 // turn), the shipped draft (chain, tree, cost-aware tree), and on a second, repetitive prompt prompt
 // lookup and the hybrid (tree + lookup candidates); the EAGLE-style draft (random: sampled chain;
-// shipped weights/eagle-stories260K.bin: chain and tree). Each test at alpha = 1e-3; 13 drafters x 3
-// positions = 39 tests -> family-wise false alarm <= 3.9% (Bonferroni; fixed seeds, so a given build
-// either passes or fails for good).
+// shipped weights/eagle-stories260K.bin: chain and tree); an independent draft model (a perturbed copy of
+// the target: sampled chain and tree). Each test at alpha = 1e-3; 15 drafters x 3 positions = 45 tests ->
+// family-wise false alarm <= 4.5% (Bonferroni; fixed seeds, so a given build either passes or fails for good).
 // Test of the test: with a wrong acceptance rule (broken_residual below, given to the engine through
 // Acceptance::rule: p kept after a rejection instead of the residual) the oracle drafter's output must
 // be rejected with p < 1e-6.
@@ -250,6 +250,14 @@ int main() {
         } else {
             CHECK(false, "%s missing: the trained EAGLE cases cannot run", shipped_eagle.c_str());
         }
+        // an independent draft model (-md): stories260K with perturbed weights (testlib.h), its chain sampled
+        // from its own q over the whole vocabulary, its tree of point masses
+        const std::string noisy = "/tmp/beagle_test_spec_sampling_noisy.bin";
+        write_perturbed_llama2c(M + "stories260K.bin", noisy, 0.15f, 3);
+        std::shared_ptr<const ModelFile> dm = load_draft_model_for(s, noisy);
+        std::remove(noisy.c_str());  // loaded (mapped or read): the file is no longer needed
+        cases.push_back({"draft model chain (sampled q)", make_drafter(s, "chain", chain, dm), false});
+        cases.push_back({"draft model tree", make_drafter(s, "tree", tree, dm), false});
         cases.push_back({"oracle tree, BROKEN residual", std::unique_ptr<Drafter>(new OracleDrafter(s)), true});
         for (auto& c : cases) {
             std::vector<std::vector<int>> sd(NPOS);

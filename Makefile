@@ -49,9 +49,9 @@ $(BUILD)/obj/%.o: %.cpp
 	$(CXX) $(CXXFLAGS) $(if $(findstring _avx512,$<),$(AVX512FLAGS)) -MMD -MP -c $< -o $@
 
 # System packages (Debian): libstb-dev for the PNG charts, nlohmann-json3-dev for the JSON reports (both
-# header-only), libcpp-httplib-dev for `beagle serve` (see HTTPLIB_LIBS). scripts/sysdeps.sh installs
+# header-only), libcpp-httplib-dev and libssl-dev for `beagle serve` (see HTTPLIB_LIBS). scripts/sysdeps.sh installs
 # whichever header is missing (apt-get), so `make`, `make tests` and `make test` work on a fresh machine.
-SYS_HDRS := /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp $(if $(filter 1,$(NO_HTTP)),,/usr/include/httplib.h)
+SYS_HDRS := /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp $(if $(filter 1,$(NO_HTTP)),,/usr/include/httplib.h /usr/include/openssl/ssl.h)
 # One grouped target (&:), so a parallel make runs the installer once, not once per header racing for apt's lock.
 $(SYS_HDRS) &:
 	bash scripts/sysdeps.sh
@@ -65,7 +65,9 @@ $(LIB): $(OBJ)
 # (libcpp-httplib.so, with OpenSSL, zlib and brotli support), so its header wants these macros and the
 # binary links it; upstream it is one header (see docs/serve.md). zlib (zlib1g-dev, a dependency of
 # libcpp-httplib-dev) compresses the prompt's states of remote drafting (remote.cpp encode_states).
-# NO_HTTP=1 builds without both (a machine that has neither and cannot install them: an offline
+# OpenSSL (libssl-dev, also a dependency of libcpp-httplib-dev): HTTPS of `serve --ssl-cert-file`, whose
+# set-up server.cpp calls itself (SSL_CTX_*, ERR_*), so the binary links libssl and libcrypto directly.
+# NO_HTTP=1 builds without them (a machine that has neither and cannot install them: an offline
 # GPU machine running scripts/gpu_check.sh): `beagle serve` and --server then exit with an error
 # that says so; nothing else changes. Use a build directory of its own (BUILD=...), since the objects differ.
 ifeq ($(NO_HTTP),1)
@@ -73,7 +75,7 @@ HTTPLIB_FLAGS := -DBEAGLE_NO_HTTP
 HTTPLIB_LIBS  :=
 else
 HTTPLIB_FLAGS := -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT
-HTTPLIB_LIBS  := -lcpp-httplib -lz
+HTTPLIB_LIBS  := -lcpp-httplib -lssl -lcrypto -lz
 endif
 $(BUILD)/obj/src/serve/server.o $(BUILD)/obj/src/serve/remote.o: CXXFLAGS += $(HTTPLIB_FLAGS)
 

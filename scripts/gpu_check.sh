@@ -79,7 +79,7 @@ else
   # A GPU machine without cpp-httplib and without network cannot install it:
   # build without the HTTP server there (NO_HTTP=1: `serve` and --server say so; no step below needs them).
   NOHTTP=()
-  if [ ! -f /usr/include/httplib.h ] && ! timeout 120 bash scripts/sysdeps.sh >/dev/null 2>&1; then
+  if { [ ! -f /usr/include/httplib.h ] || [ ! -f /usr/include/openssl/ssl.h ]; } && ! timeout 120 bash scripts/sysdeps.sh >/dev/null 2>&1; then
     echo "gpu_check.sh: no cpp-httplib here and it cannot be installed: building with NO_HTTP=1 (no beagle serve)"
     NOHTTP=(NO_HTTP=1)
   fi

@@ -1,5 +1,6 @@
 // serve.cpp: `beagle serve`: an OpenAI-compatible HTTP server (src/serve/) over one loaded target
 // (and draft): --parallel slots share the model, each with its own KV cache sequence and drafter.
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,38 @@
 #include "commands.h"
 
 namespace beagle {
+
+// The keys of --api-key (comma-separated) and --api-key-file (one a line, as llama-server reads it; blank
+// lines skipped, a CR of CRLF line ends dropped). Error for an empty key, an unreadable or keyless file.
+static std::vector<std::string> load_api_keys(const std::string& list, const std::string& file) {
+    std::vector<std::string> keys;
+    for (size_t at = 0; !list.empty();) {  // the keys are not echoed in errors: they are secrets
+        const size_t comma = list.find(',', at);
+        const std::string k = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        if (k.empty()) fail("beagle serve: --api-key: expected KEY or KEY1,KEY2,..., found an empty key (key %zu)", keys.size() + 1);
+        keys.push_back(k);
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+    }
+    if (!file.empty()) {
+        std::string text;
+        try {
+            text = read_file(file);
+        } catch (const Error& e) {
+            fail("beagle serve: --api-key-file: %s", e.what());
+        }
+        size_t n = 0;
+        for (size_t at = 0; at < text.size();) {
+            size_t nl = std::min(text.find('\n', at), text.size());
+            std::string k = text.substr(at, nl - at);
+            if (!k.empty() && k.back() == '\r') k.pop_back();
+            if (!k.empty()) keys.push_back(k), n++;
+            at = nl + 1;
+        }
+        if (n == 0) fail("beagle serve: --api-key-file '%s': expected one API key per line, found none", file.c_str());
+    }
+    return keys;
+}
 
 int cmd_serve(int argc, char** argv) {
     std::string model, tok_path, draft, model_draft, spec, host = "127.0.0.1", alias, total_tokens = "auto", backend, chat_template;
@@ -50,6 +83,11 @@ int cmd_serve(int argc, char** argv) {
     std::string state_layers;
     a.str("--state-layers", &state_layers, "keep the residual stream after these target layers too, e.g. 22,27: remote\n"
           "clients (generate --server) whose draft fuses layers get their rows (default: a state-layer draft's, else none)");
+    std::string api_key, api_key_file, ssl_key_file, ssl_cert_file;
+    a.str("--api-key", &api_key, "every endpoint but /health needs 'Authorization: Bearer KEY', else 401 (KEY1,KEY2: several)");
+    a.str("--api-key-file", &api_key_file, "API keys, one per line (blank lines skipped); with --api-key, both sets count");
+    a.str("--ssl-key-file", &ssl_key_file, "HTTPS: PEM private key (unencrypted); needs --ssl-cert-file");
+    a.str("--ssl-cert-file", &ssl_cert_file, "HTTPS: PEM certificate (chain) of that key; needs --ssl-key-file");
     a.str("--backend", &backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return 0;
     if (!a.positional.empty()) fail("beagle serve: unexpected argument '%s'", a.positional[0].c_str());
@@ -75,6 +113,11 @@ int cmd_serve(int argc, char** argv) {
     if (timeout < 1 || timeout > 3600) fail("beagle serve: --timeout must be in 1..3600 s, got %ld", timeout);
     if (max_body_kb < 1 || max_body_kb > 1 << 20) fail("beagle serve: --max-body-kb must be in 1..1048576, got %ld", max_body_kb);
     d.check("beagle serve");
+    const std::vector<std::string> api_keys = load_api_keys(api_key, api_key_file);
+    if (ssl_key_file.empty() != ssl_cert_file.empty())
+        fail("beagle serve: HTTPS needs both --ssl-key-file and --ssl-cert-file; got only %s",
+             ssl_key_file.empty() ? "--ssl-cert-file" : "--ssl-key-file");
+    if (!ssl_cert_file.empty()) check_tls_files(ssl_cert_file, ssl_key_file);  // before the model loads
     check_chat_template_name(chat_template);
 
     block_stop_signals();  // before any thread starts: Ctrl-C / SIGTERM stop the server cleanly
@@ -121,6 +164,9 @@ int cmd_serve(int argc, char** argv) {
     o.model_id = alias.empty() ? model.substr(model.find_last_of('/') + 1) : alias;
     o.max_body = (size_t)max_body_kb * 1024;
     o.timeout_s = (int)timeout;
+    o.api_keys = api_keys;
+    o.ssl_cert_file = ssl_cert_file;
+    o.ssl_key_file = ssl_key_file;
     o.http_threads = http_threads ? (int)http_threads : (int)std::min<long>(256, 2 * (parallel + queue) + 4);
     fprintf(stderr, "serve: %s, spec %s, %ld slot(s) of %ld tokens, queue %ld\n", o.model_id.c_str(), spec.c_str(),
             parallel, ctx, queue);

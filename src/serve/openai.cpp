@@ -33,6 +33,26 @@ std::string error_body(const ApiError& e) {
     return json_text(json{{"error", err}});
 }
 
+bool api_key_ok(const std::string& authorization, const std::vector<std::string>& keys) {
+    static const std::string scheme = "Bearer ";
+    if (authorization.compare(0, scheme.size(), scheme) != 0) return false;
+    const std::string given = authorization.substr(scheme.size());
+    unsigned ok = 0;
+    for (const std::string& k : keys) {
+        if (k.empty()) continue;  // matches nothing (serve refuses empty keys)
+        size_t diff = given.size() ^ k.size();
+        for (size_t i = 0; i < given.size(); i++)
+            diff |= (size_t)((unsigned char)given[i] ^ (unsigned char)k[i % k.size()]);
+        ok |= (unsigned)(diff == 0);
+    }
+    return ok != 0;
+}
+
+std::string auth_error_body() {
+    json err = {{"message", "Invalid API Key"}, {"type", "authentication_error"}, {"param", nullptr}, {"code", 401}};
+    return json_text(json{{"error", err}});
+}
+
 static const char* type_name(const json& v) { return v.type_name(); }
 
 // The field's value if present and not null, else nullptr.

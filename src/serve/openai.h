@@ -44,6 +44,13 @@ struct Usage {
 nlohmann::json usage_json(const Usage& u);
 nlohmann::json response_json(bool chat, const std::string& id, const std::string& model, int64_t created,
                              const std::string& text, const std::string& finish_reason, const Usage& u);
+// Access (serve --api-key): true if an Authorization header value is "Bearer KEY" with KEY one of keys.
+// Constant time in the keys' contents: every key is compared over every byte of the given one, without
+// an early exit, so the time shows only the lengths and how many keys there are, never how much matched.
+bool api_key_ok(const std::string& authorization, const std::vector<std::string>& keys);
+// The 401 body, as llama-server's: {"error": {"message", "type": "authentication_error", "param": null, "code": 401}}.
+std::string auth_error_body();
+
 // One stream chunk: text delta (chat: role on the first chunk), or the last one with finish_reason.
 nlohmann::json chunk_json(bool chat, const std::string& id, const std::string& model, int64_t created,
                           const std::string& text, bool first, const std::string& finish_reason);

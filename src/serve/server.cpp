@@ -1,5 +1,5 @@
-// server.cpp: see server.h. With remote.cpp (the client) the only files that include httplib.h; built with
-// NO_HTTP=1 (no cpp-httplib on the machine) run_server only says so.
+// server.cpp: see server.h. With remote.cpp (the client) the only files that include httplib.h (and, through
+// it, OpenSSL for HTTPS); built with NO_HTTP=1 (no cpp-httplib on the machine) run_server only says so.
 #include "server.h"
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <pthread.h>
 
 #ifndef BEAGLE_NO_HTTP
@@ -97,6 +98,84 @@ static void answer(Engine& engine, const std::shared_ptr<Job>& job, const std::s
 
 #endif  // BEAGLE_NO_HTTP
 
+// Reads a TLS file and checks that it holds the PEM block it must (Error naming the flag and the file).
+static void tls_pem(const char* flag, const std::string& path, bool key) {
+    std::string pem;
+    try {
+        pem = read_file(path);
+    } catch (const Error& e) {
+        fail("beagle serve: %s: %s", flag, e.what());
+    }
+    const bool has_cert = pem.find("-----BEGIN CERTIFICATE-----") != std::string::npos;
+    const bool has_key = pem.find("PRIVATE KEY-----") != std::string::npos;
+    const char* found = pem.empty() ? "an empty file" : !key && has_key && !has_cert ? "a private key (the two flags swapped?)"
+                        : key && has_cert && !has_key ? "a certificate (the two flags swapped?)" : "none";
+    if (!key && !has_cert)
+        fail("beagle serve: %s '%s': expected a PEM certificate (a '-----BEGIN CERTIFICATE-----' block), found %s",
+             flag, path.c_str(), found);
+    if (key && !has_key)
+        fail("beagle serve: %s '%s': expected a PEM private key (a '-----BEGIN PRIVATE KEY-----' block), found %s",
+             flag, path.c_str(), found);
+    if (key && (pem.find("ENCRYPTED PRIVATE KEY") != std::string::npos || pem.find("Proc-Type: 4,ENCRYPTED") != std::string::npos))
+        fail("beagle serve: %s '%s': expected an unencrypted private key, found one encrypted with a passphrase "
+             "(decrypt it: openssl pkey -in KEY -out PLAIN_KEY)", flag, path.c_str());
+}
+
+#ifndef BEAGLE_NO_HTTP
+// The first queued OpenSSL error as text, and the queue cleared.
+static std::string openssl_error(unsigned long* code = nullptr) {
+    unsigned long e = ERR_get_error();
+    if (code) *code = e;
+    char buf[256] = "no reason given";
+    if (e) ERR_error_string_n(e, buf, sizeof buf);
+    ERR_clear_error();
+    return buf;
+}
+
+// ctx as HTTPS serves: TLS 1.2 or later, the certificate chain and private key of the two files. False
+// with *err (which file, what OpenSSL found) if either does not load or the key is not the certificate's.
+static bool setup_tls(SSL_CTX& ctx, const std::string& cert, const std::string& key, std::string* err) {
+    ERR_clear_error();
+    SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
+    SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+    // an encrypted key fails instead of OpenSSL's default: asking for a passphrase on the terminal
+    SSL_CTX_set_default_passwd_cb(&ctx, [](char*, int, int, void*) { return 0; });
+    if (SSL_CTX_use_certificate_chain_file(&ctx, cert.c_str()) != 1) {
+        *err = strfmt("--ssl-cert-file '%s': expected a PEM certificate chain, OpenSSL cannot read it: %s", cert.c_str(),
+                      openssl_error().c_str());
+        return false;
+    }
+    if (SSL_CTX_use_PrivateKey_file(&ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+        unsigned long code = 0;
+        const std::string why = openssl_error(&code);
+        *err = ERR_GET_REASON(code) == X509_R_KEY_VALUES_MISMATCH
+                   ? strfmt("--ssl-key-file '%s' is not the private key of the certificate in --ssl-cert-file '%s' (%s)",
+                            key.c_str(), cert.c_str(), why.c_str())
+                   : strfmt("--ssl-key-file '%s': expected a PEM private key, OpenSSL cannot read it: %s", key.c_str(), why.c_str());
+        return false;
+    }
+    if (SSL_CTX_check_private_key(&ctx) != 1) {
+        *err = strfmt("--ssl-key-file '%s' is not the private key of the certificate in --ssl-cert-file '%s' (%s)",
+                      key.c_str(), cert.c_str(), openssl_error().c_str());
+        return false;
+    }
+    return true;
+}
+#endif  // BEAGLE_NO_HTTP
+
+void check_tls_files(const std::string& cert_file, const std::string& key_file) {
+    tls_pem("--ssl-cert-file", cert_file, false);
+    tls_pem("--ssl-key-file", key_file, true);
+#ifndef BEAGLE_NO_HTTP
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) fail("beagle serve: OpenSSL cannot make a TLS context: %s", openssl_error().c_str());
+    std::string err;
+    const bool ok = setup_tls(*ctx, cert_file, key_file, &err);
+    SSL_CTX_free(ctx);
+    if (!ok) fail("beagle serve: %s", err.c_str());
+#endif
+}
+
 static sigset_t stop_signals() {
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -120,7 +199,17 @@ int run_server(Session&, Engine&, const ServeOptions&) {
 int run_server(Session& s, Engine& engine, const ServeOptions& o) {
     sigset_t sigs = stop_signals();  // blocked since block_stop_signals(); one thread below waits for them
 
-    httplib::Server svr;
+    // HTTPS when both TLS files are given (checked before the model loaded: check_tls_files)
+    const bool tls = !o.ssl_cert_file.empty();
+    std::string tls_err;
+    std::unique_ptr<httplib::Server> server;
+    if (tls)
+        server.reset(new httplib::SSLServer(
+            [&](SSL_CTX& ctx) { return setup_tls(ctx, o.ssl_cert_file, o.ssl_key_file, &tls_err); }));
+    else
+        server.reset(new httplib::Server);
+    if (!server->is_valid()) fail("beagle serve: %s", tls_err.empty() ? "the TLS context could not be made" : tls_err.c_str());
+    httplib::Server& svr = *server;
     const int threads = o.http_threads;
     svr.new_task_queue = [threads] { return new httplib::ThreadPool((size_t)threads); };
     svr.set_payload_max_length(o.max_body);
@@ -128,6 +217,33 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
     svr.set_write_timeout(o.timeout_s, 0);
     svr.set_keep_alive_timeout(5);
     const int ctx = s.llama->ctx();
+
+    // --api-key: every handler but /health's answers 401 unless the request has "Authorization: Bearer KEY",
+    // and so does an unknown path (the error handler). The check runs in the handler, after httplib has read
+    // the body: a pre-routing handler would answer before it, and on a kept-alive connection the unread rest
+    // of a body larger than httplib's read buffer would be taken for the next request.
+    auto authorized = [&](const httplib::Request& req) {
+        return o.api_keys.empty() || api_key_ok(req.get_header_value("Authorization"), o.api_keys);
+    };
+    auto deny = [&](const char* endpoint, httplib::Response& res) {
+        res.status = 401;
+        res.set_header("WWW-Authenticate", "Bearer");
+        res.set_content(auth_error_body(), kJson);
+        engine.count_request(endpoint, 401);
+    };
+    // svr.Get / svr.Post behind the key; the path is also the endpoint label of the 401s in /metrics
+    auto get = [&](const char* path, httplib::Server::Handler h) {
+        svr.Get(path, [&, path, h](const httplib::Request& req, httplib::Response& res) {
+            if (!authorized(req)) return deny(path, res);
+            h(req, res);
+        });
+    };
+    auto post = [&](const char* path, httplib::Server::Handler h) {
+        svr.Post(path, [&, path, h](const httplib::Request& req, httplib::Response& res) {
+            if (!authorized(req)) return deny(path, res);
+            h(req, res);
+        });
+    };
 
     auto generate = [&, ctx](bool chat) {
         return [&, chat, ctx](const httplib::Request& req, httplib::Response& res) {
@@ -154,8 +270,8 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
             engine.count_request(endpoint, res.status < 0 ? 200 : res.status);
         };
     };
-    svr.Post("/v1/chat/completions", generate(true));
-    svr.Post("/v1/completions", generate(false));
+    post("/v1/chat/completions", generate(true));
+    post("/v1/completions", generate(false));
     // Remote drafting (remote.h): the client drafts, the server verifies its trees.
     const int V = s.llama->config().vocab_size, D = s.llama->state_width(), dim = s.llama->config().dim;
     const std::vector<int> layers = s.llama->state_layers();  // serve --state-layers, or the draft's
@@ -221,7 +337,7 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
         }
         return r;
     };
-    svr.Post("/beagle/v1/remote/start", remote("/beagle/v1/remote/start", [&](const json& b) {
+    post("/beagle/v1/remote/start", remote("/beagle/v1/remote/start", [&](const json& b) {
         auto job = std::make_shared<Job>();
         job->remote = true;
         job->session = new_id("remote");
@@ -255,7 +371,7 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
         if (!engine.submit(job)) api_fail(503, "", "server_overloaded", "every slot is busy and the queue is full; retry later");
         return answer_of(*job, true);
     }));
-    svr.Post("/beagle/v1/remote/verify", remote("/beagle/v1/remote/verify", [&](const json& b) {
+    post("/beagle/v1/remote/verify", remote("/beagle/v1/remote/verify", [&](const json& b) {
         std::shared_ptr<Job> job = session_of(b);
         std::vector<int> tokens = ids_field(b, "tokens");
         auto it = b.find("parents");
@@ -280,24 +396,28 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
         engine.verify_tree(job, std::move(tokens), std::move(parents));
         return answer_of(*job, false);
     }));
-    svr.Post("/beagle/v1/remote/end", remote("/beagle/v1/remote/end", [&](const json& b) {
+    post("/beagle/v1/remote/end", remote("/beagle/v1/remote/end", [&](const json& b) {
         engine.end_remote(session_of(b));
         return json::object();
     }));
-    svr.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
+    get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
         json m = {{"id", o.model_id}, {"object", "model"}, {"created", (int64_t)time(nullptr)}, {"owned_by", "beagle"}};
         res.set_content(json_text(json{{"object", "list"}, {"data", json::array({m})}}), kJson);
         engine.count_request("/v1/models", 200);
     });
-    svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+    svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {  // open: load balancers, generate --server's timing
         res.set_content("{\"status\":\"ok\"}", kJson);
     });
-    svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
         res.set_content(engine.metrics(), "text/plain; version=0.0.4");
     });
     // Errors httplib raises itself (unknown path, body too large, unparsable request) get an error object too.
     svr.set_error_handler(httplib::Server::HandlerWithResponse([&](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        if (!authorized(req)) {  // behind the key, an unknown path is not told apart from a known one
+            deny("other", res);
+            return httplib::Server::HandlerResponse::Handled;
+        }
         ApiError e;
         e.status = res.status;
         if (res.status == 404) {
@@ -336,7 +456,8 @@ int run_server(Session& s, Engine& engine, const ServeOptions& o) {
     } else if (!svr.bind_to_port(o.host, port)) {
         fail("serve: cannot bind to %s:%d (in use, or not an address of this machine)", o.host.c_str(), port);
     }
-    fprintf(stderr, "listening on http://%s:%d\n", o.host.c_str(), port);
+    fprintf(stderr, "listening on %s://%s:%d%s\n", tls ? "https" : "http", o.host.c_str(), port,
+            o.api_keys.empty() ? "" : strfmt(" (API key required: %zu key(s))", o.api_keys.size()).c_str());
     fflush(stderr);
     std::thread stopper([&] {
         int sig = 0;

@@ -1,5 +1,5 @@
 # serve_util.py: start `beagle serve` on a free loopback port for a test (the server picks the port,
-# --port 0, and prints it), raw HTTP requests to it, and `beagle generate` for reference outputs.
+# --port 0, and prints it), raw HTTP(S) requests to it, and `beagle generate` for reference outputs.
 # Traffic goes to 127.0.0.1 only.
 import http.client, json, os, re, subprocess, time
 
@@ -13,7 +13,9 @@ SMOL_DRAFT = f"{ROOT}/weights/beagle-smollm2-135m.bin"
 
 
 class Server:
-    def __init__(self, args, log_path):
+    # ssl_context: the client side of a server started with --ssl-cert-file (request() then speaks HTTPS)
+    def __init__(self, args, log_path, ssl_context=None):
+        self.ssl_context, self.scheme = ssl_context, "http"
         self.log = open(log_path, "w+")
         self.proc = subprocess.Popen([BIN, "serve", "--host", "127.0.0.1", "--port", "0"] + args,
                                      stdout=self.log, stderr=subprocess.STDOUT)
@@ -22,19 +24,22 @@ class Server:
         while time.time() < deadline and self.port is None:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited ({self.proc.returncode}): {open(log_path).read()[-2000:]}")
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(log_path).read())
+            m = re.search(r"listening on (https?)://127\.0\.0\.1:(\d+)", open(log_path).read())
             if m:
-                self.port = int(m.group(1))
+                self.scheme, self.port = m.group(1), int(m.group(2))
             else:
                 time.sleep(0.1)
         if self.port is None:
             self.stop()
             raise RuntimeError("server did not start in 120 s")
-        self.base = f"http://127.0.0.1:{self.port}/v1"
+        self.base = f"{self.scheme}://127.0.0.1:{self.port}/v1"
 
     def request(self, method, path, body=None, headers=None, timeout=120):
         """Returns (status, headers dict, body bytes)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        if self.scheme == "https":
+            c = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout, context=self.ssl_context)
+        else:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         if isinstance(body, (dict, list)):
             body = json.dumps(body)
         c.request(method, path, body=body, headers=headers or {"Content-Type": "application/json"})
@@ -43,8 +48,8 @@ class Server:
         c.close()
         return r.status, dict(r.getheaders()), data
 
-    def metrics(self):
-        st, _, data = self.request("GET", "/metrics")
+    def metrics(self, headers=None):
+        st, _, data = self.request("GET", "/metrics", headers=headers)
         out = {}
         for line in data.decode().splitlines():
             if line and not line.startswith("#"):

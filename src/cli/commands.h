@@ -12,4 +12,5 @@ int cmd_bench_sd(int argc, char** argv);
 int cmd_gradcheck(int argc, char** argv);
 int cmd_train(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
 }  // namespace beagle

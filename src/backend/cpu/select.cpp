@@ -24,6 +24,14 @@ float log_sum_exp(const float* x, int n) {
     return mx + logf(sum);
 }
 
+double log_sum_exp_f64(const float* x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = std::max(mx, x[i]);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += std::exp((double)x[i] - (double)mx);
+    return (double)mx + std::log(sum);
+}
+
 void top_k_indices(const float* x, int n, int k, int* out) {
     k = std::min(k, n);
     std::vector<float> val(k);

@@ -11,6 +11,7 @@ namespace beagle {
 
 int argmax(const float* logits, int n);                     // lowest index wins ties; NaN never wins
 float log_sum_exp(const float* x, int n);                   // log sum_i e^x[i], max-shifted (vectorized exp)
+double log_sum_exp_f64(const float* x, int n);             // the same in double, exp of each term in double (perplexity's NLL)
 void top_k_indices(const float* x, int n, int k, int* out);  // the min(k, n) largest, descending; ties: lower index first
 
 // The sampling distribution after temperature/top-k/top-p (WarpParams), as candidates sorted by decreasing

@@ -69,7 +69,7 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     a.flag("--no-stream", &o->no_stream, "print the text once at the end instead of token by token");
     a.str("-d,--draft", &o->draft, "Beagle draft weights (enables speculative decoding)");
     a.str("-md,--model-draft", &o->model_draft, "an independent draft model instead (any model file that loads, with the\n"
-          "target's vocabulary: a smaller model of its family); modes chain, tree, auto");
+          "target's vocabulary: a smaller model of its family); modes chain (its default), tree, auto");
     a.str("--spec", &o->spec, "none | lookup | chain | tree | hybrid | auto (default: auto with a draft, tree with --server\n"
                               "or a numeric --total-tokens, else none); hybrid = tree with the prompt-lookup continuation\n"
                               "(--ngram) merged into the candidates; auto = per round hybrid while the draft pays for its\n"
@@ -108,7 +108,10 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     // auto decides from measured costs; with a fixed tree size or a remote target it would have none
     const bool has_draft = !o->draft.empty() || !o->model_draft.empty();
     if (!o->draft.empty() && !o->model_draft.empty()) fail("beagle generate: give a Beagle draft (-d) or a draft model (-md), not both");
-    if (o->spec.empty()) o->spec = !has_draft ? "none" : o->server.empty() && o->total_tokens == "auto" ? "auto" : "tree";
+    // a draft model (-md) chains by default, as llama.cpp's: its forwards cost a fair part of a target step,
+    // and a wide tree's draft rows and verify rarely pay for themselves on a CPU (tree and auto measure that)
+    if (o->spec.empty())
+        o->spec = !has_draft ? "none" : !o->model_draft.empty() ? "chain" : o->server.empty() && o->total_tokens == "auto" ? "auto" : "tree";
     const std::string& spec = o->spec;
     if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid" && spec != "auto")
         fail("beagle generate: --spec must be none, lookup, chain, tree, hybrid or auto, got '%s'", spec.c_str());

@@ -62,7 +62,7 @@ int cmd_serve(int argc, char** argv) {
     a.str("-m,--model", &model, "model: GGUF file, llama2.c .bin, or HF safetensors directory");
     a.str("-z,--tokenizer", &tok_path, "tokenizer file if the model has none");
     a.str("-d,--draft", &draft, "Beagle draft weights (speculative decoding)");
-    a.str("-md,--model-draft", &model_draft, "an independent draft model instead (the target's vocabulary); modes chain, tree, auto");
+    a.str("-md,--model-draft", &model_draft, "an independent draft model instead (the target's vocabulary); modes chain (its default), tree, auto");
     a.str("--spec", &spec, "none | lookup | chain | tree | hybrid | auto (default: auto with a draft, tree with --total-tokens N, else none). auto: each\n"
           "slot's rounds as generate's auto, and a round of several slots speculative or plain as measured to pay");
     a.str("--host", &host, "address to listen on (127.0.0.1: this machine only)");
@@ -96,7 +96,7 @@ int cmd_serve(int argc, char** argv) {
     // auto chooses by measured costs; a fixed tree size (--total-tokens N) gives none to choose by
     if (!draft.empty() && !model_draft.empty()) fail("beagle serve: give a Beagle draft (-d) or a draft model (-md), not both");
     const bool has_draft = !draft.empty() || !model_draft.empty();
-    if (spec.empty()) spec = !has_draft ? "none" : fixed_total ? "tree" : "auto";
+    if (spec.empty()) spec = !has_draft ? "none" : !model_draft.empty() ? "chain" : fixed_total ? "tree" : "auto";  // -md: as generate
     if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid" && spec != "auto")
         fail("beagle serve: --spec must be none, lookup, chain, tree, hybrid or auto, got '%s'", spec.c_str());
     const bool needs_draft = spec == "chain" || spec == "tree" || spec == "hybrid" || spec == "auto";

@@ -109,6 +109,8 @@ private:
     // the draft's batch; they join cached_.
     void feed(const std::vector<int>& toks, int from) {
         const int n = (int)toks.size() - from;
+        const double t0 = now_seconds();
+        fed_last_ = n;
         for (int done = 0; done < n;) {
             const int T = std::min(llm_->max_batch(), n - done);
             pos_.resize(T);
@@ -118,6 +120,7 @@ private:
             done += T;
         }
         cached_.insert(cached_.end(), toks.begin() + from, toks.end());
+        feed_s_ = now_seconds() - t0;
     }
     // The cache to ctx_: keep its longest prefix that ctx_ shares, feed the rest (at least the root, so that
     // the last forward ends on it).
@@ -194,12 +197,18 @@ private:
             shadow_tok_ = -1;
         }
         const double a = aware ? policy_->calibration() : 1.0;
-        const float min_score = aware ? (float)std::log(policy_->cost().min_token_cost() / a) : -INFINITY;
+        // cost-aware: a node is expanded only if its chance a q(path) can pay for a child's verify slot and for
+        // the draft row that computes its children (the draft's measured seconds per extra row, in decode steps)
+        const double step_s = policy_->cost().step_seconds();
+        const double row_steps = step_s > 0 ? row_s_.v / step_s : 0.0;
+        const float min_score = aware ? (float)std::log((policy_->cost().min_token_cost() + row_steps) / a) : -INFINITY;
         const int depth = std::min(depth_, total - 1), k = std::min({p_.topk, total - 1, V_});
         const int R = (int)ctx_.size() - 1;
         nodes_.assign(1, Node{tree->token[0], -1, 0, 0.0f, R});
         cached_nodes_.clear();
+        double t0 = now_seconds();
         add_children({0}, k);
+        if (fed_last_ == 1) one_row_s_.add(now_seconds() - t0 + feed_s_);
         std::vector<int> frontier, run, under;
         for (int d = 1; d < depth; d++) {
             frontier.clear();
@@ -240,11 +249,13 @@ private:
                 cached_nodes_.push_back(run[t]);
             }
             llm_->truncate(base);
+            t0 = now_seconds();
             llm_->forward(toks_.data(), pos_.data(), n, mask_.data(), words_, nullptr, 0, nullptr, 0);
             forwards_++;
             // the frontier is the deepest part of `run`: its last rows, in creation order
             const std::vector<int> last(run.end() - (int)frontier.size(), run.end());
             add_children(last, k);
+            if (n >= 2 && one_row_s_.n > 0) row_s_.add(std::max(0.0, now_seconds() - t0 - one_row_s_.v) / (n - 1));
         }
         rerank(tree, total, aware, a);
     }
@@ -293,6 +304,15 @@ private:
     int shadow_tok_ = -1;            // cost-aware: the best candidate of a round that sent none
     double shadow_p_ = 0;
     int64_t forwards_ = 0;
+    // the draft's forward time (a row's children included): of one row, and of each further row (running means
+    // of the first 32 observations, then weight 1/32); the last feed's rows and seconds
+    struct Mean {
+        double v = 0;
+        int n = 0;
+        void add(double x) { v += (x - v) / std::min(++n, 32); }
+    } one_row_s_, row_s_;
+    int fed_last_ = 0;
+    double feed_s_ = 0;
     std::vector<Node> nodes_;
     std::vector<int> cached_nodes_;  // tree: the nodes of the draft's cache rows after the root, in row order
     std::vector<int> idx_, toks_, pos_;

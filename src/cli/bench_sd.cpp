@@ -54,6 +54,8 @@ std::vector<std::string> split_commas(const std::string& s) {
     return parts;
 }
 
+bool has_mode(const BenchSdOptions& o, const char* m) { return std::count(o.modes.begin(), o.modes.end(), m) > 0; }
+
 // Parses and checks argv into *o. Returns false after --help.
 bool parse_options(int argc, char** argv, BenchSdOptions* o) {
     Args a("bench-sd", "-m MODEL -d DRAFT --prompts FILE [options]",
@@ -98,13 +100,11 @@ bool parse_options(int argc, char** argv, BenchSdOptions* o) {
     if (!o->cats_s.empty()) o->cats = split_commas(o->cats_s);
     if (!o->draft.empty() && o->random_draft >= 0) fail("beagle bench-sd: give -d DRAFT or --random-draft SEED, not both");
     o->tree_nodes = auto_or_integer(o->total_tokens, 2, 1024, "beagle bench-sd: --total-tokens");
-    if (o->tree_nodes > 0 && (std::count(o->modes.begin(), o->modes.end(), "auto") || std::count(o->modes.begin(), o->modes.end(), "md-auto")))
+    if (o->tree_nodes > 0 && (has_mode(*o, "auto") || has_mode(*o, "md-auto")))
         fail("beagle bench-sd: mode auto chooses from measured costs: it needs --total-tokens auto");
     o->d.check("beagle bench-sd");
     return true;
 }
-
-bool has_mode(const BenchSdOptions& o, const char* m) { return std::count(o.modes.begin(), o.modes.end(), m) > 0; }
 
 // Spec-Bench's "mt_bench" task is the 80 MT-Bench questions, filed under their 8 MT-Bench categories.
 bool is_mt_bench_category(const std::string& c) {

@@ -227,10 +227,9 @@ private:
             size_t keep = 0;
             while (keep < cached_nodes_.size() && under[cached_nodes_[keep]] == (int)frontier.size()) keep++;
             const int base = R + 1 + (int)keep;  // the first row of this forward
-            run.clear();
+            run.clear();  // the kept trunk is the nodes on rows R + 1 .. base - 1
             for (int i = 1; i < (int)nodes_.size(); i++)
-                if (under[i] && std::find(cached_nodes_.begin(), cached_nodes_.begin() + keep, i) == cached_nodes_.begin() + keep)
-                    run.push_back(i);
+                if (under[i] && !(nodes_[i].row > R && nodes_[i].row < base)) run.push_back(i);
             const int n = (int)run.size();
             if (base + n > llm_->ctx() || n > llm_->max_batch()) break;
             for (size_t i = keep; i < cached_nodes_.size(); i++) nodes_[cached_nodes_[i]].row = -1;
@@ -304,13 +303,9 @@ private:
     int shadow_tok_ = -1;            // cost-aware: the best candidate of a round that sent none
     double shadow_p_ = 0;
     int64_t forwards_ = 0;
-    // the draft's forward time (a row's children included): of one row, and of each further row (running means
-    // of the first 32 observations, then weight 1/32); the last feed's rows and seconds
-    struct Mean {
-        double v = 0;
-        int n = 0;
-        void add(double x) { v += (x - v) / std::min(++n, 32); }
-    } one_row_s_, row_s_;
+    // the draft's forward time (a row's children included): of one row, and of each further row; the last
+    // feed's rows and seconds
+    RunningMean32 one_row_s_, row_s_;
     int fed_last_ = 0;
     double feed_s_ = 0;
     std::vector<Node> nodes_;

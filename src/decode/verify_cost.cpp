@@ -11,15 +11,11 @@ namespace beagle {
 
 void VerifyCost::observe(int T, double seconds) {
     if (table_.empty() || T < 1 || T > max_tokens() || !(seconds > 0)) return;
-    auto update = [](double& mean, int& n, double x) {  // running mean of the first 32, then weight 1/32
-        n++;
-        mean += (x - mean) / std::min(n, 32);
-    };
     if (T == 1) {
-        update(t1_, n1_, seconds);
-    } else if (n1_ >= 4) {
-        const double e = (seconds / t1_ - table_[T]) / (T - 1);
-        update(b_, nb_, std::min(1.0, std::max(-0.25, e)));
+        t1_.add(seconds);
+    } else if (t1_.n >= 4) {
+        const double e = (seconds / t1_.v - table_[T]) / (T - 1);
+        b_.add(std::min(1.0, std::max(-0.25, e)));
     }
     const double step = seconds / (*this)[T];
     step_s_ = step_s_ > 0 ? step_s_ + (step - step_s_) / 16 : step;

@@ -20,6 +20,14 @@ namespace beagle {
 // the correction is additive per token. Scaling the table's excess over 1 instead overreacts where
 // that excess is small: a slightly dearer 2-token verify would multiply the cost of every larger tree
 // and shrink the cost-aware trees below what pays.
+// A running mean: the plain mean of the first 32 observations, then exponential with weight 1/32 (slow
+// enough to average out a noisy machine's timings, quick enough to follow a change of load).
+struct RunningMean32 {
+    double v = 0;
+    int n = 0;
+    void add(double x) { v += (x - v) / std::min(++n, 32); }
+};
+
 class VerifyCost {
 public:
     VerifyCost() = default;
@@ -31,9 +39,9 @@ public:
         if (T <= 1) return 1.0;
         const int m = max_tokens();
         const double t = T <= m ? table_[T] : table_[m] + (T - m) * (table_[m] - table_[std::max(1, m - 1)]);
-        return std::max(1.0, t + b_ * (T - 1));
+        return std::max(1.0, t + b_.v * (T - 1));
     }
-    double per_token_excess() const { return b_; }
+    double per_token_excess() const { return b_.v; }
     // The cheapest average cost of a token past the root, min over T >= 2 of (cost(T) - 1) / (T - 1), at
     // least 1e-3: a candidate whose estimated acceptance is below it cannot pay for itself in any tree.
     double min_token_cost() const {
@@ -48,8 +56,8 @@ public:
 
 private:
     std::vector<double> table_;
-    double t1_ = 0, b_ = 0, step_s_ = 0;
-    int n1_ = 0, nb_ = 0;
+    RunningMean32 t1_, b_;  // seconds of a plain step; excess cost per token past the first
+    double step_s_ = 0;
 };
 
 // How many candidates of a ranked list a round verifies: p[i] = the estimated chance that candidate i

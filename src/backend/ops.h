@@ -295,8 +295,9 @@ public:
     }
     // backward of swiglu: dgate, dup assigned
     virtual void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) = 0;
-    // y[i] += x[i] (the residual; its backward is the identity)
-    virtual void add(float* y, const float* x, size_t n) = 0;
+    // y[i] += x[i] (the residual; its backward is the identity). period > 0: y[i] += x[i % period], x one
+    // row of period floats added to every row of y (a bias: Qwen2's q, k, v); 0: x is n floats.
+    virtual void add(float* y, const float* x, size_t n, size_t period = 0) = 0;
 
     // Online logsumexp over vocabulary chunks: per row r < n of z (n x C), m[r] = running max,
     // s[r] = running sum of exp(z - m). Start with m = -inf, s = 0; lse = m + log(s).

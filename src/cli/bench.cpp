@@ -65,8 +65,7 @@ static double weight_bytes_per_token(const ModelFile& mf) {
     const LlamaWeights& w = mf.weights;
     double b = 0;
     for (const LayerWeights& l : w.layers)
-        for (const Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
-            b += t->nbytes;
+        for (const Tensor* t : l.all()) b += t->nbytes;
     b += w.out_norm.nbytes + w.lm_head.nbytes + w.tok_embd.row_bytes();
     return b;
 }

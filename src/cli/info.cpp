@@ -174,6 +174,7 @@ int cmd_info(int argc, char** argv) {
     printf("model:   %s\n", mf->path.c_str());
     printf("format:  %s\n", mf->format.c_str());
     printf("config:\n");
+    printf("  arch              %s\n", c.arch.c_str());
     printf("  dim               %d\n", c.dim);
     printf("  n_layers          %d\n", c.n_layers);
     printf("  n_heads           %d\n", c.n_heads);
@@ -185,6 +186,8 @@ int cmd_info(int argc, char** argv) {
     printf("  rope_theta        %.9g\n", c.rope_theta);
     printf("  rms_eps           %.9g\n", c.rms_eps);
     printf("  tied_embeddings   %s\n", c.tied_embeddings ? "true" : "false");
+    printf("  qkv_bias          %s\n", c.qkv_bias ? "true" : "false");
+    if (c.sliding_window) printf("  sliding_window    %d\n", c.sliding_window);
     if (c.rope_scaling)
         printf("  rope_scaling      llama3 factor %g low_freq_factor %g high_freq_factor %g original_max_pos %d\n",
                c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor, c.rope_orig_max_pos);

@@ -1,6 +1,7 @@
 // gguf.cpp: GGUF v2/v3 loader (little-endian): header, typed metadata (all value types, nested
-// arrays), tensor infos, aligned data section (mmapped, not copied), arch "llama" config, weights
-// by role and the tokenizer.ggml.* tokenizer. Called by load_model() (load_model.cpp).
+// arrays), tensor infos, aligned data section (mmapped, not copied), the config of arch "llama"
+// (Llama-2/3, Mistral) or "qwen2" (Q/K/V biases, rotate-half rope: permuted on load), weights by role
+// and the tokenizer.ggml.* tokenizer. Called by load_model() (load_model.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -564,13 +565,18 @@ std::unique_ptr<ModelFile> load_gguf(const std::string& path) {
     mf->metadata.emplace_back("GGUF.version", std::to_string(version));
     for (const auto& kv : meta.kv) mf->metadata.emplace_back(kv.first, value_str(kv.second));
 
-    // config (arch "llama")
+    // config: arch "llama" or "qwen2", whose keys are the same under the arch's prefix
     const std::string* arch_p = meta.get_str("general.architecture");
     if (!arch_p) fail("GGUF '%s': missing metadata key 'general.architecture'", path.c_str());
     const std::string arch = *arch_p;
-    if (arch != "llama")
-        fail("GGUF '%s': architecture '%s' is not supported (expected 'llama')", path.c_str(), arch.c_str());
+    if (arch != "llama" && arch != "qwen2")
+        fail("GGUF '%s': architecture '%s' is not supported (general.architecture; supported: llama, qwen2; "
+             "Llama-2, Llama-3 and Mistral GGUF files are 'llama')",
+             path.c_str(), arch.c_str());
+    const bool qwen2 = arch == "qwen2";
     LlamaConfig& cfg = mf->config;
+    cfg.arch = arch;
+    cfg.qkv_bias = qwen2;
     const int64_t big = 1 << 24;
     cfg.dim = (int)meta.get_int(arch + ".embedding_length", 1, big);
     cfg.n_layers = (int)meta.get_int(arch + ".block_count", 1, 4096);
@@ -633,6 +639,10 @@ std::unique_ptr<ModelFile> load_gguf(const std::string& path) {
         L.w_gate = need(b + "ffn_gate.weight", r + "w_gate");
         L.w_up = need(b + "ffn_up.weight", r + "w_up");
         L.w_down = need(b + "ffn_down.weight", r + "w_down");
+        if (qwen2) {
+            Tensor bq = need(b + "attn_q.bias", r + "bq"), bk = need(b + "attn_k.bias", r + "bk");
+            load_qkv_bias(*mf, L, bq, bk, need(b + "attn_v.bias", r + "bv"), true);
+        }
     }
     // tensors this loader would silently ignore but the model would need: refuse them
     for (const Tensor& t : mf->tensors) {
@@ -641,12 +651,21 @@ std::unique_ptr<ModelFile> load_gguf(const std::string& path) {
             if (layer < 0 || layer >= cfg.n_layers)
                 fail("GGUF '%s': tensor '%s' belongs to layer %ld but block_count is %d", path.c_str(), t.name.c_str(),
                      layer, cfg.n_layers);
-            if (t.name.size() > 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0)
-                fail("GGUF '%s': tensor '%s': bias tensors are not supported by the llama architecture here",
-                     path.c_str(), t.name.c_str());
+            size_t dot = t.name.find('.', 4);
+            const std::string role = dot == std::string::npos ? "" : t.name.substr(dot + 1);
+            bool qkv = role == "attn_q.bias" || role == "attn_k.bias" || role == "attn_v.bias";
+            if (t.name.size() > 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0 && !(qwen2 && qkv))
+                fail("GGUF '%s': tensor '%s': bias tensors are not supported by architecture '%s' (only qwen2's "
+                     "attn_q / attn_k / attn_v biases)",
+                     path.c_str(), t.name.c_str(), arch.c_str());
         }
     }
     validate_weights(*mf);
+    if (qwen2)  // llama.cpp runs qwen2 with its NEOX (rotate-half) rope, so the file keeps HF's row order
+        for (LayerWeights& L : w.layers) {
+            L.wq = permute_rope_rows(*mf, L.wq, cfg.n_heads, cfg.head_dim);
+            L.wk = permute_rope_rows(*mf, L.wk, cfg.n_kv_heads, cfg.head_dim);
+        }
     read_tokenizer(meta, *mf);
     return mf;
 }

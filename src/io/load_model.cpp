@@ -17,7 +17,23 @@ static bool ends_with(const std::string& s, const char* suffix) {
     return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-std::unique_ptr<ModelFile> load_model(const std::string& path) {
+// The norm vectors as F32 (both backends' rmsnorm reads F32 weights; HF checkpoints store them in the
+// checkpoint's dtype, F16 or BF16): a few KB of copies.
+static std::unique_ptr<ModelFile> norms_f32(std::unique_ptr<ModelFile> mf) {
+    LlamaWeights& w = mf->weights;
+    for (LayerWeights& l : w.layers) {
+        tensor_to_f32(*mf, l.attn_norm);
+        tensor_to_f32(*mf, l.ffn_norm);
+    }
+    tensor_to_f32(*mf, w.out_norm);
+    return mf;
+}
+
+static std::unique_ptr<ModelFile> load_any(const std::string& path);
+
+std::unique_ptr<ModelFile> load_model(const std::string& path) { return norms_f32(load_any(path)); }
+
+static std::unique_ptr<ModelFile> load_any(const std::string& path) {
     if (path.empty()) fail("no model path given");
     struct stat st;
     if (stat(path.c_str(), &st) != 0) fail("cannot open model '%s': %s", path.c_str(), strerror(errno));
@@ -70,6 +86,8 @@ void validate_config(const LlamaConfig& c, const std::string& path) {
         fail("model '%s': rope_theta = %g, expected a finite value > 1", path.c_str(), c.rope_theta);
     if (!(std::isfinite(c.rms_eps) && c.rms_eps > 0.0f && c.rms_eps < 1.0f))
         fail("model '%s': rms_eps = %g, expected a value in (0, 1)", path.c_str(), c.rms_eps);
+    if (c.sliding_window < 0)
+        fail("model '%s': sliding_window = %d, expected >= 0 (0: none)", path.c_str(), c.sliding_window);
     if (c.rope_scaling) {
         if (!(c.rope_factor >= 1.0f && std::isfinite(c.rope_factor)))
             fail("model '%s': rope scaling factor = %g, expected >= 1", path.c_str(), c.rope_factor);
@@ -125,9 +143,30 @@ void validate_weights(const ModelFile& mf) {
         check_role(mf, L.w_gate, p + "w_gate", {c.ffn_dim, c.dim});
         check_role(mf, L.w_up, p + "w_up", {c.ffn_dim, c.dim});
         check_role(mf, L.w_down, p + "w_down", {c.dim, c.ffn_dim});
+        if (c.qkv_bias) {
+            check_role(mf, L.bq, p + "bq", {q});
+            check_role(mf, L.bk, p + "bk", {kv});
+            check_role(mf, L.bv, p + "bv", {kv});
+        }
     }
     check_role(mf, w.out_norm, "output norm", {c.dim});
     check_role(mf, w.lm_head, "lm_head", {c.vocab_size, c.dim});
+}
+
+void load_qkv_bias(ModelFile& mf, LayerWeights& L, const Tensor& q, const Tensor& k, const Tensor& v, bool rotate_half) {
+    const LlamaConfig& c = mf.config;
+    L.bq = q;
+    L.bk = k;
+    L.bv = v;
+    // shapes first: the permutation below reads n_heads x head_dim entries
+    check_role(mf, L.bq, "bq", {(int64_t)c.n_heads * c.head_dim});
+    check_role(mf, L.bk, "bk", {(int64_t)c.n_kv_heads * c.head_dim});
+    check_role(mf, L.bv, "bv", {(int64_t)c.n_kv_heads * c.head_dim});
+    for (Tensor* t : {&L.bq, &L.bk, &L.bv}) tensor_to_f32(mf, *t);
+    if (rotate_half) {
+        L.bq = permute_rope_rows(mf, L.bq, c.n_heads, c.head_dim);
+        L.bk = permute_rope_rows(mf, L.bk, c.n_kv_heads, c.head_dim);
+    }
 }
 
 const void* keep_aligned(ModelFile& mf, const uint8_t* p, uint64_t nbytes, DType t) {
@@ -135,6 +174,28 @@ const void* keep_aligned(ModelFile& mf, const uint8_t* p, uint64_t nbytes, DType
     if ((uintptr_t)p % align == 0) return p;
     mf.owned.emplace_back(p, p + nbytes);  // std::vector storage is aligned for any scalar type
     return mf.owned.back().data();
+}
+
+// Rows of a rotate-half q/k projection are, per head, [first halves of the rotation pairs; second
+// halves]. Beagle wants pairs adjacent: out row 2i+j <- in row j*hd/2 + i. A vector (a bias) is
+// permuted the same way, element by element.
+Tensor permute_rope_rows(ModelFile& mf, const Tensor& t, int n_heads, int head_dim) {
+    const uint64_t unit = t.ndim == 1 ? dtype_row_bytes(t.dtype, 1) : t.row_bytes();
+    BEAGLE_CHECK(t.ndim > 1 || !dtype_is_quantized(t.dtype), "permute_rope_rows: '%s' is a quantized vector",
+                 t.name.c_str());
+    std::vector<uint8_t> out(t.nbytes);
+    const uint8_t* in = (const uint8_t*)t.data;
+    int half = head_dim / 2;
+    for (int h = 0; h < n_heads; h++)
+        for (int i = 0; i < half; i++)
+            for (int j = 0; j < 2; j++) {
+                uint64_t dst = (uint64_t)h * head_dim + 2 * i + j, src = (uint64_t)h * head_dim + j * half + i;
+                memcpy(out.data() + dst * unit, in + src * unit, unit);
+            }
+    mf.owned.push_back(std::move(out));
+    Tensor p = t;
+    p.data = mf.owned.back().data();
+    return p;
 }
 
 double llama3_rope_factor(const LlamaConfig& c, int i) {

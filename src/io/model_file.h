@@ -26,7 +26,7 @@ struct ModelFile {
     std::vector<std::vector<uint8_t>> owned;
 };
 
-// Load any supported model format. Throws Error with a clear message on bad input.
+// Load any supported model format (norm vectors converted to F32). Throws Error with a clear message on bad input.
 std::unique_ptr<ModelFile> load_model(const std::string& path);
 
 // Format-specific loaders (called by load_model).

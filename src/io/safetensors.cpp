@@ -1,7 +1,8 @@
-// safetensors.cpp: loader for Hugging Face Llama checkpoints: a directory with config.json and
-// model.safetensors, or model.safetensors.index.json plus shards (F32/F16/BF16, mmapped). HF stores
-// wq/wk rows in rotate-half order; we permute them into Beagle's interleaved-pair RoPE order (owned
-// copies). tokenizer.json (or tokenizer.model) beside it is read by load_tokenizer_file().
+// safetensors.cpp: loader for Hugging Face checkpoints of model_type llama, mistral and qwen2 (Q/K/V
+// biases): a directory with config.json and model.safetensors, or model.safetensors.index.json plus
+// shards (F32/F16/BF16, mmapped). HF stores wq/wk rows (and Qwen2's bq/bk) in rotate-half order; we
+// permute them into Beagle's interleaved-pair RoPE order (owned copies). tokenizer.json (or
+// tokenizer.model) beside it is read by load_tokenizer_file().
 // Called by load_model() (load_model.cpp).
 #include <algorithm>
 #include <cmath>
@@ -114,25 +115,6 @@ std::vector<std::string> read_file_tensors(ModelFile& mf, const std::string& fil
     return names;
 }
 
-// Rows of an HF q/k projection are, per head, [first halves of the rotation pairs; second
-// halves] (rotate-half RoPE). Beagle wants pairs adjacent: out row 2i+j <- in row j*hd/2 + i.
-Tensor permute_rope_rows(ModelFile& mf, const Tensor& t, int n_heads, int head_dim) {
-    uint64_t row_bytes = t.row_bytes();
-    std::vector<uint8_t> out(t.nbytes);
-    const uint8_t* in = (const uint8_t*)t.data;
-    int half = head_dim / 2;
-    for (int h = 0; h < n_heads; h++)
-        for (int i = 0; i < half; i++)
-            for (int j = 0; j < 2; j++) {
-                uint64_t dst = (uint64_t)h * head_dim + 2 * i + j, src = (uint64_t)h * head_dim + j * half + i;
-                memcpy(out.data() + dst * row_bytes, in + src * row_bytes, row_bytes);
-            }
-    mf.owned.push_back(std::move(out));
-    Tensor p = t;
-    p.data = mf.owned.back().data();
-    return p;
-}
-
 void read_config(ModelFile& mf, const std::string& cfg_path) {
     JsonValue j = json_parse_file(cfg_path);
     if (!j.is_object()) fail("%s: expected a JSON object, found %s", cfg_path.c_str(), j.type_name());
@@ -160,17 +142,35 @@ void read_config(ModelFile& mf, const std::string& cfg_path) {
         const JsonValue* v = j.find(k);
         return v && !v->is_null() ? json_bool(*v, key(k)) : def;
     };
+    LlamaConfig& c = mf.config;
+    // the architecture: model_type (HF's config class), else the class of the first "architectures" entry
+    std::string arch, arch_from = "model_type";
     if (const JsonValue* mt = j.find("model_type")) {
-        const std::string& s = json_string(*mt, key("model_type"));
-        if (s != "llama") fail("%s: model_type '%s' is not supported (expected 'llama')", cfg_path.c_str(), s.c_str());
+        arch = json_string(*mt, key("model_type"));
+    } else if (const JsonValue* as = j.find("architectures")) {
+        if (!as->is_array() || as->size() == 0)
+            fail("%s: expected a non-empty array of class names, found %s", key("architectures").c_str(), as->type_name());
+        static const char* classes[][2] = {
+            {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "mistral"}, {"Qwen2ForCausalLM", "qwen2"}};
+        arch = json_string(as->items[0], key("architectures"));
+        arch_from = "architectures";
+        for (auto& k : classes)
+            if (arch == k[0]) arch = k[1];
+    } else {
+        arch = "llama";  // configs older than model_type
     }
+    if (arch != "llama" && arch != "mistral" && arch != "qwen2")
+        fail("%s: %s '%s' is not supported (supported: llama, mistral, qwen2, i.e. LlamaForCausalLM, "
+             "MistralForCausalLM, Qwen2ForCausalLM)",
+             cfg_path.c_str(), arch_from.c_str(), arch.c_str());
+    c.arch = arch;
+    c.qkv_bias = arch == "qwen2";  // Qwen2's q/k/v projections always have biases (no config key)
     if (const JsonValue* act = j.find("hidden_act")) {
         const std::string& s = json_string(*act, key("hidden_act"));
         if (s != "silu") fail("%s: hidden_act '%s' is not supported (expected 'silu')", cfg_path.c_str(), s.c_str());
     }
     if (getb("attention_bias", false) || getb("mlp_bias", false))
         fail("%s: attention_bias / mlp_bias are not supported", cfg_path.c_str());
-    LlamaConfig& c = mf.config;
     c.dim = geti("hidden_size", true, 0);
     c.n_layers = geti("num_hidden_layers", true, 0);
     c.n_heads = geti("num_attention_heads", true, 0);
@@ -185,6 +185,11 @@ void read_config(ModelFile& mf, const std::string& cfg_path) {
     c.rope_theta = (float)getf(j, "rope_theta", 10000.0);
     c.rms_eps = (float)getf(j, "rms_norm_eps", 1e-6);  // HF LlamaConfig's default
     c.tied_embeddings = getb("tie_word_embeddings", false);
+    // sliding-window attention: Mistral's whenever sliding_window is set, Qwen2's only with use_sliding_window
+    if (arch != "llama" && (arch == "mistral" || getb("use_sliding_window", false))) {
+        c.sliding_window = geti("sliding_window", false, 0);
+        if (c.sliding_window > 0 && c.max_seq > c.sliding_window) c.max_seq = c.sliding_window;
+    }
     const JsonValue* rs = j.find("rope_scaling");
     if (rs && !rs->is_null()) {
         if (!rs->is_object()) fail("%s: expected an object or null, found %s", key("rope_scaling").c_str(), rs->type_name());
@@ -283,6 +288,10 @@ std::unique_ptr<ModelFile> load_safetensors(const std::string& path) {
         L.w_gate = need(b + "mlp.gate_proj.weight", r + "w_gate");
         L.w_up = need(b + "mlp.up_proj.weight", r + "w_up");
         L.w_down = need(b + "mlp.down_proj.weight", r + "w_down");
+        if (c.qkv_bias) {
+            Tensor bq = need(b + "self_attn.q_proj.bias", r + "bq"), bk = need(b + "self_attn.k_proj.bias", r + "bk");
+            load_qkv_bias(*mf, L, bq, bk, need(b + "self_attn.v_proj.bias", r + "bv"), true);
+        }
     }
     for (const Tensor& t : mf->tensors) {
         if (t.name.compare(0, 13, "model.layers.") == 0) {
@@ -291,8 +300,12 @@ std::unique_ptr<ModelFile> load_safetensors(const std::string& path) {
                 fail("HF checkpoint '%s': tensor '%s' belongs to layer %ld but num_hidden_layers is %d", path.c_str(),
                      t.name.c_str(), layer, c.n_layers);
         }
-        if (ends_with(t.name, ".bias"))
-            fail("HF checkpoint '%s': tensor '%s': bias tensors are not supported", path.c_str(), t.name.c_str());
+        bool qkv = ends_with(t.name, ".self_attn.q_proj.bias") || ends_with(t.name, ".self_attn.k_proj.bias") ||
+                   ends_with(t.name, ".self_attn.v_proj.bias");
+        if (ends_with(t.name, ".bias") && !(c.qkv_bias && qkv))
+            fail("HF checkpoint '%s': tensor '%s': bias tensors are not supported by model_type '%s' (only qwen2's "
+                 "q_proj / k_proj / v_proj biases)",
+                 path.c_str(), t.name.c_str(), c.arch.c_str());
     }
     validate_weights(*mf);  // shapes checked before the permutation relies on them
     for (LayerWeights& L : w.layers) {

@@ -1,6 +1,6 @@
 // llama.cpp: the target forward (see llama.h). Reads like the equations of docs/method.md section 2:
 // x = E[tok]; per layer: x += Wo·Attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)); x += W2·(silu(W1·n(x)) * W3·n(x));
-// states = x; logits = lm_head·norm(x).
+// states = x; logits = lm_head·norm(x). Qwen2 adds its biases to the three projections before RoPE.
 #include "llama.h"
 
 #include <algorithm>
@@ -34,8 +34,7 @@ double llama_weight_bytes(const LlamaWeights& w) {
     double bytes = (double)w.tok_embd.nbytes + w.out_norm.nbytes;
     if (w.lm_head.data != w.tok_embd.data) bytes += (double)w.lm_head.nbytes;
     for (const LayerWeights& l : w.layers)
-        for (const Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
-            bytes += (double)t->nbytes;
+        for (const Tensor* t : l.all()) bytes += (double)t->nbytes;
     return bytes;
 }
 
@@ -45,6 +44,10 @@ Llama::Llama(const ModelFile& mf, Ops& ops, int ctx, int max_batch, int n_seq)
     BEAGLE_CHECK(ctx > 0, "context length must be positive, got %d", ctx);
     BEAGLE_CHECK(max_batch > 0, "max batch must be positive, got %d", max_batch);
     const LlamaConfig& c = cfg_;
+    if (c.sliding_window > 0 && ctx > c.sliding_window)
+        fail("model '%s' (%s) uses sliding-window attention over %d positions; a context of %d is longer, and Beagle "
+             "attends over the whole context: use a context of at most %d (-c %d)",
+             mf.path.c_str(), c.arch.c_str(), c.sliding_window, ctx, c.sliding_window, c.sliding_window);
     rope_.head_dim = c.head_dim;
     rope_.theta = c.rope_theta;
     rope_.llama3_scaling = c.rope_scaling;
@@ -67,6 +70,11 @@ Llama::Llama(const ModelFile& mf, Ops& ops, int ctx, int max_batch, int n_seq)
         lw.w_gate = ops.matmul_weight(l.w_gate);
         lw.w_up = ops.matmul_weight(l.w_up);
         lw.w_down = ops.matmul_weight(l.w_down);
+        if (c.qkv_bias) {
+            lw.bq = ops.weight(l.bq);
+            lw.bk = ops.weight(l.bk);
+            lw.bv = ops.weight(l.bv);
+        }
         layers_.push_back(lw);
     }
     // KV caches and activations from the list that `generate --plan` prints (llama_buffers)
@@ -203,6 +211,11 @@ void Llama::run(const int* tokens, const int* pos, int T, const std::vector<Attn
         float* qkv[3] = {q_, k, v};
         const Weight* wqkv[3] = {&w.wq, &w.wk, &w.wv};
         ops_.matmul_n(3, qkv, xb_, wqkv, T);
+        if (c.qkv_bias) {  // F32 vectors (the loaders convert them), added to every row
+            ops_.add(q_, (const float*)w.bq.data, (size_t)T * q_dim, q_dim);
+            ops_.add(k, (const float*)w.bk.data, (size_t)T * kv_dim, kv_dim);
+            ops_.add(v, (const float*)w.bv.data, (size_t)T * kv_dim, kv_dim);
+        }
         ops_.rope_qk(q_, k, pos, T, c.n_heads, c.n_kv_heads, rope_);
         if (kv_rows) {
             ops_.scatter_rows(kcache_[l], k, kv_rows, T, kv_dim, false);

@@ -119,7 +119,7 @@ private:
     std::vector<int> seq_len_;  // cache rows in use per sequence
     int cur_ = 0;               // sequence of the single-sequence API (use_seq)
     RopeParams rope_;
-    struct LayerW { Weight attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down; };
+    struct LayerW { Weight attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down, bq, bk, bv; };
     std::vector<LayerW> layers_;
     Weight tok_embd_, out_norm_, lm_head_;
     std::vector<float*> kcache_, vcache_;  // per layer: ctx x kv_dim

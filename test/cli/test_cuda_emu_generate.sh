@@ -12,6 +12,8 @@
 #     prefill) the text is the CPU backend's, and greedy SD (lookup) gives the same;
 #   - SmolLM2-135M Q4_1 (quantized matmuls, tied Q8_0 embedding/LM head, GQA 9:3): a short greedy
 #     continuation equals the CPU backend's;
+#   - a tiny random Qwen2 GGUF (Q8_0, q/k/v biases: the add kernel's bias rows, rotate-half rows permuted on
+#     load): greedy text, plain and speculative (lookup), equals the CPU backend's;
 #   - --backend cpu in the same binary still gives the golden text.
 # BEAGLE_CUDA_BIN=build/beagle-cuda runs the same checks on a real GPU (scripts/gpu_check.sh).
 set -u
@@ -77,6 +79,20 @@ if [ -f "${BEAGLE_MODEL:-}" ]; then
     "$EMU" generate -m "$BEAGLE_MODEL" -p "$Q" -n 4 --temp 0
 else
   echo "SKIP: SmolLM2 check: no model at '${BEAGLE_MODEL:-}' (make model)"; skips=$((skips+1))
+fi
+# Qwen2: the bias adds run in prefill (many rows), decode (one) and verify (a few)
+RL=$B/test/tool_random_llama
+if [ -x "$RL" ]; then
+  "$RL" "$tmp/qwen2.gguf" --qwen2 1 --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 --vocab 200 --type q8_0 \
+    --seed 7 2>/dev/null
+  QP="a b c d e f a b c d e f a b c"
+  "$CPU" generate -m "$tmp/qwen2.gguf" -p "$QP" -n 24 --temp 0 > "$tmp/cpu_qwen2.txt" 2>/dev/null
+  check "cuda-emu Qwen2 (biases) greedy == cpu backend" "$tmp/cpu_qwen2.txt" \
+    "$EMU" generate -m "$tmp/qwen2.gguf" -p "$QP" -n 24 --temp 0
+  check "cuda-emu Qwen2 greedy SD (--spec lookup) == plain greedy" "$tmp/cpu_qwen2.txt" \
+    "$EMU" generate -m "$tmp/qwen2.gguf" -p "$QP" -n 24 --temp 0 --spec lookup
+else
+  echo "SKIP: Qwen2 checks: $RL missing (make tests)"; skips=$((skips+1))
 fi
 echo "$fails failures, $skips parts skipped"
 [ $fails -eq 0 ] || exit 1

@@ -61,7 +61,7 @@ static void test_add_rmsnorm(int T, int dim, int block, const std::string& tag) 
     std::vector<float> x0 = kt_vec((size_t)T * dim, -2, 2), dx = kt_vec((size_t)T * dim), w = kt_vec(dim, 0.5f, 1.5f);
     std::vector<float> x = x0, y((size_t)T * dim, -3), x2 = x0, y2((size_t)T * dim, -4);
     TLAUNCH(T, block, 0, add_rmsnorm_kernel)(y.data(), x.data(), dx.data(), w.data(), dim, eps);
-    TLAUNCH(cdiv(T * dim, block), block, 0, add_kernel)(x2.data(), dx.data(), (long long)T * dim);
+    TLAUNCH(cdiv(T * dim, block), block, 0, add_kernel)(x2.data(), dx.data(), (long long)T * dim, 0LL);
     TLAUNCH(T, block, 0, rmsnorm_fwd_kernel)(y2.data(), nullptr, x2.data(), w.data(), dim, eps);
     std::string what = kt_fmt("T%d dim%d block%d %s", T, dim, block, tag.c_str());
     CHECK(!memcmp(x.data(), x2.data(), x.size() * 4), "add_rmsnorm_kernel %s: x differs from add_kernel's", what.c_str());
@@ -162,12 +162,13 @@ static void test_swiglu(long long n, int block, int grid, const std::string& tag
     kt_compare("swiglu_bwd_kernel", du, rdu, 1e-6, 1e-5, what + " dup");
 }
 
-static void test_add(long long n, int block, int grid) {
-    std::vector<float> y = kt_vec(n), x = kt_vec(n), y0 = y;
-    TLAUNCH(grid, block, 0, add_kernel)(y.data(), x.data(), n);
+// period 0: y += x; period p > 0: x is one row of p floats added to each of the n / p rows of y (a bias)
+static void test_add(long long n, int block, int grid, long long period = 0) {
+    std::vector<float> y = kt_vec(n), x = kt_vec(period ? period : n), y0 = y;
+    TLAUNCH(grid, block, 0, add_kernel)(y.data(), x.data(), n, period);
     std::vector<double> ref(n);
-    for (long long i = 0; i < n; i++) ref[i] = (double)(float)(y0[i] + x[i]);  // one fp32 add: exact match
-    kt_compare("add_kernel", y, ref, 0, 0, kt_fmt("n%lld block%d grid%d", n, block, grid));
+    for (long long i = 0; i < n; i++) ref[i] = (double)(float)(y0[i] + x[period ? i % period : i]);  // one fp32 add: exact
+    kt_compare("add_kernel", y, ref, 0, 0, kt_fmt("n%lld block%d grid%d period%lld", n, block, grid, period));
 }
 
 // ---- embedding ---------------------------------------------------------------------------------------
@@ -305,6 +306,7 @@ int main() {
         test_rope(2, 3, 128, true, block, "");
         test_swiglu(1000, block, 3, "");
         test_add(777, block, 2);
+        test_add(7 * 111, block, 3, 111);  // 7 rows of a 111-float bias, rows split across threads
         test_rows(40, 13, 70, block);
         test_center_rows(3, 100, block);
     }

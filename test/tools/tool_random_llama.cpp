@@ -3,9 +3,10 @@
 // small SentencePiece-style tokenizer, from a fixed seed. Test data for 7B-class runs (test_7b_shaped.sh).
 //
 //   build/test/tool_random_llama OUT.gguf [--layers N] [--vocab V] [--dim D] [--heads H] [--kv-heads K]
-//                                [--ffn F] [--type q4_1|q8_0] [--seed S] [--chatml 1]
+//                                [--ffn F] [--type q4_1|q8_0] [--seed S] [--chatml 1] [--qwen2 1]
 // --chatml 1: the vocabulary also holds "\n" and the ChatML control tokens <|im_start|> <|im_end|>, no
 // dummy space prefix, and the file a chat template with a default system line (a tiny instruct-shaped model: datagen --self-prompts).
+// --qwen2 1: GGUF arch qwen2, with F32 Q/K/V bias vectors (uniform in [-0.5, 0.5]) in every layer.
 //
 // Weights have the scale of a trained model's (each matrix row's std about 1/sqrt(in), norms 1), so
 // activations stay O(1) and logits are spread, not saturated. Tensor data is streamed to the file one
@@ -27,7 +28,7 @@ using namespace beagle;
 namespace {
 
 struct Shape {
-    long layers = 2, vocab = 32000, dim = 4096, heads = 32, kv_heads = 8, ffn = 14336, seed = 1234, chatml = 0;
+    long layers = 2, vocab = 32000, dim = 4096, heads = 32, kv_heads = 8, ffn = 14336, seed = 1234, chatml = 0, qwen2 = 0;
     uint32_t type = lt::GT_Q4_1;
 };
 
@@ -56,7 +57,7 @@ void random_block(uint32_t type, uint64_t in, std::mt19937& rng, uint8_t* out) {
 int main(int argc, char** argv) {
     try {
         const char* usage = "usage: tool_random_llama OUT.gguf [--layers N] [--vocab V] [--dim D] [--heads H] "
-                            "[--kv-heads K] [--ffn F] [--type q4_1|q8_0] [--seed S] [--chatml 1]";
+                            "[--kv-heads K] [--ffn F] [--type q4_1|q8_0] [--seed S] [--chatml 1] [--qwen2 1]";
         if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
             printf("%s\n", usage);
             return 0;
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
             std::string v = argv[++i];
             long* dst = a == "--layers" ? &s.layers : a == "--vocab" ? &s.vocab : a == "--dim" ? &s.dim
                       : a == "--heads" ? &s.heads : a == "--kv-heads" ? &s.kv_heads : a == "--ffn" ? &s.ffn
-                      : a == "--seed" ? &s.seed : a == "--chatml" ? &s.chatml : nullptr;
+                      : a == "--seed" ? &s.seed : a == "--chatml" ? &s.chatml : a == "--qwen2" ? &s.qwen2 : nullptr;
             if (a == "--type") {
                 if (v != "q4_1" && v != "q8_0") fail("tool_random_llama: --type q4_1 or q8_0, got '%s'", v.c_str());
                 s.type = v == "q8_0" ? lt::GT_Q8_0 : lt::GT_Q4_1;
@@ -85,17 +86,18 @@ int main(int argc, char** argv) {
             fail("tool_random_llama: need heads | dim, kv heads | heads, 32 | dim and ffn, vocab >= 100");
 
         lt::GGUFWriter w;
-        w.str("general.architecture", "llama");
-        w.str("general.name", "random-llama");
-        w.u32("llama.context_length", 4096);
-        w.u32("llama.embedding_length", (uint32_t)s.dim);
-        w.u32("llama.block_count", (uint32_t)s.layers);
-        w.u32("llama.feed_forward_length", (uint32_t)s.ffn);
-        w.u32("llama.attention.head_count", (uint32_t)s.heads);
-        w.u32("llama.attention.head_count_kv", (uint32_t)s.kv_heads);
-        w.u32("llama.rope.dimension_count", (uint32_t)(s.dim / s.heads));
-        w.f32("llama.rope.freq_base", 10000.0f);
-        w.f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+        const std::string A = s.qwen2 ? "qwen2" : "llama";
+        w.str("general.architecture", A);
+        w.str("general.name", "random-" + A);
+        w.u32(A + ".context_length", 4096);
+        w.u32(A + ".embedding_length", (uint32_t)s.dim);
+        w.u32(A + ".block_count", (uint32_t)s.layers);
+        w.u32(A + ".feed_forward_length", (uint32_t)s.ffn);
+        w.u32(A + ".attention.head_count", (uint32_t)s.heads);
+        w.u32(A + ".attention.head_count_kv", (uint32_t)s.kv_heads);
+        w.u32(A + ".rope.dimension_count", (uint32_t)(s.dim / s.heads));
+        w.f32(A + ".rope.freq_base", 10000.0f);
+        w.f32(A + ".attention.layer_norm_rms_epsilon", 1e-5f);
         // SentencePiece-style vocabulary: <unk> <s> </s>, the space mark and printable ASCII (so any
         // ASCII prompt encodes), then filler pieces with falling scores
         w.str("tokenizer.ggml.model", "llama");
@@ -123,8 +125,8 @@ int main(int argc, char** argv) {
                   "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
                   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
 
-        // tensor list: name, rows, cols (cols innermost), norm or matrix
-        struct TI { std::string name; uint64_t rows, cols; bool norm; };
+        // tensor list: name, rows, cols (cols innermost), norm or matrix; bias: an F32 vector of random values
+        struct TI { std::string name; uint64_t rows, cols; bool norm; bool bias = false; };
         const uint64_t D = s.dim, hd = s.dim / s.heads, q = s.heads * hd, kv = s.kv_heads * hd, F = s.ffn;
         std::vector<TI> ts = {{"token_embd.weight", (uint64_t)s.vocab, D, false}, {"output_norm.weight", 1, D, true},
                               {"output.weight", (uint64_t)s.vocab, D, false}};
@@ -134,6 +136,9 @@ int main(int argc, char** argv) {
             ts.push_back({b + "attn_q.weight", q, D, false});
             ts.push_back({b + "attn_k.weight", kv, D, false});
             ts.push_back({b + "attn_v.weight", kv, D, false});
+            if (s.qwen2)
+                for (auto& bn : {std::make_pair("attn_q.bias", q), {"attn_k.bias", kv}, {"attn_v.bias", kv}})
+                    ts.push_back({b + bn.first, 1, bn.second, true, true});
             ts.push_back({b + "attn_output.weight", D, q, false});
             ts.push_back({b + "ffn_norm.weight", 1, D, true});
             ts.push_back({b + "ffn_gate.weight", F, D, false});
@@ -171,6 +176,8 @@ int main(int argc, char** argv) {
             pos = offs[i];
             if (t.norm) {
                 std::vector<float> one(t.cols, 1.0f);
+                if (t.bias)
+                    for (float& x : one) x = (float)(rng() % 1001) / 1000.0f - 0.5f;
                 fwrite(one.data(), 4, one.size(), f);
                 pos += 4 * t.cols;
                 continue;

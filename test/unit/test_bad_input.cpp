@@ -179,14 +179,14 @@ static lt::GGUFWriter tiny_with_meta(const std::function<void(lt::GGUFWriter&)>&
 }
 
 static void base_meta(lt::GGUFWriter& w, const std::string& skip, const std::string& arch = "llama") {
-    auto u = [&](const char* k, uint32_t v) { if (skip != k) w.u32(k, v); };
+    auto u = [&](const char* k, uint32_t v) { if (skip != arch + k) w.u32(arch + k, v); };
     if (skip != "general.architecture") w.str("general.architecture", arch);
-    u("llama.context_length", 128);
-    u("llama.embedding_length", 64);
-    u("llama.block_count", 2);
-    u("llama.feed_forward_length", 96);
-    u("llama.attention.head_count", 4);
-    u("llama.attention.head_count_kv", 2);
+    u(".context_length", 128);
+    u(".embedding_length", 64);
+    u(".block_count", 2);
+    u(".feed_forward_length", 96);
+    u(".attention.head_count", 4);
+    u(".attention.head_count_kv", 2);
 }
 
 static void test_gguf_targeted(const lt::TempDir& tmp) {
@@ -314,6 +314,20 @@ static void test_gguf_targeted(const lt::TempDir& tmp) {
     check_meta("missing metadata key 'llama.block_count'", [&](lt::GGUFWriter& w) { base_meta(w, "llama.block_count"); });
     check_meta("missing metadata key 'general.architecture'", [&](lt::GGUFWriter& w) { base_meta(w, "general.architecture"); });
     check_meta("architecture 'gpt2' is not supported", [&](lt::GGUFWriter& w) { base_meta(w, "", "gpt2"); });
+    // qwen2: the tiny llama's tensors lack the q/k/v biases; a bias of the wrong length
+    check_meta("missing tensor 'blk.0.attn_q.bias' (layer 0 bq)", [&](lt::GGUFWriter& w) { base_meta(w, "", "qwen2"); });
+    {
+        lt::GGUFWriter w = tiny_with_meta([&](lt::GGUFWriter& m) { base_meta(m, "", "qwen2"); });
+        for (int l = 0; l < 2; l++) {
+            std::string b = "blk." + std::to_string(l) + ".";
+            w.tensor(b + "attn_q.bias", {64}, lt::GT_F32, lt::random_data(0, 64, 3));
+            w.tensor(b + "attn_k.bias", {(uint64_t)(l ? 32 : 64)}, lt::GT_F32, lt::random_data(0, l ? 32 : 64, 3));
+            w.tensor(b + "attn_v.bias", {32}, lt::GT_F32, lt::random_data(0, 32, 3));
+        }
+        std::string p = tmp / "qwen2_bias_shape.gguf";
+        lt::write_bytes(p, w.build());
+        expect_error(p, "tensor 'blk.0.attn_k.bias' (bk) has shape [64], expected [32]");
+    }
     check_meta("'llama.block_count' has type string, expected an integer", [&](lt::GGUFWriter& w) {
         base_meta(w, "llama.block_count");
         w.str("llama.block_count", "2");

@@ -53,11 +53,17 @@ void CpuOps::zero(float* p, size_t n) {
 }
 
 // 8 at a time (GCC -O2 leaves the plain loop scalar: y and x may overlap), then a scalar tail; the same
-// float adds either way.
-void CpuOps::add(float* y, const float* x, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
-    for (; i < n; i++) y[i] += x[i];
+// float adds either way. With a period, that per row of y against the one row x.
+void CpuOps::add(float* y, const float* x, size_t n, size_t period) {
+    const size_t w = period ? period : n;
+    BEAGLE_CHECK(n % (w ? w : 1) == 0, "add: %zu floats are not rows of period %zu", n, period);
+    for (size_t r = 0; r < n; r += w) {
+        float* yr = y + r;
+        const float* xr = period ? x : x + r;
+        size_t i = 0;
+        for (; i + 8 <= w; i += 8) _mm256_storeu_ps(yr + i, _mm256_add_ps(_mm256_loadu_ps(yr + i), _mm256_loadu_ps(xr + i)));
+        for (; i < w; i++) yr[i] += xr[i];
+    }
 }
 
 std::unique_ptr<Ops> make_cpu_ops(int n_threads) { return std::unique_ptr<Ops>(new CpuOps(n_threads)); }

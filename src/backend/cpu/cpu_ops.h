@@ -45,7 +45,7 @@ public:
                    int n_kv_heads, int head_dim, const AttnMask& mask) override;
     void swiglu(float* out, const float* gate, const float* up, size_t n) override;
     void swiglu_matmul(float* y, float* h, const float* gate, const float* up, const Weight& W, int T) override;
-    void add(float* y, const float* x, size_t n) override;
+    void add(float* y, const float* x, size_t n, size_t period = 0) override;
     void move_rows(float* buf, const int* src, const int* dst, int n, int width) override;
 
     void zero(float* p, size_t n) override;

@@ -51,7 +51,7 @@ public:
     void attention(float* out, const float* q, const float* kcache, const float* vcache, int T, int n_heads,
                    int n_kv_heads, int head_dim, const AttnMask& mask) override;
     void swiglu(float* out, const float* gate, const float* up, size_t n) override;
-    void add(float* y, const float* x, size_t n) override;
+    void add(float* y, const float* x, size_t n, size_t period = 0) override;
     void move_rows(float* buf, const int* src, const int* dst, int n, int width) override;
 
     void zero(float* p, size_t n) override;

@@ -474,7 +474,10 @@ void CudaOps::swiglu_bwd(float* dgate, float* dup, const float* dout, const floa
     launch_swiglu_bwd(dgate, dup, dout, gate, up, (long long)n, *run_);
 }
 
-void CudaOps::add(float* y, const float* x, size_t n) { launch_add(y, x, (long long)n, *run_); }
+void CudaOps::add(float* y, const float* x, size_t n, size_t period) {
+    BEAGLE_CHECK(period == 0 || n % period == 0, "add: %zu floats are not rows of period %zu", n, period);
+    launch_add(y, x, (long long)n, (long long)period, *run_);
+}
 
 // ---- losses (cross_entropy.cu, smoothl1.cu) ----------------------------------------------------------
 void CudaOps::lse_update(float* m, float* s, const float* z, int n, int C) { launch_lse_update(m, s, z, n, C, *run_); }

@@ -187,7 +187,8 @@ void read_config(ModelFile& mf, const std::string& cfg_path) {
     c.tied_embeddings = getb("tie_word_embeddings", false);
     // sliding-window attention: Mistral's whenever sliding_window is set, Qwen2's only with use_sliding_window
     if (arch != "llama" && (arch == "mistral" || getb("use_sliding_window", false))) {
-        c.sliding_window = geti("sliding_window", false, 0);
+        // absent: HF's default window (4096, MistralConfig and Qwen2Config); null: none
+        c.sliding_window = j.find("sliding_window") ? geti("sliding_window", false, 0) : 4096;
         if (c.sliding_window > 0 && c.max_seq > c.sliding_window) c.max_seq = c.sliding_window;
     }
     const JsonValue* rs = j.find("rope_scaling");

@@ -310,6 +310,13 @@ def main():
     write_hf(P("mistral-hf"), "MistralForCausalLM", "mistral", random_weights(V, 4, 1, 16, True, False), 4, 1, V,
              1e6, 1e-5, sliding_window=None)
     compare("mistral-hf", P("mistral-hf"), V)
+    with open(P("mistral-hf/config.json")) as f:
+        cfg = json.load(f)
+    del cfg["sliding_window"]  # absent: HF's MistralConfig default, 4096 (> max_position_embeddings 256 here)
+    with open(P("mistral-hf/config.json"), "w") as f:
+        json.dump(cfg, f)
+    c = info_config(P("mistral-hf"))
+    check(c.get("sliding_window") == "4096" and c.get("max_seq") == "256", f"mistral without sliding_window: {c}")
     V3 = len(l3_tokens)
     write_hf(P("mistral-swa"), "MistralForCausalLM", "mistral", random_weights(V3, 4, 1, 16, True, False), 4, 1, V3,
              1e6, 1e-5, tok=l3_tok, sliding_window=16, max_position_embeddings=64)

@@ -198,9 +198,10 @@ private:
         }
         const double a = aware ? policy_->calibration() : 1.0;
         // cost-aware: a node is expanded only if its chance a q(path) can pay for a child's verify slot and for
-        // the draft row that computes its children (the draft's measured seconds per extra row, in decode steps)
+        // the draft row that computes its children (the draft's measured seconds per extra row, in decode steps;
+        // none where p.auto_draft_cost fixes the round's drafting cost, so that the tree does not follow the clock)
         const double step_s = policy_->cost().step_seconds();
-        const double row_steps = step_s > 0 ? row_s_.v / step_s : 0.0;
+        const double row_steps = p_.auto_draft_cost < 0 && step_s > 0 ? row_s_.v / step_s : 0.0;
         const float min_score = aware ? (float)std::log((policy_->cost().min_token_cost() + row_steps) / a) : -INFINITY;
         const int depth = std::min(depth_, total - 1), k = std::min({p_.topk, total - 1, V_});
         const int R = (int)ctx_.size() - 1;

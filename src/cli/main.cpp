@@ -19,7 +19,7 @@ static void usage(FILE* f) {
         "  tokenize   encode text to token ids, or decode ids to text\n"
         "  bench      measure prefill/decode speed and memory bandwidth (JSON)\n"
         "  bench-sd   speculative decoding benchmark over prompt categories (JSON)\n"
-        "  datagen    self-distillation data for draft training (tokens + true states)\n"
+        "  datagen    self-distillation data for draft training (the answers as token ids)\n"
         "  gradcheck  check the draft's backward against finite differences (float64, tiny config)\n"
         "  train      train a Beagle draft on datagen data (two-stage block attention, checkpoints, eval)\n"
         "  serve      OpenAI-compatible HTTP server (chat/completions, streaming, metrics)\n"

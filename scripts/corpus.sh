@@ -83,6 +83,7 @@ case "${1:-}" in
     for part in "${parts[@]}"; do
       args=$(part_args "$part")
       [ -n "$args" ] || { echo "corpus: no part '$part' (parts: $(part_names | tr '\n' ' '))" >&2; exit 1; }
+      mkdir -p build/corpus
       unpack_part "$part" build/corpus
       # datagen writes one shard at a time; a watcher packs each as it lands, and the end packs the rest
       ( while sleep 60; do pack_part "$part"; done ) & watcher=$!

@@ -145,7 +145,7 @@ def conversation(name, model_args, extra, render, users, n, system=None):
 
 
 def interrupts(model_args):
-    long_ask = b"Count from 1 to 1000, one number per line.\n"
+    long_ask = b"Write the numbers from 1 to 500, separated by commas.\n"  # greedy: over 1500 tokens, a minute here
     args = model_args + ["--temp", "0", "-n", "3000", "-c", "4096", "--verbose"]
     c = Chat(args)
     try:

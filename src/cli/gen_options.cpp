@@ -42,13 +42,13 @@ void GenOptions::declare_draft(Args& a) {
     a.str("-d,--draft", &draft, "Beagle draft weights (enables speculative decoding)");
     a.str("-md,--model-draft", &model_draft, "an independent draft model instead (any model file that loads, with the\n"
           "target's vocabulary: a smaller model of its family); modes chain (its default), tree, auto");
-    a.str("--spec", &spec, "none | lookup | chain | tree | hybrid | auto (default: auto with a draft, tree with --server\n"
-                           "or a numeric --total-tokens, else none); hybrid = tree with the prompt-lookup continuation\n"
+    a.str("--spec", &spec, "none | lookup | chain | tree | hybrid | auto (default: auto with a draft, tree with generate\n"
+                           "--server or a numeric --total-tokens, else none); hybrid = tree with the prompt-lookup continuation\n"
                            "(--ngram) merged into the candidates; auto = per round hybrid while the draft pays for its\n"
                            "measured cost here, else cost-aware lookup or a plain step (the statistics count each mode's rounds)");
     d.declare(a);
     a.str("--total-tokens", &total_tokens, "tree: nodes per verify pass, or 'auto' (per round, as many as pay for their verify cost measured here;\n"
-          "with --server, plus the round trip to it)");
+          "with generate --server, plus the round trip to it)");
     a.flag("--no-concat", &d.no_concat, "draft attends to true states only (not its own predictions)");
     a.integer("--max-tree", &max_tree, "most tokens per verify pass (root included)");
 }

@@ -154,7 +154,7 @@ step bench_sd build/beagle-cuda bench-sd -m "$SMOL" -d "$SMOL_DRAFT" --prompts "
 # training: the same 8 steps on both backends
 T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
 train_cmp() {
-  build/beagle datagen "${T[@]}" --sample 16 -n 64 --shard-seqs 16 -o "$OUT/data" -t 2 > /dev/null
+  build/beagle datagen "${T[@]}" --sample 16 -n 64 --shard-seqs 16 --keep-states -o "$OUT/data" -t 2 > /dev/null
   local common=(--data "$OUT/data" --batch 2 --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1
                 --max-steps 8 -s 3 -q)
   build/beagle train "${T[@]}" "${common[@]}" --backend cpu -o "$OUT/cpu.bin"
@@ -183,7 +183,7 @@ step nccl_ranks nccl_step
 step bench build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench.json.part"
 step bench_nograph env BEAGLE_CUDA_GRAPH=0 build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench_nograph.json.part"
 smol_train() {
-  build/beagle-cuda datagen -m "$SMOL" --prompts "$MTBENCH" --limit 16 -n 128 -o "$OUT/smol_data" > /dev/null
+  build/beagle-cuda datagen -m "$SMOL" --prompts "$MTBENCH" --limit 16 -n 128 --keep-states -o "$OUT/smol_data" > /dev/null
   build/beagle-cuda train -m "$SMOL" --data "$OUT/smol_data" --batch 4 --seq-len 256 --stage1-epochs 1 --stage2-epochs 1 \
     --max-steps 8 -q -o "$OUT/smol.bin"
 }
@@ -219,7 +219,7 @@ step r7b_test env BEAGLE_CUDA_BIN=build/beagle-cuda R7B_DIR="$OUT/r7b" bash test
 r7b_bench() {
   local R=$OUT/r7b/r7b-2l-v32000.gguf P="Once upon a time there was"
   [ -s "$R" ] || build/test/tool_random_llama "$R" --layers 2 --vocab 32000
-  build/beagle-cuda datagen -m "$R" --sample 16 -n 64 --batch 16 --shard-seqs 16 -o "$OUT/r7b_data" > /dev/null
+  build/beagle-cuda datagen -m "$R" --sample 16 -n 64 --batch 16 --shard-seqs 16 --keep-states -o "$OUT/r7b_data" > /dev/null
   build/beagle-cuda train -m "$R" --data "$OUT/r7b_data" --batch 2 --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1 \
     --max-steps 8 -q -o "$OUT/r7b_draft.bin"
   build/beagle-cuda generate -m "$R" -p "$P" -n 64 --temp 0 --json -c 512 > "$OUT/r7b_plain.txt" 2> "$OUT/r7b_plain.json"

@@ -4,6 +4,7 @@
 
 namespace beagle {
 int cmd_generate(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);

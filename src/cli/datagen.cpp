@@ -1,5 +1,5 @@
 // datagen.cpp: `beagle datagen`: parses the flags and runs the self-distillation data generation of
-// src/data/datagen.h (the target's answers and true states, written as training shards).
+// src/data/datagen.h (the target's answers as token ids, and with --keep-states its true states, in shards).
 #include "../backend/backend.h"
 #include "../core/common.h"
 #include "../data/datagen.h"
@@ -40,10 +40,13 @@ int cmd_datagen(int argc, char** argv) {
     a.integer("--batch", &o.batch, "sequences decoded together in one target pass");
     a.integer("--shard-seqs", &o.shard_seqs, "sequences per shard file");
     a.integer("-t,--threads", &o.threads, "CPU threads (0 = all)");
+    a.flag("--keep-states", &o.keep_states,
+           "also keep the target's states (f16, 2 x dim bytes a token: a cache; without it the data is token ids and\n"
+           "beagle train computes the states, one prefill per sequence)");
     std::string state_layers;
     a.str("--state-layers", &state_layers,
-          "also keep the residual stream after these target layers, e.g. 22,27 (EAGLE-3-style fused states of a draft "
-          "with --state-layers; docs/paper-comparison.md)");
+          "with --keep-states: also keep the residual stream after these target layers, e.g. 22,27 (EAGLE-3-style fused\n"
+          "states of a draft with --state-layers; docs/paper-comparison.md)");
     bool no_chat = false;
     a.flag("--f32-weights", &o.f32_weights, "compute with the weights dequantized to f32 (float-accurate, slower)");
     a.flag("--no-chat", &no_chat, "do not apply the chat template");

@@ -20,25 +20,18 @@
 #include "../io/json_write.h"
 #include "../serve/remote.h"
 #include "args.h"
-#include "draft_options.h"
 #include "commands.h"
+#include "gen_options.h"
 #include "plan.h"
 
 namespace beagle {
 
 namespace {
 
-// The command line of `beagle generate`.
-struct GenerateOptions {
-    std::string model, tok_path, prompt, prompt_file, system, backend, plan, chat_template;
-    long n_predict = 256, threads = default_threads(), seed = -1, top_k = 0, ctx = 0, batch = 64;
-    double temp = 0.8, top_p = 0.9;
-    bool chat = false, json = false, no_stream = false, compare = false;
-    // speculative decoding
-    std::string spec, draft, model_draft, total_tokens = "auto";
-    long tree_nodes = 0;  // --total-tokens as a number (0: auto)
-    long max_tree = 64;
-    DraftOptions d;
+// The command line of `beagle generate`: the flags it shares with `beagle chat` (GenOptions), then its own.
+struct GenerateOptions : GenOptions {
+    std::string prompt, prompt_file, plan;
+    bool chat = false, json = false, no_stream = false, compare = false, parse_special = false;
     std::string server;  // client-server speculative decoding: the target runs there
     std::string server_states = "q8", net_delay;
     bool server_no_zlib = false;
@@ -50,35 +43,17 @@ struct GenerateOptions {
 bool parse_options(int argc, char** argv, GenerateOptions* o) {
     Args a("generate", "-m MODEL [-z TOKENIZER] [-p PROMPT] [options]",
            "Generate text with a Llama-family target. Text goes to stdout, statistics to stderr.");
-    a.str("-m,--model", &o->model, "model: GGUF file, llama2.c .bin, or HF safetensors directory");
-    a.str("-z,--tokenizer", &o->tok_path, "tokenizer file (tokenizer.bin, tokenizer.model, tokenizer.json) if the model has none");
+    o->declare_model(a);
     a.str("-p,--prompt", &o->prompt, "prompt text (empty: start from BOS)");
     a.str("-f,--file", &o->prompt_file, "read the prompt from a file");
-    a.integer("-n,--n-predict", &o->n_predict, "number of tokens to generate");
-    a.number("--temp,--temperature", &o->temp, "sampling temperature (0 = greedy)");
-    a.integer("--top-k", &o->top_k, "keep the k most likely tokens (0 = off)");
-    a.number("--top-p", &o->top_p, "nucleus sampling threshold (1 = off)");
-    a.integer("-s,--seed", &o->seed, "RNG seed (-1 = from the clock)");
-    a.integer("-t,--threads", &o->threads, "CPU threads");
-    a.integer("-c,--ctx-size", &o->ctx, "context length (0 = the model's, at most 4096)");
-    a.integer("-b,--batch-size", &o->batch, "prefill chunk size (tokens per target forward)");
+    a.flag("--parse-special", &o->parse_special, "encode special-token text in the prompt (like <|im_start|>) as those tokens,\n"
+           "as llama.cpp does (default: plain text); a conversation rendered in its template runs as `beagle chat` would");
+    o->declare_sampling(a, "number of tokens to generate");
     a.flag("--chat", &o->chat, "wrap the prompt in the model's chat template (the file's; see --chat-template)");
-    a.str("--chat-template", &o->chat_template, (std::string("with --chat: the ") + "chat template family instead of the file's: " + chat_family_names() + "\n(the file's template, else ChatML when the vocabulary has <|im_start|>; docs/usage.md)").c_str());
-    a.str("--system", &o->system, "system message for --chat (default: the template's)");
+    o->declare_template(a);
     a.flag("--json", &o->json, "print statistics as one JSON object on stderr's last line");
     a.flag("--no-stream", &o->no_stream, "print the text once at the end instead of token by token");
-    a.str("-d,--draft", &o->draft, "Beagle draft weights (enables speculative decoding)");
-    a.str("-md,--model-draft", &o->model_draft, "an independent draft model instead (any model file that loads, with the\n"
-          "target's vocabulary: a smaller model of its family); modes chain (its default), tree, auto");
-    a.str("--spec", &o->spec, "none | lookup | chain | tree | hybrid | auto (default: auto with a draft, tree with --server\n"
-                              "or a numeric --total-tokens, else none); hybrid = tree with the prompt-lookup continuation\n"
-                              "(--ngram) merged into the candidates; auto = per round hybrid while the draft pays for its\n"
-                              "measured cost here, else cost-aware lookup or a plain step (the statistics count each mode's rounds)");
-    o->d.declare(a);
-    a.str("--total-tokens", &o->total_tokens, "tree: nodes per verify pass, or 'auto' (per round, as many as pay for their verify cost measured here;\n"
-          "with --server, plus the round trip to it)");
-    a.flag("--no-concat", &o->d.no_concat, "draft attends to true states only (not its own predictions)");
-    a.integer("--max-tree", &o->max_tree, "most tokens per verify pass (root included)");
+    o->declare_draft(a);
     a.str("--server", &o->server, "verify on a `beagle serve` at this URL (http://HOST:PORT): the draft (-d) runs here, the\n"
           "target there (client-server speculative decoding; greedy). Without -d: remote plain decoding, one call\n"
           "per token. If the server goes away, the draft finishes alone (its predicted states for the true ones)");
@@ -91,39 +66,18 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
     a.str("--plan", &o->plan, "print the device memory budget of this run and exit: 'model' (the -m file), or a geometry\n"
           "(7b | 7b-mha | 7b-llama3 | 70b, plus key=value: dim, heads, kv, ffn, vocab, layers, and q4_0 | q4_1 | q8_0 |\n"
           "f16 | bf16 | f32), with -c, -b and the draft flags; exit 2 when it is not under 24 GiB");
-    a.str("--backend", &o->backend, strfmt("cpu | cuda (default: %s in this build)", default_backend()).c_str());
     if (!a.parse(argc, argv)) return false;
     if (!a.positional.empty()) fail("beagle generate: unexpected argument '%s'", a.positional[0].c_str());
-    if (o->model.empty() && o->plan.empty()) fail("beagle generate: -m MODEL is required (see --help)");
     if (!o->prompt_file.empty()) {
         if (!o->prompt.empty()) fail("beagle generate: give -p or -f, not both");
         o->prompt = read_file(o->prompt_file);
     }
     if (o->n_predict < 0) fail("beagle generate: -n must be >= 0, got %ld", o->n_predict);
-    if (o->temp < 0) fail("beagle generate: --temp must be >= 0, got %g", o->temp);
-    if (o->top_k < 0) fail("beagle generate: --top-k must be >= 0, got %ld", o->top_k);
-    if (o->threads < 1 || o->threads > 256) fail("beagle generate: -t must be in 1..256, got %ld", o->threads);
-    if (o->batch < 1 || o->batch > 4096) fail("beagle generate: -b must be in 1..4096, got %ld", o->batch);
-    if (o->ctx < 0) fail("beagle generate: -c must be >= 0, got %ld", o->ctx);
-    // auto decides from measured costs; with a fixed tree size or a remote target it would have none
-    const bool has_draft = !o->draft.empty() || !o->model_draft.empty();
-    if (!o->draft.empty() && !o->model_draft.empty()) fail("beagle generate: give a Beagle draft (-d) or a draft model (-md), not both");
-    // a draft model (-md) chains by default, as llama.cpp's: its forwards cost a fair part of a target step,
-    // and a wide tree's draft rows and verify rarely pay for themselves on a CPU (tree and auto measure that)
-    if (o->spec.empty())
-        o->spec = !has_draft ? "none" : !o->model_draft.empty() ? "chain" : o->server.empty() && o->total_tokens == "auto" ? "auto" : "tree";
+    if (o->chat && o->parse_special) fail("beagle generate: --chat writes the template's special tokens itself; give --chat or --parse-special, not both");
+    o->check("beagle generate", !o->server.empty(), !o->plan.empty());
     const std::string& spec = o->spec;
-    if (spec != "none" && spec != "lookup" && spec != "chain" && spec != "tree" && spec != "hybrid" && spec != "auto")
-        fail("beagle generate: --spec must be none, lookup, chain, tree, hybrid or auto, got '%s'", spec.c_str());
-    const bool uses_draft = spec == "chain" || spec == "tree" || spec == "hybrid" || spec == "auto";
-    if (uses_draft && !has_draft && o->plan.empty())
-        fail("beagle generate: --spec %s needs a draft (-d DRAFT or -md MODEL)", spec.c_str());
-    if (!o->model_draft.empty() && spec != "chain" && spec != "tree" && spec != "auto")
-        fail("beagle generate: a draft model (-md) drafts in mode chain, tree or auto, got --spec %s", spec.c_str());
     if (!o->model_draft.empty() && (!o->server.empty() || !o->plan.empty()))
         fail("beagle generate: a draft model (-md) runs with a local target only, without --plan or --server");
-    if (o->max_tree < 1 || o->max_tree > 1024) fail("beagle generate: --max-tree must be in 1..1024, got %ld", o->max_tree);
-    o->d.check("beagle generate");
     if (!o->server.empty() && (spec == "lookup" || spec == "auto" || o->temp != 0 || o->compare))
         fail("beagle generate: --server needs --temp 0, without --compare, and --spec none (remote plain decoding), tree, chain or hybrid (not auto)");
     if (o->server.empty() && (!o->net_delay.empty() || o->net_rate != 0))
@@ -154,55 +108,16 @@ bool parse_options(int argc, char** argv, GenerateOptions* o) {
         if (!ok || *end || !std::isfinite(r.delay_ms) || !std::isfinite(r.delay_sd_ms) || r.delay_ms < 0 || r.delay_sd_ms < 0)
             fail("beagle generate: --net-delay expects MS[,SD] (non-negative milliseconds), 5g or 4g; got '%s'", o->net_delay.c_str());
     }
-    if (spec == "auto" && o->total_tokens != "auto")
-        fail("beagle generate: --spec auto chooses from measured costs: it needs --total-tokens auto, got '%s'",
-             o->total_tokens.c_str());
-    if (uses_draft) o->tree_nodes = auto_or_integer(o->total_tokens, 2, 1024, "beagle generate: --total-tokens");
     return true;
 }
 
-SamplingParams sampling_params(const GenerateOptions& o) {
-    SamplingParams sp;
-    sp.temperature = (float)o.temp;
-    sp.top_k = (int)o.top_k;
-    sp.top_p = (float)o.top_p;
-    sp.seed = o.seed < 0 ? (uint64_t)time(nullptr) : (uint64_t)o.seed;
-    return sp;
-}
-
-// The drafter for o.spec (lookup, chain, tree, hybrid or auto). --total-tokens auto: the verify cost is
-// measured here first (lookup, tree, hybrid, auto: each round sends what pays for its cost). Raises
-// *max_tree to hold the largest tree a Beagle drafter sends.
-std::unique_ptr<Drafter> set_up_drafter(Session& s, const GenerateOptions& o, int* max_tree) {
-    const bool lookup = o.spec == "lookup", tree = o.spec == "tree" || o.spec == "hybrid" || o.spec == "auto";
-    DraftWeights w;
-    std::shared_ptr<const ModelFile> dm;
-    if (!o.model_draft.empty()) dm = load_draft_model_for(s, o.model_draft);
-    else if (!lookup) w = load_draft_for(s, o.draft);
-    BeagleDraftParams p = o.d.params();
-    if (o.tree_nodes > 0) p.total_tokens = (int)o.tree_nodes;
-    if (o.total_tokens == "auto" && (lookup || tree)) {
-        // remote: a round also costs the trip to the server; the server's forward is timed here, on the
-        // same target (a stand-in for the server's machine)
-        const double trip = o.server.empty() ? 0.0 : remote_round_trip_s(o.remote);
-        if (!o.server.empty()) fprintf(stderr, "%s: round trip to the server %.2f ms (measured + simulated)\n", o.spec.c_str(), trip * 1e3);
-        const long commit = lookup ? o.d.gamma : o.spec == "auto" ? std::max(o.d.depth, o.d.gamma) : o.d.depth;
-        p.verify_cost = measure_verify_cost(s, (int)o.max_tree, (int)commit + 1, trip);
-        const std::vector<double>& c = p.verify_cost;
-        if (o.spec == "auto")
-            fprintf(stderr, "auto: each round runs the draft (hybrid) while its tokens per measured draft + verify cost beat "
-                    "those of prompt lookup and plain steps, else prompt lookup or a plain step (measured here: verifying 2 / 4 / %d tokens costs %.2f / %.2f / "
-                    "%.2f decode steps)\n", (int)c.size() - 1, c[2], c[std::min<size_t>(4, c.size() - 1)], c.back());
-        else if (lookup)
-            fprintf(stderr, "lookup: --total-tokens auto: each round sends the part of the match worth its verify cost "
-                    "(up to --gamma %ld tokens)\n", o.d.gamma);
-        else
-            fprintf(stderr, "%s: --total-tokens auto: each round keeps the candidates worth their verify cost, up to %d "
-                    "tokens (measured here: verifying 2 / 4 / %d tokens costs %.2f / %.2f / %.2f decode steps)\n",
-                    o.spec.c_str(), (int)c.size() - 1, (int)c.size() - 1, c[2], c[std::min<size_t>(4, c.size() - 1)], c.back());
-    }
-    if (!lookup) *max_tree = std::max(*max_tree, tree ? p.total_tokens : p.gamma + 1);
-    return dm ? make_drafter(s, o.spec, p, dm) : make_drafter(s, o.spec, p, &w, o.draft);
+// The drafter (set_up_drafter); with --server and --total-tokens auto each verify also costs the round trip
+// to the server, measured here first (its forward is timed on the local target, a stand-in for the server's).
+std::unique_ptr<Drafter> set_up_generate_drafter(Session& s, const GenerateOptions& o, int* max_tree) {
+    const bool costed = o.total_tokens == "auto" && o.spec != "chain";
+    const double trip = o.server.empty() || !costed ? 0.0 : remote_round_trip_s(o.remote);
+    if (!o.server.empty() && costed) fprintf(stderr, "%s: round trip to the server %.2f ms (measured + simulated)\n", o.spec.c_str(), trip * 1e3);
+    return set_up_drafter(s, o, max_tree, trip);
 }
 
 // The generated text (if not streamed), then the newline that ends it.
@@ -330,13 +245,12 @@ int cmd_generate(int argc, char** argv) {
     GenerateOptions o;
     if (!parse_options(argc, argv, &o)) return 0;
 
-    check_chat_template_name(o.chat_template);
     if (!o.plan.empty()) return generate_plan(o.plan, o.model, o.draft, (int)o.ctx, (int)o.batch, o.d, o.spec != "chain");
     if (!o.backend.empty()) select_backend(o.backend);
     Session s(o.model, o.tok_path, (int)o.threads, (int)o.ctx, (int)o.batch);
     s.tok->set_chat_template(o.chat_template);
     const SamplingParams sp = sampling_params(o);
-    const std::vector<int> tokens = s.encode_prompt(o.prompt, o.chat, o.system);
+    const std::vector<int> tokens = o.parse_special ? s.encode_special(o.prompt) : s.encode_prompt(o.prompt, o.chat, o.system);
     FILE* stream = o.no_stream ? nullptr : stdout;
     const int n = (int)o.n_predict;
     RemoteOptions ro = o.remote;
@@ -356,7 +270,7 @@ int cmd_generate(int argc, char** argv) {
     }
     SpecParams spp;
     spp.max_tree = (int)o.max_tree;
-    std::unique_ptr<Drafter> drafter = set_up_drafter(s, o, &spp.max_tree);
+    std::unique_ptr<Drafter> drafter = set_up_generate_drafter(s, o, &spp.max_tree);
 
     SpecStats st;
     RemoteStats rs;

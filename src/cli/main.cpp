@@ -15,11 +15,12 @@ static void usage(FILE* f) {
         "usage: beagle <command> [options]   (beagle <command> --help for each)\n\n"
         "commands:\n"
         "  generate   generate text with a target model (plain or speculative)\n"
+        "  chat       interactive chat in the terminal, in the model's chat template (plain or speculative)\n"
         "  info       print a model file's config, tensors and tokenizer facts\n"
         "  tokenize   encode text to token ids, or decode ids to text\n"
         "  bench      measure prefill/decode speed and memory bandwidth (JSON)\n"
         "  bench-sd   speculative decoding benchmark over prompt categories (JSON)\n"
-        "  datagen    self-distillation data for draft training (tokens + true states)\n"
+        "  datagen    self-distillation data for draft training (the answers as token ids)\n"
         "  gradcheck  check the draft's backward against finite differences (float64, tiny config)\n"
         "  train      train a Beagle draft on datagen data (two-stage block attention, checkpoints, eval)\n"
         "  serve      OpenAI-compatible HTTP server (chat/completions, streaming, metrics)\n"
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
         return argc < 2 ? 1 : 0;
     }
     struct { const char* name; int (*fn)(int, char**); } cmds[] = {
-        {"generate", cmd_generate}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"bench", cmd_bench}, {"datagen", cmd_datagen}, {"bench-sd", cmd_bench_sd},
+        {"generate", cmd_generate}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"bench", cmd_bench}, {"datagen", cmd_datagen}, {"bench-sd", cmd_bench_sd},
         {"gradcheck", cmd_gradcheck}, {"train", cmd_train}, {"serve", cmd_serve},
         {"perplexity", cmd_perplexity},
     };

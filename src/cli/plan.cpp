@@ -58,6 +58,26 @@ PlanGeometry parse_plan_geometry(const std::string& geometry, const char* cmd, b
     return p;
 }
 
+LlamaConfig plan_target(const PlanGeometry& p, std::vector<MemLine>* lines) {
+    LlamaConfig c;
+    c.dim = (int)p.g.at("dim");
+    c.n_heads = (int)p.g.at("heads");
+    c.n_kv_heads = (int)p.g.at("kv");
+    c.head_dim = c.dim / c.n_heads;
+    c.ffn_dim = (int)p.g.at("ffn");
+    c.vocab_size = (int)p.g.at("vocab");
+    c.n_layers = (int)p.g.at("layers");
+    c.max_seq = 4096;
+    const double D = c.dim, q = (double)c.n_heads * c.head_dim, kv = (double)c.n_kv_heads * c.head_dim;
+    auto mat = [&](double rows, uint64_t cols) { return rows * dtype_row_bytes(p.wtype, cols); };
+    double layer = mat(q, c.dim) + 2 * mat(kv, c.dim) + mat(D, (uint64_t)q) + 2 * mat(c.ffn_dim, c.dim) +
+                   mat(D, c.ffn_dim) + 2 * 4 * D;
+    lines->push_back({"target embedding + LM head", 2 * mat(c.vocab_size, c.dim)});
+    lines->push_back({"target layers (matrices + norms)", c.n_layers * layer});
+    lines->push_back({"target final norm (f32)", 4 * D});
+    return c;
+}
+
 int generate_plan(const std::string& geometry, const std::string& model, const std::string& draft, int ctx,
                   int batch, const DraftOptions& d, bool tree) {
     const double GiB = 1024.0 * 1024 * 1024;
@@ -73,22 +93,8 @@ int generate_plan(const std::string& geometry, const std::string& model, const s
         lines.push_back({"target weights (as stored)", llama_weight_bytes(mf->weights)});
     } else {
         PlanGeometry p = parse_plan_geometry(geometry, "beagle generate --plan", true);
-        c.dim = (int)p.g["dim"];
-        c.n_heads = (int)p.g["heads"];
-        c.n_kv_heads = (int)p.g["kv"];
-        c.head_dim = c.dim / c.n_heads;
-        c.ffn_dim = (int)p.g["ffn"];
-        c.vocab_size = (int)p.g["vocab"];
-        c.n_layers = (int)p.g["layers"];
-        c.max_seq = 4096;
+        c = plan_target(p, &lines);
         wname = dtype_name(p.wtype);
-        const double D = c.dim, q = (double)c.n_heads * c.head_dim, kv = (double)c.n_kv_heads * c.head_dim;
-        auto mat = [&](double rows, uint64_t cols) { return rows * dtype_row_bytes(p.wtype, cols); };
-        double layer = mat(q, c.dim) + 2 * mat(kv, c.dim) + mat(D, (uint64_t)q) + 2 * mat(c.ffn_dim, c.dim) +
-                       mat(D, c.ffn_dim) + 2 * 4 * D;
-        lines.push_back({"target embedding + LM head", 2 * mat(c.vocab_size, c.dim)});
-        lines.push_back({"target layers (matrices + norms)", c.n_layers * layer});
-        lines.push_back({"target final norm (f32)", 4 * D});
     }
     if (ctx <= 0) ctx = std::min(c.max_seq > 0 ? c.max_seq : 4096, 4096);  // as Session does
     for (const LlamaBuffer& b : llama_buffers(c, ctx, batch))

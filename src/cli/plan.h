@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../core/dtype.h"
+#include "../model/llama.h"
 
 namespace beagle {
 
@@ -21,6 +22,8 @@ struct PlanGeometry {
     DType wtype = DType::Q4_1;
 };
 PlanGeometry parse_plan_geometry(const std::string& geometry, const char* cmd, bool dtypes);
+// The geometry's target (max_seq 4096) and its weights' lines, in the geometry's matrix dtype.
+LlamaConfig plan_target(const PlanGeometry& p, std::vector<MemLine>* lines);
 
 int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch, int arch,
                const std::vector<int>& state_layers, bool ttt = false);

@@ -21,18 +21,6 @@
 
 namespace beagle {
 
-// Valid UTF-8 for JSON output: each invalid byte becomes U+FFFD.
-static std::string utf8_sanitize(const std::string& s) {
-    std::string out, rest = s;
-    size_t bad;
-    while (!utf8_valid(rest, &bad)) {
-        out.append(rest, 0, bad);
-        out += "\xEF\xBF\xBD";
-        rest.erase(0, bad + 1);
-    }
-    return out + rest;
-}
-
 static std::vector<int> parse_ids(const std::string& s, int vocab) {
     std::vector<int> ids;
     size_t i = 0;

@@ -5,6 +5,8 @@
 // EAGLE-style draft's budget next to the Beagle draft's of the same geometry. With --ranks N:
 // the budget per GPU of a data-parallel run (train/data_parallel.h rank_memory): AdamW moments sharded
 // 1/N (ZeRO-1, as the trainer runs) next to replicated ones, and the bytes each rank sends per step.
+// Tokens-only data adds the target that computes the states (its weights in the geometry's dtype, q4_1 unless
+// given, and its prefill buffers).
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -12,6 +14,7 @@
 
 #include "../core/common.h"
 #include "../model/draft.h"
+#include "../model/llama.h"
 #include "../train/data_parallel.h"
 #include "../train/trainer.h"
 #include "plan.h"
@@ -20,7 +23,7 @@ namespace beagle {
 
 namespace {
 
-void print_ranks(const TrainMemory& m, int ranks, int batch) {
+void print_ranks(const TrainMemory& m, int ranks, int batch, double target) {
     const double GiB = 1024.0 * 1024 * 1024;
     printf("\nper GPU with %d ranks (one GPU each), global batch %d (%d items per rank, one at a time):\n", ranks, batch,
            (batch + ranks - 1) / ranks);
@@ -34,8 +37,11 @@ void print_ranks(const TrainMemory& m, int ranks, int batch) {
     const double frozen = m.persistent - 4 * m.weights;
     printf("%-58s %12.3f %12.3f\n", "frozen embedding + LM head + final norm", frozen / GiB, frozen / GiB);
     printf("%-58s %12.3f %12.3f\n", "iteration peak", m.iteration_peak / GiB, m.iteration_peak / GiB);
-    printf("%-58s %12.3f %12.3f  %s 24 GiB\n", "TOTAL per GPU", r.sharded / GiB, r.replicated / GiB,
+    printf("%-58s %12.3f %12.3f  %s 24 GiB\n", "TOTAL per GPU (stored states)", r.sharded / GiB, r.replicated / GiB,
            r.sharded < 24 * GiB ? "<" : ">=");
+    printf("%-58s %12.3f %12.3f\n", "the target computing the states (tokens-only data)", target / GiB, target / GiB);
+    printf("%-58s %12.3f %12.3f  %s 24 GiB\n", "TOTAL per GPU, states from tokens", (r.sharded + target) / GiB,
+           (r.replicated + target) / GiB, r.sharded + target < 24 * GiB ? "<" : ">=");
     int levels = 0;
     while ((1 << levels) < ranks) levels++;
     printf("sent per rank per optimizer step: gradients %d butterfly level(s) x %.3f GiB + weight slices %.3f GiB = %.3f GiB\n",
@@ -46,7 +52,8 @@ void print_ranks(const TrainMemory& m, int ranks, int batch) {
 
 int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch, int arch,
                const std::vector<int>& state_layers, bool ttt) {
-    std::map<std::string, long> g = parse_plan_geometry(geometry, "beagle train --plan", false).g;
+    const PlanGeometry pg = parse_plan_geometry(geometry, "beagle train --plan", true);
+    std::map<std::string, long> g = pg.g;
     DraftConfig c;
     c.dim = (int)g["dim"];
     c.n_heads = (int)g["heads"];
@@ -83,7 +90,28 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     double total = m.persistent + m.iteration_peak;
     printf("%-58s %12.3f\n", "persistent (weights + grads + AdamW + frozen)", m.persistent / GiB);
     printf("%-58s %12.3f\n", "iteration peak", m.iteration_peak / GiB);
-    printf("%-58s %12.3f  %s 24 GiB\n\n", "TOTAL", total / GiB, total < 24 * GiB ? "<" : ">=");
+    printf("%-58s %12.3f  %s 24 GiB\n\n", "TOTAL with stored states (datagen --keep-states)", total / GiB,
+           total < 24 * GiB ? "<" : ">=");
+    // tokens-only data (datagen's default): the target computes the states in the loop (TargetStates): its
+    // weights and the buffers of a Llama of context T and max batch min(T, 256), with the state layers' rows
+    std::vector<MemLine> tl;
+    const LlamaConfig tc = plan_target(pg, &tl);
+    const int mb = std::min(T, 256);
+    for (const LlamaBuffer& b : llama_buffers(tc, T, mb))
+        tl.push_back({b.count > 1 ? strfmt("%s x %d", b.name, b.count) : std::string(b.name), 4.0 * b.floats * b.count});
+    if (c.n_extra()) {
+        const LlamaBuffer b = llama_state_rows_buffer(tc, mb, c.n_extra());
+        tl.push_back({b.name, 4.0 * b.floats});
+    }
+    double target = 0;
+    printf("the target, computing the states from tokens (datagen's default; matrices %s, context %d, batch %d):\n",
+           dtype_name(pg.wtype), T, mb);
+    for (const MemLine& l : tl) {
+        printf("  %-56s %12.3f\n", l.name.c_str(), l.bytes / GiB);
+        target += l.bytes;
+    }
+    total += target;
+    printf("%-58s %12.3f  %s 24 GiB\n\n", "TOTAL with states from tokens", total / GiB, total < 24 * GiB ? "<" : ">=");
     if (eagle) {  // the paper's comparison: the Beagle draft of the same geometry, stage 2 with S as given
         DraftConfig cb = c;
         cb.arch = ARCH_BEAGLE;
@@ -91,13 +119,13 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
         TrainOptions o1 = o;
         o1.stage = 1;
         const TrainMemory b1 = train_memory(cb, o1, T, 1 % w);
-        const double b_total = b.persistent + std::max(b.iteration_peak, b1.iteration_peak);
+        const double b_total = b.persistent + std::max(b.iteration_peak, b1.iteration_peak) + target;
         printf("the Beagle draft of this geometry (window %d): iteration peak stage 1 %.3f GiB, stage 2 (S = %d) %.3f GiB; "
                "TOTAL %.3f GiB (the larger)\n"
                "EAGLE / Beagle: iteration peak %.2fx of stage 1, %.2fx of stage 2; TOTAL %.2fx; trainable weights %.2fx\n",
                w, b1.iteration_peak / GiB, S, b.iteration_peak / GiB, b_total / GiB, m.iteration_peak / b1.iteration_peak,
                m.iteration_peak / b.iteration_peak, total / b_total, m.weights / b.weights);
-        if (ranks > 1) print_ranks(m, ranks, batch);
+        if (ranks > 1) print_ranks(m, ranks, batch, target);
         return total < 24 * GiB ? 0 : 2;
     }
     // S sweep at one window size (w = 6 fits S <= 6), so only S changes
@@ -117,7 +145,7 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     printf("\nthe part that depends on S is at most %.3f GiB = %.2f KV sets (one predicted KV set, written in place)%s\n",
            worst / GiB, worst / m.kv_set,
            grad_through ? "\n(--sim-grad-through keeps the activations of all steps: memory grows with S)" : "");
-    if (ranks > 1) print_ranks(m, ranks, batch);
+    if (ranks > 1) print_ranks(m, ranks, batch, target);
     return total < 24 * GiB ? 0 : 2;
 }
 

@@ -296,4 +296,15 @@ bool utf8_valid(const std::string& s, size_t* bad_offset) {
     return true;
 }
 
+std::string utf8_sanitize(const std::string& s) {
+    std::string out, rest = s;
+    size_t bad;
+    while (!utf8_valid(rest, &bad)) {
+        out.append(rest, 0, bad);
+        out += "\xEF\xBF\xBD";
+        rest.erase(0, bad + 1);
+    }
+    return out + rest;
+}
+
 }  // namespace beagle

@@ -71,5 +71,7 @@ size_t anon_huge_bytes();    // this process's memory in transparent huge pages 
 
 // UTF-8: true if s is valid UTF-8; else *bad_offset gets the first bad byte offset.
 bool utf8_valid(const std::string& s, size_t* bad_offset = nullptr);
+// s with each invalid byte replaced by U+FFFD (JSON output; a reply cut inside a character).
+std::string utf8_sanitize(const std::string& s);
 
 }  // namespace beagle

@@ -14,12 +14,14 @@
 #include "../core/common.h"
 #include "../core/progress.h"
 #include "../core/rng.h"
+#include "../core/sha256.h"
 #include "../core/threadpool.h"
 #include "../decode/sampling.h"
 #include "../io/json.h"
 #include "../io/model_file.h"
 #include "../model/draft.h"
 #include "../model/llama.h"
+#include "../tokenizer/chat_template.h"
 #include "../tokenizer/tokenizer.h"
 #include "dataset.h"
 #include "prompts.h"
@@ -53,8 +55,21 @@ void check_options(const DatagenOptions& o) {
     BEAGLE_CHECK(o.prompts.empty() ? o.skip == 0 && o.limit == 0 : true, "beagle datagen: --skip and --limit apply to --prompts only");
     BEAGLE_CHECK(o.prompt_temp > 0 && o.prompt_top_p > 0 && o.prompt_top_p <= 1,
                  "beagle datagen: --prompt-temp must be > 0 and --prompt-top-p in (0, 1] (the user turns are sampled)");
+    BEAGLE_CHECK(o.state_layers.empty() || o.keep_states,
+                 "beagle datagen: --state-layers keeps states: add --keep-states (tokens-only data needs no layers: beagle "
+                 "train --state-layers computes them)");
     BEAGLE_CHECK(o.max_new >= 1 && o.batch >= 1 && o.batch <= 256 && o.shard_seqs >= 1 && o.max_prompt >= 1,
                  "beagle datagen: --max-new, --batch (1..256), --shard-seqs and --max-prompt must be >= 1");
+}
+
+// The prompts go through the chat template: an instruct model's (or --chat-template's), unless --no-chat.
+bool uses_chat(const DatagenOptions& o, const TokenizerSpec& spec) {
+    return o.chat && (!spec.chat_template.empty() || !spec.chat_template_name.empty());
+}
+
+// meta.txt's template: the chat family the prompts were rendered in, or "none" (raw text, texts from BOS).
+std::string chat_family_used(const DatagenOptions& o, const TokenizerSpec& spec) {
+    return o.sample == 0 && uses_chat(o, spec) ? chat_family_name(resolve_chat_family(spec)) : "none";
 }
 
 // The work: one item per sampled text (BOS) or per prompt (chat template if the tokenizer has one),
@@ -65,7 +80,7 @@ std::vector<Item> make_items(const DatagenOptions& o, const TokenizerSpec& spec,
     const bool bos = spec.prompt_bos();
     auto seed_of = [&](long i) { return (uint64_t)o.seed * 1000003ULL + i; };  // item i's stream
     if (o.self_prompts > 0) {
-        BEAGLE_CHECK(o.chat && (!spec.chat_template.empty() || !spec.chat_template_name.empty()),
+        BEAGLE_CHECK(uses_chat(o, spec),
                      "--self-prompts needs a chat template (an instruct model or --chat-template, no --no-chat)");
         for (long i = 0; i < o.self_prompts; i++) items.push_back({{}, seed_of(i)});
     } else if (o.sample > 0) {
@@ -75,7 +90,7 @@ std::vector<Item> make_items(const DatagenOptions& o, const TokenizerSpec& spec,
         std::vector<Prompt> ps = load_prompts(o.prompts);
         long end = o.limit > 0 ? std::min<long>((long)ps.size(), o.skip + o.limit) : (long)ps.size();
         BEAGLE_CHECK(o.skip < end, "--skip %ld leaves no prompts (file has %zu)", o.skip, ps.size());
-        bool chat = o.chat && (!spec.chat_template.empty() || !spec.chat_template_name.empty());
+        const bool chat = uses_chat(o, spec);
         for (long i = o.skip; i < end; i++) {
             std::vector<int> ids = chat ? tok.encode(apply_chat_template(tok, ps[i].text), bos, true)
                                         : tok.encode(ps[i].text, bos, false);
@@ -111,7 +126,8 @@ struct Generator {
     SamplingParams sp;
     int batch, max_batch, max_new, V, D;
     Progress& prog;
-    bool keep_states = true;  // false: user turns of --self-prompts (tokens only, the last one not fed)
+    bool keep_states = true;  // false: tokens only (the last one not fed)
+    bool user_turns = false;  // drawing the user turns of --self-prompts (not counted as sequences done)
     int XW = 0;               // --state-layers: floats of a row's extras (E x D)
     int64_t done_seqs = 0, done_tokens = 0, redrawn = 0;
 };
@@ -200,7 +216,7 @@ std::vector<SeqData> generate_shard(Generator& g, const std::vector<Item>& items
                 sd.n_prompt = sl.n_prompt;
                 sl.item = -1;
                 finished++;
-                g.done_seqs += g.keep_states;
+                g.done_seqs += !g.user_turns;
             }
             r = r1;
         }
@@ -225,7 +241,9 @@ std::vector<std::string> draw_user_turns(Generator& g, const DatagenOptions& o, 
     g.sp.temperature = (float)o.prompt_temp;
     g.sp.top_p = (float)o.prompt_top_p;
     g.max_new = (int)o.max_prompt;
+    const bool keep_states = g.keep_states;
     g.keep_states = false;
+    g.user_turns = true;
     std::vector<std::string> turns(i1 - i0);
     std::vector<size_t> todo;
     for (size_t i = i0; i < i1; i++) todo.push_back(i);
@@ -260,7 +278,8 @@ std::vector<std::string> draw_user_turns(Generator& g, const DatagenOptions& o, 
     }
     g.sp = answer_sp;
     g.max_new = answer_max_new;
-    g.keep_states = true;
+    g.keep_states = keep_states;
+    g.user_turns = false;
     return turns;
 }
 
@@ -302,6 +321,9 @@ void run_datagen(const DatagenOptions& o) {
         {"seed", std::to_string(o.seed)},
         {"shard_seqs", std::to_string(o.shard_seqs)},
         {"f32_weights", o.f32_weights ? "1" : "0"},
+        {"states", o.keep_states ? "kept" : "none"},
+        {"target_sha256", sha256_file(o.model)},
+        {"template", chat_family_used(o, spec)},
     };
     if (!o.state_layers.empty()) meta.push_back({"state_layers", format_layer_list(o.state_layers)});  // absent: none
     if (o.self_prompts > 0) {
@@ -333,6 +355,7 @@ void run_datagen(const DatagenOptions& o) {
     Progress prog(n_ranks > 1 ? strfmt("datagen rank %d/%d", rank, n_ranks) : "datagen", my_items, "seq");
     Generator g{m, *tok, spec, SamplingParams(), (int)o.batch, max_batch, (int)o.max_new, V, D, prog};
     g.XW = (int)o.state_layers.size() * D;
+    g.keep_states = o.keep_states;
     g.sp.temperature = (float)temp;
     g.sp.top_p = (float)o.top_p;
 
@@ -352,7 +375,9 @@ void run_datagen(const DatagenOptions& o) {
                 jsonl += "{\"prompt\": " + json_quote(t) + "}\n";
             if (need_turns) write_file_atomic(turns_path, jsonl.data(), jsonl.size());
         }
-        if (!file_exists(path)) write_shard(path, D, V, tok_hash, generate_shard(g, items, i0, i1), o.state_layers);
+        if (file_exists(path)) continue;
+        if (o.keep_states) write_shard(path, D, V, tok_hash, generate_shard(g, items, i0, i1), o.state_layers);
+        else write_token_shard(path, D, V, tok_hash, generate_shard(g, items, i0, i1));
     }
     prog.finish(strfmt("%lld tokens, %zu shards in %s%s", (long long)g.done_tokens,
                        n_ranks > 1 ? (n_shards + n_ranks - 1 - rank) / n_ranks : n_shards, o.out_dir.c_str(),

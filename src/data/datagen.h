@@ -1,6 +1,7 @@
 // datagen.h: self-distillation data for the draft (`beagle datagen`). The target answers prompts
 // (chat template for instruct models; or prompts it wrote itself, Magpie style: --self-prompts) or, for
-// a base model, samples texts from BOS; every position's true state is kept (f16). Many sequences
+// a base model, samples texts from BOS. The prompts and answers are kept as token ids (beagle train computes
+// the target's states from them); --keep-states also keeps every position's true state (f16). Many sequences
 // share each target pass (Llama::forward_multi): decode of one sequence is memory-bound, a batch
 // costs little more. Shards are written atomically; a killed
 // run resumes at the first missing shard, and per-sequence seeds make the result independent of
@@ -31,7 +32,8 @@ struct DatagenOptions {
     bool chat = true;         // wrap prompts in the chat template when the file has one (or chat_template is set)
     std::string chat_template;  // --chat-template NAME: the chat family instead of the file's
     bool f32_weights = false; // compute with weights dequantized to f32 (float-accurate target)
-    std::vector<int> state_layers;  // also keep the residual stream after these layers (SeqData::extras)
+    bool keep_states = false; // also keep the target's states (f16): a cache, dim x 2 bytes a token
+    std::vector<int> state_layers;  // also keep the residual stream after these layers (SeqData::extras; keep_states)
 };
 
 void run_datagen(const DatagenOptions& o);

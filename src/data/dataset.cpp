@@ -19,7 +19,31 @@ namespace beagle {
 static const ContainerFormat kShard = {{'B', 'E', 'A', 'G', 'L', 'E', 'D', 'S'}, "Beagle data shard", "data shard", 1, 48, 40, 0};
 // The same with state layers: 48 u32 E, 52 u32 layers[8]; the sequence table at 96.
 static const ContainerFormat kShardX = {{'B', 'E', 'A', 'G', 'L', 'E', 'D', 'X'}, "Beagle data shard with state layers", "data shard", 1, 96, 40, 0};
+// Tokens only: the fixed header and sequence table of kShard, then the tokens.
+static const ContainerFormat kShardT = {{'B', 'E', 'A', 'G', 'L', 'E', 'T', 'K'}, "Beagle token shard", "data shard", 1, 48, 40, 0};
 static size_t align64(size_t x) { return (x + 63) / 64 * 64; }
+
+// The fixed header and the sequence table, common to every shard kind.
+static void put_header(ContainerWriter& f, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs,
+                       uint64_t n_tokens) {
+    f.set_u32(12, (uint32_t)dim);
+    f.set_u32(16, (uint32_t)vocab);
+    f.set_u32(20, (uint32_t)seqs.size());
+    f.set_u64(24, n_tokens);
+    f.set_u64(32, tokenizer_hash);
+}
+
+static void put_table_and_tokens(ContainerWriter& f, const std::vector<SeqData>& seqs) {
+    uint64_t first = 0;
+    for (const SeqData& s : seqs) {
+        f.put_u64(first);
+        f.put_u32((uint32_t)s.tokens.size());
+        f.put_u32((uint32_t)s.n_prompt);
+        first += s.tokens.size();
+    }
+    f.align(64);
+    for (const SeqData& s : seqs) f.put(s.tokens.data(), s.tokens.size() * 4);
+}
 
 void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs,
                  const std::vector<int>& state_layers) {
@@ -33,30 +57,28 @@ void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer
     }
     ContainerWriter f(E ? kShardX : kShard);
     f.reserve(96 + seqs.size() * 16 + 192 + n_tokens * (4 + (size_t)dim * 2 * (1 + E)) + 4);
-    f.set_u32(12, (uint32_t)dim);
-    f.set_u32(16, (uint32_t)vocab);
-    f.set_u32(20, (uint32_t)seqs.size());
-    f.set_u64(24, n_tokens);
-    f.set_u64(32, tokenizer_hash);
+    put_header(f, dim, vocab, tokenizer_hash, seqs, n_tokens);
     if (E) {
         f.set_u32(48, (uint32_t)E);
         for (size_t k = 0; k < E; k++) f.set_u32(52 + 4 * k, (uint32_t)state_layers[k]);
     }
-    uint64_t first = 0;
-    for (const SeqData& s : seqs) {  // the sequence table
-        f.put_u64(first);
-        f.put_u32((uint32_t)s.tokens.size());
-        f.put_u32((uint32_t)s.n_prompt);
-        first += s.tokens.size();
-    }
-    f.align(64);
-    for (const SeqData& s : seqs) f.put(s.tokens.data(), s.tokens.size() * 4);
+    put_table_and_tokens(f, seqs);
     f.align(64);
     for (const SeqData& s : seqs) f.put(s.states.data(), s.states.size() * 2);
     if (E) {
         f.align(64);
         for (const SeqData& s : seqs) f.put(s.extras.data(), s.extras.size() * 2);
     }
+    f.write(path);
+}
+
+void write_token_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs) {
+    uint64_t n_tokens = 0;
+    for (const SeqData& s : seqs) n_tokens += s.tokens.size();
+    ContainerWriter f(kShardT);
+    f.reserve(48 + seqs.size() * 16 + 128 + n_tokens * 4 + 4);
+    put_header(f, dim, vocab, tokenizer_hash, seqs, n_tokens);
+    put_table_and_tokens(f, seqs);
     f.write(path);
 }
 
@@ -84,10 +106,16 @@ Dataset::Dataset(const std::string& dir) : dir_(dir) {
     if (names.empty()) fail("data directory '%s' holds no shard-*.bin files", dir.c_str());
     check_complete(names);
     for (const std::string& n : names) {
-        const bool x = read_file_prefix(dir + "/" + n, 8) == std::string("BEAGLEDX", 8);  // with state layers
-        files_.emplace_back(new ContainerReader(dir + "/" + n, x ? kShardX : kShard));
+        const std::string magic = read_file_prefix(dir + "/" + n, 8);
+        const bool x = magic == std::string("BEAGLEDX", 8);   // with state layers
+        const bool tk = magic == std::string("BEAGLETK", 8);  // tokens only
+        files_.emplace_back(new ContainerReader(dir + "/" + n, x ? kShardX : tk ? kShardT : kShard));
         const ContainerReader& f = *files_.back();
         const char* P = f.path().c_str();
+        if (files_.size() == 1) has_states_ = !tk;
+        else if (has_states_ == tk)
+            fail("%s: %s, the first shard %s: shards of one directory are all tokens-only or all keep states", P,
+                 tk ? "tokens only" : "keeps the target's states", tk ? "keeps them" : "tokens only");
         const size_t H = x ? 96 : 48;  // the sequence table
         std::vector<int> layers;
         if (x) {
@@ -107,6 +135,7 @@ Dataset::Dataset(const std::string& dir) : dir_(dir) {
         size_t tok_off = align64(H + (size_t)ns * 16);
         size_t st_off = align64(checked_add(tok_off, checked_mul(nt, 4, "shard tokens"), "shard tokens"));
         uint64_t need = checked_add(st_off, checked_mul(checked_mul(nt, dim, "shard states"), 2, "shard states"), "shard size");
+        if (tk) need = tok_off + nt * 4;  // (no overflow: st_off above was checked)
         const uint64_t xw = (uint64_t)layers.size() * dim, x_off = align64(need);  // extras: after the states
         if (x) need = checked_add(x_off, checked_mul(checked_mul(nt, xw, "shard extras"), 2, "shard extras"), "shard size");
         if (need != f.data_end())
@@ -126,7 +155,7 @@ Dataset::Dataset(const std::string& dir) : dir_(dir) {
         }
         const uint16_t* extras = x ? (const uint16_t*)f.bytes(x_off, nt * xw * 2, "extras") : nullptr;
         const int32_t* tokens = (const int32_t*)f.bytes(tok_off, nt * 4, "tokens");
-        const uint16_t* states = (const uint16_t*)f.bytes(st_off, nt * dim * 2, "states");
+        const uint16_t* states = tk ? nullptr : (const uint16_t*)f.bytes(st_off, nt * dim * 2, "states");
         for (uint32_t i = 0; i < ns; i++) {
             uint64_t first = f.u64(H + i * 16, "sequence table");
             uint32_t len = f.u32(H + i * 16 + 8, "sequence table"), np = f.u32(H + i * 16 + 12, "sequence table");
@@ -135,7 +164,7 @@ Dataset::Dataset(const std::string& dir) : dir_(dir) {
                      (unsigned long long)first, len, np, (unsigned long long)nt);
             SeqView v;
             v.tokens = tokens + first;
-            v.states = states + first * dim;
+            v.states = states ? states + first * dim : nullptr;
             v.extras = extras ? extras + first * xw : nullptr;
             v.len = (int)len;
             v.n_prompt = (int)np;
@@ -177,6 +206,10 @@ void Dataset::check_complete(const std::vector<std::string>& names) const {
 
 std::vector<size_t> Dataset::layer_columns(const std::vector<int>& layers) const {
     std::vector<size_t> cols;
+    if (!has_states_) {  // tokens only: the trainer computes exactly these layers, in this order
+        for (size_t j = 0; j < layers.size(); j++) cols.push_back(j);
+        return cols;
+    }
     for (int l : layers) {
         const size_t j = std::find(state_layers_.begin(), state_layers_.end(), l) - state_layers_.begin();
         if (j == state_layers_.size())

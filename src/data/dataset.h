@@ -10,6 +10,8 @@
 // With state layers (`datagen --state-layers`, EAGLE-3-style fused features): magic "BEAGLEDX", the same
 // header plus 48 u32 E (1..8) and 52 u32 layers[8] (unused: 0), the sequence table at 96, and after the
 // states (64-aligned) extras f16[n_tokens x E x dim] (row t: the residual streams after each layer).
+// Tokens only (the default of `beagle datagen`: the target's states are one prefill away, computed by
+// `beagle train`): magic "BEAGLETK", the "BEAGLEDS" header and sequence table, the tokens, no states.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -31,10 +33,12 @@ struct SeqData {
 // Write one shard atomically (temp file + rename).
 void write_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs,
                  const std::vector<int>& state_layers = {});
+// The same, tokens only ("BEAGLETK"; the sequences' states are not read). dim: the target's width.
+void write_token_shard(const std::string& path, int dim, int vocab, uint64_t tokenizer_hash, const std::vector<SeqData>& seqs);
 
 struct SeqView {
     const int32_t* tokens;
-    const uint16_t* states;  // f16
+    const uint16_t* states;  // f16 (null: tokens-only data)
     const uint16_t* extras;  // f16, len x E x dim (null without state layers)
     int len, n_prompt;
 };
@@ -45,10 +49,12 @@ public:
     explicit Dataset(const std::string& dir);
     const std::string& dir() const { return dir_; }
     int dim() const { return dim_; }
+    // The shards keep the target's states (false: tokens only, every SeqView::states null; the same in every shard).
+    bool has_states() const { return has_states_; }
     int vocab() const { return vocab_; }
     const std::vector<int>& state_layers() const { return state_layers_; }  // the same in every shard
     // Where each of `layers` sits among state_layers() (its block of SeqView::extras); throws a clear Error
-    // for a layer this data does not keep.
+    // for a layer this data does not keep. Tokens-only data: 0, 1, .. (the trainer computes those layers).
     std::vector<size_t> layer_columns(const std::vector<int>& layers) const;
     uint64_t tokenizer_hash() const { return tok_hash_; }
     size_t n_seqs() const { return seqs_.size(); }
@@ -63,6 +69,7 @@ private:
     void check_complete(const std::vector<std::string>& shard_names) const;  // throws if datagen did not finish
     std::string dir_;
     int dim_ = 0, vocab_ = 0;
+    bool has_states_ = true;
     std::vector<int> state_layers_;
     uint64_t tok_hash_ = 0;
     int64_t n_tokens_ = 0;

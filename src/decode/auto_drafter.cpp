@@ -13,10 +13,11 @@ public:
     const char* name() const override { return "auto"; }
     RoundPolicy* policy() const override { return policy_.get(); }
 
-    void begin(const std::vector<int>& prompt, const float* states) override {
+    void begin(const std::vector<int>& prompt, const float* states) override { begin_cached(prompt, 0, states); }
+    void begin_cached(const std::vector<int>& prompt, int keep, const float* states) override {
         policy_->begin();
-        draft_->begin(prompt, states);
-        lookup_->begin(prompt, states);
+        draft_->begin_cached(prompt, keep, states);
+        lookup_->begin_cached(prompt, keep, states);
     }
 
     void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) override {

@@ -54,10 +54,15 @@ public:
 
     RoundPolicy* policy() const override { return policy_.get(); }
 
-    void begin(const std::vector<int>& prompt, const float* states) override {
+    void begin(const std::vector<int>& prompt, const float* states) override { begin_cached(prompt, 0, states); }
+    // The draft's true states past `keep` go (Draft::truncate_true; 0: all of them), the new ones join.
+    void begin_cached(const std::vector<int>& prompt, int keep, const float* states) override {
+        BEAGLE_CHECK(keep >= 0 && keep <= draft_->n_true() && keep < (int)prompt.size(),
+                     "drafter %s: keep %d cached positions of %d for a prompt of %zu tokens", name(), keep,
+                     draft_->n_true(), prompt.size());
         if (owner_) policy_->begin();
-        draft_->reset();
-        draft_->add_true_states(states, (int)prompt.size(), prompt.data());
+        draft_->truncate_true(keep);
+        draft_->add_true_states(states, (int)prompt.size() - keep, prompt.data() + keep);
         shadow_tok_ = shadow_lk_tok_ = -1;
         sent_score_.clear();
         lk_sent_.clear();

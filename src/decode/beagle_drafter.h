@@ -45,7 +45,8 @@ struct BeagleDraftParams {
     // expanded, and the depth itself is the policy's choice among 1, 2 and depth. total_tokens is ignored.
     std::vector<double> verify_cost;
     double auto_draft_cost = -1;  // >= 0: the round policy counts a draft round's drafting as this many decode
-                                  // steps instead of its measured time (tests: reproducible choices)
+                                  // steps instead of its measured time, and a draft model's tree nodes pay
+                                  // for no draft row (tests: reproducible choices)
 };
 
 // The predicted keys a BeagleDrafter's Draft keeps at most in one round (tree: the root's child plus

@@ -20,6 +20,15 @@ public:
     virtual const char* name() const = 0;
     // The target wrote K/V and true states for `prompt` (states: prompt.size() x dim, host).
     virtual void begin(const std::vector<int>& prompt, const float* states) = 0;
+    // begin() for a text that continues an earlier one (a chat's next turn): the target kept its K/V for
+    // prompt[0, keep), which this drafter saw before as committed tokens (from an earlier begin / accept), and
+    // wrote K/V and true states for the rest (states: prompt.size() - keep rows, host). The drafter drops what
+    // it holds past position keep and appends the rest; the same drafts as begin() on the whole prompt.
+    // keep 0 is begin(); a drafter that cannot keep a prefix says so.
+    virtual void begin_cached(const std::vector<int>& prompt, int keep, const float* states) {
+        if (keep == 0) return begin(prompt, states);
+        fail("drafter %s cannot keep a cached prefix (%d tokens); start it afresh", name(), keep);
+    }
     // `tree` holds only the root (the next token, not yet run through the target); `history` is
     // every committed token before it. Add candidates. `room` is the most nodes the tree may hold.
     virtual void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) = 0;

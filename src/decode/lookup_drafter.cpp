@@ -33,6 +33,8 @@ public:
         shadow_tok_ = -1;
         if (owner_) policy_->begin();
     }
+    // prompt lookup reads the committed tokens each round: nothing of an earlier text to keep or drop
+    void begin_cached(const std::vector<int>& prompt, int, const float* states) override { begin(prompt, states); }
     void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams&, Rng&) override {
         if (owner_) policy_->choose();
         if (shadow_tok_ >= 0) {  // last round matched but sent nothing: was its first token the target's?

@@ -53,13 +53,16 @@ public:
     RoundPolicy* policy() const override { return policy_.get(); }
 
     // The draft prefills the prompt on its own cache (its cost counts as drafting: the engine's clock runs).
-    void begin(const std::vector<int>& prompt, const float*) override {
+    void begin(const std::vector<int>& prompt, const float* states) override { begin_cached(prompt, 0, states); }
+    // The draft's cache keeps the longest prefix (of at most `keep` tokens) that it shares with the prompt.
+    void begin_cached(const std::vector<int>& prompt, int keep, const float*) override {
+        BEAGLE_CHECK(keep >= 0 && keep < (int)prompt.size(), "drafter %s: keep %d cached positions for a prompt of %zu tokens",
+                     name(), keep, prompt.size());
         if (owner_) policy_->begin();
-        llm_->truncate(0);
-        cached_.clear();
         shadow_tok_ = -1;
         sent_score_.clear();
-        feed(prompt, 0);
+        row_.clear();
+        catch_up(prompt, keep);
     }
 
     void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) override {
@@ -69,7 +72,7 @@ public:
         const double t0 = now_seconds();
         ctx_ = history;
         ctx_.push_back(tree->token[0]);
-        catch_up();  // the last forward's last row is the root's: the distribution of depth 1
+        catch_up(ctx_, (int)ctx_.size());  // the last forward's last row is the root's: the distribution of depth 1
         row_.assign(1, (int)ctx_.size() - 1);
         sent_score_.assign(1, 0.0f);
         if (p_.tree) propose_tree(tree, room);
@@ -122,15 +125,13 @@ private:
         cached_.insert(cached_.end(), toks.begin() + from, toks.end());
         feed_s_ = now_seconds() - t0;
     }
-    // The cache to ctx_: keep its longest prefix that ctx_ shares, feed the rest (at least the root, so that
-    // the last forward ends on it).
-    void catch_up() {
-        size_t L = 0;
-        while (L < cached_.size() && L < ctx_.size() && cached_[L] == ctx_[L]) L++;
-        L = std::min(L, ctx_.size() - 1);
-        llm_->truncate((int)L);
+    // The cache to `ids`: keep its longest prefix that ids share (at most `limit` tokens), feed the rest (at
+    // least the last token, so that the last forward ends on it: a round's root).
+    void catch_up(const std::vector<int>& ids, int limit) {
+        const int L = std::min(common_prefix(cached_, ids), std::min(limit, (int)ids.size() - 1));
+        llm_->truncate(L);
         cached_.resize(L);
-        feed(ctx_, (int)L);
+        feed(ids, L);
     }
 
     // One token from the last forward's last row: its argmax (greedy, chosen on the backend) or a draw from
@@ -198,9 +199,10 @@ private:
         }
         const double a = aware ? policy_->calibration() : 1.0;
         // cost-aware: a node is expanded only if its chance a q(path) can pay for a child's verify slot and for
-        // the draft row that computes its children (the draft's measured seconds per extra row, in decode steps)
+        // the draft row that computes its children (the draft's measured seconds per extra row, in decode steps;
+        // none where p.auto_draft_cost fixes the round's drafting cost, so that the tree does not follow the clock)
         const double step_s = policy_->cost().step_seconds();
-        const double row_steps = step_s > 0 ? row_s_.v / step_s : 0.0;
+        const double row_steps = p_.auto_draft_cost < 0 && step_s > 0 ? row_s_.v / step_s : 0.0;
         const float min_score = aware ? (float)std::log((policy_->cost().min_token_cost() + row_steps) / a) : -INFINITY;
         const int depth = std::min(depth_, total - 1), k = std::min({p_.topk, total - 1, V_});
         const int R = (int)ctx_.size() - 1;

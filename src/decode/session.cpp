@@ -31,9 +31,21 @@ Session::Session(const std::string& model_path, const std::string& tokenizer_pat
 
 std::vector<int> Session::encode_prompt(const std::string& prompt, bool chat, const std::string& system) const {
     std::vector<int> ids = tokenize_prompt(prompt, chat, system);
-    if ((int)ids.size() >= llama->ctx())
-        fail("prompt is %zu tokens but the context holds %d (leave room to generate; raise -c)", ids.size(), llama->ctx());
+    check_fits(ids, "prompt");
     return ids;
+}
+
+std::vector<int> Session::encode_special(const std::string& text) const {
+    size_t bad;
+    if (!utf8_valid(text, &bad)) fail("prompt is not valid UTF-8 (bad byte at offset %zu)", bad);
+    std::vector<int> ids = encode_text(text, true);
+    check_fits(ids, "prompt");
+    return ids;
+}
+
+void Session::check_fits(const std::vector<int>& ids, const char* what) const {
+    if ((int)ids.size() >= llama->ctx())
+        fail("%s is %zu tokens but the context holds %d (leave room to generate; raise -c)", what, ids.size(), llama->ctx());
 }
 
 std::vector<int> Session::tokenize_prompt(const std::string& prompt, bool chat, const std::string& system) const {
@@ -65,22 +77,40 @@ bool Session::is_stop(int id) const {
     return tok->spec().llama2c_spaces && id == tok->bos();
 }
 
+int common_prefix(const std::vector<int>& a, const std::vector<int>& b) {
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) n++;
+    return (int)n;
+}
+
+int reusable_prefix(const std::vector<int>& cache_ids, const std::vector<int>& prompt) {
+    return std::min(common_prefix(cache_ids, prompt), std::max((int)prompt.size() - 1, 0));
+}
+
+void Session::keep_prefix(const std::vector<int>& prompt, int keep) {
+    BEAGLE_CHECK(keep >= 0 && keep < (int)prompt.size() && keep <= llama->n_past(),
+                 "keep %d cached rows of %d for a prompt of %zu tokens", keep, llama->n_past(), prompt.size());
+    llama->truncate(keep);
+}
+
 std::string Session::generate_plain(const std::vector<int>& prompt, int n, const SamplingParams& sp, FILE* stream,
-                                    GenStats* st, std::vector<int>* out_ids) {
+                                    GenStats* st, std::vector<int>* out_ids, const Resume& r) {
     const int V = mf->config.vocab_size;
     std::vector<float> logits(V);
     Sampler sampler(sp, V);
-    llama->truncate(0);
+    keep_prefix(prompt, r.keep);
     *st = GenStats();
     st->prompt_tokens = (int)prompt.size();
     double t0 = now_seconds();
-    llama->prefill(prompt.data(), (int)prompt.size(), logits.data());
+    llama->prefill(prompt.data() + r.keep, (int)prompt.size() - r.keep, logits.data());
     double t1 = now_seconds();
     st->prefill_s = t1 - t0;
     int next = sampler.sample(logits.data());
+    if (r.cache_ids) r.cache_ids->assign(prompt.begin(), prompt.end());
     std::string text = run_commits(*this, prompt.back(), next, n, [&](std::vector<int>* out) {
         if (llama->n_past() >= llama->ctx()) return false;  // context full
         int pos = llama->n_past();
+        if (r.cache_ids) r.cache_ids->push_back(next);
         if (sp.temperature <= 0) {  // greedy: the argmax is chosen on the backend, one id comes back
             llama->forward(&next, &pos, 1, nullptr, 0, nullptr, 0, nullptr, 0);
             llama->argmax_last(&next, 1);
@@ -91,13 +121,13 @@ std::string Session::generate_plain(const std::vector<int>& prompt, int n, const
         st->target_passes++;
         out->push_back(next);
         return true;
-    }, stream, st, out_ids);
+    }, stream, st, out_ids, r.interrupt);
     st->decode_s = now_seconds() - t1;
     return text;
 }
 
 std::string run_commits(Session& s, int prev, int first, int n, const std::function<bool(std::vector<int>*)>& step,
-                        FILE* stream, GenStats* st, std::vector<int>* out_ids) {
+                        FILE* stream, GenStats* st, std::vector<int>* out_ids, const volatile std::sig_atomic_t* interrupt) {
     std::string text;
     auto emit = [&](int tok) {  // returns false when generation must stop before `tok`
         if (s.is_stop(tok)) { st->stopped_eog = true; return false; }
@@ -118,6 +148,7 @@ std::string run_commits(Session& s, int prev, int first, int n, const std::funct
     std::vector<int> committed;
     while (!done) {
         committed.clear();
+        if (interrupt && *interrupt) { st->interrupted = true; break; }
         if (!step(&committed)) { st->stopped_ctx = true; break; }
         if (dev && ++steps == 1) c1 = *dev;
         for (int tok : committed)

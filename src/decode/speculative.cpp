@@ -14,22 +14,24 @@ SpecDecoder::SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const
                          const Acceptance& acc)
     : s_(s), d_(d), sp_(sp), spp_(spp), acc_(acc), st_(st), sampler_(sp, s.llama->config().vocab_size) {}
 
-int SpecDecoder::begin(const std::vector<int>& prompt) {
+int SpecDecoder::begin(const std::vector<int>& prompt, int keep) {
     Llama& m = *s_.llama;
     const int V = m.config().vocab_size, D = m.state_width();  // a state row (wide with state layers)
-    m.truncate(0);
-    std::vector<float> logits(V), pstates((size_t)prompt.size() * D);
+    s_.keep_prefix(prompt, keep);
+    const int n = (int)prompt.size() - keep;
+    std::vector<float> logits(V), pstates((size_t)n * D);
     double t0 = now_seconds();
-    m.prefill(prompt.data(), (int)prompt.size(), logits.data(), pstates.data());
-    return begin_prefilled(prompt, logits.data(), pstates.data(), now_seconds() - t0);
+    m.prefill(prompt.data() + keep, n, logits.data(), pstates.data());
+    return begin_prefilled(prompt, logits.data(), pstates.data(), now_seconds() - t0, keep);
 }
 
-int SpecDecoder::begin_prefilled(const std::vector<int>& prompt, const float* logits, const float* pstates, double prefill_s) {
+int SpecDecoder::begin_prefilled(const std::vector<int>& prompt, const float* logits, const float* pstates, double prefill_s,
+                                 int keep) {
     *st_ = SpecStats();
     st_->prompt_tokens = (int)prompt.size();
     st_->prefill_s = prefill_s;
     t1_ = now_seconds();
-    d_.begin(prompt, pstates);
+    d_.begin_cached(prompt, keep, pstates);
     history_ = prompt;
     root_ = sampler_.sample(logits);
     return root_;
@@ -234,12 +236,13 @@ void SpecDecoder::finish(const std::vector<int>& path, int bonus, const float* v
 
 std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
                                  const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids,
-                                 const Acceptance& acc) {
+                                 const Acceptance& acc, const Resume& r) {
     SpecDecoder dec(s, d, sp, spp, st, acc);
-    int root = dec.begin(prompt);
+    int root = dec.begin(prompt, r.keep);
     std::string text = run_commits(s, prompt.back(), root, n, [&](std::vector<int>* out) { return dec.step(out); },
-                                   stream, st, out_ids);
+                                   stream, st, out_ids, r.interrupt);
     if (n > 0) st->decode_s = now_seconds() - dec.decode_start();
+    if (r.cache_ids) *r.cache_ids = dec.cache_ids();
     return text;
 }
 

@@ -67,10 +67,17 @@ class SpecDecoder {
 public:
     SpecDecoder(Session& s, Drafter& d, const SamplingParams& sp, const SpecParams& spp, SpecStats* st,
                 const Acceptance& acc = Acceptance());
-    int begin(const std::vector<int>& prompt);  // fresh cache; returns the first token; st->prefill_s
+    // Fresh cache, or (keep > 0, Resume::keep) one whose first `keep` rows hold prompt[0, keep) from the
+    // last text this decoder's drafter saw: only the rest is prefilled, the drafter keeps that prefix
+    // (Drafter::begin_cached). Returns the first token; st->prefill_s.
+    int begin(const std::vector<int>& prompt, int keep = 0);
     // begin() for a caller that prefilled `prompt` itself on this sequence (the server, in pieces between
-    // other requests' rounds): the last row's logits, every row's states, the seconds it took.
-    int begin_prefilled(const std::vector<int>& prompt, const float* last_logits, const float* states, double prefill_s);
+    // other requests' rounds): the last row's logits, the states of rows keep.. (prompt.size() - keep of
+    // them), the seconds it took.
+    int begin_prefilled(const std::vector<int>& prompt, const float* last_logits, const float* states, double prefill_s,
+                        int keep = 0);
+    // The tokens whose K/V the target's cache holds: the prompt, then each round's root and accepted path.
+    const std::vector<int>& cache_ids() const { return history_; }
     bool step(std::vector<int>* out);           // false: the context is full (nothing appended)
     double decode_start() const { return t1_; } // clock after the prefill
     // step() in parts, for a caller that verifies several requests' trees in one target forward
@@ -121,9 +128,10 @@ private:
     std::vector<std::vector<float>> q_host_;  // host_q(): the chain's q rows over the target's vocabulary
 };
 
-// Speculative generation from a fresh cache (see Session::generate_plain for the contract).
+// Speculative generation from a fresh cache or one that keeps a prefix (see Session::generate_plain for the
+// contract; with r.keep > 0 the drafter must have seen that prefix, as in the last text it drafted for).
 std::string generate_speculative(Session& s, Drafter& d, const std::vector<int>& prompt, int n, const SamplingParams& sp,
                                  const SpecParams& spp, FILE* stream, SpecStats* st, std::vector<int>* out_ids = nullptr,
-                                 const Acceptance& acc = Acceptance());
+                                 const Acceptance& acc = Acceptance(), const Resume& r = Resume());
 
 }  // namespace beagle

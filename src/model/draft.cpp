@@ -587,6 +587,21 @@ void Draft::reset() {
     clear_pred();
 }
 
+void Draft::truncate_true(int n) {
+    BEAGLE_CHECK(n >= 0 && n <= n_true(), "draft: keep %d true states of the %d it holds", n, n_true());
+    clear_pred();
+    // K/V of positions below n_true_cached_ are computed (EAGLE: the keys of positions 1 .. n_true_cached_ - 1,
+    // each made of t_p and f_{p-1}); the pending ones wait in the staging rows (Beagle: from row 0, EAGLE: at
+    // their positions), so keeping a prefix of either is a count
+    if (n <= n_true_cached_) {
+        n_true_cached_ = n;
+        n_true_pending_ = 0;
+    } else {
+        n_true_pending_ = n - n_true_cached_;
+    }
+    if (m_->cfg.arch == ARCH_EAGLE) true_tok_.resize(n);
+}
+
 int Draft::state_width() const { return m_->cfg.dim * (1 + m_->cfg.n_extra()); }
 
 // Wide rows (state layers): row i's f goes to stage_t_, its E layer rows to stage_x_ (both from row

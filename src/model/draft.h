@@ -177,6 +177,10 @@ public:
     bool concat() const { return concat_; }
 
     void reset();                                 // forget all states
+    // Keep the first n true states (n <= n_true()) and drop the rest and every predicted state: the next
+    // add_true_states appends at position n (a chat's next turn, which shares only a prefix with the last
+    // text). The kept keys are those a fresh draft would compute for the same states.
+    void truncate_true(int n);
     // Append the next n true states (n x dim), host memory (or backend buffers if on_backend), and
     // the tokens at their positions (host; an EAGLE draft needs them: its key at position p is made of
     // t_p and f_{p-1}; a Beagle draft ignores them and may be given nullptr).

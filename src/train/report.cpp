@@ -109,6 +109,11 @@ std::string write_train_json(const std::string& draft_path, const TrainLoopOptio
         j["seconds_per_step_by_stage"] = {
             rounded(r.stage_steps[0] ? r.stage_seconds[0] / (double)r.stage_steps[0] : 0.0, 4),
             rounded(r.stage_steps[1] ? r.stage_seconds[1] / (double)r.stage_steps[1] : 0.0, 4)};
+        j["states"] = r.states_computed ? "computed" : "stored";  // tokens-only data: the target ran in the loop
+        if (r.states_computed) {
+            j["state_tokens"] = r.state_tokens;
+            j["state_seconds"] = rounded(r.state_seconds, 2);
+        }
     }
     j["data_seqs"] = t.data_seqs;
     j["data_tokens"] = t.data_tokens;

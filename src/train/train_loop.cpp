@@ -30,7 +30,9 @@
 #include "adamw.h"
 #include "data_parallel.h"
 #include "../core/rng.h"
+#include "../core/sha256.h"
 #include "report.h"
+#include "target_states.h"
 #include "trainer.h"
 
 namespace beagle {
@@ -276,18 +278,51 @@ TrainState resume(const std::string& path, const KV& config, const Schedule& sc,
     return st;
 }
 
+// ---- states from tokens ----------------------------------------------------------------------------
+
+// Tokens-only data: the states come from -m, computed as datagen would have (its --f32-weights too). A
+// target other than the one that wrote the answers is allowed (distillation data of another model) and said.
+void check_states_target(const Dataset& ds, ModelFile& mf, const TrainLoopOptions& o) {
+    if (ds.meta("f32_weights") == "1") dequantize_weights_f32(mf);
+    const std::string want = ds.meta("target_sha256");
+    if (want.empty() || o.quiet) return;
+    const std::string have = sha256_file(o.model);
+    if (have != want)
+        fprintf(stderr, "train: note: the answers in '%s' were written by a target of SHA-256 %.16s.. (%s), -m '%s' is "
+                "%.16s..: the states come from -m\n", o.data.c_str(), want.c_str(), ds.meta("model").c_str(),
+                o.model.c_str(), have.c_str());
+}
+
+int longest_seq(const Dataset& ds) {
+    int n = 1;
+    for (size_t i = 0; i < ds.n_seqs(); i++) n = std::max(n, ds.seq(i).len);
+    return n;
+}
+
 // ---- one optimizer step ----------------------------------------------------------------------------
+
+// The run's view of its data: each item's sequence with the target's states, stored in the shards or,
+// for tokens-only data, computed by the target (ts).
+struct ItemData {
+    const Dataset& ds;
+    TargetStates* ts;  // null: the shards keep the states
+    // The layers a row of SeqView::extras holds: the data's, or those ts computes (the run's).
+    size_t extra_layers;
+    SeqView seq(const Item& it) const {
+        return ts ? ts->view(it.seq, ds.seq(it.seq), it.start + it.len) : ds.seq(it.seq);
+    }
+};
 
 // Item `it` as a training batch: its f16 states as f32 in *states, its loss mask in *lmask, and with state
 // layers their rows in *extras (cols: Dataset::layer_columns of the run's layers, a subset of the data's).
-TrainBatch item_batch(const Dataset& ds, const Item& it, const TrainLoopOptions& o, int dim, std::vector<float>* states,
+TrainBatch item_batch(const ItemData& data, const Item& it, const TrainLoopOptions& o, int dim, std::vector<float>* states,
                       std::vector<uint8_t>* lmask, const std::vector<size_t>& cols, std::vector<float>* extras) {
-    SeqView v = ds.seq(it.seq);
+    SeqView v = data.seq(it);
     states->resize((size_t)it.len * dim);
     const uint16_t* src = v.states + (size_t)it.start * dim;
     for (size_t i = 0; i < states->size(); i++) (*states)[i] = f16_to_f32(src[i]);
     // state layers: the data keeps D of them per row; the run fuses E of those
-    const size_t E = cols.size(), D = ds.state_layers().size();
+    const size_t E = cols.size(), D = data.extra_layers;
     extras->resize((size_t)it.len * E * dim);
     for (size_t k = 0; k < E; k++) {
         for (int q = 0; q < it.len; q++) {
@@ -318,7 +353,7 @@ struct StepLoss {
 // the batch's gradient and every item's loss. Every rank draws every item's window offset and noise
 // seed, so the random streams stay in step.
 // peak: raised to each iteration's buffer peak. cols: item_batch's state-layer columns.
-StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& ds, const std::vector<Item>& items,
+StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const ItemData& data, const std::vector<Item>& items,
                           TrainState& st, int nb, const TrainLoopOptions& o, int dim, const std::vector<size_t>& cols,
                           size_t* peak) {
     std::vector<int> offsets(nb);
@@ -334,7 +369,7 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
     std::vector<int> ran;  // the items this rank ran, in order
     tree.run(nb, [&](int k) {
         const Item& it = items[st.order[st.pos + k]];
-        TrainBatch b = item_batch(ds, it, o, dim, &states, &lmask, cols, &extras);
+        TrainBatch b = item_batch(data, it, o, dim, &states, &lmask, cols, &extras);
         trainer.run(b, offsets[k], seeds[k], 1.0f / nb, true);  // losses deferred (make_trainer)
         *peak = std::max(*peak, trainer.mem().peak_bytes());
         rows[(size_t)k * W + 3] = it.len;
@@ -365,14 +400,14 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const Dataset& 
 // too. The caching allocator (cuda_rt.h) then holds blocks for the largest iteration of every stage
 // this process will run, and its loss log the size of a full batch, so that no later step calls
 // cudaMalloc (allocs_after_first_step). No random stream is drawn: the run's numbers are unchanged.
-void warm_up(DraftTrainer& trainer, const Dataset& ds, const std::vector<Item>& items, int nb,
+void warm_up(DraftTrainer& trainer, const ItemData& data, const std::vector<Item>& items, int nb,
              const TrainLoopOptions& o, int dim, const std::vector<size_t>& cols) {
     const Item* longest = &items[0];
     for (const Item& it : items)
         if (it.len > longest->len) longest = &it;
     std::vector<float> states, extras;
     std::vector<uint8_t> lmask;
-    TrainBatch b = item_batch(ds, *longest, o, dim, &states, &lmask, cols, &extras);
+    TrainBatch b = item_batch(data, *longest, o, dim, &states, &lmask, cols, &extras);
     b.loss_mask = nullptr;  // every row a loss row: the most any item of this length has
     for (int k = 0; k < nb; k++) trainer.run(b, k % o.w, 0, 1.0f / nb, true);
     trainer.finish_losses();
@@ -496,6 +531,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     uint64_t tok_hash = tokenizer_fingerprint(spec);
     Dataset ds(o.data);
     ds.check_fits(mf->config.dim, mf->config.vocab_size, tok_hash, o.model);
+    if (!ds.has_states()) check_states_target(ds, *mf, o);
     DraftConfig cfg = draft_config_for_target(mf->config, spec, o.ffn_dim);
     cfg.arch = o.arch;
     cfg.state_layers = o.state_layers;
@@ -519,6 +555,9 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     const int threads = o.threads > 0 ? o.threads : default_threads();
     std::unique_ptr<Ops> ops = make_ops("", threads);
     std::unique_ptr<Comm> dcomm = make_device_comm(*ops, *comm);  // NCCL on the CUDA backend, else none
+    std::unique_ptr<TargetStates> ts;  // tokens-only data: the target computes the states
+    if (!ds.has_states()) ts.reset(new TargetStates(*mf, *ops, longest_seq(ds), cfg.state_layers));
+    const ItemData data{ds, ts.get(), ts ? cfg.state_layers.size() : ds.state_layers().size()};
     DraftWeights dw = initial_weights(o, cfg, d2t, iw);
     DraftModelT<Ops> model(*ops, dw, fz);
     model.enable_grads();
@@ -555,7 +594,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
             const bool runs = stage == 1 ? st.epoch < o.stage1_epochs : o.stage2_epochs > 0;
             if (!runs) continue;
             trainers[stage - 1] = make_trainer(model, o, stage);
-            warm_up(*trainers[stage - 1], ds, items, std::min(o.batch, n_items), o, cfg.dim, cols);
+            warm_up(*trainers[stage - 1], data, items, std::min(o.batch, n_items), o, cfg.dim, cols);
         }
     auto checkpoint = [&]() {
         double now = now_seconds();
@@ -580,7 +619,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
         const DeviceCounters c0 = dev ? *dev : DeviceCounters();
         model.zero_grads();
         const double t_step = now_seconds();
-        StepLoss sl = accumulate_grads(trainer, tree, ds, items, st, nb, o, cfg.dim, cols, &iter_peak[stage - 1]);
+        StepLoss sl = accumulate_grads(trainer, tree, data, items, st, nb, o, cfg.dim, cols, &iter_peak[stage - 1]);
         seg_tokens += sl.tokens;
         run_tokens += sl.tokens;
         const char* last = last_good.empty() ? "none written yet" : last_good.c_str();
@@ -628,6 +667,15 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     }
     res.history = st.history;
     res.steps = (int)st.step;
+    if (ts) {
+        res.states_computed = true;
+        res.state_tokens = ts->tokens();
+        res.state_seconds = ts->seconds();
+        if (!o.quiet && ts->seconds() > 0)
+            fprintf(stderr, "train: the target's states: %lld positions prefilled in %.1f s (%.0f tok/s), %.0f%% of the loop\n",
+                    (long long)ts->tokens(), ts->seconds(), ts->tokens() / ts->seconds(),
+                    100 * ts->seconds() / std::max(1e-9, now_seconds() - t_loop));
+    }
     res.draft_path = o.out;
     res.rank = rank;
     res.ranks = n_ranks;

@@ -68,6 +68,11 @@ struct TrainResult {
     size_t iteration_peak_bytes[2] = {0, 0};
     long stage_steps[2] = {0, 0};
     double stage_seconds[2] = {0, 0};
+    // Tokens-only data: the target's states computed in the loop (this process): positions prefilled and the
+    // seconds it took (part of the steps' time). states_computed false: the shards kept them.
+    bool states_computed = false;
+    int64_t state_tokens = 0;
+    double state_seconds = 0;
     bool evaluated = false;
     AcceptEval chain, tree;
     std::string draft_path, json_path, loss_png, accept_png;

@@ -68,7 +68,7 @@ echo "     vocab 32000: plain greedy, 3 tokens: $(since "$t0") s"
 plan_check "vocab 32000, plain greedy" "$tmp/plan.txt" "$tmp/plain.json"
 
 t0=$(now)
-"$EMU" datagen -m "$M" --sample 2 -n 6 --batch 2 --shard-seqs 2 -o "$tmp/data" -t 1 --backend cuda 2> "$tmp/dg.log" ||
+"$EMU" datagen -m "$M" --sample 2 -n 6 --batch 2 --shard-seqs 2 --keep-states -o "$tmp/data" -t 1 --backend cuda 2> "$tmp/dg.log" ||
   { bad "datagen"; tail -5 "$tmp/dg.log"; }
 echo "     datagen, 2 sequences x 6 tokens: $(since "$t0") s"
 t0=$(now)

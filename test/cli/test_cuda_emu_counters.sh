@@ -116,7 +116,7 @@ else
   echo "SKIP: SmolLM2 chain and tree: no model at $SM or draft at $SD (make model)"; skips=$((skips+1))
 fi
 T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
-"$CPU" datagen "${T[@]}" --sample 8 -n 64 --shard-seqs 4 -o "$tmp/d" -t 1 2> "$tmp/err.txt" || { echo "FAIL datagen"; cat "$tmp/err.txt"; exit 1; }
+"$CPU" datagen "${T[@]}" --sample 8 -n 64 --shard-seqs 4 --keep-states -o "$tmp/d" -t 1 2> "$tmp/err.txt" || { echo "FAIL datagen"; cat "$tmp/err.txt"; exit 1; }
 "$EMU" train "${T[@]}" --data "$tmp/d" --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1 \
   --batch 2 -t 1 -q -o "$tmp/t.bin" > /dev/null 2> "$tmp/err.txt" || { echo "FAIL train: exit $?"; cat "$tmp/err.txt"; exit 1; }
 python3 -c "import json; print(json.dumps(json.load(open('$tmp/t.bin.json'))))" > "$tmp/t.json"
@@ -125,7 +125,7 @@ check "train stage 1 + 2: allocs_after_first_step == 0, syncs_per_step <= 2" "$t
 W="$tmp/wide.gguf"
 "$B/test/tool_random_llama" "$W" --layers 1 --vocab 512 --dim 1024 --heads 8 --kv-heads 4 --ffn 256 > /dev/null 2>&1 \
   || { echo "FAIL tool_random_llama"; exit 1; }
-"$CPU" datagen -m "$W" --sample 8 -n 128 --batch 8 --shard-seqs 8 -o "$tmp/dw" -t 1 > /dev/null 2> "$tmp/err.txt" \
+"$CPU" datagen -m "$W" --sample 8 -n 128 --batch 8 --shard-seqs 8 --keep-states -o "$tmp/dw" -t 1 > /dev/null 2> "$tmp/err.txt" \
   || { echo "FAIL datagen (wide)"; cat "$tmp/err.txt"; exit 1; }
 "$EMU" train -m "$W" --data "$tmp/dw" --batch 4 --seq-len 128 --window 2 --sim-steps 2 --stage1-epochs 1 \
   --stage2-epochs 1 --max-steps 2 -t 1 -q -o "$tmp/w.bin" > /dev/null 2> "$tmp/err.txt" \

@@ -30,17 +30,7 @@ mpi() {
   fi
 }
 # two checkpoints equal in every byte but the text header's train_seconds line (and the CRC over it)
-same_ckpt() {
-  python3 - "$1" "$2" <<'PY'
-import struct, sys
-def parts(path):
-    b = open(path, "rb").read()
-    n = struct.unpack_from("<I", b, 12)[0]  # text header length (checkpoint.cpp: header 24 bytes, text length at 12)
-    text = [l for l in b[24:24 + n].decode().split("\n") if not l.startswith("train_seconds ")]
-    return text, b[24 + n:-4]
-sys.exit(0 if parts(sys.argv[1]) == parts(sys.argv[2]) else 1)
-PY
-}
+same_ckpt() { python3 "$BEAGLE_ROOT/test/tools/same_ckpt.py" "$1" "$2"; }
 same_run() { same_ckpt "$1.ckpt" "$2.ckpt" && cmp -s "$1" "$2" && cmp -s "$1.loss.tsv" "$2.loss.tsv"; }
 T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
 
@@ -97,7 +87,9 @@ n=$(LD_DEBUG=libs mpi 1 "$B" train "${T[@]}" "${C[@]}" --batch 8 --max-steps 1 -
 # ---- a power-of-two number of ranks only; a failing rank stops every rank (no hang)
 mpi 3 "$B" train "${T[@]}" "${C[@]}" --batch 8 -o "$tmp/x.bin" > /dev/null 2> "$tmp/x.log"
 [ $? -ne 0 ] && grep -q "power-of-two number of ranks" "$tmp/x.log" && ok "3 ranks refused: $(grep -m1 power "$tmp/x.log")" || { bad "3 ranks"; cat "$tmp/x.log"; }
-cp -r "$tmp/d1" "$tmp/dn" && python3 "$BEAGLE_ROOT/test/tools/poison_shard.py" "$tmp/dn/shard-00000.bin" 0 || bad "poison_shard"
+# (the NaN is planted in stored states: the same data with --keep-states, 1 is tokens only)
+"$B" datagen "${T[@]}" --sample 16 -n 64 --shard-seqs 4 --keep-states -o "$tmp/dn" -t 1 2> /dev/null &&
+  python3 "$BEAGLE_ROOT/test/tools/poison_shard.py" "$tmp/dn/shard-00000.bin" 0 || bad "poison_shard"
 CN=(--data "$tmp/dn" --seq-len 32 --window 2 --sim-steps 2 --stage1-epochs 2 --stage2-epochs 1 -t 1 -q)  # C on the poisoned copy
 mpi 2 "$B" train "${T[@]}" "${CN[@]}" --batch 8 -o "$tmp/n.bin" > /dev/null 2> "$tmp/n.log"
 [ $? -ne 0 ] && grep -q "the loss is nan at step" "$tmp/n.log" && ok "a NaN in the data stops both ranks with the error: $(grep -o "the loss is nan at step [0-9]*" "$tmp/n.log" | head -1)" || { bad "NaN on 2 ranks"; cat "$tmp/n.log"; }

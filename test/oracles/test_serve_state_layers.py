@@ -23,7 +23,7 @@ def run(args):
 with tempfile.TemporaryDirectory() as tmp:
     # a draft that fuses layer 1 (the data keeps layers 1 and 4), trained as test_state_layers.sh trains it
     run(["datagen"] + STORIES + ["--sample", "24", "-n", "100", "--shard-seqs", "12", "-o", f"{tmp}/x",
-                                 "--state-layers", "1,4", "-t", "1"])
+                                 "--keep-states", "--state-layers", "1,4", "-t", "1"])
     run(["train"] + STORIES + ["--data", f"{tmp}/x", "--stage1-epochs", "2", "--stage2-epochs", "2", "--batch", "4",
                                "--seq-len", "128", "-t", "1", "-q", "-o", f"{tmp}/d.bin", "--state-layers", "1"])
     DL = STORIES + ["-d", f"{tmp}/d.bin"]

@@ -25,7 +25,7 @@ def run(args, env=None):
 
 with tempfile.TemporaryDirectory() as tmp:
     data = f"{tmp}/data"
-    r = run(["datagen", "-m", MODEL, "-z", TOK, "--sample", "4", "-n", "32", "-o", data, "-t", "1"])
+    r = run(["datagen", "-m", MODEL, "-z", TOK, "--sample", "4", "-n", "32", "--keep-states", "-o", data, "-t", "1"])
     check(r.returncode == 0, f"datagen failed: {r.stderr[-500:]}")
     draft = f"{tmp}/d.bin"
     prompts = f"{ROOT}/test/data/stories_prompts.txt"

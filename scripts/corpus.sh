@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# corpus.sh: the SmolLM2 draft's self-distilled training data, kept in the repository as token ids
+# (data/corpus/smollm2/PART/: meta.txt, with the target's SHA-256 and the settings, and the datagen shards,
+# xz-compressed). The parts and their recipes are the table below (docs/training.md: data D, E and F).
+#   corpus.sh generate [PART...]  run tokens-only datagen for the parts (default: all, in order) into
+#                                 build/corpus/PART, resuming from what is there and from the committed
+#                                 shards; each shard is packed into data/corpus as it completes (commit it)
+#   corpus.sh unpack [DIR]        the committed shards as datagen directories under DIR (build/corpus),
+#                                 each checked against SHA256SUMS; then DIR/all merges the parts present
+#   corpus.sh status              tokens and shards per part, committed and to go
+# Environment: THREADS (datagen -t, default 2), NICE (default 19: a background run yields to other work).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+M=weights/SmolLM2-135M-Instruct.Q4_1.gguf
+C=data/corpus/smollm2
+B=build/beagle
+tr=data/train
+sg=$tr/sharegpt_sg90k_first_sampled_sorted.json
+v3=$tr/sharegpt_v3_filtered_1000.json
+THREADS=${THREADS:-2}
+NICE=${NICE:-19}
+gen="-n 256 --max-prompt 256 --batch 32 --shard-seqs 64"
+# PART | datagen arguments (besides -m, -t and -o): greedy answers first, then the sampled ones
+PARTS="
+d-sg90k-greedy|$gen --prompts $sg
+d-v3-greedy|$gen --prompts $v3
+d-selfinstruct-greedy|$gen --prompts $tr/selfinstruct_seed_tasks.jsonl
+d-gsm8k-greedy|$gen --prompts $tr/gsm8k_train.jsonl --limit 3000
+d-sg90k-t07a|$gen --prompts $sg --temp 0.7 --seed 21
+d-v3-t07a|$gen --prompts $v3 --temp 0.7 --seed 22
+d-sg90k-t05b|$gen --prompts $sg --temp 0.5 --seed 31
+d-v3-t05b|$gen --prompts $v3 --temp 0.5 --seed 32
+e-sg90k-t07c|$gen --prompts $sg --temp 0.7 --seed 41
+e-v3-t07c|$gen --prompts $v3 --temp 0.7 --seed 42
+e-gsm8k-rest-greedy|$gen --prompts $tr/gsm8k_train.jsonl --skip 3000
+e-self|$gen --self-prompts 8000 --max-prompt 128 --seed 51
+"
+part_args() { echo "$PARTS" | awk -F'|' -v p="$1" '$1 == p {print $2}'; }
+part_names() { echo "$PARTS" | awk -F'|' 'NF == 2 {print $1}'; }
+
+# DIR/PART: the committed shards decompressed (and checked), beside what a datagen run there already wrote
+unpack_part() {
+  local part=$1 dir=$2
+  [ -f "$C/$part/meta.txt" ] || return 0
+  mkdir -p "$dir/$part"
+  (cd "$C/$part" && sha256sum -c --quiet SHA256SUMS) || { echo "corpus: $C/$part: SHA256SUMS do not match" >&2; exit 1; }
+  [ -f "$dir/$part/meta.txt" ] || cp "$C/$part/meta.txt" "$dir/$part/meta.txt"
+  for z in "$C/$part"/shard-*.bin.xz; do
+    [ -e "$z" ] || continue
+    local f=$dir/$part/$(basename "$z" .xz)
+    [ -f "$f" ] || { xz -dc "$z" > "$f.tmp" && mv "$f.tmp" "$f"; }
+  done
+}
+
+# the shards of build/corpus/PART not yet in data/corpus, compressed; SHA256SUMS of the uncompressed shards
+pack_part() {
+  local part=$1 dir=build/corpus/$1 n=0
+  [ -f "$dir/meta.txt" ] || return 0
+  mkdir -p "$C/$part"
+  cp "$dir/meta.txt" "$C/$part/meta.txt"
+  for f in "$dir"/shard-*.bin; do
+    [ -e "$f" ] || continue
+    local z=$C/$part/$(basename "$f").xz
+    [ -f "$z" ] && continue
+    xz -9e -c "$f" > "$z.tmp" && mv "$z.tmp" "$z"
+    n=$((n + 1))
+  done
+  (cd "$dir" && sha256sum shard-*.bin) | while read -r sum name; do
+    [ -f "$C/$part/$name.xz" ] && echo "$sum  $name"
+  done > "$C/$part/SHA256SUMS.tmp"
+  # SHA256SUMS lists the uncompressed shards: check with unpack (or xz -dc shard | sha256sum)
+  mv "$C/$part/SHA256SUMS.tmp" "$C/$part/SHA256SUMS"
+  [ $n -eq 0 ] || echo "corpus: $part: $n shard(s) packed into $C/$part"
+}
+
+case "${1:-}" in
+  generate)
+    shift
+    parts=("$@"); [ ${#parts[@]} -gt 0 ] || mapfile -t parts < <(part_names)
+    make -j2 build/beagle
+    [ -f "$M" ] || bash scripts/fetch_model.sh
+    command -v xz > /dev/null || { echo "corpus: xz not found (apt-get install xz-utils)" >&2; exit 1; }
+    for part in "${parts[@]}"; do
+      args=$(part_args "$part")
+      [ -n "$args" ] || { echo "corpus: no part '$part' (parts: $(part_names | tr '\n' ' '))" >&2; exit 1; }
+      mkdir -p build/corpus
+      unpack_part "$part" build/corpus
+      # datagen writes one shard at a time; a watcher packs each as it lands, and the end packs the rest
+      ( while sleep 60; do pack_part "$part"; done ) & watcher=$!
+      # shellcheck disable=SC2086
+      nice -n "$NICE" "$B" datagen -m "$M" -t "$THREADS" $args -o "build/corpus/$part" || { kill $watcher; exit 1; }
+      kill $watcher 2> /dev/null || true
+      pack_part "$part"
+    done ;;
+  unpack)
+    dir=${2:-build/corpus}
+    have=()
+    for part in $(part_names); do
+      [ -f "$C/$part/meta.txt" ] || continue
+      unpack_part "$part" "$dir"
+      have+=("$dir/$part")
+    done
+    [ ${#have[@]} -gt 0 ] || { echo "corpus: nothing committed under $C" >&2; exit 1; }
+    bash scripts/merge_data.sh "$dir/all" "${have[@]}" ;;
+  status)
+    for part in $(part_names); do
+      n=$(ls "$C/$part"/shard-*.bin.xz 2> /dev/null | wc -l)
+      items=$(awk '$1 == "items" {print $2}' "$C/$part/meta.txt" 2> /dev/null || true)
+      per=$(awk '$1 == "shard_seqs" {print $2}' "$C/$part/meta.txt" 2> /dev/null || true)
+      total=$([ -n "$items" ] && echo $(((items + per - 1) / per)) || echo "?")
+      bytes=$(du -cb "$C/$part"/shard-*.bin.xz 2> /dev/null | tail -1 | cut -f1 || echo 0)
+      printf "%-24s %4s of %4s shards committed, %6.2f MB\n" "$part" "$n" "$total" "$(echo "${bytes:-0} / 1000000" | bc -l)"
+    done ;;
+  *)
+    sed -n 2,12p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac

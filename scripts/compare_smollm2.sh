@@ -48,15 +48,15 @@ $B datagen -m "$M" --prompts "$DATA/train/sharegpt_sg90k_first_sampled_sorted.js
 # those layers' rows kept too: the same tokens and states (datagen --state-layers changes neither)
 case " $VARIANTS " in *" s12sl "*)
     $B datagen -m "$M" --prompts "$DATA/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
-        -n 192 --max-prompt 256 -o "$DATA-sl" --batch 16 --shard-seqs 32 -t 2 --state-layers 22,27 ;;
+        -n 192 --max-prompt 256 -o "$DATA-sl" --batch 16 --shard-seqs 32 -t 2 --keep-states --state-layers 22,27 ;;
 esac
 # held-out: the target's greedy answers (128 tokens) to the 80 MT-Bench first turns, for the teacher-forced top-1 / top-5
 HELD=$OUT/mt-bench-greedy
 $B datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
-    --shard-seqs 80 -t 1 -o "$HELD"
+    --shard-seqs 80 -t 1 --keep-states -o "$HELD"
 case " $VARIANTS " in *" s12sl "*)
     $B datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
-        --shard-seqs 80 -t 1 -o "$HELD-sl" --state-layers 22,27 ;;
+        --shard-seqs 80 -t 1 -o "$HELD-sl" --keep-states --state-layers 22,27 ;;
 esac
 # EPOCHS outlast STEPS (--max-steps ends every run); stage 2 starts at the same step in every two-stage variant
 flags() {

@@ -40,7 +40,7 @@ mkdir -p "$OUT"
 DATA=$OUT/data
 [ -f "$DATA/shard-00011.bin" ] || $B datagen -m "$M" -z "$Z" --sample 768 -o "$DATA" --seed 1234 -t 1
 HELD=$OUT/heldout  # the target's greedy continuations of the held-out prompts (teacher forcing)
-[ -f "$HELD/meta.txt" ] || $B datagen -m "$M" -z "$Z" --prompts "$PROMPTS" -n 128 --no-chat -o "$HELD" -t 1 > /dev/null
+[ -f "$HELD/meta.txt" ] || $B datagen -m "$M" -z "$Z" --prompts "$PROMPTS" -n 128 --no-chat --keep-states -o "$HELD" -t 1 > /dev/null
 
 flags() {  # variant -> training flags
     case $1 in

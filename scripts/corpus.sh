@@ -7,7 +7,8 @@
 #                                 shards; each shard is packed into data/corpus as it completes (commit it)
 #   corpus.sh unpack [DIR]        the committed shards as datagen directories under DIR (build/corpus),
 #                                 each checked against SHA256SUMS; then DIR/all merges the parts present
-#   corpus.sh status              tokens and shards per part, committed and to go
+#   corpus.sh pack [PART...]      pack the finished shards of build/corpus now (generate does it as it goes)
+#   corpus.sh status              shards per part, committed and to go
 # Environment: THREADS (datagen -t, default 2), NICE (default 19: a background run yields to other work).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,19 +44,20 @@ unpack_part() {
   local part=$1 dir=$2
   [ -f "$C/$part/meta.txt" ] || return 0
   mkdir -p "$dir/$part"
-  (cd "$C/$part" && sha256sum -c --quiet SHA256SUMS) || { echo "corpus: $C/$part: SHA256SUMS do not match" >&2; exit 1; }
   [ -f "$dir/$part/meta.txt" ] || cp "$C/$part/meta.txt" "$dir/$part/meta.txt"
   for z in "$C/$part"/shard-*.bin.xz; do
     [ -e "$z" ] || continue
     local f=$dir/$part/$(basename "$z" .xz)
     [ -f "$f" ] || { xz -dc "$z" > "$f.tmp" && mv "$f.tmp" "$f"; }
   done
+  local sums=$PWD/$C/$part/SHA256SUMS
+  (cd "$dir/$part" && sha256sum -c --quiet "$sums") || { echo "corpus: $dir/$part: shards differ from $sums" >&2; exit 1; }
 }
 
 # the shards of build/corpus/PART not yet in data/corpus, compressed; SHA256SUMS of the uncompressed shards
 pack_part() {
   local part=$1 dir=build/corpus/$1 n=0
-  [ -f "$dir/meta.txt" ] || return 0
+  [ -f "$dir/meta.txt" ] && compgen -G "$dir/shard-*.bin" > /dev/null || return 0
   mkdir -p "$C/$part"
   cp "$dir/meta.txt" "$C/$part/meta.txt"
   for f in "$dir"/shard-*.bin; do
@@ -70,6 +72,10 @@ pack_part() {
   done > "$C/$part/SHA256SUMS.tmp"
   # SHA256SUMS lists the uncompressed shards: check with unpack (or xz -dc shard | sha256sum)
   mv "$C/$part/SHA256SUMS.tmp" "$C/$part/SHA256SUMS"
+  # data/ rules (test_self_contained.py): a licence in every folder, every data file in data/SHA256SUMS
+  for d in data/corpus "$C" "$C/$part"; do cp data/corpus/LICENSE.corpus "$d/LICENSE.corpus" 2> /dev/null || true; done
+  { grep -v '  corpus/' data/SHA256SUMS; (cd data && sha256sum corpus/smollm2/*/meta.txt corpus/smollm2/*/shard-*.bin.xz); } \
+    > data/SHA256SUMS.tmp && mv data/SHA256SUMS.tmp data/SHA256SUMS
   [ $n -eq 0 ] || echo "corpus: $part: $n shard(s) packed into $C/$part"
 }
 
@@ -102,6 +108,10 @@ case "${1:-}" in
     done
     [ ${#have[@]} -gt 0 ] || { echo "corpus: nothing committed under $C" >&2; exit 1; }
     bash scripts/merge_data.sh "$dir/all" "${have[@]}" ;;
+  pack)  # what generate packs as it goes, for the parts given (default: all)
+    shift
+    parts=("$@"); [ ${#parts[@]} -gt 0 ] || mapfile -t parts < <(part_names)
+    for part in "${parts[@]}"; do pack_part "$part"; done ;;
   status)
     for part in $(part_names); do
       n=$(ls "$C/$part"/shard-*.bin.xz 2> /dev/null | wc -l)

@@ -21,7 +21,7 @@ make -s -j2 build/beagle build/test/draft_topk
 mkdir -p "$OUT"
 held=$OUT/mt-bench-greedy
 build/beagle datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 256 --max-prompt 1024 --batch 32 \
-    --shard-seqs 80 -t 2 -o "$held" > /dev/null
+    --shard-seqs 80 -t 2 --keep-states -o "$held" > /dev/null
 for d in "$@"; do
   [ -f "$d" ] || { echo "eval_smollm2_draft: no draft file '$d'" >&2; exit 1; }
   n=$OUT/$(basename "$d")

@@ -27,8 +27,8 @@ from ref_llama import RefLlama  # noqa: E402
 def read_shard(path):
     """The token sequences of one datagen shard (layout: src/data/dataset.h)."""
     b = open(path, "rb").read()
-    if b[:8] != b"BEAGLEDS":
-        sys.exit("%s: not a datagen shard (expected magic BEAGLEDS)" % path)
+    if b[:8] not in (b"BEAGLEDS", b"BEAGLETK"):
+        sys.exit("%s: not a datagen shard (expected magic BEAGLEDS or BEAGLETK)" % path)
     n_seqs = struct.unpack_from("<I", b, 20)[0]
     n_tok = struct.unpack_from("<Q", b, 24)[0]
     table = [struct.unpack_from("<QII", b, 48 + 16 * i) for i in range(n_seqs)]

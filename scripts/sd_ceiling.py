@@ -29,7 +29,7 @@ def read_tokens(d):
     seqs = []
     for f in sorted(glob.glob(os.path.join(d, "shard-*.bin"))):
         b = open(f, "rb").read()
-        if b[:8] != b"BEAGLEDS":
+        if b[:8] not in (b"BEAGLEDS", b"BEAGLETK"):
             sys.exit("%s: not a beagle datagen shard" % f)
         n, ntok = struct.unpack_from("<IQ", b, 20)
         tab = [struct.unpack_from("<QII", b, 48 + 16 * i) for i in range(n)]

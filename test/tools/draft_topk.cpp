@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
         DraftWeights w = load_draft(argv[2]);
         Dataset ds(argv[3]);
         ds.check_fits(mf->config.dim, mf->config.vocab_size, ds.tokenizer_hash(), argv[1]);
+        if (!ds.has_states()) fail("%s holds token ids only: make it with beagle datagen --keep-states", argv[3]);
         const bool f32 = argc > 4 && std::string(argv[4]) == "--f32";
         int ctx = 2;
         for (size_t s = 0; s < ds.n_seqs(); s++) ctx = std::max(ctx, ds.seq(s).len + 1);

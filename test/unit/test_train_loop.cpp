@@ -94,6 +94,7 @@ int main() {
     dg.max_new = 40;
     dg.batch = 6;
     dg.threads = 1;
+    dg.keep_states = true;  // the stored states: the NaN data below poisons them
     dg.out_dir = g_tmp + "/data";
     run_datagen(dg);
 

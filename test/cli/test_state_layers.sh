@@ -21,7 +21,7 @@ ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fails=$((fails+1)); }
 T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
 "$B" datagen "${T[@]}" --sample 24 -n 100 --shard-seqs 12 -o "$tmp/x" --keep-states --state-layers 1,4 -t 1 2> "$tmp/log" || { bad "datagen --state-layers"; cat "$tmp/log"; }
-"$B" datagen "${T[@]}" --sample 24 -n 100 --shard-seqs 12 -o "$tmp/p" -t 1 2> /dev/null || bad "datagen"
+"$B" datagen "${T[@]}" --sample 24 -n 100 --shard-seqs 12 -o "$tmp/p" --keep-states -t 1 2> /dev/null || bad "datagen"
 python3 - "$tmp/x" "$tmp/p" <<'PY' && ok "shards: BEAGLEDX, tokens and states as without the option, layer 4 (the last) = the states" || bad "shard contents"
 import glob, os, struct, sys
 def parts(path):

@@ -78,6 +78,13 @@ LlamaConfig plan_target(const PlanGeometry& p, std::vector<MemLine>* lines) {
     return c;
 }
 
+std::vector<MemLine> plan_llama_buffers(const LlamaConfig& c, int ctx, int max_batch) {
+    std::vector<MemLine> lines;
+    for (const LlamaBuffer& b : llama_buffers(c, ctx, max_batch))
+        lines.push_back({b.count > 1 ? strfmt("%s x %d", b.name, b.count) : std::string(b.name), 4.0 * b.floats * b.count});
+    return lines;
+}
+
 int generate_plan(const std::string& geometry, const std::string& model, const std::string& draft, int ctx,
                   int batch, const DraftOptions& d, bool tree) {
     const double GiB = 1024.0 * 1024 * 1024;
@@ -97,9 +104,7 @@ int generate_plan(const std::string& geometry, const std::string& model, const s
         wname = dtype_name(p.wtype);
     }
     if (ctx <= 0) ctx = std::min(c.max_seq > 0 ? c.max_seq : 4096, 4096);  // as Session does
-    for (const LlamaBuffer& b : llama_buffers(c, ctx, batch))
-        lines.push_back({b.count > 1 ? strfmt("%s x %d", b.name, b.count) : std::string(b.name),
-                         4.0 * b.floats * b.count});
+    for (const MemLine& l : plan_llama_buffers(c, ctx, batch)) lines.push_back(l);
     // the attention's split-KV partials, the scratch slot CudaOps::reserve sizes for the target (Llama's
     // ScratchSizes: rows max_batch, keys ctx) at the default slice length (BEAGLE_CUDA_ATTN_SPLIT changes it)
     const int split_rows = std::min(std::max(batch, 1), ATTN_SPLIT_MAX_T);

@@ -24,6 +24,8 @@ struct PlanGeometry {
 PlanGeometry parse_plan_geometry(const std::string& geometry, const char* cmd, bool dtypes);
 // The geometry's target (max_seq 4096) and its weights' lines, in the geometry's matrix dtype.
 LlamaConfig plan_target(const PlanGeometry& p, std::vector<MemLine>* lines);
+// The lines of the buffers a Llama(c, ops, ctx, max_batch) allocates besides its weights (llama_buffers).
+std::vector<MemLine> plan_llama_buffers(const LlamaConfig& c, int ctx, int max_batch);
 
 int train_plan(const std::string& geometry, int T, int w, int S, bool grad_through, int ranks, int batch, int arch,
                const std::vector<int>& state_layers, bool ttt = false);

@@ -97,8 +97,7 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     std::vector<MemLine> tl;
     const LlamaConfig tc = plan_target(pg, &tl);
     const int mb = std::min(T, 256);
-    for (const LlamaBuffer& b : llama_buffers(tc, T, mb))
-        tl.push_back({b.count > 1 ? strfmt("%s x %d", b.name, b.count) : std::string(b.name), 4.0 * b.floats * b.count});
+    for (const MemLine& l : plan_llama_buffers(tc, T, mb)) tl.push_back(l);
     if (c.n_extra()) {
         const LlamaBuffer b = llama_state_rows_buffer(tc, mb, c.n_extra());
         tl.push_back({b.name, 4.0 * b.floats});

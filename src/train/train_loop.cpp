@@ -280,9 +280,10 @@ TrainState resume(const std::string& path, const KV& config, const Schedule& sc,
 
 // ---- states from tokens ----------------------------------------------------------------------------
 
-// Tokens-only data: the states come from -m, computed as datagen would have (its --f32-weights too). A
-// target other than the one that wrote the answers is allowed (distillation data of another model) and said.
-void check_states_target(const Dataset& ds, ModelFile& mf, const TrainLoopOptions& o) {
+// Tokens-only data: the states come from -m, computed as datagen would have (its --f32-weights: the weights
+// dequantized here). A target other than the one that wrote the answers is allowed (distillation data of
+// another model) and said.
+void prepare_states_target(const Dataset& ds, ModelFile& mf, const TrainLoopOptions& o) {
     if (ds.meta("f32_weights") == "1") dequantize_weights_f32(mf);
     const std::string want = ds.meta("target_sha256");
     if (want.empty() || o.quiet) return;
@@ -531,7 +532,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     uint64_t tok_hash = tokenizer_fingerprint(spec);
     Dataset ds(o.data);
     ds.check_fits(mf->config.dim, mf->config.vocab_size, tok_hash, o.model);
-    if (!ds.has_states()) check_states_target(ds, *mf, o);
+    if (!ds.has_states()) prepare_states_target(ds, *mf, o);
     DraftConfig cfg = draft_config_for_target(mf->config, spec, o.ffn_dim);
     cfg.arch = o.arch;
     cfg.state_layers = o.state_layers;

@@ -110,7 +110,8 @@ def parse_sources():
     # the op sequence of a target forward (src/model/llama.cpp Llama::run and Llama::head)
     ll = read("src/model/llama.cpp")
     expect = {
-        "run": ["embed", "rmsnorm", "matmul_n", "rope_qk", "scatter_rows", "scatter_rows", "attention", "matmul",
+        # the three adds are Qwen2's Q/K/V biases (`if (c.qkv_bias)`); the Llama shapes modelled here have none
+        "run": ["embed", "rmsnorm", "matmul_n", "add", "add", "add", "rope_qk", "scatter_rows", "scatter_rows", "attention", "matmul",
                 "add_rmsnorm", "matmul_n", "swiglu_matmul", "add_rmsnorm", "add"],
         "head": ["rmsnorm", "matmul"],
     }
@@ -122,6 +123,8 @@ def parse_sources():
         if got != ops:
             fail(f"src/model/llama.cpp Llama::{fn} calls {got}, the model counts {ops}: update scripts/gpu_bytes.py")
     need("src/model/llama.cpp", ll, "ops_.matmul_n(3, qkv, xb_, wqkv, T);", "Q/K/V in one launch")
+    need("src/model/llama.cpp", ll, "ops_.matmul_n(3, qkv, xb_, wqkv, T);\n        if (c.qkv_bias) {",
+         "Q/K/V biases only where the model has them")
     need("src/model/llama.cpp", ll, "ops_.matmul_n(2, gate_up, xb_, wgu, T);", "gate/up in one launch")
     # swiglu_matmul is counted as its ops.h default, a swiglu launch then a matmul (the CUDA backend keeps it)
     need("src/backend/ops.h", read("src/backend/ops.h"),

@@ -204,6 +204,12 @@ public:
     virtual void release(float* p) = 0;
     virtual void upload(float* dst, const float* src, size_t n) = 0;    // host -> backend
     virtual void download(float* dst, const float* src, size_t n) = 0;  // backend -> host
+    // backend -> host without waiting: dst holds the values once wait_downloads() (or any download)
+    // has returned, not before. A device backend queues the copy behind the work that writes src, so the
+    // host goes on launching (the training loop computes the next step's target states this way). The
+    // host backends copy at once.
+    virtual void download_async(float* dst, const float* src, size_t n) { download(dst, src, n); }
+    virtual void wait_downloads() {}  // a device backend: a sync if a download_async is still queued
     virtual void copy(float* dst, const float* src, size_t n) = 0;      // backend -> backend
     virtual void zero(float* p, size_t n) = 0;
     virtual Weight weight(const Tensor& t) = 0;   // make t resident (CPU: a view, no copy)

@@ -14,9 +14,10 @@ int cmd_datagen(int argc, char** argv) {
     DatagenOptions o;
     Args a("datagen", "-m MODEL [-z TOK] (--prompts FILE | --sample N | --self-prompts N) -o DIR [options]",
            "Self-distillation: the target answers the prompts (chat template for instruct models) or samples N\n"
-           "texts from BOS (base models); tokens and every position's true state (f16) go to shards in DIR,\n"
-           "written atomically. --self-prompts N (Magpie): the target first writes N user turns itself, each\n"
-           "continuing the chat template's user prefix at --prompt-temp / --prompt-top-p up to its end-of-turn\n"
+           "texts from BOS (base models); the token ids go to shards in DIR, written atomically (with\n"
+           "--keep-states also every position's true state, f16; beagle train computes them otherwise).\n"
+           "--self-prompts N (Magpie): the target first writes N user turns itself, each continuing the chat\n"
+           "template's user prefix at --prompt-temp / --prompt-top-p up to its end-of-turn\n"
            "token (turns that reach --max-prompt tokens unended or have < 4 tokens are drawn again from the\n"
            "sequence's next stream), then answers them as --prompts does; the turns go to DIR/self_prompts.jsonl\n"
            "(--prompts DIR/self_prompts.jsonl with a --max-prompt that cuts nothing gives the same shards).\n"

@@ -259,7 +259,11 @@ void Llama::outputs(int T, float* logits, int n_logits, float* states, int n_sta
     const LlamaConfig& c = cfg_;
     last_T_ = T;
     const size_t W = state_width();
-    if (n_states) ops_.download(states, states_backend() + (size_t)(T - n_states) * W, (size_t)n_states * W);
+    if (n_states) {
+        const float* rows = states_backend() + (size_t)(T - n_states) * W;
+        if (async_states_) ops_.download_async(states, rows, (size_t)n_states * W);
+        else ops_.download(states, rows, (size_t)n_states * W);
+    }
     if (n_logits) {
         head(T, n_logits);
         ops_.download(logits, logits_, (size_t)n_logits * c.vocab_size);

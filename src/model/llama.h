@@ -106,6 +106,9 @@ public:
     void set_state_layers(const std::vector<int>& layers);
     const std::vector<int>& state_layers() const { return state_layers_; }
     int state_width() const { return cfg_.dim * (1 + (int)state_layers_.size()); }
+    // From now on the host states of forward / prefill come down with Ops::download_async: they hold the
+    // values once ops.wait_downloads() has returned, so the host can queue more work meanwhile.
+    void set_async_states(bool on) { async_states_ = on; }
     // Drop cache rows >= n.
     void truncate(int n);
     // Keep n rows of the cache: for i < n, row src[i] moves to row dst_start + i (src increasing,
@@ -143,6 +146,7 @@ private:
     std::vector<int> state_layers_;  // set_state_layers
     float* xw_ = nullptr;            // max_batch x (1 + E) dim: the wide state rows (block 0 f, block 1 + k layer k)
     int last_T_ = 0;          // rows of the last forward
+    bool async_states_ = false;  // set_async_states
     std::vector<float> host_tmp_;
 };
 

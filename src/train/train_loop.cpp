@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <memory>
 
 #include "../backend/backend.h"
@@ -237,8 +238,28 @@ uint64_t stream_seed(uint64_t seed, uint64_t k) {
     return r.next();
 }
 
-void shuffle(TrainState& st) {
-    for (int i = (int)st.order.size() - 1; i > 0; i--) std::swap(st.order[i], st.order[st.shuffle.below(i + 1)]);
+void shuffle(std::vector<uint32_t>& order, TrainRng& r) {
+    for (int i = (int)order.size() - 1; i > 0; i--) std::swap(order[i], order[r.below(i + 1)]);
+}
+void shuffle(TrainState& st) { shuffle(st.order, st.shuffle); }
+
+// The items step `step` runs when it starts at position `pos` of st's epoch order, drawn as the loop will
+// draw them: from this epoch's order, or at its end from the next epoch's (the shuffle run on a copy of
+// the stream). Empty when that step does not run.
+std::vector<uint32_t> step_items(const TrainState& st, long step, int pos, const Schedule& sc, int batch, int n_items) {
+    if (step >= sc.stop_at) return {};
+    std::vector<uint32_t> next;
+    const std::vector<uint32_t>* order = &st.order;
+    if (pos >= n_items) {
+        if (st.epoch + 1 >= sc.epochs) return {};
+        next = st.order;
+        TrainRng r = st.shuffle;
+        shuffle(next, r);
+        order = &next;
+        pos = 0;
+    }
+    const int n = std::min(batch, n_items - pos);
+    return std::vector<uint32_t>(order->begin() + pos, order->begin() + pos + n);
 }
 
 // ---- checkpoints: the run <-> checkpoint.h ---------------------------------------------------------
@@ -312,6 +333,14 @@ struct ItemData {
     SeqView seq(const Item& it) const {
         return ts ? ts->view(it.seq, ds.seq(it.seq), it.start + it.len) : ds.seq(it.seq);
     }
+    // Tokens-only data: queue the states these items (indices into `all`) will view, each sequence up to
+    // the furthest end of its items.
+    void prefetch(const std::vector<Item>& all, const std::vector<uint32_t>& which) const {
+        if (!ts) return;
+        std::map<uint32_t, int> ends;
+        for (uint32_t k : which) ends[all[k].seq] = std::max(ends[all[k].seq], all[k].start + all[k].len);
+        for (const auto& e : ends) ts->prefetch(e.first, ds.seq(e.first), e.second);
+    }
 };
 
 // Item `it` as a training batch: its f16 states as f32 in *states, its loss mask in *lmask, and with state
@@ -353,10 +382,11 @@ struct StepLoss {
 // fixed item tree (data_parallel.h), each rank running its share of the items; every rank ends with
 // the batch's gradient and every item's loss. Every rank draws every item's window offset and noise
 // seed, so the random streams stay in step.
-// peak: raised to each iteration's buffer peak. cols: item_batch's state-layer columns.
+// peak: raised to each iteration's buffer peak. cols: item_batch's state-layer columns. next: the items of
+// the next step, whose target states (tokens-only data) are queued before this step's sync.
 StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const ItemData& data, const std::vector<Item>& items,
                           TrainState& st, int nb, const TrainLoopOptions& o, int dim, const std::vector<size_t>& cols,
-                          size_t* peak) {
+                          size_t* peak, const std::vector<uint32_t>& next) {
     std::vector<int> offsets(nb);
     std::vector<uint64_t> seeds(nb);
     for (int k = 0; k < nb; k++) {
@@ -376,6 +406,7 @@ StepLoss accumulate_grads(DraftTrainer& trainer, GradTree& tree, const ItemData&
         rows[(size_t)k * W + 3] = it.len;
         ran.push_back(k);
     });
+    data.prefetch(items, next);  // a device backend: runs behind this step's work, lands at its sync
     // This rank's items' losses in one copy (a device backend: one sync per step), in run order.
     const std::vector<IterStats> losses = trainer.finish_losses();
     for (size_t i = 0; i < ran.size(); i++) {
@@ -557,7 +588,8 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     std::unique_ptr<Ops> ops = make_ops("", threads);
     std::unique_ptr<Comm> dcomm = make_device_comm(*ops, *comm);  // NCCL on the CUDA backend, else none
     std::unique_ptr<TargetStates> ts;  // tokens-only data: the target computes the states
-    if (!ds.has_states()) ts.reset(new TargetStates(*mf, *ops, longest_seq(ds), cfg.state_layers));
+    if (!ds.has_states())  // slots: this step's sequences, the next step's, and warm_up's longest
+        ts.reset(new TargetStates(*mf, *ops, longest_seq(ds), cfg.state_layers, 2 * o.batch + 1));
     const ItemData data{ds, ts.get(), ts ? cfg.state_layers.size() : ds.state_layers().size()};
     DraftWeights dw = initial_weights(o, cfg, d2t, iw);
     DraftModelT<Ops> model(*ops, dw, fz);
@@ -590,6 +622,12 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     const DeviceCounters* dev = ops->device_counters();  // a device backend: count each step's runtime work
     TrainTotals devt;
     devt.has_device = dev != nullptr;
+    // Each step queues the next step's target states before its sync (one rank: with several, each would
+    // compute every item's; they compute their own share when they view them).
+    auto next_items = [&](long step, int pos) {
+        return n_ranks == 1 ? step_items(st, step, pos, sc, o.batch, n_items) : std::vector<uint32_t>();
+    };
+    data.prefetch(items, next_items(st.step, st.pos));
     if (dev && st.step < sc.stop_at)  // the stages still to run: their largest iterations' buffers now
         for (int stage = 1; stage <= 2; stage++) {
             const bool runs = stage == 1 ? st.epoch < o.stage1_epochs : o.stage2_epochs > 0;
@@ -620,7 +658,8 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
         const DeviceCounters c0 = dev ? *dev : DeviceCounters();
         model.zero_grads();
         const double t_step = now_seconds();
-        StepLoss sl = accumulate_grads(trainer, tree, data, items, st, nb, o, cfg.dim, cols, &iter_peak[stage - 1]);
+        StepLoss sl = accumulate_grads(trainer, tree, data, items, st, nb, o, cfg.dim, cols, &iter_peak[stage - 1],
+                                       next_items(st.step + 1, st.pos + nb));
         seg_tokens += sl.tokens;
         run_tokens += sl.tokens;
         const char* last = last_good.empty() ? "none written yet" : last_good.c_str();

@@ -122,6 +122,14 @@ T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
 python3 -c "import json; print(json.dumps(json.load(open('$tmp/t.bin.json'))))" > "$tmp/t.json"
 check "train stage 1 + 2: allocs_after_first_step == 0, syncs_per_step <= 2" "$tmp/t.json" \
   'g["steps"] >= 4 and g["allocs_after_first_step"] == 0 and g["syncs_per_step"] <= 2'
+# tokens-only data: the target computes the states on the device, each step queuing the next step's
+# prefills before its own sync, so they cost no sync of their own; the same draft as from stored states
+"$CPU" datagen "${T[@]}" --sample 8 -n 64 --shard-seqs 4 -o "$tmp/dt" -t 1 2> "$tmp/err.txt" || { echo "FAIL datagen (tokens)"; cat "$tmp/err.txt"; exit 1; }
+"$EMU" train "${T[@]}" --data "$tmp/dt" --seq-len 64 --window 2 --sim-steps 2 --stage1-epochs 1 --stage2-epochs 1 \
+  --batch 2 -t 1 -q -o "$tmp/tt.bin" > /dev/null 2> "$tmp/err.txt" || { echo "FAIL train (tokens): exit $?"; cat "$tmp/err.txt"; exit 1; }
+python3 -c "import json; print(json.dumps(json.load(open('$tmp/tt.bin.json'))))" > "$tmp/tt.json"
+check "train from tokens (states computed on the device): allocs_after_first_step == 0, syncs_per_step <= 2" "$tmp/tt.json" \
+  'j["states"] == "computed" and g["steps"] >= 4 and g["allocs_after_first_step"] == 0 and g["syncs_per_step"] <= 2'
 W="$tmp/wide.gguf"
 "$B/test/tool_random_llama" "$W" --layers 1 --vocab 512 --dim 1024 --heads 8 --kv-heads 4 --ffn 256 > /dev/null 2>&1 \
   || { echo "FAIL tool_random_llama"; exit 1; }

@@ -39,6 +39,8 @@ public:
     void release(float* p) override;
     void upload(float* dst, const float* src, size_t n) override;
     void download(float* dst, const float* src, size_t n) override;
+    void download_async(float* dst, const float* src, size_t n) override;
+    void wait_downloads() override;
     void copy(float* dst, const float* src, size_t n) override;
     Weight weight(const Tensor& t) override;
 

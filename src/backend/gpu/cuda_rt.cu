@@ -176,7 +176,38 @@ void CudaRt::sync() {
     synced();
 }
 
-void CudaRt::synced() { arena_used_ = 0; }
+void CudaRt::d2h_async(void* host, const void* src, size_t bytes) {
+    if (!bytes) return;
+    size_t off = (d2h_stage_used_ + 255) & ~(size_t)255;
+    if (off + bytes > d2h_stage_bytes_) {  // a larger staging buffer; the queued copies keep the old one
+        const size_t want = std::max(2 * d2h_stage_bytes_, 2 * bytes);
+        unsigned char* p = (unsigned char*)pinned(want);  // the old one stays pinned until the CudaRt goes
+        if (!p) {
+            d2h(host, src, bytes);  // hands over the pending copies too
+            return;
+        }
+        d2h_stage_ = p;
+        d2h_stage_bytes_ = want;
+        off = d2h_stage_used_ = 0;
+    }
+    rt_check(cudaMemcpyAsync(d2h_stage_ + off, src, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (device to host)");
+    n.d2h_bytes += (long long)bytes;
+    d2h_pending_.push_back({host, d2h_stage_ + off, bytes});
+    d2h_stage_used_ = off + bytes;
+}
+
+void CudaRt::wait_d2h() {
+    if (!d2h_pending_.empty()) sync();
+}
+
+// After any sync: the arena's copies are done (reuse it), and the staged device -> host copies are
+// complete: each goes on to its host destination.
+void CudaRt::synced() {
+    arena_used_ = 0;
+    for (const PendingD2H& c : d2h_pending_) memcpy(c.host, c.staged, c.bytes);
+    d2h_pending_.clear();
+    d2h_stage_used_ = 0;
+}
 
 void* CudaRt::pinned(size_t bytes) {
     void* p = nullptr;

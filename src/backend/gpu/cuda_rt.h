@@ -50,6 +50,11 @@ public:
     void h2d(void* dst, const void* host, size_t bytes);
     void h2d_sync(void* dst, const void* host, size_t bytes);  // blocking cudaMemcpy: a sync
     void d2h(void* host, const void* src, size_t bytes);       // blocking: a sync
+    // device -> host without a stall: cudaMemcpyAsync into pinned staging, copied on to `host` by the next
+    // sync of any kind (no sync of its own); wait_d2h() syncs if such a copy is still pending. Without
+    // pinned memory: a blocking d2h.
+    void d2h_async(void* host, const void* src, size_t bytes);
+    void wait_d2h();
     void d2d(void* dst, const void* src, size_t bytes);        // queued
     void memset0(void* dst, size_t bytes);                     // queued
     void sync();                                               // cudaStreamSynchronize: a sync
@@ -76,6 +81,14 @@ private:
     unsigned char* arena_ = nullptr;             // pinned host staging
     std::vector<void*> pinned_;                  // pinned() blocks and outgrown arenas
     size_t arena_bytes_ = 0, arena_used_ = 0;
+    struct PendingD2H {
+        void* host;
+        const unsigned char* staged;  // in d2h_stage_ or an outgrown one
+        size_t bytes;
+    };
+    unsigned char* d2h_stage_ = nullptr;         // pinned device -> host staging (grows; outgrown ones in pinned_)
+    size_t d2h_stage_bytes_ = 0, d2h_stage_used_ = 0;
+    std::vector<PendingD2H> d2h_pending_;        // queued copies into d2h_stage_, for synced() to hand over
 };
 
 }  // namespace beagle

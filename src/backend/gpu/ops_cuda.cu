@@ -168,6 +168,8 @@ float* CudaOps::alloc(size_t n) {
 void CudaOps::release(float* p) { rt_->release(p); }
 void CudaOps::upload(float* dst, const float* src, size_t n) { rt_->h2d(dst, src, n * sizeof(float)); }
 void CudaOps::download(float* dst, const float* src, size_t n) { rt_->d2h(dst, src, n * sizeof(float)); }
+void CudaOps::download_async(float* dst, const float* src, size_t n) { rt_->d2h_async(dst, src, n * sizeof(float)); }
+void CudaOps::wait_downloads() { rt_->wait_d2h(); }
 void CudaOps::copy(float* dst, const float* src, size_t n) {
     if (!n || dst == src) return;
     size_t bytes = n * sizeof(float);

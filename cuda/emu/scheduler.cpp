@@ -211,7 +211,7 @@ struct Worker {
     int cur = -1;  // running thread (linear index), -1 in the scheduler
     int pos = 0;   // position of the pass in `order`
     unsigned live[32] = {};     // lanes of each warp that exist and have not exited
-    int waiting[32] = {};       // lanes of each warp waiting in a warp collective
+    unsigned waiting[32] = {};  // lanes of each warp waiting in a warp collective (a bit per lane)
     bool failed = false;
     uint64_t rng = 0;
     Worker() : threads(kMaxThreadsPerBlock), order(kMaxThreadsPerBlock) {}
@@ -766,7 +766,7 @@ static void try_complete_warp(Worker& w, int warp, const WarpOp& ref) {
         u.state = kReady;
         u.op = nullptr;
     }
-    w.waiting[warp] -= n;
+    w.waiting[warp] &= ~group;
 }
 
 void warp_collective(WarpOp& op) {
@@ -785,8 +785,10 @@ void warp_collective(WarpOp& op) {
     }
     t.op = &op;
     t.state = kAtWarp;
-    w.waiting[warp]++;
-    try_complete_warp(w, warp, op);
+    w.waiting[warp] |= 1u << lane;
+    // The group can complete only once all its live lanes wait; checking that first keeps a warp's 32
+    // arrivals at 32 steps instead of 32 scans of the arrived lanes.
+    if (!(op.mask & w.live[warp] & ~w.waiting[warp])) try_complete_warp(w, warp, op);
     switch_to_scheduler(w, t);
 }
 
@@ -799,7 +801,7 @@ static void thread_exit(Worker& w, EmuThread& t) {
     w.nlive--;
     w.live[warp] &= ~(1u << (i & 31));
     // Lanes waiting for this one in a warp collective, or threads waiting at __syncthreads, may now go.
-    for (int l = 0; l < 32 && w.waiting[warp] > 0 && warp * 32 + l < w.n; l++) {
+    for (int l = 0; l < 32 && w.waiting[warp] && warp * 32 + l < w.n; l++) {
         EmuThread& u = w.threads[warp * 32 + l];
         if (u.state == kAtWarp) try_complete_warp(w, warp, *u.op);
     }

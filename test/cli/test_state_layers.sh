@@ -6,7 +6,7 @@
 #     equal the true states byte for byte;
 #   - train --state-layers fuses a subset of the data's layers; a layer the data lacks is refused;
 #   - greedy speculative decoding with the draft (chain, tree, hybrid) gives plain decoding's tokens on the
-#     CPU backend and on the CUDA backend in the emulator (bench-sd: 0 mismatches);
+#     CPU backend (5 prompts) and on the CUDA backend in the emulator (2 prompts) (bench-sd: 0 mismatches);
 #   - generate --plan counts the state-layer buffers (emulator's peak minus plan as without them, and as
 #     for the shipped EAGLE draft);
 #   - bad layer lists are refused (remote drafting with the draft: test/oracles/test_serve_state_layers.py).
@@ -51,9 +51,12 @@ out=$(tr -o "$tmp/e.bin" --state-layers 2 2>&1); rc=$?
 [ $rc -ne 0 ] && echo "$out" | grep -q "does not keep layer 2" && ok "a layer the data lacks: refused" || bad "layer 2: exit $rc, $out"
 out=$(tr -o "$tmp/e.bin" --state-layers 3,1 2>&1); rc=$?
 [ $rc -ne 0 ] && echo "$out" | grep -q "expected increasing" && ok "layers 3,1: refused" || bad "layers 3,1: exit $rc, $out"
+# bench-sd takes 5 prompts of the file (--per-category's default) on the CPU backend, 2 in the emulator, which
+# is some 40x slower (5 took 74 s there).
 for be in cpu emu; do
-  bin=$B; [ $be = emu ] && bin=$EMU
-  "$bin" bench-sd "${T[@]}" -d "$tmp/d.bin" --prompts test/data/stories_prompts.txt --no-chat -n 48 --modes none,chain,tree,hybrid \
+  bin=$B; per=5
+  [ $be = emu ] && bin=$EMU && per=2
+  "$bin" bench-sd "${T[@]}" -d "$tmp/d.bin" --prompts test/data/stories_prompts.txt --per-category $per --no-chat -n 48 --modes none,chain,tree,hybrid \
       --total-tokens 12 -t 1 -o "$tmp/b-$be.json" > "$tmp/log" 2>&1 || { bad "bench-sd ($be)"; cat "$tmp/log"; continue; }
   python3 - "$tmp/b-$be.json" <<'PY' && ok "greedy SD = plain decoding, backend $be (chain, tree, hybrid: 0 mismatches)" || bad "mismatches ($be)"
 import json, sys

@@ -52,7 +52,7 @@ out=$(tr -o "$tmp/e.bin" --state-layers 2 2>&1); rc=$?
 out=$(tr -o "$tmp/e.bin" --state-layers 3,1 2>&1); rc=$?
 [ $rc -ne 0 ] && echo "$out" | grep -q "expected increasing" && ok "layers 3,1: refused" || bad "layers 3,1: exit $rc, $out"
 # bench-sd takes 5 prompts of the file (--per-category's default) on the CPU backend, 2 in the emulator, which
-# is some 40x slower (5 took 74 s there).
+# is some 40x slower.
 for be in cpu emu; do
   bin=$B; per=5
   [ $be = emu ] && bin=$EMU && per=2

@@ -79,6 +79,9 @@ HTTPLIB_FLAGS := -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTT
 HTTPLIB_LIBS  := -lcpp-httplib -lssl -lcrypto -lz
 endif
 $(BUILD)/obj/src/serve/server.o $(BUILD)/obj/src/serve/remote.o: CXXFLAGS += $(HTTPLIB_FLAGS)
+# The weight quantizers reproduce ggml's reference bytes, so each a * b + c rounds twice, as ggml's C does
+# (GCC contracts it into one fused multiply-add in C++ unless told not to).
+$(BUILD)/obj/src/core/quantize.o: CXXFLAGS += -ffp-contract=off
 
 $(BUILD)/beagle: $(CLI_OBJ) $(LIB)
 	$(CXX) $(CXXFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDFLAGS) $(HTTPLIB_LIBS)

@@ -14,4 +14,5 @@ int cmd_gradcheck(int argc, char** argv);
 int cmd_train(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 }  // namespace beagle

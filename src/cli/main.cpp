@@ -24,7 +24,8 @@ static void usage(FILE* f) {
         "  gradcheck  check the draft's backward against finite differences (float64, tiny config)\n"
         "  train      train a Beagle draft on datagen data (two-stage block attention, checkpoints, eval)\n"
         "  serve      OpenAI-compatible HTTP server (chat/completions, streaming, metrics)\n"
-        "  perplexity perplexity of a target over a text file (llama-perplexity's method)\n");
+        "  perplexity perplexity of a target over a text file (llama-perplexity's method)\n"
+        "  quantize   rewrite a GGUF or HF safetensors model as a quantized GGUF (llama-quantize's types and mixes)\n");
 }
 
 int main(int argc, char** argv) {
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
     struct { const char* name; int (*fn)(int, char**); } cmds[] = {
         {"generate", cmd_generate}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"bench", cmd_bench}, {"datagen", cmd_datagen}, {"bench-sd", cmd_bench_sd},
         {"gradcheck", cmd_gradcheck}, {"train", cmd_train}, {"serve", cmd_serve},
-        {"perplexity", cmd_perplexity},
+        {"perplexity", cmd_perplexity}, {"quantize", cmd_quantize},
     };
     for (auto& c : cmds) {
         if (strcmp(argv[1], c.name) != 0) continue;

@@ -167,36 +167,63 @@ bool is_directory(const std::string& path) {
     return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-void write_file_atomic(const std::string& path, const void* data, size_t n) {
-    std::string tmp = path + ".tmp." + std::to_string(getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) fail("cannot create '%s': %s", tmp.c_str(), strerror(errno));
+AtomicFile::AtomicFile(const std::string& path) : path_(path), tmp_(path + ".tmp." + std::to_string(getpid())) {
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd_ < 0) fail("cannot create '%s': %s", tmp_.c_str(), strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+        ::unlink(tmp_.c_str());
+    }
+}
+
+void AtomicFile::fail_and_remove(const char* doing, int err) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    ::unlink(tmp_.c_str());
+    fail("cannot write '%s': %s (%s its temp file '%s', removed)%s", path_.c_str(), strerror(err), doing, tmp_.c_str(),
+         file_exists(path_) ? "; the previous file is unchanged" : "");
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+    if (fd_ < 0) fail("cannot write '%s': the file is already committed or closed", path_.c_str());
     const uint8_t* p = (const uint8_t*)data;
     size_t left = n;
     while (left > 0) {
-        ssize_t w = ::write(fd, p, left);
+        ssize_t w = ::write(fd_, p, left);
         if (w < 0) {
             if (errno == EINTR) continue;
-            int e = errno;
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            fail("cannot write '%s': %s (after %zu of %zu bytes; its temp file '%s' is removed)%s", path.c_str(),
-                 strerror(e), n - left, n, tmp.c_str(), file_exists(path) ? "; the previous file is unchanged" : "");
+            fail_and_remove(strfmt("after %llu bytes of", (unsigned long long)(written_ + n - left)).c_str(), errno);
         }
         p += w;
         left -= (size_t)w;
     }
-    if (fsync(fd) != 0 || ::close(fd) != 0) {
+    written_ += n;
+}
+
+void AtomicFile::commit() {
+    if (fd_ < 0) fail("cannot write '%s': the file is already committed or closed", path_.c_str());
+    if (fsync(fd_) != 0) fail_and_remove("flushing", errno);
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) {
         int e = errno;
-        ::unlink(tmp.c_str());
-        fail("cannot write '%s': %s (flushing its temp file '%s', removed)%s", path.c_str(), strerror(e), tmp.c_str(),
-             file_exists(path) ? "; the previous file is unchanged" : "");
+        ::unlink(tmp_.c_str());
+        fail("cannot write '%s': %s (closing its temp file '%s', removed)", path_.c_str(), strerror(e), tmp_.c_str());
     }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
+    if (rename(tmp_.c_str(), path_.c_str()) != 0) {
         int e = errno;
-        ::unlink(tmp.c_str());
-        fail("cannot rename '%s' to '%s': %s", tmp.c_str(), path.c_str(), strerror(e));
+        ::unlink(tmp_.c_str());
+        fail("cannot rename '%s' to '%s': %s", tmp_.c_str(), path_.c_str(), strerror(e));
     }
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
+    AtomicFile f(path);
+    f.write(data, n);
+    f.commit();
 }
 
 int remove_stale_temps(const std::string& path_prefix) {

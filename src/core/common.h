@@ -48,7 +48,26 @@ std::string read_file(const std::string& path);  // throws Error if missing/unre
 std::string read_file_prefix(const std::string& path, size_t n);
 bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);
-// Atomic write: write to path + ".tmp.<pid>", fsync, rename over path.
+// A file written in pieces and put in place at once: the constructor creates path + ".tmp.<pid>",
+// write() appends, commit() fsyncs and renames it over path. Destroyed uncommitted (an error on the
+// way), the temp file is removed and path is as it was. Not copyable.
+class AtomicFile {
+public:
+    explicit AtomicFile(const std::string& path);
+    ~AtomicFile();
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+    void write(const void* data, size_t n);
+    uint64_t size() const { return written_; }
+    void commit();
+
+private:
+    [[noreturn]] void fail_and_remove(const char* doing, int err);
+    std::string path_, tmp_;
+    int fd_ = -1;
+    uint64_t written_ = 0;
+};
+// Atomic write of one buffer (AtomicFile).
 void write_file_atomic(const std::string& path, const void* data, size_t n);
 // The temp files of write_file_atomic that a killed process left behind: PATH.tmp.<pid> where PATH is
 // path_prefix followed by anything and process <pid> is gone, removed (a resumed datagen or train calls

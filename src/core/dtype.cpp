@@ -1,4 +1,5 @@
-// dtype.cpp: scalar reference dequantization of one stored row into f32, and Q8_0 quantization (tensor.h).
+// dtype.cpp: scalar reference dequantization of one stored row into f32 (tensor.h); quantization is in
+// quantize.cpp.
 // Callers: `beagle info --dump-tensor`, loaders' tests, and reference paths of the CPU backend.
 // Block layouts follow GGML (dtype.h): Q8_0 x = d*q; Q4_0 x = d*(q-8); Q4_1 x = d*q + m; Q5_0
 // x = d*(q-16); Q5_1 x = d*q + m; Q4_K/Q5_K x = (d*sc)*q - dmin*mn; Q6_K x = (d*sc)*(q-32). Every
@@ -12,21 +13,6 @@
 #include "tensor.h"
 
 namespace beagle {
-
-void quantize_row_q8_0(const float* src, void* dst, int64_t n) {
-    if (n < 0 || n % QK != 0) fail("quantize_row_q8_0: %lld elements, expected a multiple of %d", (long long)n, QK);
-    uint8_t* p = (uint8_t*)dst;
-    for (int64_t b = 0; b < n / QK; b++) {
-        const float* x = src + b * QK;
-        float amax = 0.0f;
-        for (int j = 0; j < QK; j++) amax = std::max(amax, std::fabs(x[j]));
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        BlockQ8_0 blk;
-        blk.d = f32_to_f16(d);
-        for (int j = 0; j < QK; j++) blk.qs[j] = (int8_t)std::round(x[j] * id);
-        memcpy(p + b * sizeof(BlockQ8_0), &blk, sizeof blk);
-    }
-}
 
 void kquant_scale_min(const uint8_t* scales, int j, int* sc, int* mn) {
     if (j < 4) {

@@ -43,8 +43,5 @@ int q5_value(const uint8_t* qh, const uint8_t* qs, int e);
 int q4k_value(const uint8_t* qs, int e);
 int q5k_value(const uint8_t* qh, const uint8_t* qs, int e);
 int q6k_value(const uint8_t* ql, const uint8_t* qh, int e);
-// Quantize n f32 values (n % 32 == 0) to Q8_0 blocks as ggml's reference quantizer does: per block
-// d = max|x| / 127, q = round(x / d) (half away from zero; 0 when d = 0), d stored as f16.
-void quantize_row_q8_0(const float* src, void* dst, int64_t n);
 
 }  // namespace beagle

@@ -457,6 +457,7 @@ std::unique_ptr<ModelFile> load_gguf(const std::string& path) {
     meta.kv.reserve((size_t)std::min<uint64_t>(n_kv, 4096));  // grows with what is read
     for (uint64_t k = 0; k < n_kv; k++) {
         c.set_what(strfmt("metadata key #%llu", (unsigned long long)k));
+        const uint64_t entry_begin = c.pos;
         std::string key = c.str();
         if (key.empty()) fail("GGUF '%s': metadata key #%llu at offset %llu is empty", path.c_str(), (unsigned long long)k,
                               (unsigned long long)c.pos);
@@ -467,6 +468,7 @@ std::unique_ptr<ModelFile> load_gguf(const std::string& path) {
             fail("GGUF '%s': metadata key '%s' has unknown value type %u (offset %llu)", path.c_str(), key.c_str(), type,
                  (unsigned long long)(c.pos - 4));
         Value v = read_value(c, type, 0);
+        mf->gguf_entries.push_back({key, map.data + entry_begin, (size_t)(c.pos - entry_begin)});
         meta.index[key] = meta.kv.size();
         meta.kv.emplace_back(std::move(key), std::move(v));
     }

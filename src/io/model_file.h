@@ -21,6 +21,10 @@ struct ModelFile {
     std::vector<Tensor> tensors;             // every tensor as stored, in file order
     std::vector<std::pair<std::string, std::string>> metadata;  // key, printable value (for `beagle info`)
     TokenizerSpec tokenizer;                 // kind NONE if the file has none
+    // GGUF only: each metadata entry as stored (u64 key length, key, u32 value type, value), in file
+    // order, pointing into maps; `beagle quantize` copies them into the file it writes.
+    struct RawEntry { std::string key; const uint8_t* bytes; size_t n; };
+    std::vector<RawEntry> gguf_entries;
     // storage that the Tensor data pointers point into
     std::vector<std::unique_ptr<MappedFile>> maps;
     std::vector<std::vector<uint8_t>> owned;

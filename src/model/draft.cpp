@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "../core/common.h"
+#include "../core/quantize.h"
 #include "../backend/buf_alloc.h"
 #include "../core/rng.h"
 #include "../io/container.h"

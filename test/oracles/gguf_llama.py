@@ -1,6 +1,6 @@
 # gguf_llama.py: writes the parts of a small Llama GGUF that the oracle tests share (not a test itself):
 # the writer with the model's hyperparameters, a toy SentencePiece-style vocabulary and the tensor list of
-# L layers, each matrix made by the caller's mat(name, rows, cols) (so each test picks its tensor types)
+# L layers (output.weight unless tied), each matrix made by the caller's mat(name, rows, cols) (so each test picks its tensor types)
 # and each norm vector by vec(name, n).
 import gguf
 
@@ -28,10 +28,11 @@ def add_toy_vocab(w, V):
     w.add_eos_token_id(2)
 
 
-def add_llama_tensors_and_close(w, mat, vec, L, V, dim, H, KV, hd, F):
+def add_llama_tensors_and_close(w, mat, vec, L, V, dim, H, KV, hd, F, tied=False):
     mat("token_embd.weight", V, dim)
     vec("output_norm.weight", dim)
-    mat("output.weight", V, dim)
+    if not tied:
+        mat("output.weight", V, dim)
     for l in range(L):
         b = f"blk.{l}."
         vec(b + "attn_norm.weight", dim)

@@ -17,6 +17,7 @@
 
 #include "backend/cpu/matmul.h"
 #include "core/common.h"
+#include "core/quantize.h"
 #include "testlib.h"
 #include "matmul_ref.h"
 

@@ -178,7 +178,11 @@ struct Job {
     std::atomic<uint64_t> next{0};
     std::atomic<bool> failed{false};
     std::mutex mu;
-    std::string error;  // the first failure
+    // The failure of the lowest-numbered block that failed. Blocks are claimed in increasing
+    // order and a claimed block always runs to its end, so every block below a failed one runs:
+    // the message is the same whatever the number of OS threads.
+    std::string error;
+    uint64_t error_block = UINT64_MAX;
 };
 
 enum ThreadState : uint8_t { kNotStarted, kReady, kAtBarrier, kAtWarp, kDone, kFailed };
@@ -478,11 +482,13 @@ static void block_fail(Worker& w, const std::string& what) {
     if (w.failed) return;
     w.failed = true;
     Job& j = *w.job;
+    const uint64_t b = w.bid.x + (uint64_t)j.grid.x * (w.bid.y + (uint64_t)j.grid.y * w.bid.z);
     std::lock_guard<std::mutex> lk(j.mu);
-    if (!j.failed) {
+    if (b < j.error_block) {
         j.error = "beagle-emu: " + block_label(w) + ": " + what;
-        j.failed = true;
+        j.error_block = b;
     }
+    j.failed = true;
 }
 
 static std::string site_str(const Site& s) { return fmt("%s (%s:%d)", s.what, s.file, s.line); }

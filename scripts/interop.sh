@@ -8,12 +8,14 @@
 # Usage: bash scripts/interop.sh [BUILD_DIR] [MODEL]
 #   INTEROP_CTX      tokens per chunk for both (default 256)
 #   INTEROP_THREADS  threads for both (default 2)
+#   INTEROP_TYPES    types the F16 rewrite of MODEL is quantized to by both programs (default
+#                    Q8_0,Q4_0,Q4_K_M,Q5_K_M,Q6_K; empty: MODEL alone)
 set -euo pipefail
 BUILD=${1:-build}
 MODEL=${2:-weights/SmolLM2-135M-Instruct.Q4_1.gguf}
-BIN=$(bash scripts/build_llama_cpp.sh "$BUILD/peer" llama-build ON llama-perplexity llama-quantize)
+BIN=$(bash scripts/build_llama_cpp.sh "$BUILD/peer" llama-build ON llama-perplexity llama-quantize llama-completion)
 # beagle quantize against llama-quantize: byte-identical files, and the golden make test checks
 python3 scripts/quantize_golden.py "$BIN/llama-quantize" "$BUILD/beagle" "$BUILD/interop/quantize"
-exec python3 scripts/interop.py --beagle "$BUILD/beagle" --llama-bin "$BIN" -m "$MODEL" \
+exec python3 scripts/interop.py --beagle "$BUILD/beagle" --llama-bin "$BIN" -m "$MODEL" --quantize "${INTEROP_TYPES-Q8_0,Q4_0,Q4_K_M,Q5_K_M,Q6_K}" \
   --cnn data/eval/cnn_dailymail_200_t0_news_summary.jsonl -c "${INTEROP_CTX:-256}" -t "${INTEROP_THREADS:-2}" \
   --work "$BUILD/interop" -o "$BUILD/interop.json"

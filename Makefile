@@ -5,6 +5,7 @@
 #   make fuzz         libFuzzer on every parser, FUZZ_SECONDS (20) each (test/fuzz/fuzz.mk)
 #   make chaos        fault injection: kill -9 of datagen/train/bench-sd/serve, full disk (docs/reliability.md)
 #   make bench        build/bench.json (prefill/decode speed, bandwidth roofline, verify cost; per ISA path)
+#   make bench-types  build/bench-types.json (make bench of the default model in F16, Q8_0, Q4_0, Q4_1 and k-quants)
 #   make bench-md     build/bench-md.json (an independent draft model -md against the Beagle draft, F16 target)
 #   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
 #   make bench-remote build/bench-remote.json (client-server drafting vs remote plain decoding, 5G/4G delays)
@@ -42,7 +43,7 @@ TEST_BIN += $(TOOL_SRC:test/tools/%.cpp=$(BUILD)/test/%)
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all run test testdeps test-asan chaos bench bench-sd bench-md bench-sd-exact bench-serve bench-remote bench-peer interop model pydeps clean tests
+.PHONY: all run test testdeps test-asan chaos bench bench-types bench-sd bench-md bench-sd-exact bench-serve bench-remote bench-peer interop model pydeps clean tests
 all: $(BUILD)/beagle
 
 $(BUILD)/obj/%.o: %.cpp
@@ -141,6 +142,10 @@ F16_MODEL := $(BUILD)/models/SmolLM2-135M-Instruct.F16.gguf
 $(F16_MODEL): $(MODEL)
 	@mkdir -p $(dir $@)
 	python3 scripts/make_kquant_model.py $(MODEL) $@.tmp f16 && mv $@.tmp $@
+# beagle bench per weight type: the F16 rewrite quantized by beagle quantize to each type (kept in
+# build/models/), every ISA path, the list twice (forward and reverse), best kept (about 15 minutes).
+bench-types: $(BUILD)/beagle $(MODEL) $(F16_MODEL)
+	python3 scripts/bench_types.py --beagle $(BUILD)/beagle -m $(MODEL) --f16 $(F16_MODEL) -t 2 -o $(BUILD)/bench-types.json
 bench-md: $(BUILD)/beagle $(F16_MODEL)
 	$(BUILD)/beagle bench-sd -m $(F16_MODEL) -md $(MODEL) -d $(DRAFT) -t 2 -n 128 --prompts $(DATA)/eval/mt_bench_question.jsonl --per-category 2 --modes none,md-chain,md-tree,md-auto,auto -o $(BUILD)/bench-md.json
 

@@ -37,6 +37,9 @@ $(CUDA_BACKEND_TEST_BIN): $(BUILD)/test/test_cuda_backend_%: test/kernels/cuda_b
 # The sampling kernel's test compares with the host's warp_dense (src/decode/sampling.cpp): it links the library.
 $(BUILD)/test/test_emu_kernels_sample: $(LIB)
 $(BUILD)/test/test_emu_kernels_sample: EMU_TEST_LIBS = $(LIB)
+# The k-quant kernels' test dequantizes with the host's dequantize_row (src/core/dtype.cpp): it links it too.
+$(BUILD)/test/test_emu_kernels_gemm_kquant: $(LIB)
+$(BUILD)/test/test_emu_kernels_gemm_kquant: EMU_TEST_LIBS = $(LIB)
 
 # Not in sanitizer builds (the emulator switches stacks).
 tests: $(if $(SAN),,$(BUILD)/beagle-cuda-emu $(CUDA_BACKEND_TEST_BIN))

@@ -1,5 +1,6 @@
-// gemm_quant.cu: y = x W^T for weights stored as GGUF blocks (Q8_0, Q4_0, Q4_1): the target's
-// quantized linear layers (forward only: the target is frozen). Launched (launch_* at the end) by the CUDA backend's
+// gemm_quant.cu: y = x W^T for weights stored as GGUF blocks (Q8_0, Q4_0, Q4_1; the 5-bit and k-quant
+// types in gemm_kquant_kernel at the end): the target's quantized linear layers (forward only: the target
+// is frozen). Launched (launch_* at the end) by the CUDA backend's
 // matmul (src/backend/gpu/ops_cuda.cu); tested by test/kernels/cuda_emu_kernels_gemm_quant.cpp.
 //
 // quantize_q8_kernel (one warp per block) and quantize_chunk_part (the dp4a kernels, four threads per
@@ -507,4 +508,74 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
     if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel, a);
     if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_kernel, a);
     if (dtype == KD_Q4_1) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_kernel, a);
+}
+
+// ---- the 5-bit and k-quant types (Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) -----------------------------------
+// gemm_kquant_kernel: y = x W^T after quantize_q8_kernel, for weights that qblock_decode (common.cuh)
+//   reads. Grid (cdiv(rows, KQ_WARPS), cdiv(T, KQ_TOKENS)), KQ_WARPS warps: warp w computes row
+//   KQ_WARPS blockIdx.x + w for the block's KQ_TOKENS tokens. Lane l takes the row's 32-blocks b = l,
+//   l + 32, ... in order and keeps, per token, its own chain
+//     acc = fmaf(a d_x[b], (float) I, acc)   (+ acc = fmaf(m, s_x[b], acc) for Q5_1, Q4_K, Q5_K)
+//   with I = sum_j w_j q_j exact (|I| <= 32 * 32 * 127); Q6_K has one I and one a per half block, the
+//   first half first. y = the warp's xor-tree sum of the 32 chains (every lane holds the same bits).
+//   The order depends on nothing but the row's length: batch invariant (a token's row has the same bits
+//   at every T). Why this shape: the weights of a block are decoded once for KQ_TOKENS tokens, and a warp
+//   reads a row's blocks side by side; it is the plain form of the mapping above (no shared-memory
+//   staging, no tensor cores), there so that every tensor of a llama.cpp Q4_K_M / Q5_K_M / Q6_K file runs.
+constexpr int KQ_WARPS = 4, KQ_TOKENS = 4;
+
+__global__ void gemm_kquant_kernel(float* y, const uint8_t* W, int dtype, long long row_bytes, int rows, int cols,
+                                   const int8_t* xq, const float* xd, const float* xs, int T) {
+    const int lane = threadIdx.x % 32, r = blockIdx.x * KQ_WARPS + threadIdx.x / 32;
+    const int t0 = blockIdx.y * KQ_TOKENS;
+    if (r >= rows) return;  // a whole warp
+    const int nb = cols / 32, nt = T - t0 < KQ_TOKENS ? T - t0 : KQ_TOKENS;
+    const bool has_m = dtype == KD_Q5_1 || dtype == KD_Q4_K || dtype == KD_Q5_K;
+    const uint8_t* row = W + (long long)r * row_bytes;
+    float acc[KQ_TOKENS] = {};
+    for (int b = lane; b < nb; b += 32) {
+        int w[32];
+        float a[2], m;
+        qblock_decode(dtype, row, b, w, a, &m);
+        for (int c = 0; c < KQ_TOKENS; c++) {  // (constant bounds: acc stays in registers)
+            if (c >= nt) break;
+            const long long k = (long long)(t0 + c) * nb + b;  // the token's 32-block
+            const int8_t* q = xq + k * 32;
+            if (dtype == KD_Q6_K) {
+                int I0 = 0, I1 = 0;
+                UNROLL for (int j = 0; j < 16; j++) I0 += w[j] * (int)q[j];
+                UNROLL for (int j = 16; j < 32; j++) I1 += w[j] * (int)q[j];
+                acc[c] = fmaf(a[0] * xd[k], (float)I0, acc[c]);
+                acc[c] = fmaf(a[1] * xd[k], (float)I1, acc[c]);
+            } else {
+                int I = 0;
+                UNROLL for (int j = 0; j < 32; j++) I += w[j] * (int)q[j];
+                acc[c] = fmaf(a[0] * xd[k], (float)I, acc[c]);
+                if (has_m) acc[c] = fmaf(m, xs[k], acc[c]);
+            }
+        }
+    }
+    for (int c = 0; c < KQ_TOKENS; c++) {  // every lane reduces (the shuffles need the whole warp)
+        const float v = warp_sum(acc[c]);
+        if (lane == 0 && c < nt) y[(long long)(t0 + c) * rows + r] = v;
+    }
+}
+
+void launch_matmul_kquant(float* y, const float* x, const uint8_t* W, int rows, int dtype, long long row_bytes, int cols,
+                          int T, void* scratch, KernelRunner& kr) {
+    kcheck(kr, dtype == KD_Q5_0 || dtype == KD_Q5_1 || dtype == KD_Q4_K || dtype == KD_Q5_K || dtype == KD_Q6_K,
+           "k-quant matmul: weight dtype %d is not Q5_0, Q5_1, Q4_K, Q5_K or Q6_K", dtype);
+    const int be = dtype >= KD_Q4_K ? 256 : 32;
+    kcheck(kr, cols > 0 && cols % be == 0, "k-quant matmul: %d columns, not a positive multiple of %d", cols, be);
+    kcheck(kr, !(y < x + (long long)T * cols && x < y + (long long)T * rows), "k-quant matmul: the output overlaps the input");
+    if (T <= 0 || rows <= 0) return;
+    kcheck(kr, scratch != nullptr, "k-quant matmul: no scratch for the quantized activations");
+    const int nb = cols / 32;
+    uint8_t* base = (uint8_t*)scratch;
+    int8_t* xq = (int8_t*)base;
+    float* xd = (float*)(base + matmul_q_act_bytes(T, cols));
+    float* xs = xd + (size_t)T * nb;
+    KRUN(kr, cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);  // a warp per 32-block
+    dim3 grid(cdiv(rows, KQ_WARPS), cdiv(T, KQ_TOKENS));
+    KRUN(kr, grid, 32 * KQ_WARPS, 0, gemm_kquant_kernel, y, W, dtype, row_bytes, rows, cols, xq, xd, xs, T);
 }

@@ -159,6 +159,13 @@ inline int env_positive(const char* name, int otherwise) {
 QGemmChoice qgemm_choice_env();  // the defaults with the environment's overrides, read on every call
 int qgemm_dp4a_rows(int max_rows, int n, int T);  // rows per dp4a block by the grid rule (QGEMM_FILL_BLOCKS)
 size_t matmul_q_scratch_bytes(int T, int cols);
+// The 5-bit and k-quant types (KD_Q5_0, KD_Q5_1, KD_Q4_K, KD_Q5_K, KD_Q6_K): grid (cdiv(rows, 4), cdiv(T, 4)),
+// 128 threads, after quantize_q8_kernel; reads xq, xd, xs.
+__global__ void gemm_kquant_kernel(float* y, const uint8_t* W, int dtype, long long row_bytes, int rows, int cols,
+                                   const int8_t* xq, const float* xd, const float* xs, int T);
+// y = x W^T, W (rows x cols, row_bytes per row) of one of those types; scratch: matmul_q_scratch_bytes(T, cols).
+void launch_matmul_kquant(float* y, const float* x, const uint8_t* W, int rows, int dtype, long long row_bytes, int cols,
+                          int T, void* scratch, KernelRunner& kr);
 void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* const* Ws, const int* rows, int dtype,
                      long long row_bytes, int cols, int T, void* scratch, KernelRunner& kr,
                      const QGemmChoice* choice = nullptr);

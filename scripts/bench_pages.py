@@ -61,6 +61,10 @@ def kind_of(j):
         return "peer"          # scripts/bench_peer.py
     if "profiles" in j:
         return "remote"        # scripts/bench_remote.py
+    if "bench_types" in j:
+        return "bench_types"   # scripts/bench_types.py
+    if isinstance(j.get("files"), list) and "tolerance" in j:
+        return "interop"       # scripts/interop.py
     if isinstance(j.get("modes"), dict) and any("levels" in m for m in j["modes"].values()):
         return "serve"         # scripts/bench_serve.py
     if "device" in j and "bench" in j:
@@ -149,6 +153,25 @@ def cpu_page(runs):
         body += ["No `make bench` result is in data/ yet: run `make bench`, copy build/bench.json to "
                  "docs/benchmarks/data/bench-MACHINE.json, name the machine in data/runs.json and run "
                  "`python3 scripts/bench_pages.py`.", ""]
+    types = of(runs, "bench_types")
+    if types:
+        body += ["## By weight type (`make bench-types`)", "",
+                 "One model in each weight type (the F16 rewrite of the default model quantized by `beagle quantize`; "
+                 "the reference type is the model file itself), every ISA path. `of ref` is decode speed times weight "
+                 "bytes per token, over the reference type's: the fraction of the reference's bytes per second that "
+                 "type streams, with the machine's bandwidth cancelled out (each bench measures it anew, and it moves "
+                 "on a shared machine). The whole list runs twice, forward then reversed, best kept.", ""]
+        body += runs_table(types)
+        rows = []
+        for i, r in enumerate(types):
+            j = r["json"]
+            for b in j["bench_types"]:
+                for p in b["paths"]:
+                    rows.append([i + 1, b["type"] + (" (ref)" if b["type"] == j.get("reference") else ""), p["isa"],
+                                 num(b["weight_bytes_per_token"] / 1e6), num(p["decode_tok_s"]),
+                                 num(p["roofline_fraction"], 2), num(p.get("of_reference"), 2), num(p["prefill_tok_s"], 0)])
+        body += table(["run", "type", "ISA path", "MB per token", "decode tok/s", "roofline fraction", "of ref",
+                       "prefill tok/s"], rows)
     peer = [r for r in of(runs, "peer") if r["json"].get("beagle_bench")]
     if peer:
         body += ["## `beagle bench` inside `make bench-peer`", "",
@@ -481,6 +504,32 @@ def peer_page(runs):
     body += table(["run"] + [""] * (width - 1), [x + [""] * (width - len(x)) for x in rows])
     if any(r["rebuilt"] for r in peer):
         body += [REBUILT, ""]
+    interop = of(runs, "interop")
+    if interop:
+        body += ["## The same files in both programs (`make interop`)", "",
+                 "The default model, its F16 rewrite, and that F16 quantized to each type by `llama-quantize` and by "
+                 "`beagle quantize` (`same bytes`: the two programs wrote identical files, so one row serves both; each "
+                 "program reads the other's). Perplexity by `llama-perplexity` and `beagle perplexity` on the same file "
+                 "and text (chunks of `-c` tokens, the second half of each scored); greedy: tokens of 8 MT-Bench turns x "
+                 "64 on which `llama-completion` and `beagle generate` agree before their texts part.", ""]
+        body += runs_table(interop, ["text", "-c", "threads"],
+                           lambda r: [os.path.basename(str(r["json"].get("text"))), r["json"].get("n_ctx"), r["json"].get("threads")])
+        rows = []
+        for i, r in enumerate(interop):
+            for f in r["json"]["files"]:
+                if f.get("same_bytes_as"):
+                    continue
+                same = "yes" if f.get("identical_to_llama_quantize") else "no" if "identical_to_llama_quantize" in f else "-"
+                g = f.get("greedy") or {}
+                rows.append([i + 1, f.get("type") or f["file"], f.get("made_by"), same,
+                             num((f.get("llama_perplexity") or {}).get("ppl"), 4), num((f.get("beagle") or {}).get("ppl"), 4),
+                             num(f.get("ratio"), 4), "%s of %s" % (num(g.get("agree")), num((g.get("turns") or 0) * (g.get("tokens") or 0)))])
+        body += table(["run", "file", "made by", "same bytes as llama-quantize's", "llama-perplexity", "beagle perplexity",
+                       "ratio", "greedy tokens agreeing"], rows)
+        body += ["Greedy texts part early on SmolLM2, whose top two logits are often within the two programs' "
+                 "rounding of each other: llama.cpp quantizes activations to 8 bits for its quantized dot products, "
+                 "Beagle to 16 bits; the F16 file involves no integer quantization, and there every token agreed. The count "
+                 "is information, not a target.", ""]
     notes = [
         "- On the AVX2 path llama.cpp's forward of several tokens costs fewer of its own decode steps than Beagle's: "
         "it quantizes activations to 8 bits (`vpmaddubsw`, twice the products per instruction of 16-bit ones), where "
@@ -640,11 +689,13 @@ def gpu_page(runs):
 # ---- README.md: the index -------------------------------------------------------------------------------
 
 PAGES = [
-    ("cpu.md", "CPU: prefill, decode, the bandwidth roofline and the verify cost per ISA path", "`make bench`", ("bench_cpu",)),
+    ("cpu.md", "CPU: prefill, decode, the bandwidth roofline and the verify cost per ISA path, and per weight type",
+     "`make bench`, `make bench-types`", ("bench_cpu", "bench_types")),
     ("speculative.md", "speculative decoding: every mode's speedup, tau and exactness per category", "`make bench-sd`, `make bench-sd-exact`", ("sd",)),
     ("serving.md", "`beagle serve` under concurrent clients; client-server drafting over a delayed link",
      "`make bench-serve`, `make bench-remote`", ("serve", "remote")),
-    ("peer.md", "Beagle next to llama.cpp on the same machine, model and prompts", "`make bench-peer`", ("peer",)),
+    ("peer.md", "Beagle next to llama.cpp on the same machine, model and prompts; the same files in both",
+     "`make bench-peer`, `make interop`", ("peer", "interop")),
     ("gpu.md", "the GPU path: bench, bench-sd, counters, training, launch knobs, kernel times", "`scripts/gpu_check.sh`",
      ("gpu_check", "knobs", "bench_set", "bench_cuda")),
 ]

@@ -105,7 +105,8 @@ plan (output in $OUT):
      this one GPU (NCCL may refuse two ranks on one device: then its error, exit non-zero, no hang)
   6. bench.json: beagle bench (decode tok/s, verify cost T = 1..64; again with BEAGLE_CUDA_GRAPH=0), the bench-sd speedups, training step
      time and device memory at SmolLM2 size (train --max-steps 8 on SmolLM2 datagen data), generate --json
-     runtime counters per round (plain, chain, tree; chain and tree sampled)
+     runtime counters per round (plain, chain, tree; chain and tree sampled); SmolLM2 requantized to Q4_K_M:
+     beagle bench, and greedy tree SD == plain on it
   7. test/cli/test_7b_shaped.sh                    with BEAGLE_CUDA_BIN=build/beagle-cuda: 7B-shaped 2-layer random target
                                                    (build/test/tool_random_llama): plan vs peak_device_bytes, training, SD == plain
   8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain)
@@ -182,6 +183,18 @@ step nccl_ranks nccl_step
 # benchmarks
 step bench build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench.json.part"
 step bench_nograph env BEAGLE_CUDA_GRAPH=0 build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench_nograph.json.part"
+# llama.cpp's usual type: SmolLM2 requantized to Q4_K_M here (Q4_K, Q6_K, Q5_0, Q8_0 tensors), benched, and
+# greedy SD == plain on it
+kquant() {
+  local K=$OUT/smol-q4_k_m.gguf P="Write a short story about a robot who learns to paint."
+  build/beagle quantize --allow-requantize "$SMOL" "$K" Q4_K_M > /dev/null
+  build/beagle-cuda bench -m "$K" -o "$OUT/bench_q4_k_m.json.part"
+  build/beagle-cuda generate -m "$K" -p "$P" -n 64 --temp 0 --chat > "$OUT/kq_plain.txt"
+  build/beagle-cuda generate -m "$K" -d "$SMOL_DRAFT" --spec tree --total-tokens 60 -p "$P" -n 64 --temp 0 --chat \
+    > "$OUT/kq_tree.txt"
+  cmp "$OUT/kq_plain.txt" "$OUT/kq_tree.txt"
+}
+step kquant kquant
 smol_train() {
   build/beagle-cuda datagen -m "$SMOL" --prompts "$MTBENCH" --limit 16 -n 128 --keep-states -o "$OUT/smol_data" > /dev/null
   build/beagle-cuda train -m "$SMOL" --data "$OUT/smol_data" --batch 4 --seq-len 256 --stage1-epochs 1 --stage2-epochs 1 \
@@ -243,6 +256,8 @@ def load(name, last_line=False):
 r = {"device": open(os.path.join(out, "device.txt")).read().strip()}
 b = load("bench.json.part")
 if b: r["bench"] = b
+b = load("bench_q4_k_m.json.part")
+if b: r["bench_q4_k_m"] = b
 b = load("bench_nograph.json.part")
 if b: r["bench_without_cuda_graphs"] = b
 s = load("bench_sd.json")

@@ -24,27 +24,6 @@ void kquant_scale_min(const uint8_t* scales, int j, int* sc, int* mn) {
     }
 }
 
-int q5_value(const uint8_t* qh, const uint8_t* qs, int e) {
-    uint32_t h;
-    memcpy(&h, qh, 4);
-    const int lo = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
-    return lo | (int)((h >> e) & 1) << 4;
-}
-
-int q4k_value(const uint8_t* qs, int e) {
-    const int j = e / 32, l = e % 32;
-    return (qs[32 * (j / 2) + l] >> (4 * (j & 1))) & 15;
-}
-
-int q5k_value(const uint8_t* qh, const uint8_t* qs, int e) { return q4k_value(qs, e) | ((qh[e % 32] >> (e / 32)) & 1) << 4; }
-
-int q6k_value(const uint8_t* ql, const uint8_t* qh, int e) {
-    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
-    const int lo = (ql[64 * h + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 15;
-    const int hi = (qh[32 * h + l] >> (2 * k)) & 3;
-    return lo | hi << 4;
-}
-
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     if (n < 0) fail("dequantize_row: negative length %lld", (long long)n);
     const int be = dtype_block_elems(t);

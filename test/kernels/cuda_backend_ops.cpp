@@ -107,7 +107,17 @@ static HostTensor make_tensor(DType dt, int rows, int cols, const char* name) {
             if (dt == DType::F16) { uint16_t x = f32_to_f16(v); memcpy(row + 2 * i, &x, 2); }
             if (dt == DType::BF16) { uint16_t x = f32_to_bf16(v); memcpy(row + 2 * i, &x, 2); }
         }
-        if (dtype_is_quantized(dt)) {
+        if (dt == DType::Q5_0 || dt == DType::Q5_1 || dt == DType::Q4_K || dt == DType::Q5_K || dt == DType::Q6_K) {
+            // the 5-bit and k-quant types: random bytes, finite half scales
+            const int bs = (int)dtype_block_bytes(dt);
+            for (int j = 0; j < (int)rb; j++) row[j] = (uint8_t)(frand(0, 255.99f));
+            for (int b = 0; b < (int)(rb / bs); b++)
+                for (int off : dt == DType::Q6_K ? std::vector<int>{208} : dt == DType::Q5_0 ? std::vector<int>{0}
+                                                                                            : std::vector<int>{0, 2}) {
+                    uint16_t h = f32_to_f16(frand(0.001f, 0.01f));
+                    memcpy(row + b * bs + off, &h, 2);
+                }
+        } else if (dtype_is_quantized(dt)) {
             int bs = dt == DType::Q8_0 ? 34 : dt == DType::Q4_0 ? 18 : 20;
             for (int b = 0; b < cols / 32; b++) {
                 uint8_t* blk = row + b * bs;
@@ -153,7 +163,10 @@ static void test_matmul() {
                     // a tall matrix (2072 rows: a partial last block of every row tiling): the dp4a kernel at
                     // T = 6 by default (T <= QGEMM_DP4A_MAX_T), 16-row tensor-core blocks under
                     // BEAGLE_CUDA_DP4A_MAX_T < 6
-                    {DType::Q4_1, 2072, 64, 6}};
+                    {DType::Q4_1, 2072, 64, 6},
+                    // the 5-bit and k-quant types (gemm_kquant_kernel)
+                    {DType::Q5_0, 9, 96, 5}, {DType::Q5_1, 20, 64, 3}, {DType::Q4_K, 37, 256, 5},
+                    {DType::Q5_K, 9, 512, 7}, {DType::Q6_K, 33, 256, 3}};
     for (auto& cs : cases) {
         HostTensor W = make_tensor(cs.dt, cs.rows, cs.cols, "w");
         Weight wg = g_gpu->weight(W.t);

@@ -15,6 +15,9 @@
 #     blocks per FMA; the horizontal sum; one for the float32 weights) and B_b the block's additive term
 #     (Q5_1 m, k-quant dmin*mn). Also: the AVX2 and AVX-512 paths give the same bits, and y of T = 5 tokens
 #     equals y of 1, 2, 3 and 4 of them alone (batch invariance, memcmp).
+#  3. The same for every type packed in row groups (cpu_pack_weight, the CPU backend's path), with
+#     R = 3 nb + 7 (Q6_K 6 nb + 7: per block the scale product, the FMA of I and that of B, Q6_K per half;
+#     float(I) of a 32-product sum) and Q5_0's B = -16 d; the two packed paths give the same bits.
 import os
 import subprocess
 import sys
@@ -49,11 +52,14 @@ def random_blocks(rng, qt, rows, cols, scale):
     return raw.reshape(rows, nb * bb)
 
 
-def additive_terms(raw, qt, cols):
-    """|B| per block of 32 (rows, cols / 32): Q5_1 m, k-quant dmin * mn (unpacked by the gguf package)."""
+def additive_terms(raw, qt, cols, packed=False):
+    """|B| per block of 32 (rows, cols / 32): Q5_1 m, k-quant dmin * mn (unpacked by the gguf package);
+    packed: Q5_0's m = -16 d too (the row-group kernel's offset)."""
     rows = raw.shape[0]
     be, bb = gguf.GGML_QUANT_SIZES[qt]
     blk = raw.reshape(rows, cols // be, bb)
+    if qt == Q.Q5_0 and packed:
+        return 16 * np.abs(blk[:, :, 0:2].copy().view(np.float16)[:, :, 0].astype(np.float64))
     if qt == Q.Q5_1:
         return np.abs(blk[:, :, 2:4].copy().view(np.float16)[:, :, 0].astype(np.float64))
     if qt in (Q.Q4_K, Q.Q5_K):
@@ -111,7 +117,7 @@ def run_tool(qt, rows, cols, T, wfile, xfile, yfile, isa):
     p = subprocess.run([TOOL, "--apply", qt.name, str(rows), str(cols), str(T), wfile, xfile, yfile, isa],
                        capture_output=True, text=True)
     if p.returncode != 0:
-        if isa == "avx512" and "lacks" in p.stderr:
+        if isa.startswith("avx512") and "lacks" in p.stderr:
             return None
         check(False, f"{qt.name} {isa}: tool failed: {p.stderr.strip()}")
         return None
@@ -130,11 +136,8 @@ def check_matmul(tmp, rng):
             xd = x.astype(np.float64)
             ref = xd @ W.T
             absW, nb = np.abs(W), cols // 32
-            babs = additive_terms(raw, qt, cols)
-            nround = nb + (nb + 7) // 8 + 6
             dx = np.abs(xd.reshape(T, -1, 32)).max(axis=2) / 32767.0
             halfdx = np.repeat(dx / 2, 32, axis=1)
-            tol = (halfdx + 3 * U * np.abs(xd)) @ absW.T + nround * U * ((np.abs(xd) + halfdx) @ absW.T)
             xb = x.reshape(T, nb, 32)
             d = (np.abs(xb).max(axis=2) / np.float32(32767.0)).astype(np.float32)
             inv = np.where(d != 0, np.float32(1.0) / np.where(d != 0, d, np.float32(1.0)), np.float32(0.0)).astype(np.float32)
@@ -142,12 +145,24 @@ def check_matmul(tmp, rng):
             xq = (q * d[:, :, None].astype(np.float64)).reshape(T, cols)
             sb = np.abs((d * q.sum(axis=2).astype(np.float32)).astype(np.float64))
             model_y = xq @ W.T
-            tol_m = nround * U * (np.abs(xq) @ (absW + np.repeat(babs, 32, axis=1)).T + sb @ babs.T)
             wfile, xfile, yfile = (os.path.join(tmp, f) for f in ("w.bin", "x.bin", "y.bin"))
             raw.tofile(wfile)
             x.tofile(xfile)
             ys = {}
-            for isa in ("avx2", "avx512"):
+            for isa in ("avx2", "avx512", "avx2-packed", "avx512-packed"):
+                # The row-group kernel (-packed) sums a block's products in one int32 lane (one rounding, in
+                # float(I)), applies Q5_0's offset as B = -16 d, and takes per block up to 3 roundings (the
+                # scale product, the FMA of I, that of B; Q6_K: two of each, one per half block).
+                packed = isa.endswith("-packed")
+                babs = additive_terms(raw, qt, cols, packed)
+                nround = (3 * nb * (2 if qt == Q.Q6_K else 1) + 7) if packed else nb + (nb + 7) // 8 + 6
+                absWB = absW + np.repeat(babs, 32, axis=1)
+                # vs exact x: the row kernel's partial sums are of the w_i x_i; the row-group kernel's of
+                # (w_i - B) x_i and B s (its bound takes the B terms as the quantized model's does)
+                tol = (halfdx + 3 * U * np.abs(xd)) @ absW.T + nround * U * ((np.abs(xd) + halfdx) @ (absWB if packed else absW).T)
+                if packed:
+                    tol += nround * U * (sb @ babs.T)
+                tol_m = nround * U * (np.abs(xq) @ absWB.T + sb @ babs.T)
                 y = run_tool(qt, rows, cols, T, wfile, xfile, yfile, isa)
                 if y is None:
                     continue
@@ -156,19 +171,21 @@ def check_matmul(tmp, rng):
                 err, err_m = np.abs(yd - ref), np.abs(yd - model_y)
                 ok = bool((err <= tol).all()) and bool((err_m <= tol_m).all())
                 check(ok, f"{qt.name} {rows}x{cols} {isa}: outside the bound")
-                print(f"{'ok  ' if ok else 'FAIL'} {qt.name} {rows}x{cols} T={T} {isa:6s}: vs exact x max err/tol "
+                print(f"{'ok  ' if ok else 'FAIL'} {qt.name} {rows}x{cols} T={T} {isa:13s}: vs exact x max err/tol "
                       f"{float((err / tol).max()):.3f}, vs quantized model max err/tol {float((err_m / tol_m).max()):.3f}")
                 # batch invariance: each token alone, and the first 2, 3 and 4 tokens together (up to 4 tokens
-                # the kernel keeps unpacked weights in registers, from 5 in memory), give the same bits
+                # the row kernel keeps unpacked weights in registers, from 5 in memory; the row-group kernel
+                # runs tiles of up to 4 or 8 tokens), give the same bits
                 for t, n in ((0, 1), (3, 1), (0, 2), (1, 3), (0, 4)):
                     x[t:t + n].tofile(xfile)
                     y1 = run_tool(qt, rows, cols, n, wfile, xfile, yfile, isa)
                     check(y1 is not None and np.array_equal(y1.view(np.uint32), y[t:t + n].view(np.uint32)),
                           f"{qt.name} {rows}x{cols} {isa}: tokens {t}..{t + n - 1} alone differ from T={T}")
                 x.tofile(xfile)
-            if len(ys) == 2:
-                check(np.array_equal(ys["avx2"].view(np.uint32), ys["avx512"].view(np.uint32)),
-                      f"{qt.name} {rows}x{cols}: avx2 and avx512 paths differ")
+            for a, b in (("avx2", "avx512"), ("avx2-packed", "avx512-packed")):
+                if a in ys and b in ys:
+                    check(np.array_equal(ys[a].view(np.uint32), ys[b].view(np.uint32)),
+                          f"{qt.name} {rows}x{cols}: {a} and {b} differ")
 
 
 def main():

@@ -432,23 +432,32 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, float* scratch
     }
 }
 
-bool cpu_can_pack(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
+bool cpu_can_pack(DType t) {
+    switch (t) {
+        case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1:
+        case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
 
 int cpu_pack_rows() { return current_isa() == ISA_AVX512 ? 16 : 8; }
 
 static void check_packable(const Weight& W, int G) {
     const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
     if (!cpu_can_pack(W.dtype))
-        fail("cpu_pack_weight: %s: dtype %s cannot be packed (expected Q8_0, Q4_0 or Q4_1)", name, dtype_name(W.dtype));
-    if (W.rows < 1 || W.cols < QK || W.cols % QK != 0 || !W.data)
-        fail("cpu_pack_weight: %s: shape %lld x %lld, expected rows >= 1 and columns a positive multiple of %d", name,
-             (long long)W.rows, (long long)W.cols, QK);
+        fail("cpu_pack_weight: %s: dtype %s cannot be packed (expected Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K)", name, dtype_name(W.dtype));
+    const int64_t be = dtype_block_elems(W.dtype);
+    if (W.rows < 1 || W.cols < be || W.cols % be != 0 || !W.data)
+        fail("cpu_pack_weight: %s: shape %lld x %lld, expected rows >= 1 and columns a positive multiple of %lld", name,
+             (long long)W.rows, (long long)W.cols, (long long)be);
     if (G != 8 && G != 16) fail("cpu_pack_weight: %s: rows per group must be 8 or 16, found %d", name, G);
 }
 
 uint64_t cpu_packed_bytes(const Weight& W, int G) {
     check_packable(W, G);
-    return (uint64_t)((W.rows + G - 1) / G) * (uint64_t)(W.cols / QK) * pack_block_bytes(W.dtype, G);
+    return (uint64_t)((W.rows + G - 1) / G) * pack_group_bytes(W.dtype, G, W.cols);
 }
 
 std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G) {
@@ -457,16 +466,93 @@ std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G) {
     return out;
 }
 
-void cpu_pack_weight_into(const Weight& W, int G, uint8_t* out) {
-    const uint64_t n = cpu_packed_bytes(W, G);  // (the checks)
+// Where the packed layouts put each element of a block (matmul.h): chunk byte 2l + e of chunk k holds
+// elements nib_lo[2k + e] (low nibble) and nib_hi[2k + e] (high nibble); bit plane_shift[p] of a plane word
+// is element plane_elem[p]'s bit.
+struct PackTables {
+    int nib_lo[16], nib_hi[16], plane_elem[32], plane_shift[32];
+    PackTables() {
+        for (int k = 0; k < 8; k++)
+            for (int e = 0; e < 2; e++) {
+                nib_lo[2 * k + e] = q16_element(4 * k + e);
+                nib_hi[2 * k + e] = q16_element(4 * k + 2 + e);
+            }
+        int n = 0;
+        for (int k = 0; k < 8; k++)
+            for (int i = 0; i < 2; i++)
+                for (int e = 0; e < 2; e++, n++) {
+                    plane_elem[n] = q16_element(4 * k + 2 * i + e);
+                    plane_shift[n] = 16 * e + 2 * k + i;
+                }
+    }
+};
+static const PackTables& pack_tables() {
+    static const PackTables t;
+    return t;
+}
+
+// The low 4 bits of one block's 32 q (element e: q[e]) as the 8 chunks of row l, and bit `bit` of each as
+// the plane h[l] (matmul.h).
+static void pack_nibbles(const int* q, int G, int l, uint8_t* chunks) {
+    const PackTables& t = pack_tables();
+    for (int c = 0; c < 16; c++)  // c = 2k + e: byte 2l + e of chunk k
+        chunks[2 * (uint64_t)G * (c / 2) + 2 * l + c % 2] = (uint8_t)((q[t.nib_lo[c]] & 15) | (q[t.nib_hi[c]] & 15) << 4);
+}
+static void pack_plane(const int* q, int bit, int l, uint8_t* plane) {
+    const PackTables& t = pack_tables();
+    uint32_t h = 0;
+    for (int n = 0; n < 32; n++) h |= (uint32_t)((q[t.plane_elem[n]] >> bit) & 1) << t.plane_shift[n];
+    memcpy(plane + 4 * l, &h, 4);
+}
+
+// Q4_K, Q5_K, Q6_K: row r's super-blocks into its group's (layout in matmul.h).
+static void pack_kquant_row(const Weight& W, int G, int64_t r, uint8_t* out) {
+    const DType dt = W.dtype;
+    const PackKind kind = pack_kind(dt);
+    const int64_t nsb = W.cols / QK_K;
+    const uint64_t HB = pack_header_bytes(kind, G), BB = pack_block_bytes(kind, G), SB = HB + 8 * BB;
+    const int64_t g = r / G, l = r % G;
+    const uint8_t* row = (const uint8_t*)W.data + (uint64_t)r * dtype_row_bytes(dt, (uint64_t)W.cols);
+    uint8_t* grp = out + (uint64_t)g * pack_group_bytes(dt, G, W.cols);
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t* src = row + (uint64_t)s * dtype_block_bytes(dt);
+        uint8_t* sb = grp + (uint64_t)s * SB;
+        int q[256];
+        if (dt == DType::Q6_K) {
+            const BlockQ6_K* blk = (const BlockQ6_K*)src;
+            memcpy(sb + 2 * l, &blk->d, 2);
+            for (int i = 0; i < 16; i++) sb[2 * G + i * G + l] = (uint8_t)blk->scales[i];
+            for (int e = 0; e < 256; e++) q[e] = q6k_value(blk->ql, blk->qh, e);
+        } else {
+            memcpy(sb + 2 * l, src, 2);          // d
+            memcpy(sb + 2 * G + 2 * l, src + 2, 2);  // dmin
+            for (int j = 0; j < 8; j++) {
+                int sc, mn;
+                kquant_scale_min(src + 4, j, &sc, &mn);
+                sb[4 * G + j * G + l] = (uint8_t)sc;
+                sb[12 * G + j * G + l] = (uint8_t)mn;
+            }
+            for (int e = 0; e < 256; e++)
+                q[e] = dt == DType::Q5_K ? q5k_value(src + 16, src + 48, e) : q4k_value(src + 16, e);
+        }
+        for (int j = 0; j < 8; j++) {
+            uint8_t* blk = sb + HB + j * BB;
+            pack_nibbles(q + 32 * j, G, (int)l, blk);
+            if (kind != PackKind::Q4K) pack_plane(q + 32 * j, 4, (int)l, blk + 16 * G);
+            if (kind == PackKind::Q6K) pack_plane(q + 32 * j, 5, (int)l, blk + 20 * G);
+        }
+    }
+}
+
+// The 32-weight types: rows [r0, r1) into their groups.
+static void pack_rows(const Weight& W, int G, uint8_t* out, int64_t r0, int64_t r1) {
     const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
     const DType dt = W.dtype;
     const int64_t nb = W.cols / QK;
-    const uint64_t BB = pack_block_bytes(dt, G), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
+    const uint64_t BB = pack_block_bytes(pack_kind(dt), G), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
     const uint64_t src_blk = dtype_row_bytes(dt, QK);  // bytes of one stored block
     const uint64_t chunk = 2 * (uint64_t)G;            // bytes of one chunk (G rows x 2 positions)
-    memset(out, 0, (size_t)n);  // the padding rows of the last group
-    for (int64_t r = 0; r < W.rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         const int64_t g = r / G, l = r % G;
         const uint8_t* row = (const uint8_t*)W.data + (uint64_t)r * src_row;
         for (int64_t b = 0; b < nb; b++) {
@@ -479,27 +565,45 @@ void cpu_pack_weight_into(const Weight& W, int G, uint8_t* out) {
                     for (int e = 0; e < 2; e++) blk[chunk + chunk * p + 2 * l + e] = (uint8_t)qs[q16_element(2 * p + e)];
                 continue;
             }
+            // x = d q + m: Q4_1 and Q5_1 store m; Q4_0 (x = d (q - 8)) and Q5_0 (d (q - 16)) get m = -8 d or
+            // -16 d, exact in f16 unless it overflows
+            const bool has_m = dt == DType::Q4_1 || dt == DType::Q5_1, five = dt == DType::Q5_0 || dt == DType::Q5_1;
             uint16_t m16;
-            if (dt == DType::Q4_1) {
+            if (has_m) {
                 memcpy(&m16, src + 2, 2);
-            } else {  // Q4_0: x = d (q - 8) = d q + m with m = -8 d, exact in f16 unless it overflows
+            } else {
                 uint16_t d16;
                 memcpy(&d16, src, 2);
-                const float m = -8.0f * f16_to_f32(d16);
+                const float m = (five ? -16.0f : -8.0f) * f16_to_f32(d16);
                 m16 = f32_to_f16(m);
                 if (!(f16_to_f32(m16) == m || m != m))
-                    fail("cpu_pack_weight: %s: row %lld block %lld: scale %g too large to pack (8 d overflows f16)", name,
-                         (long long)r, (long long)b, f16_to_f32(d16));
+                    fail("cpu_pack_weight: %s: row %lld block %lld: scale %g too large to pack (%d d overflows f16)", name,
+                         (long long)r, (long long)b, f16_to_f32(d16), five ? 16 : 8);
             }
             memcpy(blk + chunk + 2 * l, &m16, 2);
-            const uint8_t* qs = src + (dt == DType::Q4_1 ? 4 : 2);
-            auto nib = [&](int e) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; };
-            for (int k = 0; k < 8; k++)
-                for (int e = 0; e < 2; e++)
-                    blk[2 * chunk + chunk * k + 2 * l + e] =
-                        (uint8_t)(nib(q16_element(4 * k + e)) | nib(q16_element(4 * k + 2 + e)) << 4);
+            const uint8_t* qs = src + (has_m ? 4 : 2) + (five ? 4 : 0);
+            int q[32];
+            for (int e = 0; e < 32; e++) q[e] = five ? q5_value(src + (has_m ? 4 : 2), qs, e) : e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
+            pack_nibbles(q, G, (int)l, blk + 2 * chunk);
+            if (five) pack_plane(q, 4, (int)l, blk + 10 * chunk);
         }
     }
+}
+
+void cpu_pack_weight_into(const Weight& W, int G, uint8_t* out, ThreadPool* pool) {
+    const uint64_t n = cpu_packed_bytes(W, G);  // (the checks)
+    memset(out, 0, (size_t)n);                  // the padding rows of the last group
+    const bool k = pack_is_kquant(pack_kind(W.dtype));
+    auto groups = [&](int64_t g0, int64_t g1, int) {  // groups write disjoint bytes: any split
+        const int64_t r0 = g0 * G, r1 = std::min<int64_t>(W.rows, g1 * G);
+        if (!k) return pack_rows(W, G, out, r0, r1);
+        for (int64_t r = r0; r < r1; r++) pack_kquant_row(W, G, r, out);
+    };
+    const int64_t ngroups = (W.rows + G - 1) / G;
+    if (pool)
+        pool->parallel_for(ngroups, groups, (int64_t)G * W.cols * 8);
+    else
+        groups(0, ngroups, 0);
 }
 
 namespace {
@@ -715,7 +819,7 @@ Weight CpuOps::matmul_weight(const Tensor& t) {
             chunk_->cap = cap;
         }
         uint8_t* bytes = chunk_->base + chunk_->used;
-        cpu_pack_weight_into(w, G, bytes);
+        cpu_pack_weight_into(w, G, bytes, &pool_);
         chunk_->used += n;
         copy = std::make_shared<const Packed>(Packed{chunk_, bytes});
         packs_.push_back({t.data, t.nbytes, w.dtype, w.rows, w.cols, G, copy});

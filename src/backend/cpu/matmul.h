@@ -45,29 +45,65 @@ bool cpu_has_avx512_vnni();           // runtime CPU check (cpuid + OS support)
 void cpu_matmul_set_act_bits(int bits);
 int cpu_matmul_act_bits();            // what cpu_matmul uses now
 
-// Row-group packing (16-bit activations): a Q8_0, Q4_0 or Q4_1 matrix re-laid so that one vector
-// register holds G output rows, one int32 lane per row: G = 16 on the AVX-512 path (512-bit vectors,
+// Row-group packing (16-bit activations): a Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K matrix re-laid so that one
+// vector register holds G output rows, one int32 lane per row: G = 16 on the AVX-512 path (512-bit vectors,
 // matmul_groups_avx512.cpp), G = 8 on the AVX2 path (256-bit, matmul_groups_avx2.cpp); cpu_pack_rows()
-// says which the current ISA uses. Block b of group g (rows Gg..Gg+G-1, zero rows past the end) is
-// pack_block_bytes(dtype, G) bytes at (g * nb + b) * that:
+// says which the current ISA uses. Group g (rows Gg..Gg+G-1, zero rows past the end) is pack_group_bytes
+// at g times that; in it, for the 32-weight types, block b is pack_block_bytes at b times that:
 //   Q4_0/Q4_1: d[G] f16, m[G] f16 (Q4_0: m = -8 d, exact in f16), then 8 chunks of 2G bytes; byte 2l + e
 //              of chunk k = row l's element at position 4k + e (low nibble) and 4k + 2 + e (high
 //              nibble), positions in the int16 nibble order of quantize.h (element q16_element(p));
-//   Q8_0:      d[G] f16, then 16 chunks of 2G int8; byte 2l + e of chunk p = row l, position 2p + e.
+//   Q5_0/Q5_1: as Q4 with the low 4 bits of q (Q5_0: m = -16 d), then h[G] uint32, the fifth bits: bit s
+//              of h[l] (s = 2k + i, i = 0 for the low nibbles of chunk k, 1 for the high) is row l's bit
+//              of position 4k + 2i, bit 16 + s that of position 4k + 2i + 1; so one shift of h puts the
+//              fifth bits of a nibble set at bit 4 of each word;
+//   Q8_0:      d[G] f16, then 16 chunks of 2G int8; byte 2l + e of chunk p = row l, position 2p + e;
+//   Q4_K, Q5_K, Q6_K: per super-block of 256 weights (8 activation blocks) a header, then the 8 blocks laid
+//              out as Q4 / Q5 blocks without d and m: Q4_K 8 chunks, Q5_K 8 chunks and h, Q6_K 8 chunks
+//              and two planes h4, h5 (bits 4 and 5 of q, placed as h). Header: Q4_K / Q5_K d[G] f16,
+//              dmin[G] f16, sc[8][G] u8, mn[8][G] u8 (the 6-bit scales and mins of the 8 blocks); Q6_K
+//              d[G] f16, sc[16][G] i8 (one per 16 weights).
 // So zero-extending a chunk to 2G words gives, per row lane, the weights of two consecutive activation
 // positions: one vpdpwssd (AVX-512) or vpmaddwd (AVX2) with the activation pair broadcast to all lanes
-// gives G rows x 2 products. Same bytes as the original (20 or 34 per 32 weights). Both kernels compute
-// per (row, token) y = sum_b [fl(d_w d_x) * float(I_b) + m s_x] in block order with the same float steps
-// (I_b exact, |I_b| <= 32 * 15 * 32767 for Q4; Q8_0 up to 32 * 128 * 32767 rounds once in float): batch
-// invariant, and the two packed kernels give the same bits as each other.
-inline uint64_t pack_block_bytes(DType t, int G) { return t == DType::Q8_0 ? 34ull * G : 20ull * G; }
-bool cpu_can_pack(DType t);                              // Q8_0, Q4_0, Q4_1
+// gives G rows x 2 products. The bytes per 32 weights are the original's (Q4: 20, Q5_1: 24, Q8_0: 34,
+// Q6_K: 26.25) or a little more (Q5_0: 24 for 22, its m; Q4_K: 18.5 for 18, Q5_K: 22.5 for 22, the
+// unpacked 6-bit scales). Both kernels compute per (row, token) y = sum_b [fl(d_w d_x) * float(I_b) + m s_x]
+// in block order with the same float steps (I_b exact, |I_b| <= 32 * 15 * 32767 for Q4 and Q4_K; Q5, Q5_K
+// up to 32 * 31 * 32767 and Q8_0 up to 32 * 128 * 32767 round once in float), where for the k-quants
+// d_w = d sc and m = -(dmin mn), both exact, and Q6_K's q is signed (q - 32, no m) with one I and d_w per
+// half block (positions of elements 0..15 first): batch invariant, and the two packed kernels give the
+// same bits as each other.
+enum class PackKind { Q8, Q4, Q5, Q4K, Q5K, Q6K };  // the packed layouts (Q4_0 / Q4_1 alike, Q5_0 / Q5_1 alike)
+inline PackKind pack_kind(DType t) {
+    switch (t) {
+        case DType::Q8_0: return PackKind::Q8;
+        case DType::Q5_0: case DType::Q5_1: return PackKind::Q5;
+        case DType::Q4_K: return PackKind::Q4K;
+        case DType::Q5_K: return PackKind::Q5K;
+        case DType::Q6_K: return PackKind::Q6K;
+        default: return PackKind::Q4;
+    }
+}
+constexpr bool pack_is_kquant(PackKind k) { return k == PackKind::Q4K || k == PackKind::Q5K || k == PackKind::Q6K; }
+// Bytes of one block of 32 weights x G rows (the 32-weight types; for the k-quants one block of a
+// super-block, after its header), of a super-block header, and of one whole row group of `cols` columns.
+constexpr uint64_t pack_block_bytes(PackKind k, int G) {
+    return (k == PackKind::Q8 ? 34ull : k == PackKind::Q5 ? 24ull : k == PackKind::Q4 ? 20ull
+            : k == PackKind::Q4K ? 16ull : k == PackKind::Q5K ? 20ull : 24ull) * (uint64_t)G;
+}
+constexpr uint64_t pack_header_bytes(PackKind k, int G) { return (k == PackKind::Q6K ? 18ull : 20ull) * (uint64_t)G; }
+inline uint64_t pack_group_bytes(DType t, int G, int64_t cols) {
+    const PackKind k = pack_kind(t);
+    if (pack_is_kquant(k)) return (uint64_t)(cols / 256) * (pack_header_bytes(k, G) + 8 * pack_block_bytes(k, G));
+    return (uint64_t)(cols / 32) * pack_block_bytes(k, G);
+}
+bool cpu_can_pack(DType t);                              // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K
 int cpu_pack_rows();                                     // G of the current ISA: 16 (avx512) or 8 (avx2)
 // Error for other dtypes, cols % 32 != 0 or G other than 8 or 16. _into writes the cpu_packed_bytes(W, G)
 // bytes to `out` (the CPU backend packs into its huge-page arena, cpu_ops.h).
 std::vector<uint8_t> cpu_pack_weight(const Weight& W, int G);
 uint64_t cpu_packed_bytes(const Weight& W, int G);
-void cpu_pack_weight_into(const Weight& W, int G, uint8_t* out);
+void cpu_pack_weight_into(const Weight& W, int G, uint8_t* out, ThreadPool* pool = nullptr);  // pool: split by groups
 
 // ---- internal: shared by matmul.cpp and matmul_avx512.cpp
 struct MatmulJob {
@@ -105,8 +141,8 @@ struct GroupTileInputs {
     const float* xd[C];
     const float* xs[C];
     GroupTileInputs(const MatmulJob& j, int G, int64_t g, int t0) {
-        block_bytes = pack_block_bytes(j.dtype, G);
-        w = j.w + (uint64_t)g * (uint64_t)j.acts.nb * block_bytes;
+        block_bytes = pack_block_bytes(pack_kind(j.dtype), G);
+        w = j.w + (uint64_t)g * pack_group_bytes(j.dtype, G, j.cols);
         for (int c = 0; c < C; c++) {
             xq[c] = (const int32_t*)qa_q16(j.acts, t0 + c);
             xd[c] = qa_d(j.acts, t0 + c);
@@ -115,33 +151,39 @@ struct GroupTileInputs {
     }
 };
 
+// (These drivers are static: each kernel file gets its own copy compiled with its ISA's flags, never a
+// weak symbol that the linker could share between the AVX2 and AVX-512 objects.)
 // The last tile of a group: `left` tokens from t, 1 <= left <= C (one instantiation per tile size <= C).
-template <template <bool, int> class Tile, bool Q4, int C>
-inline void last_tile(const MatmulJob& j, int64_t g, int t, int left) {
+template <template <PackKind, int> class Tile, PackKind K, int C>
+static inline void last_tile(const MatmulJob& j, int64_t g, int t, int left) {
     if constexpr (C > 1)
-        if (left < C) return last_tile<Tile, Q4, C - 1>(j, g, t, left);
-    Tile<Q4, C>::run(j, g, t);
+        if (left < C) return last_tile<Tile, K, C - 1>(j, g, t, left);
+    Tile<K, C>::run(j, g, t);
 }
 // The row-group kernels' driver: per group, tiles of CMAX tokens (each widened weight vector serves all of
 // them), then one tile of the 1..CMAX-1 left. CMAX = 4 (AVX2: 16 ymm registers) or 8 (AVX-512: 32 zmm).
-// Tile<Q4, C>::run(job, g, t0) computes tokens t0..t0+C-1 of group g; Q4: Q4_0 or Q4_1 (packed alike),
-// else Q8_0. `who` names the kernel in the error for other dtypes. The tiling changes which tokens share a
+// Tile<K, C>::run(job, g, t0) computes tokens t0..t0+C-1 of group g, K the packed layout. `who` names the kernel in the error for other dtypes. The tiling changes which tokens share a
 // weight load, never a token's arithmetic (each kernel's float steps per (row, token) do not depend on C).
-template <template <bool, int> class Tile, bool Q4, int CMAX>
-inline void groups_tiles(const MatmulJob& j, int64_t g0, int64_t g1) {
+template <template <PackKind, int> class Tile, PackKind K, int CMAX>
+static inline void groups_tiles(const MatmulJob& j, int64_t g0, int64_t g1) {
     static_assert(CMAX == 4 || CMAX == 8, "token tiles of 4 or 8");
     for (int64_t g = g0; g < g1; g++) {
         int t = 0;
-        for (; t + CMAX <= j.T; t += CMAX) Tile<Q4, CMAX>::run(j, g, t);
-        if (t < j.T) last_tile<Tile, Q4, CMAX - 1>(j, g, t, j.T - t);
+        for (; t + CMAX <= j.T; t += CMAX) Tile<K, CMAX>::run(j, g, t);
+        if (t < j.T) last_tile<Tile, K, CMAX - 1>(j, g, t, j.T - t);
     }
 }
-template <template <bool, int> class Tile, int CMAX>
-inline void groups_run(const MatmulJob& j, int64_t g0, int64_t g1, const char* who) {
+template <template <PackKind, int> class Tile, int CMAX>
+static inline void groups_run(const MatmulJob& j, int64_t g0, int64_t g1, const char* who) {
     switch (j.dtype) {
-        case DType::Q8_0: groups_tiles<Tile, false, CMAX>(j, g0, g1); break;
-        case DType::Q4_0: case DType::Q4_1: groups_tiles<Tile, true, CMAX>(j, g0, g1); break;
-        default: fail("%s: packed weights must be Q8_0, Q4_0 or Q4_1 (code %d)", who, (int)j.dtype);
+        case DType::Q8_0: groups_tiles<Tile, PackKind::Q8, CMAX>(j, g0, g1); break;
+        case DType::Q4_0: case DType::Q4_1: groups_tiles<Tile, PackKind::Q4, CMAX>(j, g0, g1); break;
+        case DType::Q5_0: case DType::Q5_1: groups_tiles<Tile, PackKind::Q5, CMAX>(j, g0, g1); break;
+        case DType::Q4_K: groups_tiles<Tile, PackKind::Q4K, CMAX>(j, g0, g1); break;
+        case DType::Q5_K: groups_tiles<Tile, PackKind::Q5K, CMAX>(j, g0, g1); break;
+        case DType::Q6_K: groups_tiles<Tile, PackKind::Q6K, CMAX>(j, g0, g1); break;
+        default: fail("%s: packed weights must be Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K (code %d)", who,
+                      (int)j.dtype);
     }
 }
 

@@ -32,13 +32,14 @@ constexpr uint64_t PREFETCH_BYTES = 1536;
 //   I = sum over the block's 16 position pairs p of madd(w_p (8 rows x 2 int16), x pair p broadcast)
 //     (vpmaddwd: per lane w0 x0 + w1 x1, exact in int32; the pair sums are added in int32, exact, so
 //     the order of the integer additions does not matter)
-//   acc = fma(float(I), d_w * d_x[b], acc);  Q4: acc = fma(m_w, s_x[b], acc)
+//   acc = fma(float(I), d_w * d_x[b], acc);  Q4, Q5: acc = fma(m_w, s_x[b], acc)
 // These float steps per (row, token) are the same whatever C, the lane or the thread (batch
 // invariant), and the same as matmul_groups_avx512.cpp's (the two packed paths agree bit for bit).
 // Why it is fast: each weight byte is loaded and widened once per 4 tokens, two integer ops per 16
 // multiply-adds, no per-row scale gathers and no horizontal sums; the weight stream of a thread is one
-// contiguous run of its groups (hardware prefetch). Q4: Q4_0 and Q4_1 (packed alike), else Q8_0.
-template <bool Q4, int C>
+// contiguous run of its groups (hardware prefetch). K: the packed layout (matmul.h): Q4 (Q4_0, Q4_1),
+// Q5 (Q5_0, Q5_1: the Q4 nibbles plus a word of fifth bits per row), Q8 (Q8_0).
+template <PackKind K, int C>
 inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     const GroupTileInputs<C> in(j, G, g, t0);
     const int64_t nb = j.acts.nb;
@@ -52,17 +53,26 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
         const uint8_t* blk = in.w + (uint64_t)b * in.block_bytes;
         for (uint64_t o = 0; o < in.block_bytes; o += 64)  // (hint only: past the end it reads nothing)
             _mm_prefetch((const char*)(blk + PREFETCH_BYTES + o), _MM_HINT_T0);
+        constexpr bool Q4 = K != PackKind::Q8;  // the nibble layouts
         const uint8_t* q = blk + (Q4 ? 4 * G : 2 * G);
         __m256i isum[C];
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) isum[c] = _mm256_setzero_si256();
         if constexpr (Q4) {
-            const __m256i low4 = _mm256_set1_epi16(0x0F);
+            const __m256i low4 = _mm256_set1_epi16(0x0F), bit4 = _mm256_set1_epi16(0x10);
+            __m256i h = _mm256_setzero_si256();  // Q5: the fifth bits, bit 2k + i of each word for chunk k
+            if constexpr (K == PackKind::Q5) h = _mm256_loadu_si256((const __m256i*)(q + 8 * 2 * G));
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {  // chunk k: positions 4k, 4k+1 (low nibbles), 4k+2, 4k+3 (high)
                 const __m256i z = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(q + 2 * G * k)));
-                const __m256i wlo = _mm256_and_si256(z, low4);
-                const __m256i whi = _mm256_srli_epi16(z, 4);
+                __m256i wlo = _mm256_and_si256(z, low4);
+                __m256i whi = _mm256_srli_epi16(z, 4);
+                if constexpr (K == PackKind::Q5) {  // bit s of each word to bit 4, s = 2k (low) and 2k + 1 (high)
+                    const __m256i hlo = 2 * k <= 4 ? _mm256_slli_epi16(h, 4 - 2 * k) : _mm256_srli_epi16(h, 2 * k - 4);
+                    const __m256i hhi = 2 * k + 1 <= 4 ? _mm256_slli_epi16(h, 3 - 2 * k) : _mm256_srli_epi16(h, 2 * k - 3);
+                    wlo = _mm256_or_si256(wlo, _mm256_and_si256(hlo, bit4));
+                    whi = _mm256_or_si256(whi, _mm256_and_si256(hhi, bit4));
+                }
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
                     const int32_t* xp = xq[c] + 16 * b + 2 * k;
@@ -110,9 +120,116 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     }
 }
 
-template <bool Q4, int C>
+// The words of chunk k of a k-quant block (matmul_groups_avx512.cpp's kquant_chunk, 8 rows).
+template <PackKind K>
+inline void kquant_chunk(const uint8_t* q, __m256i h4, __m256i h5, int k, __m256i* wlo, __m256i* whi) {
+    const __m256i z = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(q + 2 * G * k)));
+    __m256i lo = _mm256_and_si256(z, _mm256_set1_epi16(0x0F)), hi = _mm256_srli_epi16(z, 4);
+    if constexpr (K != PackKind::Q4K) {  // bit s = 2k (low), 2k + 1 (high) of each word to bit 4
+        const __m256i bit4 = _mm256_set1_epi16(0x10);
+        lo = _mm256_or_si256(lo, _mm256_and_si256(2 * k <= 4 ? _mm256_slli_epi16(h4, 4 - 2 * k) : _mm256_srli_epi16(h4, 2 * k - 4), bit4));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(2 * k + 1 <= 4 ? _mm256_slli_epi16(h4, 3 - 2 * k) : _mm256_srli_epi16(h4, 2 * k - 3), bit4));
+    }
+    if constexpr (K == PackKind::Q6K) {  // ... and to bit 5
+        const __m256i bit5 = _mm256_set1_epi16(0x20), m32 = _mm256_set1_epi16(32);
+        lo = _mm256_or_si256(lo, _mm256_and_si256(2 * k <= 5 ? _mm256_slli_epi16(h5, 5 - 2 * k) : _mm256_srli_epi16(h5, 2 * k - 5), bit5));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(2 * k + 1 <= 5 ? _mm256_slli_epi16(h5, 4 - 2 * k) : _mm256_srli_epi16(h5, 2 * k - 4), bit5));
+        lo = _mm256_sub_epi16(lo, m32);
+        hi = _mm256_sub_epi16(hi, m32);
+    }
+    *wlo = lo;
+    *whi = hi;
+}
+
+// The k-quants (Q4_K, Q5_K, Q6_K): matmul_groups_avx512.cpp's group_tile_k for 8 rows, the same float steps.
+template <PackKind K, int C>
+inline void group_tile_k(const MatmulJob& j, int64_t g, int t0) {
+    constexpr bool Q6 = K == PackKind::Q6K;
+    constexpr uint64_t HB = pack_header_bytes(K, G), BB = pack_block_bytes(K, G), SB = HB + 8 * BB;
+    const GroupTileInputs<C> in(j, G, g, t0);
+    const int64_t nb = j.acts.nb;
+    __m256 acc[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
+    __m256 d = _mm256_setzero_ps(), dmin = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const int jb = (int)(b % 8);
+        const uint8_t* sb = in.w + (uint64_t)(b / 8) * SB;
+        if (jb == 0) {
+            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)sb));
+            if constexpr (!Q6) dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(sb + 2 * G)));
+        }
+        const uint8_t* q = sb + HB + jb * BB;
+        for (uint64_t o = 0; o < BB; o += 64)  // (hint only)
+            _mm_prefetch((const char*)(q + PREFETCH_BYTES + o), _MM_HINT_T0);
+        __m256i h4 = _mm256_setzero_si256(), h5 = _mm256_setzero_si256();
+        if constexpr (K != PackKind::Q4K) h4 = _mm256_loadu_si256((const __m256i*)(q + 16 * G));
+        if constexpr (Q6) h5 = _mm256_loadu_si256((const __m256i*)(q + 20 * G));
+        auto block_sums = [&](const int* ks, int nk, __m256i* I) {
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) I[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int i = 0; i < nk; i++) {
+                const int k = ks[i];
+                __m256i wlo, whi;
+                kquant_chunk<K>(q, h4, h5, k, &wlo, &whi);
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    const int32_t* xp = in.xq[c] + 16 * b + 2 * k;
+                    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(wlo, _mm256_set1_epi32(xp[0])),
+                                                       _mm256_madd_epi16(whi, _mm256_set1_epi32(xp[1])));
+                    I[c] = _mm256_add_epi32(I[c], p);
+                    in_register(I[c]);
+                }
+            }
+        };
+        __m256i I[C];
+        if constexpr (Q6) {
+            static const int halves[2][4] = {{0, 1, 4, 5}, {2, 3, 6, 7}};
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                block_sums(halves[h], 4, I);
+                const __m256 dw = _mm256_mul_ps(
+                    d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(sb + 2 * G + (2 * jb + h) * G)))));
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++)
+                    acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[c]), _mm256_mul_ps(dw, _mm256_set1_ps(in.xd[c][b])), acc[c]);
+            }
+        } else {
+            static const int all[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+            block_sums(all, 8, I);
+            const __m256 dw = _mm256_mul_ps(
+                d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(sb + 4 * G + jb * G)))));
+            const __m256 mw = _mm256_sub_ps(_mm256_setzero_ps(),
+                _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(sb + 12 * G + jb * G))))));
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[c]), _mm256_mul_ps(dw, _mm256_set1_ps(in.xd[c][b])), acc[c]);
+                acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(in.xs[c][b]), acc[c]);
+            }
+        }
+    }
+    const int64_t left = j.rows - (int64_t)g * G;
+    float* yg = j.y + g * G;
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        if (left >= G)
+            _mm256_storeu_ps(yg + (int64_t)(t0 + c) * j.rows, acc[c]);
+        else
+            _mm256_maskstore_ps(yg + (int64_t)(t0 + c) * j.rows,
+                                _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                acc[c]);
+    }
+}
+
+template <PackKind K, int C>
 struct GroupTile {
-    static void run(const MatmulJob& j, int64_t g, int t0) { group_tile<Q4, C>(j, g, t0); }
+    static void run(const MatmulJob& j, int64_t g, int t0) {
+        if constexpr (pack_is_kquant(K))
+            group_tile_k<K, C>(j, g, t0);
+        else
+            group_tile<K, C>(j, g, t0);
+    }
 };
 
 }  // namespace

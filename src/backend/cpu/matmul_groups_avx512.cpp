@@ -27,10 +27,11 @@ constexpr int TILE_TOKENS = 8;
 // y[t0 + c, 16 g + l] for c < C, lanes l < n_rows. Per block b, for each token c:
 //   I = sum over the block's 16 position pairs of vpdpwssd(w_pair (16 rows x 2 int16), x_pair broadcast)
 //     (exact; split over NA integer accumulators, integer addition is associative so the split is free)
-//   acc = fma(float(I), d_w * d_x[b], acc);  Q4: acc = fma(m_w, s_x[b], acc)
+//   acc = fma(float(I), d_w * d_x[b], acc);  Q4, Q5: acc = fma(m_w, s_x[b], acc)
 // The float steps per (row, token) are the same whatever C, the lane or the thread: batch invariant.
-// Q4: Q4_0 and Q4_1 (packed alike: Q4_0's offset is its m = -8 d), else Q8_0.
-template <bool Q4, int C>
+// K: the packed layout (matmul.h): Q4 (Q4_0, Q4_1; Q4_0's offset is its m = -8 d), Q5 (the Q4 nibbles
+// plus a word of fifth bits per row: one shift and one and put them at bit 4), Q8 (Q8_0).
+template <PackKind K, int C>
 inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     constexpr int NA = C == 1 ? 4 : C <= 4 ? 2 : 1;  // independent dpwssd chains per token (latency; C > 4: registers)
     const GroupTileInputs<C> in(j, G, g, t0);
@@ -44,6 +45,7 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t* blk = in.w + (uint64_t)b * in.block_bytes;
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)blk));
+        constexpr bool Q4 = K != PackKind::Q8;  // the nibble layouts
         const uint8_t* q = blk + (Q4 ? 64 : 32);
         __m512i isum[C][NA];
 #pragma GCC unroll 8
@@ -51,12 +53,20 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
 #pragma GCC unroll 4
             for (int a = 0; a < NA; a++) isum[c][a] = _mm512_setzero_si512();
         if constexpr (Q4) {
-            const __m512i low4 = _mm512_set1_epi16(0x0F);
+            const __m512i low4 = _mm512_set1_epi16(0x0F), bit4 = _mm512_set1_epi16(0x10);
+            __m512i h = _mm512_setzero_si512();  // Q5: the fifth bits, bit 2k + i of each word for chunk k
+            if constexpr (K == PackKind::Q5) h = _mm512_loadu_si512((const void*)(q + 8 * 32));
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {  // chunk k: positions 4k, 4k+1 (low nibbles), 4k+2, 4k+3 (high)
                 const __m512i z = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)(q + 32 * k)));
-                const __m512i wlo = _mm512_and_si512(z, low4);
-                const __m512i whi = _mm512_srli_epi16(z, 4);
+                __m512i wlo = _mm512_and_si512(z, low4);
+                __m512i whi = _mm512_srli_epi16(z, 4);
+                if constexpr (K == PackKind::Q5) {  // bit s of each word to bit 4, s = 2k (low) and 2k + 1 (high)
+                    const __m512i hlo = 2 * k <= 4 ? _mm512_slli_epi16(h, 4 - 2 * k) : _mm512_srli_epi16(h, 2 * k - 4);
+                    const __m512i hhi = 2 * k + 1 <= 4 ? _mm512_slli_epi16(h, 3 - 2 * k) : _mm512_srli_epi16(h, 2 * k - 3);
+                    wlo = _mm512_or_si512(wlo, _mm512_and_si512(hlo, bit4));
+                    whi = _mm512_or_si512(whi, _mm512_and_si512(hhi, bit4));
+                }
 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
                     const int32_t* xp = xq[c] + 16 * b + 2 * k;
@@ -92,9 +102,110 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * G, m, acc[c]);
 }
 
-template <bool Q4, int C>
+// The words of chunk k of a k-quant block: the low 4 bits of positions 4k, 4k+1 (*wlo) and 4k+2, 4k+3
+// (*whi) per row lane, with bit 4 from the plane h4 (Q5_K, Q6_K) and bit 5 from h5 (Q6_K, then q - 32).
+template <PackKind K>
+inline void kquant_chunk(const uint8_t* q, __m512i h4, __m512i h5, int k, __m512i* wlo, __m512i* whi) {
+    const __m512i z = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)(q + 32 * k)));
+    __m512i lo = _mm512_and_si512(z, _mm512_set1_epi16(0x0F)), hi = _mm512_srli_epi16(z, 4);
+    if constexpr (K != PackKind::Q4K) {  // bit s = 2k (low), 2k + 1 (high) of each word to bit 4
+        const __m512i bit4 = _mm512_set1_epi16(0x10);
+        lo = _mm512_or_si512(lo, _mm512_and_si512(2 * k <= 4 ? _mm512_slli_epi16(h4, 4 - 2 * k) : _mm512_srli_epi16(h4, 2 * k - 4), bit4));
+        hi = _mm512_or_si512(hi, _mm512_and_si512(2 * k + 1 <= 4 ? _mm512_slli_epi16(h4, 3 - 2 * k) : _mm512_srli_epi16(h4, 2 * k - 3), bit4));
+    }
+    if constexpr (K == PackKind::Q6K) {  // ... and to bit 5
+        const __m512i bit5 = _mm512_set1_epi16(0x20), m32 = _mm512_set1_epi16(32);
+        lo = _mm512_or_si512(lo, _mm512_and_si512(2 * k <= 5 ? _mm512_slli_epi16(h5, 5 - 2 * k) : _mm512_srli_epi16(h5, 2 * k - 5), bit5));
+        hi = _mm512_or_si512(hi, _mm512_and_si512(2 * k + 1 <= 5 ? _mm512_slli_epi16(h5, 4 - 2 * k) : _mm512_srli_epi16(h5, 2 * k - 4), bit5));
+        lo = _mm512_sub_epi16(lo, m32);
+        hi = _mm512_sub_epi16(hi, m32);
+    }
+    *wlo = lo;
+    *whi = hi;
+}
+
+// The k-quants (Q4_K, Q5_K, Q6_K; layout in matmul.h): as group_tile, with per block b of super-block s
+//   Q4_K / Q5_K: d_w = d_s sc_b, m = -(dmin_s mn_b) (exact), I over the block's 32 products
+//   Q6_K:        d_w = d_s sc (one per half block), I over each half (chunks 0, 1, 4, 5: elements 0..15;
+//                2, 3, 6, 7: 16..31), acc = fma(float(I_half), d_w,half * d_x[b], acc), first half first.
+template <PackKind K, int C>
+inline void group_tile_k(const MatmulJob& j, int64_t g, int t0) {
+    constexpr bool Q6 = K == PackKind::Q6K;
+    constexpr uint64_t HB = pack_header_bytes(K, G), BB = pack_block_bytes(K, G), SB = HB + 8 * BB;
+    const GroupTileInputs<C> in(j, G, g, t0);
+    const int64_t nb = j.acts.nb;
+    __m512 acc[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    __m512 d = _mm512_setzero_ps(), dmin = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const int jb = (int)(b % 8);
+        const uint8_t* sb = in.w + (uint64_t)(b / 8) * SB;
+        if (jb == 0) {
+            d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)sb));
+            if constexpr (!Q6) dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(sb + 2 * G)));
+        }
+        const uint8_t* q = sb + HB + jb * BB;
+        __m512i h4 = _mm512_setzero_si512(), h5 = _mm512_setzero_si512();
+        if constexpr (K != PackKind::Q4K) h4 = _mm512_loadu_si512((const void*)(q + 16 * G));
+        if constexpr (Q6) h5 = _mm512_loadu_si512((const void*)(q + 20 * G));
+        // the chunks of one I: all 8 (Q4_K, Q5_K), or those of one half block (Q6_K)
+        auto block_sums = [&](const int* ks, int nk, __m512i* I) {
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) I[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int i = 0; i < nk; i++) {
+                const int k = ks[i];
+                __m512i wlo, whi;
+                kquant_chunk<K>(q, h4, h5, k, &wlo, &whi);
+#pragma GCC unroll 8
+                for (int c = 0; c < C; c++) {
+                    const int32_t* xp = in.xq[c] + 16 * b + 2 * k;
+                    I[c] = _mm512_dpwssd_epi32(I[c], wlo, _mm512_set1_epi32(xp[0]));
+                    I[c] = _mm512_dpwssd_epi32(I[c], whi, _mm512_set1_epi32(xp[1]));
+                }
+            }
+        };
+        __m512i I[C];
+        if constexpr (Q6) {
+            static const int halves[2][4] = {{0, 1, 4, 5}, {2, 3, 6, 7}};
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                block_sums(halves[h], 4, I);
+                const __m512 dw = _mm512_mul_ps(
+                    d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(sb + 2 * G + (2 * jb + h) * G)))));
+#pragma GCC unroll 8
+                for (int c = 0; c < C; c++)
+                    acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[c]), _mm512_mul_ps(dw, _mm512_set1_ps(in.xd[c][b])), acc[c]);
+            }
+        } else {
+            static const int all[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+            block_sums(all, 8, I);
+            const __m512 dw = _mm512_mul_ps(
+                d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(sb + 4 * G + jb * G)))));
+            const __m512 mw = _mm512_sub_ps(_mm512_setzero_ps(),
+                _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(sb + 12 * G + jb * G))))));
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) {
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[c]), _mm512_mul_ps(dw, _mm512_set1_ps(in.xd[c][b])), acc[c]);
+                acc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(in.xs[c][b]), acc[c]);
+            }
+        }
+    }
+    const int64_t left = j.rows - (int64_t)g * G;
+    const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * G, m, acc[c]);
+}
+
+template <PackKind K, int C>
 struct GroupTile {
-    static void run(const MatmulJob& j, int64_t g, int t0) { group_tile<Q4, C>(j, g, t0); }
+    static void run(const MatmulJob& j, int64_t g, int t0) {
+        if constexpr (pack_is_kquant(K))
+            group_tile_k<K, C>(j, g, t0);
+        else
+            group_tile<K, C>(j, g, t0);
+    }
 };
 
 }  // namespace

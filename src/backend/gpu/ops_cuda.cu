@@ -240,6 +240,15 @@ void CudaOps::matmul(float* y, const float* x, const Weight& W, int T) {
             matmul_n(1, &y, x, Ws, T);
             return;
         }
+        case DType::Q5_0:
+        case DType::Q5_1:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K:
+            launch_matmul_kquant(y, x, (const uint8_t*)W.data, rows, (int)W.dtype,
+                                 (long long)dtype_row_bytes(W.dtype, (uint64_t)cols), cols, T,
+                                 scratch(S_QACT, matmul_q_scratch_bytes(T, cols)), *run_);
+            return;
         default:
             fail("matmul: weight '%s' has dtype %s, which the CUDA backend does not support",
                  W.host ? W.host->name.c_str() : "?", dtype_name(W.dtype));

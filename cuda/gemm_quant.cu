@@ -440,6 +440,20 @@ size_t matmul_q_scratch_bytes(int T, int cols) {
     return matmul_q_act_bytes(T, cols) + 2 * (size_t)T * (cols / 32) * sizeof(float);
 }
 
+// x quantized into the scratch (xq, then xd and xs): one quantize_q8_kernel launch, a warp per 32-block.
+static void quantize_acts(const float* x, int T, int cols, void* scratch, KernelRunner& kr, const int8_t** xq_out,
+                          const float** xd_out, const float** xs_out) {
+    const int nb = cols / 32;
+    uint8_t* base = (uint8_t*)scratch;
+    int8_t* xq = (int8_t*)base;
+    float* xd = (float*)(base + matmul_q_act_bytes(T, cols));
+    float* xs = xd + (size_t)T * nb;
+    KRUN(kr, cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);
+    *xq_out = xq;
+    *xd_out = xd;
+    *xs_out = xs;
+}
+
 QGemmChoice qgemm_choice_env() {
     QGemmChoice c;
     c.dp4a_max_t = env_positive("BEAGLE_CUDA_DP4A_MAX_T", c.dp4a_max_t);
@@ -495,15 +509,7 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
         return;
     }
     kcheck(kr, scratch != nullptr, "quantized matmul: T = %d takes the tensor-core path, which needs scratch", T);
-    const int nb = cols / 32;
-    uint8_t* base = (uint8_t*)scratch;
-    int8_t* xq = (int8_t*)base;
-    float* xd = (float*)(base + matmul_q_act_bytes(T, cols));
-    float* xs = xd + (size_t)T * nb;
-    KRUN(kr, cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);  // a warp per 32-block
-    a.xq = xq;
-    a.xd = xd;
-    a.xs = xs;
+    quantize_acts(x, T, cols, scratch, kr, &a.xq, &a.xd, &a.xs);
     dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);
     if (dtype == KD_Q8_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q8_0_mma_kernel, a);
     if (dtype == KD_Q4_0) KRUN(kr, grid, 32 * QMMA_WARPS, 0, gemm_q4_0_mma_kernel, a);
@@ -570,12 +576,9 @@ void launch_matmul_kquant(float* y, const float* x, const uint8_t* W, int rows, 
     kcheck(kr, !(y < x + (long long)T * cols && x < y + (long long)T * rows), "k-quant matmul: the output overlaps the input");
     if (T <= 0 || rows <= 0) return;
     kcheck(kr, scratch != nullptr, "k-quant matmul: no scratch for the quantized activations");
-    const int nb = cols / 32;
-    uint8_t* base = (uint8_t*)scratch;
-    int8_t* xq = (int8_t*)base;
-    float* xd = (float*)(base + matmul_q_act_bytes(T, cols));
-    float* xs = xd + (size_t)T * nb;
-    KRUN(kr, cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);  // a warp per 32-block
+    const int8_t* xq;
+    const float *xd, *xs;
+    quantize_acts(x, T, cols, scratch, kr, &xq, &xd, &xs);
     dim3 grid(cdiv(rows, KQ_WARPS), cdiv(T, KQ_TOKENS));
     KRUN(kr, grid, 32 * KQ_WARPS, 0, gemm_kquant_kernel, y, W, dtype, row_bytes, rows, cols, xq, xd, xs, T);
 }

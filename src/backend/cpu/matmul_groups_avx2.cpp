@@ -28,6 +28,22 @@ constexpr uint64_t PREFETCH_BYTES = 1536;
 // Token tiles of up to 4 (groups_run, matmul.h): 4 int + 4 float accumulators + 3 weight vectors +
 // broadcasts fit the 16 ymm registers.
 
+// y[t0 + c, 8 g + l] = acc[c] lane l, for the group's rows that exist.
+template <int C>
+inline void store_tile(const MatmulJob& j, int64_t g, int t0, const __m256* acc) {
+    const int64_t left = j.rows - (int64_t)g * G;
+    float* yg = j.y + g * G;
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        if (left >= G)
+            _mm256_storeu_ps(yg + (int64_t)(t0 + c) * j.rows, acc[c]);
+        else
+            _mm256_maskstore_ps(yg + (int64_t)(t0 + c) * j.rows,
+                                _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                acc[c]);
+    }
+}
+
 // y[t0 + c, 8 g + l] for c < C, lanes l < 8 (rows past the end are not stored). Per block b, token c:
 //   I = sum over the block's 16 position pairs p of madd(w_p (8 rows x 2 int16), x pair p broadcast)
 //     (vpmaddwd: per lane w0 x0 + w1 x1, exact in int32; the pair sums are added in int32, exact, so
@@ -107,17 +123,7 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
             if constexpr (Q4) acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xs[c][b]), acc[c]);
         }
     }
-    const int64_t left = j.rows - (int64_t)g * G;
-    float* yg = j.y + g * G;
-#pragma GCC unroll 4
-    for (int c = 0; c < C; c++) {
-        if (left >= G)
-            _mm256_storeu_ps(yg + (int64_t)(t0 + c) * j.rows, acc[c]);
-        else
-            _mm256_maskstore_ps(yg + (int64_t)(t0 + c) * j.rows,
-                                _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                                acc[c]);
-    }
+    store_tile<C>(j, g, t0, acc);
 }
 
 // The words of chunk k of a k-quant block (matmul_groups_avx512.cpp's kquant_chunk, 8 rows).
@@ -209,17 +215,7 @@ inline void group_tile_k(const MatmulJob& j, int64_t g, int t0) {
             }
         }
     }
-    const int64_t left = j.rows - (int64_t)g * G;
-    float* yg = j.y + g * G;
-#pragma GCC unroll 4
-    for (int c = 0; c < C; c++) {
-        if (left >= G)
-            _mm256_storeu_ps(yg + (int64_t)(t0 + c) * j.rows, acc[c]);
-        else
-            _mm256_maskstore_ps(yg + (int64_t)(t0 + c) * j.rows,
-                                _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                                acc[c]);
-    }
+    store_tile<C>(j, g, t0, acc);
 }
 
 template <PackKind K, int C>

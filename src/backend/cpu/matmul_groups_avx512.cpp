@@ -24,6 +24,15 @@ constexpr int G = 16;  // rows per group: one int32 lane each in a 512-bit vecto
 // vpdpwssd-bound: 16 per token and block, whatever C.
 constexpr int TILE_TOKENS = 8;
 
+// y[t0 + c, 16 g + l] = acc[c] lane l, for the group's rows that exist.
+template <int C>
+inline void store_tile(const MatmulJob& j, int64_t g, int t0, const __m512* acc) {
+    const int64_t left = j.rows - (int64_t)g * G;
+    const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * G, m, acc[c]);
+}
+
 // y[t0 + c, 16 g + l] for c < C, lanes l < n_rows. Per block b, for each token c:
 //   I = sum over the block's 16 position pairs of vpdpwssd(w_pair (16 rows x 2 int16), x_pair broadcast)
 //     (exact; split over NA integer accumulators, integer addition is associative so the split is free)
@@ -96,10 +105,7 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
             if constexpr (Q4) acc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[c][b]), acc[c]);
         }
     }
-    const int64_t left = j.rows - (int64_t)g * G;
-    const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-#pragma GCC unroll 8
-    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * G, m, acc[c]);
+    store_tile<C>(j, g, t0, acc);
 }
 
 // The words of chunk k of a k-quant block: the low 4 bits of positions 4k, 4k+1 (*wlo) and 4k+2, 4k+3
@@ -192,10 +198,7 @@ inline void group_tile_k(const MatmulJob& j, int64_t g, int t0) {
             }
         }
     }
-    const int64_t left = j.rows - (int64_t)g * G;
-    const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-#pragma GCC unroll 8
-    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(j.y + (int64_t)(t0 + c) * j.rows + g * G, m, acc[c]);
+    store_tile<C>(j, g, t0, acc);
 }
 
 template <PackKind K, int C>

@@ -139,7 +139,7 @@ bench-sd: $(BUILD)/beagle $(MODEL)
 # the shipped Q4_1 file) drafted by that Q4_1 file (-md) and by the shipped Beagle draft, 16 MT-Bench turns x
 # 128 tokens, side by side with F16 plain decoding in one run: build/bench-md.json.
 F16_MODEL := $(BUILD)/models/SmolLM2-135M-Instruct.F16.gguf
-$(F16_MODEL): $(MODEL)
+$(F16_MODEL): $(MODEL) | pydeps
 	@mkdir -p $(dir $@)
 	python3 scripts/make_kquant_model.py $(MODEL) $@.tmp f16 && mv $@.tmp $@
 # beagle bench per weight type: the F16 rewrite quantized by beagle quantize to each type (kept in

@@ -9,7 +9,13 @@
 #                                 each checked against SHA256SUMS; then DIR/all merges the parts present
 #   corpus.sh pack [PART...]      pack the finished shards of build/corpus now (generate does it as it goes)
 #   corpus.sh status              shards per part, committed and to go
-# Environment: THREADS (datagen -t, default 2), NICE (default 19: a background run yields to other work).
+#   corpus.sh train [OUT]         a SmolLM2 draft from the committed corpus alone (a clone needs nothing else):
+#                                 unpack beside OUT (its folder's corpus/), then `beagle train` from scratch with the
+#                                 shipped draft's flags (docs/training.md, "Retraining from the corpus");
+#                                 resumes from OUT.ckpt after a kill. OUT: build/corpus-train/beagle-smollm2-135m.bin
+# Environment: THREADS (datagen and train -t, default 2), NICE (default 19: a background run yields to other
+# work); train: EPOCHS1, EPOCHS2 (stage 1 and 2 epochs, default 4 and 1), MAX_STEPS (0: every epoch), EVAL
+# (held-out MT-Bench turns evaluated at the end, default 10; 0: none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 M=weights/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -52,6 +58,18 @@ unpack_part() {
   done
   local sums=$PWD/$C/$part/SHA256SUMS
   (cd "$dir/$part" && sha256sum -c --quiet "$sums") || { echo "corpus: $dir/$part: shards differ from $sums" >&2; exit 1; }
+}
+
+# every committed part under DIR (unpack_part), then DIR/all: the parts merged
+unpack_all() {
+  local dir=$1 part have=()
+  for part in $(part_names); do
+    [ -f "$C/$part/meta.txt" ] || continue
+    unpack_part "$part" "$dir"
+    have+=("$dir/$part")
+  done
+  [ ${#have[@]} -gt 0 ] || { echo "corpus: nothing committed under $C" >&2; exit 1; }
+  bash scripts/merge_data.sh "$dir/all" "${have[@]}"
 }
 
 # the shards of build/corpus/PART not yet in data/corpus, compressed; SHA256SUMS of the uncompressed shards
@@ -99,15 +117,7 @@ case "${1:-}" in
       pack_part "$part"
     done ;;
   unpack)
-    dir=${2:-build/corpus}
-    have=()
-    for part in $(part_names); do
-      [ -f "$C/$part/meta.txt" ] || continue
-      unpack_part "$part" "$dir"
-      have+=("$dir/$part")
-    done
-    [ ${#have[@]} -gt 0 ] || { echo "corpus: nothing committed under $C" >&2; exit 1; }
-    bash scripts/merge_data.sh "$dir/all" "${have[@]}" ;;
+    unpack_all "${2:-build/corpus}" ;;
   pack)  # what generate packs as it goes, for the parts given (default: all)
     shift
     parts=("$@"); [ ${#parts[@]} -gt 0 ] || mapfile -t parts < <(part_names)
@@ -121,6 +131,19 @@ case "${1:-}" in
       bytes=$(du -cb "$C/$part"/shard-*.bin.xz 2> /dev/null | tail -1 | cut -f1 || echo 0)
       printf "%-24s %4s of %4s shards committed, %6.2f MB\n" "$part" "$n" "$total" "$(echo "${bytes:-0} / 1000000" | bc -l)"
     done ;;
+  train)
+    out=${2:-build/corpus-train/beagle-smollm2-135m.bin}
+    dir=$(dirname "$out")/corpus
+    make -s -j2 build/beagle
+    [ -f "$M" ] || bash scripts/fetch_model.sh
+    unpack_all "$dir"
+    resume=(); [ -f "$out.ckpt" ] && resume=(--resume "$out.ckpt")
+    eval_args=(); [ "${EVAL:-10}" -gt 0 ] && eval_args=(--eval-prompts data/eval/mt_bench_question.jsonl --eval-n "${EVAL:-10}" --eval-tokens 128)
+    # the shipped draft's flags (weights/beagle-smollm2-135m.bin.json), from scratch: reduced vocabulary chosen
+    # from this data, stage 1 window 2, stage 2 two simulated steps, vloss weight 1 (SmolLM2's large states)
+    "$B" train -m "$M" --data "$dir/all" -o "$out" --ckpt "$out.ckpt" "${resume[@]}" -t "$THREADS" \
+        --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3 --draft-vocab 8192 --loss-on-prompt --vloss-weight 1 \
+        --stage1-epochs "${EPOCHS1:-4}" --stage2-epochs "${EPOCHS2:-1}" --max-steps "${MAX_STEPS:-0}" --seed 1 "${eval_args[@]}" ;;
   *)
-    sed -n 2,12p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n 2,17p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -27,14 +27,14 @@ struct KernelRunner {
     // to the hooks but not made (the step's CUDA graph makes them).
     bool skip = false;
     virtual ~KernelRunner() = default;
-    virtual void before(const char* kernel) {}                   // just before each launch
+    virtual void before(const char* kernel, const dim3& grid) {}  // just before each launch, with its grid
     virtual void after(const char* kernel) = 0;                  // just after: check cudaGetLastError()
     [[noreturn]] virtual void fail(const std::string& msg) = 0;  // an argument the kernels cannot take
 };
 // KRUN(kr, grid, block, smem, kernel, args...): launch kernel on kr.stream between kr's hooks.
 #define KRUN(kr, grid, block, smem, kernel, ...)                            \
     do {                                                                    \
-        (kr).before(#kernel);                                               \
+        (kr).before(#kernel, dim3(grid));                                   \
         if (!(kr).skip)                                                     \
             KLAUNCH((grid), (block), (smem), (kr).stream, kernel)(__VA_ARGS__); \
         (kr).after(#kernel);                                                \

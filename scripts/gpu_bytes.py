@@ -163,6 +163,13 @@ class Table:
         self.rows = {}  # key -> {"label":..., T: (must, does)}
         self.order = []
         self.notes = {}  # key -> {T: a note on how the kernel runs at that T}
+        self.launches = []  # (kernel name, blocks per launch or None, launches)
+        self.weights = [0.0, 0.0]  # the GEMMs' weight bytes: stored, requested
+        self.cache = [0.0, 0.0]  # attention's K/V bytes: stored, requested
+
+    def launch(self, kernel, blocks=None, count=1):
+        """count launches of `kernel`, each of `blocks` thread blocks (None: not modelled)."""
+        self.launches.append((kernel, blocks, count))
 
     def add(self, key, label, T, must, does):
         if key not in self.rows:
@@ -193,12 +200,21 @@ def gemm(tab, key, label, T, mats, cols, dt, c):
     W = sum(wbytes(r, cols, dt) for r in mats)
     y = sum(T * r * F for r in mats)
     xb = T * cols * (F if small else INT8_ACT)  # the input as the launch reads it: f32, or int8 with d, s
+    kname = dt.lower()
     if small:
         rb = dp4a_rows(c, mats, T)
-        does = cdiv(T, c["QGEMM_TOKENS"]) * W + sum(cdiv(r, rb) for r in mats) * xb + y
+        reads = cdiv(T, c["QGEMM_TOKENS"])
+        does = reads * W + sum(cdiv(r, rb) for r in mats) * xb + y
+        tab.launch("gemm_%s%s_kernel" % (kname, "" if rb == c["QGEMM_ROWS"] else "_r%d" % rb),
+                   cdiv(max(mats), rb) * cdiv(T, c["QGEMM_TOKENS"]) * len(mats))
     else:
         rb = mma_rows(c, mats)
-        does = cdiv(T, c["QMMA_TOKENS"]) * W + sum(cdiv(r, rb) for r in mats) * xb + y
+        reads = cdiv(T, c["QMMA_TOKENS"])
+        does = reads * W + sum(cdiv(r, rb) for r in mats) * xb + y
+        tab.launch("quantize_q8_kernel")
+        tab.launch("gemm_%s_mma_kernel" % kname, cdiv(max(mats), rb) * cdiv(T, c["QMMA_TOKENS"]) * len(mats))
+    tab.weights[0] += W
+    tab.weights[1] += reads * W
     blocks = tab.notes.setdefault(key, {}).setdefault(T, [])
     if rb not in blocks:
         blocks.append(rb)
@@ -208,8 +224,9 @@ def gemm(tab, key, label, T, mats, cols, dt, c):
         tab.add("quantize", "`quantize_q8_kernel` (T > %d: one per GEMM launch)" % c["QGEMM_DP4A_MAX_T"], T, q, q)
 
 
-def forward(s, T, c):
-    """Today's kernels of one target forward (Llama::run + Llama::head over T rows)."""
+def forward(s, T, c, head_T=None):
+    """Today's kernels of one target forward (Llama::run over T rows, Llama::head over head_T rows: all T in a
+    verify pass, the default; 1 in a prefill)."""
     L, D, H, Hk, hd, Fd = s["L"], s["D"], s["H"], s["Hk"], s["hd"], s["Fd"]
     qd, kv = H * hd, Hk * hd
     n = s["cache"] + T  # keys a query of the pass can see, at most
@@ -220,7 +237,7 @@ def forward(s, T, c):
         gemm(tab, "gemm", None, T, [D], qd, s["layer_dt"], c)
         gemm(tab, "gemm", None, T, [Fd, Fd], D, s["layer_dt"], c)
         gemm(tab, "gemm", None, T, [D], Fd, s["layer_dt"], c)
-    gemm(tab, "head", "LM head (%s, %d x %d)" % (s["head_dt"], s["V"], D), T, [s["V"]], D, s["head_dt"], c)
+    gemm(tab, "head", "LM head (%s, %d x %d)" % (s["head_dt"], s["V"], D), head_T or T, [s["V"]], D, s["head_dt"], c)
     for key in ("gemm", "head"):  # the row blocks used (dp4a at T <= QGEMM_DP4A_MAX_T, else tensor cores), as notes
         if T in tab.notes.get(key, {}):
             tab.notes[key][T] = "T = %d: %s-row blocks" % (T, " and ".join(map(str, sorted(tab.notes[key][T]))))
@@ -229,10 +246,25 @@ def forward(s, T, c):
     if T <= c["ATTN_SPLIT_MAX_T"] and slices > 1:  # split-KV: K/V once per query, q once per slice, partials
         tab.notes["attn"] = {T: "T = %d: split-KV, %d slices" % (T, slices)}
         does = T * kvb + qb * slices + 2 * T * H * slices * (hd + 3) * F + qb
+        passes = T
+        tab.launch("attn_split_kernel", T * Hk * slices, L)
+        tab.launch("attn_combine_kernel", T * H, L)
     else:
         nq = attn_tiling(c, T, H, Hk, hd)
         tab.notes["attn"] = {T: "T = %d: %d query tiles of %d" % (T, cdiv(T, nq), nq)}
         does = cdiv(T, nq) * kvb + 2 * qb
+        passes = cdiv(T, nq)
+        tab.launch("attn_fwd_tiled_kernel", cdiv(T, nq) * Hk, L)
+    tab.cache[0] += L * kvb
+    tab.cache[1] += L * passes * kvb
+    tab.launch("embed_kernel")
+    tab.launch("rmsnorm_fwd_kernel", None, 2)
+    tab.launch("rope_kernel", None, L)
+    tab.launch("add_rmsnorm_kernel", None, 2 * L - 1)
+    tab.launch("add_kernel")
+    tab.launch("swiglu_fwd_kernel", None, L)
+    if T == 1:
+        tab.launch("rows_scatter_kernel", None, 2 * L)
     tab.add("attn", "attention", T, L * (kvb + 2 * qb), L * does)
     act = T * D * F
     tab.add("rmsnorm", "`rmsnorm_fwd_kernel` (2: layer 0, LM head)", T, 2 * (2 * act + D * F), 2 * 3 * act)
@@ -321,6 +353,32 @@ def xattn_labels(c):
     }
 
 
+def launches(spec, c):
+    """--launches: {kernel: {"launches": n, "fewest_blocks": b or None}} of one forward of a shape given as
+    "NAME[,KEY=VALUE...]:T[:HEAD_T]" (KEY: a SHAPES field; numbers or a block type for *_dt)."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3):
+        fail(f"--launches {spec}: expected SHAPE:T[:HEAD_T]")
+    name, *over = parts[0].split(",")
+    if name not in SHAPES:
+        fail(f"--launches {spec}: shape {name} is not one of {', '.join(SHAPES)}")
+    s = dict(SHAPES[name])
+    for kv in over:
+        k, _, v = kv.partition("=")
+        if k not in s:
+            fail(f"--launches {spec}: {k} is not a field of a shape ({', '.join(s)})")
+        s[k] = v if k.endswith("_dt") else int(v)
+    T = int(parts[1])
+    tab = forward(s, T, c, int(parts[2]) if len(parts) == 3 else None)
+    out = {}
+    for k, b, n in tab.launches:
+        o = out.setdefault(k, {"launches": 0, "fewest_blocks": b})
+        o["launches"] += n
+        if b is not None and (o["fewest_blocks"] is None or b < o["fewest_blocks"]):
+            o["fewest_blocks"] = b
+    return out
+
+
 def fmt(v, digits):
     if 0 < v < 0.05:
         return "< 0.1"
@@ -360,6 +418,61 @@ def model(c):
     return out
 
 
+TS_REGIME = (1, 2, 4, 8, 16, 32, 64)  # a decode step and the verify passes of chains and trees
+SMS = 132  # an H100 SXM's streaming multiprocessors: a grid of fewer blocks leaves SMs idle (under one wave)
+
+
+def regime(c):
+    """Per shape and T: the GEMMs' weight reads (how many times the weights are requested), the pass's requested
+    bytes over its compulsory ones, attention's passes over the cache, the kernels launched (the graph-free count;
+    sampling not included), the GEMM launches and the fewest thread blocks of any of them in waves of SMS blocks."""
+    out = {}
+    for key, s in SHAPES.items():
+        rows = []
+        for T in TS_REGIME:
+            tab = forward(s, T, c)
+            must = sum(v[T][0] for v in tab.rows.values())
+            does = sum(v[T][1] for v in tab.rows.values())
+            gemms = [(k, b) for k, b, _ in tab.launches if k.startswith("gemm_")]
+            fewest = min(b for _, b in gemms)
+            kinds = sorted({k for k, _ in gemms})
+            rows.append({"T": T, "gemm_kernels": kinds, "weight_reads": tab.weights[1] / tab.weights[0],
+                         "does_over_must": does / must, "cache_reads": tab.cache[1] / tab.cache[0],
+                         "kernels": sum(n for _, _, n in tab.launches), "gemm_launches": len(gemms),
+                         "gemm_launches_under_a_wave": sum(1 for _, b in gemms if b < SMS),
+                         "fewest_gemm_blocks": fewest, "fewest_gemm_waves": fewest / SMS,
+                         "launches": {k: sum(n for kk, _, n in tab.launches if kk == k) for k, _, _ in tab.launches}})
+        out[key] = rows
+    return out
+
+
+def regime_table(rows):
+    lines = ["| T | GEMM kernels | weights read | requested / compulsory | cache reads | kernels per pass | GEMM launches "
+             "(under one wave) | fewest blocks in a GEMM launch (waves on %d SMs) |" % SMS, "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| %d | %s | %.2fx | %.2fx | %.1fx | %d | %d (%d) | %d (%.2f) |" % (
+            r["T"], ", ".join("`%s`" % k for k in r["gemm_kernels"]), r["weight_reads"], r["does_over_must"],
+            r["cache_reads"], r["kernels"], r["gemm_launches"], r["gemm_launches_under_a_wave"], r["fewest_gemm_blocks"],
+            r["fewest_gemm_waves"]))
+    return "\n".join(lines)
+
+
+def regime_targets(reg):
+    """The verify-regime targets (docs/gpu-kernels.md), each with its verdict under today's kernels."""
+    v64 = [r for r in reg["7b"] if r["T"] == 64][0]
+    lines = ["- 7B shape, a verify of 64 tokens reads the weights at most 1.25x: %.2fx, %s." % (
+        v64["weight_reads"], "met" if v64["weight_reads"] <= 1.25 else "NOT met")]
+    worst = max((r["weight_reads"], r["T"]) for r in reg["7b"])
+    lines.append("- 7B shape, every T from 2 to 64 reads the weights once: %s (the most: %.2fx at T = %d)." % (
+        "met" if worst[0] <= 1.0 else "NOT met", worst[0], worst[1]))
+    for key, s in SHAPES.items():
+        d = reg[key][0]
+        lines.append("- %s decode step: no GEMM launch under one wave: %d of %d launches are (fewest blocks %d), %s." % (
+            s["title"], d["gemm_launches_under_a_wave"], d["gemm_launches"], d["fewest_gemm_blocks"],
+            "met" if d["gemm_launches_under_a_wave"] == 0 else "NOT met"))
+    return "\n".join(lines)
+
+
 def tables(c):
     """name -> markdown table (the blocks of docs/gpu-kernels.md between the gpu_bytes.py markers)."""
     m = model(c)
@@ -379,6 +492,10 @@ def tables(c):
                                                      fmt(rb["must"], 0), fmt(rb["does"], 0)))
     res["xattn"] = "\n".join(lines)
     res["constants"] = "Read from `cuda/kernels.cuh`: " + m["constants"] + "."
+    reg = regime(c)
+    for key in SHAPES:
+        res["regime_" + key] = regime_table(reg[key])
+    res["targets"] = regime_targets(reg)
     return res
 
 
@@ -404,7 +521,7 @@ BEGIN, END = "<!-- gpu_bytes.py %s: generated, edit the script -->", "<!-- end g
 
 def doc_blocks(text):
     got = {}
-    for name in ["constants", "smollm2", "7b", "xattn"]:
+    for name in ["constants", "smollm2", "7b", "xattn", "regime_smollm2", "regime_7b", "targets"]:
         m = re.search(re.escape(BEGIN % name) + r"\n(.*?)\n" + re.escape(END % name), text, re.S)
         if m:
             got[name] = m.group(1)
@@ -417,14 +534,20 @@ def main():
     ap.add_argument("--old", action="store_true", help="the tables as b0d577d counted them (old tiling)")
     ap.add_argument("--update-doc", action="store_true", help="rewrite the tables in " + DOC)
     ap.add_argument("--constants", action="store_true", help="print the constants read from cuda/")
+    ap.add_argument("--launches", metavar="SHAPE:T[:HEAD_T]", help="the kernels one forward launches (JSON: per kernel the "
+                    "launches and the fewest thread blocks of one) for a shape (smollm2 or 7b, with overrides such as "
+                    "smollm2,L=2,V=512,cache=0) over T rows, the LM head over HEAD_T (default T)")
     a = ap.parse_args()
     c = parse_sources()
+    if a.launches:
+        print(json.dumps(launches(a.launches, c), indent=1, sort_keys=True))
+        return
     if a.constants:
         for k in CONSTS:
             print(k, c[k])
         return
     if a.json:
-        print(json.dumps({"constants": c, "model_MB": model(c)}, indent=1))
+        print(json.dumps({"constants": c, "model_MB": model(c), "regime": regime(c)}, indent=1))
         return
     t = old_tables(c) if a.old else tables(c)
     if a.update_doc and a.old:

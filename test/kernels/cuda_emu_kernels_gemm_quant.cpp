@@ -275,7 +275,7 @@ static void check_misaligned(int dt) {
 // main checks that no BEAGLE_CUDA_* variable is set).
 struct NameRunner : KernelRunner {
     std::vector<std::string> names;
-    void before(const char* kernel) override { names.push_back(kernel); }
+    void before(const char* kernel, const dim3&) override { names.push_back(kernel); }
     void after(const char* kernel) override {}
     [[noreturn]] void fail(const std::string& msg) override {
         fprintf(stderr, "launch_matmul_q refused: %s\n", msg.c_str());

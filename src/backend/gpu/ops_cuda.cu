@@ -26,12 +26,15 @@ static void cuda_check(cudaError_t e, const char* what) {
 
 // What the launchers report to: every launch checked for errors and counted by kernel name;
 // BEAGLE_CUDA_SYNC=1 synchronizes after every launch (errors at their kernel), BEAGLE_CUDA_PROFILE=1
-// too and adds up the seconds per kernel (printed at exit). A failed argument check is an Error.
+// too and adds up the seconds and the thread blocks per kernel (printed at exit; the fewest blocks of one
+// launch says whether a kernel ever fills the GPU). A failed argument check is an Error.
 struct CudaRunner : KernelRunner {
     explicit CudaRunner(CudaRt& r) : rt(r) {}
     CudaRt& rt;
     std::map<std::string, long> launches;
     std::map<std::string, double> seconds;
+    std::map<std::string, long long> blocks, fewest_blocks;  // profile: all launches' blocks, one launch's fewest
+    long long grid_blocks = 0;
     bool sync_each = false, profile = false;
     double t0 = 0;
     // A captured decode step (CudaOps::step_begin): capture records the kernels in order (they run at the
@@ -39,7 +42,8 @@ struct CudaRunner : KernelRunner {
     std::vector<const char*>* step_kernels = nullptr;
     const std::vector<const char*>* step_expect = nullptr;
     size_t step_i = 0;
-    void before(const char*) override {
+    void before(const char*, const dim3& grid) override {
+        grid_blocks = (long long)grid.x * grid.y * grid.z;
         if (profile) t0 = now_seconds();
     }
     void after(const char* kernel) override {
@@ -65,7 +69,12 @@ struct CudaRunner : KernelRunner {
             e = cudaDeviceSynchronize();
             rt.n.syncs++;
         }
-        if (profile) seconds[kernel] += now_seconds() - t0;
+        if (profile) {
+            seconds[kernel] += now_seconds() - t0;
+            blocks[kernel] += grid_blocks;
+            auto f = fewest_blocks.find(kernel);
+            if (f == fewest_blocks.end() || grid_blocks < f->second) fewest_blocks[kernel] = grid_blocks;
+        }
         if (e != cudaSuccess)
             fail(strfmt("CUDA kernel %s failed: %s (%s)", kernel, cudaGetErrorName(e), cudaGetErrorString(e)));
     }
@@ -90,7 +99,8 @@ CudaOps::~CudaOps() {
     if (run_->profile) {
         fprintf(stderr, "CUDA backend profile (synchronized launches):\n");
         for (auto& kv : run_->launches)
-            fprintf(stderr, "  %-26s %8ld launches %10.3f s\n", kv.first.c_str(), kv.second, run_->seconds[kv.first]);
+            fprintf(stderr, "  %-26s %8ld launches %10.3f s %12lld blocks %8lld fewest\n", kv.first.c_str(), kv.second,
+                    run_->seconds[kv.first], run_->blocks[kv.first], run_->fewest_blocks[kv.first]);
     }
     for (void* p : slot_ptr_)
         if (p) cudaFree(p);

@@ -99,7 +99,7 @@ plan (output in $OUT):
      build/test-device/test_cuda_backend_tree      the greedy tree drafted on the device == the host loop's, node for node
   3. test/cli/test_cuda_emu_generate.sh            with BEAGLE_CUDA_BIN=build/beagle-cuda: golden stories260K,
                                                    greedy SD (lookup, chain, tree) == plain, SmolLM2 == CPU
-  4. bench-sd SmolLM2 + $SMOL_DRAFT on 40 MT-Bench turns, none + chain + tree-60 (outputs checked == plain)
+  4. bench-sd SmolLM2 + $SMOL_DRAFT on 40 MT-Bench turns, none + chain + tree-60 + auto (outputs checked == plain)
   5. train 8 steps (stories260K datagen data) on cuda and on cpu: per-step losses agree (rtol 1e-3);
      data-parallel on NCCL (docs/distributed.md): mpirun -np 1 == one process bit for bit, then -np 2 on
      this one GPU (NCCL may refuse two ranks on one device: then its error, exit non-zero, no hang)
@@ -109,7 +109,9 @@ plan (output in $OUT):
      beagle bench, and greedy tree SD == plain on it
   7. test/cli/test_7b_shaped.sh                    with BEAGLE_CUDA_BIN=build/beagle-cuda: 7B-shaped 2-layer random target
                                                    (build/test/tool_random_llama): plan vs peak_device_bytes, training, SD == plain
-  8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain)
+  8. bench.json: the 7B-shaped draft's training step time and peak memory (8 steps), its SD rounds (tree, == plain);
+     r7b_full: beagle bench of the 7B shape at full depth (32 layers of random Q4_1, about 4 GB): decode tok/s, the
+     fraction of the device's HBM roofline (nominal peak by device name), verify cost T = 1..64
   9. knobs: scripts/gpu_knobs.sh on SmolLM2 (each launch knob's settings timed by beagle bench, knobs.json)
  10. kernel_profile: ncu's per-kernel times of a SmolLM2 prefill and 5 decode steps (kernels.json, scripts/ncu_kernels.py)
   $plan7b_line
@@ -150,7 +152,7 @@ step backend_graph build/test-device/test_cuda_backend_graph
 step backend_tree build/test-device/test_cuda_backend_tree
 step generate env BEAGLE_CUDA_BIN=build/beagle-cuda bash test/cli/test_cuda_emu_generate.sh
 step bench_sd build/beagle-cuda bench-sd -m "$SMOL" -d "$SMOL_DRAFT" --prompts "$MTBENCH" --per-category 5 \
-  --modes none,chain,tree --total-tokens 60 -n 128 -o "$OUT/bench_sd.json"
+  --modes none,chain,tree,auto --total-tokens 60 -n 128 -o "$OUT/bench_sd.json"
 
 # training: the same 8 steps on both backends
 T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
@@ -243,6 +245,14 @@ r7b_bench() {
   build/beagle "${PLAN7B[@]}" > "$OUT/plan_7b.txt"
 }
 step r7b_bench r7b_bench
+# the 7B shape at full depth: decode against the HBM roofline, and the verify cost curve
+r7b_full() {
+  local R=$OUT/r7b/r7b-32l-v32000.gguf
+  mkdir -p "$OUT/r7b"
+  [ -s "$R" ] || build/test/tool_random_llama "$R" --layers 32 --vocab 32000
+  build/beagle-cuda bench -m "$R" -o "$OUT/bench_7b_32l.json.part"
+}
+step r7b_full r7b_full
 
 python3 - "$OUT" <<'EOF'
 import json, os, sys
@@ -258,6 +268,20 @@ b = load("bench.json.part")
 if b: r["bench"] = b
 b = load("bench_q4_k_m.json.part")
 if b: r["bench_q4_k_m"] = b
+b = load("bench_7b_32l.json.part")
+if b: r["bench_7b_32_layers"] = b
+# the HBM roofline: decode reads every weight byte once a token; nominal peak bandwidth by device name (bytes/s)
+PEAK = [("H200", 4.8e12), ("H100 NVL", 3.9e12), ("H100 PCIe", 2.0e12), ("H100", 3.35e12), ("A100-SXM4-80GB", 2.039e12),
+        ("A100", 1.555e12), ("L40S", 0.864e12), ("4090", 1.008e12)]
+peak = next((bw for name, bw in PEAK if name in r["device"]), None)
+if peak:
+    r["hbm_peak_bytes_s"] = peak
+    for key in ("bench", "bench_7b_32_layers"):
+        b = r.get(key)
+        if b and b.get("paths"):
+            d = b["paths"][0]["decode_tok_s"]
+            b["hbm_roofline_tok_s"] = round(peak / b["weight_bytes_per_token"], 1)
+            b["hbm_roofline_fraction"] = round(d * b["weight_bytes_per_token"] / peak, 4)
 b = load("bench_nograph.json.part")
 if b: r["bench_without_cuda_graphs"] = b
 s = load("bench_sd.json")

@@ -34,7 +34,7 @@ cp .dev/a/m1 build/dev/m1 && cp -a build/dev/build/. build/ && cp build/dev/beag
 export LD_LIBRARY_PATH=$PWD/build/dev/lib
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 STEP_TIMEOUT=${STEP_TIMEOUT:-120} bash scripts/gpu_check.sh --prebuilt --out build/gpu_check \
-  --only backend_ops,backend_train,backend_tree,train_vs_cpu,r7b_test,r7b_bench
+  --only backend_ops,backend_train,backend_tree,train_vs_cpu,r7b_test,r7b_bench,r7b_full
 A
 cat > .dev/b/run.sh <<'B'
 set -u

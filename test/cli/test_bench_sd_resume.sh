@@ -6,6 +6,7 @@
 # read back, and removes FILE.partial; a partial result of other options (-n, --topk), a damaged line
 # and a file that is not a partial result are refused with the file, the line or the option named; temp
 # files of killed writers (FILE.partial, FILE, the charts) are removed.
+# --repeat 2 (each prompt's modes run twice, each mode's fastest run kept) reports the same counts.
 # Tree at a fixed size: a cost-aware tree chooses its depth from timings, so its counts are not repeatable.
 set -u
 cd "$(dirname "$0")/../.."
@@ -73,6 +74,19 @@ print("resumed_prompts", b.get("resumed_prompts"), "tree tau", b["overall"]["tre
 sys.exit(0 if not diffs and b.get("resumed_prompts") == int(sys.argv[3]) and "resumed_prompts" not in a
          and b["overall"]["chain"]["prompts"] == 6 and b["overall"]["tree"]["mismatches"] == 0 else 1)
 PY
+# --repeat 2: the same counts, tau and acceptance as one run (timings aside); --repeat 0 refused
+run -n 48 --repeat 2 -o "$tmp/d.json" 2> "$tmp/d.log" || { bad "--repeat 2"; cat "$tmp/d.log"; }
+python3 - "$tmp/a.json" "$tmp/d.json" <<'PY' && ok "--repeat 2 = one run (timings aside)" || bad "--repeat 2 differs"
+import json, sys
+a, d = (json.load(open(p)) for p in sys.argv[1:3])
+assert d["repeat"] == 2 and a["repeat"] == 1
+for m in ("chain", "tree"):
+    for k in ("prompts", "tokens", "tau", "mismatches", "accept_by_depth"):
+        assert a["overall"][m][k] == d["overall"][m][k], (m, k, a["overall"][m][k], d["overall"][m][k])
+print("tree tau", d["overall"]["tree"]["tau"])
+PY
+out=$(run -n 48 --repeat 0 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "repeat 0: expected 1 to 100" && ok "--repeat 0 refused" || bad "--repeat 0: exit $rc, $out"
 # a random-weights draft (make bench-sd-exact) names no file to fingerprint: it runs with -o and resumes too
 rnd() { "$B" bench-sd -m "$M/stories260K.bin" -z "$M/tok512.bin" --random-draft 3 --prompts test/data/stories_prompts.txt \
           --no-chat --per-category 3 -n 16 --modes none,chain -t 1 -o "$tmp/r.json" > /dev/null; }

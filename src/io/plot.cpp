@@ -131,11 +131,12 @@ void write_line_chart(const std::string& path, const LineChart& c, int width, in
     Frame f = draw_frame(cv, c.title, c.xlabel, c.ylabel);
     double xmin = 1e300, xmax = -1e300, ymin = 1e300, ymax = -1e300;
     auto ty = [&](double y) { return c.log_y ? std::log10(std::max(y, 1e-12)) : y; };
+    auto tx = [&](double x) { return c.log_x ? std::log10(std::max(x, 1e-12)) : x; };
     for (const LineSeries& s : c.series)
         for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) {
             if (!std::isfinite(s.y[i])) continue;
-            xmin = std::min(xmin, s.x[i]);
-            xmax = std::max(xmax, s.x[i]);
+            xmin = std::min(xmin, tx(s.x[i]));
+            xmax = std::max(xmax, tx(s.x[i]));
             ymin = std::min(ymin, ty(s.y[i]));
             ymax = std::max(ymax, ty(s.y[i]));
         }
@@ -146,7 +147,7 @@ void write_line_chart(const std::string& path, const LineChart& c, int width, in
     ymin -= pad;
     ymax += pad;
     if (!c.log_y && ymin < 0 && ymin > -pad * 1.01) ymin = 0;
-    auto px = [&](double x) { return f.x0 + (x - xmin) / (xmax - xmin) * (f.x1 - f.x0); };
+    auto px = [&](double x) { return f.x0 + (tx(x) - xmin) / (xmax - xmin) * (f.x1 - f.x0); };
     auto py = [&](double y) { return f.y1 - (ty(y) - ymin) / (ymax - ymin) * (f.y1 - f.y0); };
     // grid and tick labels
     double ys, xs;
@@ -157,9 +158,9 @@ void write_line_chart(const std::string& path, const LineChart& c, int width, in
         cv.text(f.x0 - 8 - Canvas::text_width(l), (int)yy - 7, l, kText);
     }
     for (double v : nice_ticks(xmin, xmax, 8, &xs)) {
-        double xx = px(v);
+        double xx = f.x0 + (v - xmin) / (xmax - xmin) * (f.x1 - f.x0);
         cv.line(xx, f.y0, xx, f.y1, kGrid, 1);
-        std::string l = tick_label(v, xs);
+        std::string l = c.log_x ? strfmt("%.3g", std::pow(10.0, v)) : tick_label(v, xs);
         cv.text((int)xx - Canvas::text_width(l) / 2, f.y1 + 8, l, kText);
     }
     for (auto& vl : c.vlines) {
@@ -184,8 +185,10 @@ void write_line_chart(const std::string& path, const LineChart& c, int width, in
     // axes
     cv.line(f.x0, f.y0, f.x0, f.y1, kAxis, 2);
     cv.line(f.x0, f.y1, f.x1, f.y1, kAxis, 2);
-    // legend, top right
-    int ly = f.y0 + 8;
+    // legend, top right (or bottom right)
+    int n_labels = 0;
+    for (const LineSeries& s : c.series) n_labels += !s.label.empty();
+    int ly = c.legend_bottom ? f.y1 - 8 - 24 * n_labels : f.y0 + 8;
     int lw = 0;
     for (const LineSeries& s : c.series) lw = std::max(lw, Canvas::text_width(s.label));
     for (const LineSeries& s : c.series) {

@@ -20,6 +20,8 @@ struct LineChart {
     std::vector<LineSeries> series;
     std::vector<std::pair<double, std::string>> vlines;  // dashed vertical markers at x, with a label
     bool log_y = false;
+    bool log_x = false;  // x on a log10 axis (every x > 0)
+    bool legend_bottom = false;  // the legend in the bottom right corner (default: top right)
 };
 
 struct BarGroup {            // one bar per category, in one colour

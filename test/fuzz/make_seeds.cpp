@@ -4,6 +4,7 @@
 // OUT/<harness>/. Each binary seed is loaded back to prove it valid. test/fuzz/make_seeds.sh adds
 // cut-down copies of the real files in data/. Usage: make_seeds OUT_DIR
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -164,6 +165,14 @@ static void shard_seeds() {
     write_shard(p, dim, 16, 0x0123456789abcdefull, seqs);
     std::string dir = g_out + "/shard";
     Dataset ds(dir);
+    // the same sequences as tokens only ("BEAGLETK", datagen's default), checked in a folder of its own
+    std::string tdir = g_out + "/shard-tokens-check";
+    mkdir(tdir.c_str(), 0755);
+    write_token_shard(tdir + "/shard-00000.bin", dim, 16, 0x0123456789abcdefull, seqs);
+    Dataset tds(tdir);
+    lt::write_text(seed_path("shard", "tokens-00000.bin"), read_file(tdir + "/shard-00000.bin"));
+    std::remove((tdir + "/shard-00000.bin").c_str());
+    rmdir(tdir.c_str());
     put("shard", "meta.txt", "model weights/x.gguf\nseqs 2\ntokens 7\n");
 }
 

@@ -1,0 +1,26 @@
+// medusa_drafter.h: drafting with Medusa-1 heads (docs/method.md section 5): after each round the drafter keeps
+// the last committed position's true state f_p; a round runs the K heads on it once (medusa_layers.h) and
+// builds a chain (each head's argmax, or a draw from its distribution) or a tree of the heads' top-k under the
+// root, best-first by the summed log-probabilities of its path (the heads are independent), sized by the
+// measured verify cost through the round policy as the other cost-aware trees.
+#pragma once
+#include <memory>
+
+#include "beagle_drafter.h"
+#include "drafter.h"
+#include "round_policy.h"
+#include "session.h"
+
+namespace beagle {
+
+struct DraftWeights;
+struct DraftFrozen;
+// w: a Medusa draft (DraftConfig::arch) that fits the session's target; fz: the target's final norm (the LM head
+// is the target's stored one, or its reduced-vocabulary rows). The settings of p that apply: tree (false: a
+// chain of min(gamma, K) tokens), depth (at most K), topk, total_tokens, verify_cost, auto_draft_cost. policy /
+// owner: as make_beagle_drafter.
+std::unique_ptr<Drafter> make_medusa_drafter(const DraftWeights& w, const DraftFrozen& fz, Session& s,
+                                             const BeagleDraftParams& p, std::shared_ptr<RoundPolicy> policy = nullptr,
+                                             bool owner = true);
+
+}  // namespace beagle

@@ -1,4 +1,4 @@
-// medusa_drafter.h: drafting with Medusa-1 heads (docs/method.md section 5): after each round the drafter keeps
+// medusa_drafter.h: drafting with Medusa-1 heads (docs/method.md section 4b): after each round the drafter keeps
 // the last committed position's true state f_p; a round runs the K heads on it once (medusa_layers.h) and
 // builds a chain (each head's argmax, or a draw from its distribution) or a tree of the heads' top-k under the
 // root, best-first by the summed log-probabilities of its path (the heads are independent), sized by the

@@ -22,7 +22,7 @@ namespace beagle {
 //   ARCH_BEAGLE: one cross-attention block (docs/method.md section 3): queries are token embeddings, keys the target's states.
 //   ARCH_EAGLE:  EAGLE-1/2 (docs/method.md section 4): x_p = W_fc [E(t_p); f_{p-1}], one decoder layer (RMSNorm, causal
 //                self-attention with RoPE over the draft's own sequence x, SwiGLU MLP) -> f^_p.
-//   ARCH_MEDUSA: Medusa-1 heads (docs/method.md section 5): K residual blocks on the last true state f_p,
+//   ARCH_MEDUSA: Medusa-1 heads (docs/method.md section 4b): K residual blocks on the last true state f_p,
 //                u_k = f_p + SiLU(W_k f_p + b_k), head k predicting t_{p+2+k} (src/model/medusa_layers.h).
 enum DraftArch : int { ARCH_BEAGLE = 0, ARCH_EAGLE = 1, ARCH_MEDUSA = 2 };
 const char* draft_arch_name(int arch);

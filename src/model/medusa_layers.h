@@ -1,4 +1,4 @@
-// medusa_layers.h: the Medusa-1 heads' forward and backward (docs/method.md section 5, "Medusa heads"), on
+// medusa_layers.h: the Medusa-1 heads' forward and backward (docs/method.md section 4b, "The Medusa heads"), on
 // the target's last true state f_p (the last layer's output before the final norm), K heads at once:
 //   z = W f_p + b               W = [W_0; ..; W_{K-1}] {K dim, dim}, b {K dim}: one matmul for every head
 //   u_k = f_p + SiLU(z_k)       z_k = rows k dim .. (k + 1) dim - 1 of z (Medusa's residual block)

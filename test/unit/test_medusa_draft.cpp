@@ -6,7 +6,8 @@
 //  2. The heads' math: zero-initialised heads (u_k = f_p) give every head the target's own next-token
 //     distribution, so an untrained chain proposes the root token K times (checked on every verified tree).
 //  3. Greedy output equals plain greedy decoding token for token over many prompts (chain, tree, tree-60,
-//     cost-aware tree with a fixed cost model, mode auto), for random heads and for the shipped
+//     cost-aware tree with a fixed cost model, mode auto), for random heads (one set over a reduced draft
+//     vocabulary) and for the shipped
 //     weights/medusa-stories260K.bin, whose taus must reach the floors below (a head read at the wrong depth
 //     falls under them).
 //  4. Typical acceptance (accept_typical, Medusa-2) on hand-made trees: the threshold min(eps, delta e^-H), the
@@ -194,9 +195,14 @@ int main() {
         if (have) trained = load_draft_for(s, shipped);
         else CHECK(false, "%s missing: the trained Medusa cases cannot run", shipped.c_str());
         struct Case { const char* name; const char* mode; const DraftWeights* w; BeagleDraftParams p; double min_tau; };
+        DraftWeights rv = rnd;  // a reduced draft vocabulary: the heads' logits over the target head's rows for d2t
+        for (int t = 0; t < rv.cfg.vocab_size; t++)
+            if (t % 3 != 1) rv.d2t.push_back(t);
+        rv.cfg.draft_vocab = (int)rv.d2t.size();
         std::vector<Case> cases = {
             {"random chain", "chain", &rnd, chain, 1.0},
             {"random tree", "tree", &rnd, tree, 1.0},
+            {"random tree, reduced vocab", "tree", &rv, tree, 1.0},
         };
         // floors below the shipped draft's measured taus (docs/paper-comparison.md): a head read at the wrong depth
         // (d instead of d - 1) falls far under them

@@ -7,10 +7,10 @@
 // turn), the shipped draft (chain, tree, cost-aware tree), and on a second, repetitive prompt prompt
 // lookup and the hybrid (tree + lookup candidates); the EAGLE-style draft (random: sampled chain;
 // shipped weights/eagle-stories260K.bin: chain and tree); an independent draft model (a perturbed copy of
-// the target: sampled chain and tree); Medusa heads (random: sampled chain; shipped weights/medusa-stories260K.bin:
-// chain drawn from each head's q, tree of the heads' top-k as point masses). Each test at alpha = 1e-3; 18 drafters x 3
-// positions = 54 tests -> family-wise false alarm <= 5.4% (Bonferroni; fixed seeds, so a given build either passes
-// or fails for good).
+// the target: sampled chain and tree); Medusa heads (random: sampled chain, also over a reduced vocabulary; shipped
+// weights/medusa-stories260K.bin: chain drawn from each head's q, tree of the heads' top-k as point masses). Each test
+// at alpha = 1e-3; 19 drafters x 3 positions = 57 tests -> family-wise false alarm <= 5.7% (Bonferroni; fixed seeds,
+// so a given build either passes or fails for good).
 // Test of the test: with a wrong acceptance rule (broken_residual below, given to the engine through
 // Acceptance::rule: p kept after a rejection instead of the residual) the oracle drafter's output must
 // be rejected with p < 1e-6.
@@ -265,6 +265,10 @@ int main() {
                 for (float& x : rnd_medusa.t[t]) x = (float)(0.1 * r.normal());
         }
         cases.push_back({"random medusa chain (sampled q)", make_drafter(s, "chain", chain, &rnd_medusa, "random medusa"), false});
+        DraftWeights rv_medusa = rnd_medusa;  // q over the reduced vocabulary's tokens only (zero elsewhere)
+        rv_medusa.d2t = rv.d2t;
+        rv_medusa.cfg.draft_vocab = rv.cfg.draft_vocab;
+        cases.push_back({"random medusa chain, reduced vocab", make_drafter(s, "chain", chain, &rv_medusa, "random medusa, reduced"), false});
         std::string shipped_medusa = std::string(root ? root : ".") + "/weights/medusa-stories260K.bin";
         DraftWeights trained_medusa;
         if (file_exists(shipped_medusa)) {

@@ -9,7 +9,8 @@
 namespace beagle {
 
 template <class O>
-void medusa_forward(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* s, RealOf<O>* z, RealOf<O>* u, const RealOf<O>* ones, int n) {
+void medusa_forward(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* s, RealOf<O>* z, RealOf<O>* u,
+                    const RealOf<O>* ones, int n) {
     if (n == 0) return;
     const DraftConfig& c = m.cfg;
     BEAGLE_CHECK(c.arch == ARCH_MEDUSA, "medusa_forward on a %s draft", draft_arch_name(c.arch));

@@ -218,6 +218,14 @@ private:
     double shadow_p_ = 0;
 };
 
+std::vector<MemLine> medusa_drafter_buffers(const DraftConfig& c) {
+    const double KD = (double)c.medusa_heads * c.dim;
+    return {{"Medusa heads W, b and the final norm (f32)", 4.0 * (KD * c.dim + KD + c.dim)},
+            {"Medusa last true state f_p (dim)", 4.0 * c.dim},
+            {"Medusa z, u, final_norm(u), ones (4 x K dim)", 4.0 * 4 * KD},
+            {"Medusa rstd (K) and logits (K x head rows)", 4.0 * c.medusa_heads * (1.0 + c.head_rows())}};
+}
+
 std::unique_ptr<Drafter> make_medusa_drafter(const DraftWeights& w, const DraftFrozen& fz, Session& s,
                                              const BeagleDraftParams& p, std::shared_ptr<RoundPolicy> policy, bool owner) {
     check_draft_params(p);

@@ -2,7 +2,7 @@
 # test_medusa_train.sh: `beagle train --arch medusa` (Medusa-1 heads, docs/method.md section 4b) end to end on
 # stories260K: a short run writes a draft whose config says arch medusa and its K, with finite losses and the
 # trainer's evaluation (taus); a checkpoint resumes; `generate -d` with it (chain and tree, --temp 0) prints plain
-# greedy's text, and `info` names it; `generate --accept typical` runs at a temperature and is refused at 0, with
+# greedy's text, `info` names it and `generate --plan` lists the drafter's buffers; `generate --accept typical` runs at a temperature and is refused at 0, with
 # --spec none and with an unknown rule; `bench-sd --accept typical` reports its mismatches without failing; flags
 # that do not apply to Medusa heads are refused with a clear message. (Gradients: test_gradcheck.sh; the drafter:
 # test_medusa_draft, test_spec_sampling; memory: test_stage2_memory.)
@@ -39,6 +39,8 @@ for spec in chain tree; do
     ok "generate -d medusa --spec $spec: plain greedy's text"
   else bad "generate -d medusa --spec $spec"; cat "$tmp/err"; fi
 done
+"$B" generate "${T[@]}" -d "$tmp/m.bin" --plan model > "$tmp/plan" 2>&1 && grep -q "Medusa heads W, b" "$tmp/plan" && ! grep -q "draft K/V" "$tmp/plan" \
+  && ok "generate --plan: the Medusa drafter's buffers" || { bad "generate --plan"; cat "$tmp/plan"; }
 "$B" info "$tmp/m.bin" > "$tmp/info" 2>&1 && grep -q "arch medusa" "$tmp/info" && grep -q "medusa_w" "$tmp/info" && ok "info" || { bad "info"; cat "$tmp/info"; }
 "$B" "${G[@]}" --temp 0.7 -d weights/medusa-stories260K.bin --spec tree --total-tokens 60 --accept typical --json > /dev/null 2> "$tmp/err" \
   && grep -q '"tau"' "$tmp/err" && ok "generate --accept typical" || { bad "generate --accept typical"; cat "$tmp/err"; }

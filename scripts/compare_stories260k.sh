@@ -11,6 +11,8 @@
 #   s12p    (control, not in the default VARIANTS) s12 with --ffn 214: EAGLE's parameter count
 #   eaglettt the EAGLE draft with its training-time test in stage 2 (--ttt, S 3: EAGLE-3 / HASS; not in the
 #           default VARIANTS)
+#   medusa  Medusa-1 heads (--arch medusa, K 4; one objective, CE only; not in the default VARIANTS; no
+#           teacher-forced top-k: draft_topk runs a draft block, which Medusa heads do not have)
 # Per draft: tau of the chain (gamma 5) and the 60-node EAGLE-2 tree from the trainer's evaluation (the
 # 50 held-out prompt starts of test/data/stories_prompts.txt, 128 greedy tokens each); `beagle bench-sd`
 # on the same prompts for the cost-aware tree (--total-tokens auto), the draft's time per round and a
@@ -49,6 +51,7 @@ flags() {  # variant -> training flags
         s12gt) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3 --sim-grad-through" ;;
         s12p) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3 --ffn 214" ;;
         eagle) echo "--arch eagle --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
+        medusa) echo "--arch medusa --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
         eaglettt) echo "--arch eagle --ttt --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
         *) echo "unknown variant $1" >&2; exit 2 ;;
     esac
@@ -68,7 +71,7 @@ measure_one() {  # variant seed: bench-sd (chain, tree-60; cost-aware tree) and 
         --no-chat -t 1 --modes none,chain,tree --total-tokens 60 -o "$d.bench60.json" > /dev/null 2>> "$d.log"
     [ -f "$d.benchauto.json" ] || $B bench-sd -m "$M" -z "$Z" -d "$d" --prompts "$PROMPTS" --per-category 50 -n 128 \
         --no-chat -t 1 --modes none,tree --total-tokens auto -o "$d.benchauto.json" > /dev/null 2>> "$d.log"
-    [ -s "$d.topk.txt" ] || nice -n 10 build/test/draft_topk "$M" "$d" "$HELD" > "$d.topk.txt"
+    [ "$1" = medusa ] || [ -s "$d.topk.txt" ] || nice -n 10 build/test/draft_topk "$M" "$d" "$HELD" > "$d.topk.txt"
 }
 start=$(date +%s)
 running=0
@@ -91,7 +94,7 @@ import json, sys
 out, seeds, variants = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 label = {"s1": "Beagle, stage 1 only", "s12": "Beagle, stage 1 + 2", "s12gt": "Beagle, stage 1 + 2, --sim-grad-through",
          "s12p": "Beagle, stage 1 + 2, --ffn 214", "eagle": "EAGLE-1/2 style (--arch eagle)",
-         "eaglettt": "EAGLE, training-time test in stage 2 (--ttt)"}
+         "eaglettt": "EAGLE, training-time test in stage 2 (--ttt)", "medusa": "Medusa-1 heads (--arch medusa, K 4)"}
 sys.path.insert(0, "scripts")
 from topk_stats import topk
 rows, summary = [], {}
@@ -100,7 +103,7 @@ for v in variants:
     for s in seeds:
         d = f"{out}/{v}.s{s}.bin"
         j, b60, ba = json.load(open(d + ".json")), json.load(open(d + ".bench60.json")), json.load(open(d + ".benchauto.json"))
-        t1, t5, _ = topk(d + ".topk.txt")
+        t1, t5, _ = topk(d + ".topk.txt") if v != "medusa" else (None, None, None)
         o60, oa = b60["overall"], ba["overall"]
         pk = j["iteration_peak_bytes"]  # [stage 1, stage 2] (a scalar in files of older builds: both stages)
         pk = pk if isinstance(pk, list) else [pk, None]

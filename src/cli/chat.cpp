@@ -137,7 +137,7 @@ int cmd_chat(int argc, char** argv) {
         SpecStats st;
         g_stop_reply = 0;
         g_replying = 1;
-        const std::string reply = drafter ? generate_speculative(s, *drafter, ids, n, sp, spp, stdout, &st, nullptr, Acceptance(), r)
+        const std::string reply = drafter ? generate_speculative(s, *drafter, ids, n, sp, spp, stdout, &st, nullptr, acceptance(o), r)
                                           : s.generate_plain(ids, n, sp, stdout, &st, nullptr, r);
         g_replying = 0;
         fputs("\n", stdout);

@@ -51,6 +51,10 @@ void GenOptions::declare_draft(Args& a) {
           "with generate --server, plus the round trip to it)");
     a.flag("--no-concat", &d.no_concat, "draft attends to true states only (not its own predictions)");
     a.integer("--max-tree", &max_tree, "most tokens per verify pass (root included)");
+    a.str("--accept", &accept, "exact | typical: the acceptance rule of speculative sampling. exact (default) is lossless;\n"
+          "typical is Medusa-2's typical acceptance, LOSSY: a candidate x passes if p(x) > min(0.09, 0.3 exp(-H(p)))\n"
+          "(p the target's distribution at --temp, H its entropy), the token after the accepted path is the target's\n"
+          "argmax; the output is no longer distributed as the target's samples. Needs --temp > 0 (at 0 it is greedy)");
 }
 
 void GenOptions::check(const char* cmd, bool remote, bool plan) {
@@ -74,10 +78,21 @@ void GenOptions::check(const char* cmd, bool remote, bool plan) {
     if (!model_draft.empty() && spec != "chain" && spec != "tree" && spec != "auto")
         fail("%s: a draft model (-md) drafts in mode chain, tree or auto, got --spec %s", cmd, spec.c_str());
     if (max_tree < 1 || max_tree > 1024) fail("%s: --max-tree must be in 1..1024, got %ld", cmd, max_tree);
+    if (accept != "exact" && accept != "typical") fail("%s: --accept must be exact or typical, got '%s'", cmd, accept.c_str());
+    if (accept == "typical" && temp <= 0)
+        fail("%s: --accept typical needs --temp > 0 (at temperature 0 only the argmax passes: the greedy rule, the default)", cmd);
+    if (accept == "typical" && (spec == "none" || remote))
+        fail("%s: --accept typical is a rule of local speculative decoding: it needs --spec other than none and no --server", cmd);
     d.check(cmd);
     if (spec == "auto" && total_tokens != "auto")
         fail("%s: --spec auto chooses from measured costs: it needs --total-tokens auto, got '%s'", cmd, total_tokens.c_str());
     if (uses_draft()) tree_nodes = auto_or_integer(total_tokens, 2, 1024, (std::string(cmd) + ": --total-tokens").c_str());
+}
+
+Acceptance acceptance(const GenOptions& o) {
+    Acceptance acc;
+    if (o.accept == "typical") acc.rule = accept_typical;
+    return acc;
 }
 
 SamplingParams sampling_params(const GenOptions& o) {

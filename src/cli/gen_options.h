@@ -8,6 +8,7 @@
 #include "../core/threadpool.h"
 #include "../decode/drafter.h"
 #include "../decode/sampling.h"
+#include "../decode/speculative.h"
 #include "../decode/session.h"
 #include "args.h"
 #include "draft_options.h"
@@ -22,6 +23,7 @@ struct GenOptions {
     std::string spec, draft, model_draft, total_tokens = "auto";
     long tree_nodes = 0;  // --total-tokens as a number (0: auto)
     long max_tree = 64;
+    std::string accept = "exact";  // exact (lossless) | typical (Medusa-2's typical acceptance: lossy)
     DraftOptions d;
 
     // -m, -z: the target and its tokenizer.
@@ -41,6 +43,8 @@ struct GenOptions {
 
 // --temp, --top-k, --top-p and --seed (-1: from the clock).
 SamplingParams sampling_params(const GenOptions& o);
+// The speculative engine's acceptance rule from --accept (exact: the default, lossless).
+Acceptance acceptance(const GenOptions& o);
 
 // The drafter for o.spec (lookup, chain, tree, hybrid or auto; not none) on the session's target, from -d
 // or -md. --total-tokens auto: the verify cost is measured here first (lookup, tree, hybrid, auto: each round

@@ -275,7 +275,7 @@ int cmd_generate(int argc, char** argv) {
     SpecStats st;
     RemoteStats rs;
     ro.max_tree = spp.max_tree;
-    finish_text(o.server.empty() ? generate_speculative(s, *drafter, tokens, n, sp, spp, stream, &st)
+    finish_text(o.server.empty() ? generate_speculative(s, *drafter, tokens, n, sp, spp, stream, &st, nullptr, acceptance(o))
                                  : generate_remote(s, drafter.get(), ro, tokens, n, stream, &st, &rs),
                 stream != nullptr);
     GenStats plain;

@@ -23,8 +23,11 @@ int cmd_gradcheck(int argc, char** argv) {
            "Check the Beagle draft's analytic gradients (one training iteration) against central finite\n"
            "differences in float64 on a tiny random config; prints the relative error of every trainable tensor.\n"
            "--arch eagle checks the EAGLE-style draft's iteration instead (one objective in any stage; with --ttt\n"
-           "and --stage 2 the training-time test over --S steps, its fed-back features held fixed).");
-    a.str("--arch", &arch, "draft architecture: beagle | eagle");
+           "and --stage 2 the training-time test over --S steps, its fed-back features held fixed); --arch medusa the\n"
+           "Medusa heads' (W and b of --medusa-heads residual blocks, one objective in any stage).");
+    a.str("--arch", &arch, "draft architecture: beagle | eagle | medusa");
+    long medusa_heads = o.medusa_heads;
+    a.integer("--medusa-heads", &medusa_heads, "--arch medusa: the number of heads K");
     a.integer("--stage", &stage, "training stage: 1 (inverse block attention) or 2 (simulation)");
     a.flag("--sim-grad-through", &grad_through, "stage 2: gradients flow through the predicted states");
     bool ttt = false;
@@ -53,6 +56,9 @@ int cmd_gradcheck(int argc, char** argv) {
     if (grad_through && stage != 2) fail("beagle gradcheck: --sim-grad-through needs --stage 2");
     if (ttt && (stage != 2 || arch != "eagle")) fail("beagle gradcheck: --ttt needs --arch eagle --stage 2");
     o.arch = parse_draft_arch(arch, "beagle gradcheck: --arch");
+    if (medusa_heads < 1 || medusa_heads > kMaxMedusaHeads)
+        fail("beagle gradcheck: --medusa-heads must be in 1..%d, got %ld", kMaxMedusaHeads, medusa_heads);
+    o.medusa_heads = (int)medusa_heads;
     o.stage = (int)stage;
     o.sim_grad_through = grad_through;
     o.ttt = ttt;

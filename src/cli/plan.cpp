@@ -14,6 +14,7 @@
 #include "../backend/gpu/cuda_ops.h"
 #include "../core/common.h"
 #include "../decode/beagle_drafter.h"
+#include "../decode/medusa_drafter.h"
 #include "../io/model_file.h"
 #include "../model/draft.h"
 #include "../model/llama.h"
@@ -122,9 +123,13 @@ int generate_plan(const std::string& geometry, const std::string& model, const s
             const LlamaBuffer b = llama_state_rows_buffer(c, batch, dc.n_extra());
             lines.push_back({strfmt("%s, E = %d", b.name, dc.n_extra()), 4.0 * b.floats});
         }
-        for (const MemLine& l : draft_weight_buffers(dc, !d.draft_f32)) lines.push_back(l);
-        for (const MemLine& l : draft_inference_buffers(dc, ctx, max_pred + 1, std::max((int)d.topk, 1)))
-            lines.push_back(l);
+        if (dc.arch == ARCH_MEDUSA) {  // MedusaDrafter: its heads on one state, no Draft
+            for (const MemLine& l : medusa_drafter_buffers(dc)) lines.push_back(l);
+        } else {
+            for (const MemLine& l : draft_weight_buffers(dc, !d.draft_f32)) lines.push_back(l);
+            for (const MemLine& l : draft_inference_buffers(dc, ctx, max_pred + 1, std::max((int)d.topk, 1)))
+                lines.push_back(l);
+        }
     }
 
     printf("inference memory plan, CUDA backend (ctx %d, max batch %d, one sequence", ctx, batch);

@@ -27,9 +27,15 @@ int cmd_train(int argc, char** argv) {
            "DRAFT.loss.png, DRAFT.loss.tsv and, with --eval-prompts, DRAFT.accept.png; a summary in DRAFT.json.\n"
            "--arch eagle trains the EAGLE-1/2-style draft instead (fc [embedding; feature] + one decoder layer with causal\n"
            "self-attention) on the same data, losses, noise, optimizer and schedule; its two stages are the same objective.\n"
+           "--arch medusa trains Medusa-1 heads (--medusa-heads K residual blocks on the target's state f_p, head k\n"
+           "predicting t_{p+2+k}, cross-entropy weighted 0.8^k) on the same data, noise, optimizer and schedule; its two\n"
+           "stages are the same objective, and --window, --sim-steps and --vloss-weight do not apply.\n"
            "Under mpirun -np N (N a power of two): data-parallel over N ranks, the same bits as one process with the\n"
            "same --batch (the global batch); rank 0 writes the files (docs/distributed.md).");
-    a.str("--arch", &arch, "draft architecture: beagle (cross-attention block) | eagle (EAGLE-1/2 decoder layer)");
+    a.str("--arch", &arch, "draft architecture: beagle (cross-attention block) | eagle (EAGLE-1/2 decoder layer) |\n"
+          "                               medusa (Medusa-1 heads)");
+    long medusa_heads = o.medusa_heads;
+    a.integer("--medusa-heads", &medusa_heads, "--arch medusa: the number of heads K (head k predicts the token k + 2 ahead)");
     std::string state_layers;
     a.str("--state-layers", &state_layers,
           "beagle: also fuse the residual stream after these target layers into the true key states, e.g. 22,27 "
@@ -91,6 +97,9 @@ int cmd_train(int argc, char** argv) {
         bool seq_given = false;
         for (int i = 1; i < argc; i++) seq_given |= std::string(argv[i]).rfind("--seq-len", 0) == 0;
         const int plan_arch = parse_draft_arch(arch, "beagle train: --arch");
+        if (plan_arch == ARCH_MEDUSA)
+            fail("beagle train --plan: no plan for --arch medusa (its heads hold K dim x (dim + 1) floats; the iteration's "
+                 "buffers are train_memory's Medusa lines)");
         if (ranks < 0 || ranks > 4096) fail("beagle train: --ranks must be in 1..4096, got %ld", ranks);
         if (batch < 1 || batch > 4096) fail("beagle train: --batch must be in 1..4096, got %ld", batch);
         return train_plan(plan, seq_given ? (int)seq_len : 2048, (int)w, (int)S, o.sim_grad_through, (int)std::max(1L, ranks),
@@ -115,6 +124,13 @@ int cmd_train(int argc, char** argv) {
     o.ffn_dim = in(ffn, 0, 1 << 20, "--ffn");
     o.arch = parse_draft_arch(arch, "beagle train: --arch");
     if (o.new_vocab && o.init.empty()) fail("beagle train: --new-vocab chooses a new vocabulary for the --init draft: add --init DRAFT");
+    if (medusa_heads != o.medusa_heads && o.arch != ARCH_MEDUSA)
+        fail("beagle train: --medusa-heads sets the heads of a Medusa draft: add --arch medusa");
+    if (medusa_heads < 1 || medusa_heads > kMaxMedusaHeads)
+        fail("beagle train: --medusa-heads must be in 1..%d, got %ld", kMaxMedusaHeads, medusa_heads);
+    o.medusa_heads = (int)medusa_heads;
+    if (o.arch == ARCH_MEDUSA && o.sim_grad_through)
+        fail("beagle train: --sim-grad-through is Beagle's stage 2; a Medusa draft has one objective in both stages");
     if (o.ttt && o.arch != ARCH_EAGLE) fail("beagle train: --ttt (the training-time test) trains an EAGLE draft: add --arch eagle");
     if (!state_layers.empty()) o.state_layers = parse_layer_list(state_layers, "beagle train: --state-layers");
     o.draft_vocab = in(dvocab, 0, 1 << 24, "--draft-vocab");

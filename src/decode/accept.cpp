@@ -11,6 +11,7 @@
 #include "accept.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace beagle {
 
@@ -94,6 +95,37 @@ std::vector<int> accept_chain(const DraftTree& tree, const float* px, const floa
     }
     fetch(n, &p, nullptr);  // the leaf's p: the bonus token's
     *bonus = sample_dense(p, rng.next_f32());
+    return path;
+}
+
+std::vector<int> accept_typical(const DraftTree& tree, const LogitsRow& row, int V, const SamplingParams& sp, Rng&,
+                                int* bonus) {
+    const std::vector<std::vector<int>> kids = tree.children();
+    std::vector<char> pass(tree.size(), 0);
+    std::vector<double> p(V);
+    for (int i = 0; i < tree.size(); i++) {
+        if (kids[i].empty()) continue;
+        const float* z = row(i);
+        double mx = -INFINITY, sum = 0, zsum = 0;
+        for (int v = 0; v < V; v++) mx = std::max(mx, (double)z[v] / sp.temperature);
+        for (int v = 0; v < V; v++) {
+            const double y = (double)z[v] / sp.temperature - mx;
+            p[v] = std::exp(y);
+            sum += p[v];
+            zsum += p[v] * y;
+        }
+        const double entropy = std::log(sum) - zsum / sum;  // H = -sum p log p, p = e^y / sum
+        const double threshold = std::min(kTypicalEpsilon, kTypicalDelta * std::exp(-entropy));
+        for (int c : kids[i]) pass[c] = p[tree.token[c]] / sum > threshold;
+    }
+    // len[i]: the longest chain of passing nodes under i; best[i]: its first node (-1: none)
+    std::vector<int> len(tree.size(), 0), best(tree.size(), -1);
+    for (int i = tree.size() - 1; i >= 0; i--)
+        for (int c : kids[i])
+            if (pass[c] && 1 + len[c] > len[i]) len[i] = 1 + len[c], best[i] = c;
+    std::vector<int> path(1, 0);
+    while (best[path.back()] >= 0) path.push_back(best[path.back()]);
+    *bonus = argmax(row(path.back()), V);
     return path;
 }
 

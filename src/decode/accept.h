@@ -31,6 +31,17 @@ using AcceptRule = std::vector<int> (*)(const DraftTree& tree, const LogitsRow& 
 using ChainRows = std::function<void(int k, std::vector<float>* p, std::vector<float>* q)>;
 std::vector<int> accept_chain(const DraftTree& tree, const float* px, const float* qx, const ChainRows& fetch, Rng& rng,
                               int* bonus);
+// Medusa-2's typical acceptance (LOSSY: the committed tokens are not distributed as the target's samples; never
+// a default, `--accept typical`). With p_i = softmax(logits_i / temperature) the target's distribution after node
+// i (no top-k / top-p cut) and H(p_i) its entropy, a child x of node i passes if
+//     p_i(x) > min(kTypicalEpsilon, kTypicalDelta exp(-H(p_i))).
+// The accepted path is the longest chain of passing nodes from the root (ties: the lower node index, the drafter's
+// preference); the token after it is the target's argmax there (Medusa takes its own model's first token greedily
+// and always accepts it). rng is not used: given the tree the result is deterministic. At temperature 0 p is a
+// point mass and only the argmax passes: the greedy rule (callers refuse it there).
+constexpr double kTypicalEpsilon = 0.09, kTypicalDelta = 0.3;  // Medusa's posterior_threshold, posterior_alpha
+std::vector<int> accept_typical(const DraftTree& tree, const LogitsRow& row, int V, const SamplingParams& sp, Rng& rng,
+                                int* bonus);
 // The greedy rule from the target's greedy tokens alone: y[i] = argmax of node i's logits (computed
 // where the logits are, Llama::argmax_last), so the logits never have to reach the host.
 std::vector<int> accept_greedy(const DraftTree& tree, const int* y, int* bonus);

@@ -60,7 +60,7 @@ static std::unique_ptr<Drafter> make_draft(Session& s, const std::string& mode, 
                                            std::shared_ptr<RoundPolicy> policy) {
     if (mode != "chain" && mode != "tree" && mode != "hybrid")
         fail("unknown speculative mode '%s' (expected lookup, chain, tree, hybrid or auto)", mode.c_str());
-    if (!w) fail("mode %s needs a Beagle draft model", mode.c_str());
+    if (!w) fail("mode %s needs a draft model (-d)", mode.c_str());
     check_draft_fits_target(w->cfg, s.mf->config, s.tok->spec(), draft_name);
     p.tree = mode != "chain";
     if (!p.tree) p.verify_cost.clear();  // a chain drafts gamma tokens, whatever they cost
@@ -68,6 +68,10 @@ static std::unique_ptr<Drafter> make_draft(Session& s, const std::string& mode, 
     else p.lookup_ngram = 0;
     const DraftFrozen fz = frozen_from_target(*s.mf, false);  // out_norm only: the drafter uses the target's
                                                               // stored embedding and LM head
+    if (w->cfg.arch == ARCH_MEDUSA) {  // its heads: a chain, or their tree (hybrid: the tree without lookup's chain)
+        p.tree = mode != "chain";
+        return make_medusa_drafter(*w, fz, s, p, policy, !policy);
+    }
     return make_beagle_drafter(*w, fz, s, p, policy, !policy);
 }
 

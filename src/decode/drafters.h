@@ -10,6 +10,7 @@
 #include "beagle_drafter.h"
 #include "drafter.h"
 #include "lookup_drafter.h"
+#include "medusa_drafter.h"
 #include "model_drafter.h"
 #include "session.h"
 
@@ -24,7 +25,8 @@ DraftWeights load_draft_for(const Session& s, const std::string& path);
 // mode "chain", "tree" or "hybrid": the Beagle draft w (draft_name names it in errors), checked against
 // the session's target (check_draft_fits_target), drafting with the target's frozen tensors
 // (frozen_from_target) and p; the mode sets p.tree, hybrid keeps p.lookup_ngram (>= 1), chain and tree
-// clear it, and chain clears p.verify_cost (it always drafts p.gamma tokens).
+// clear it, and chain clears p.verify_cost (it always drafts p.gamma tokens). A Medusa draft (DraftConfig::arch)
+// gets make_medusa_drafter: chain, or its heads' tree for tree and hybrid (no lookup candidates merged in).
 // mode "auto" (make_auto_drafter): hybrid and cost-aware lookup under one round policy (round_policy.h),
 // per round the one that pays here; needs the draft w and p.verify_cost. Every drafter made here has
 // its round policy (Drafter::policy). Throws Error for an unknown mode, a missing draft, or a draft that does not fit.

@@ -20,10 +20,13 @@
 namespace beagle {
 
 static const char* kTensorNames[DT_COUNT] = {"wq",     "wk",   "wv",     "wo",   "norm_q", "norm_kv",
-                                             "norm_m", "w_gate", "w_up", "w_down", "fc_e",   "fc_f", "w_mix"};
+                                             "norm_m", "w_gate", "w_up", "w_down", "fc_e",   "fc_f", "w_mix",
+                                             "medusa_w", "medusa_b"};
 const char* draft_tensor_name(int i) { return i >= 0 && i < DT_COUNT ? kTensorNames[i] : "?"; }
 
-const char* draft_arch_name(int arch) { return arch == ARCH_EAGLE ? "eagle" : arch == ARCH_BEAGLE ? "beagle" : "?"; }
+const char* draft_arch_name(int arch) {
+    return arch == ARCH_EAGLE ? "eagle" : arch == ARCH_BEAGLE ? "beagle" : arch == ARCH_MEDUSA ? "medusa" : "?";
+}
 
 std::vector<int> parse_layer_list(const std::string& s, const char* where) {
     std::vector<int> out;
@@ -53,11 +56,14 @@ std::string format_layer_list(const std::vector<int>& layers) {
 int parse_draft_arch(const std::string& s, const char* where) {
     if (s == "beagle") return ARCH_BEAGLE;
     if (s == "eagle") return ARCH_EAGLE;
-    fail("%s: draft architecture '%s' is not one of beagle, eagle", where, s.c_str());
+    if (s == "medusa") return ARCH_MEDUSA;
+    fail("%s: draft architecture '%s' is not one of beagle, eagle, medusa", where, s.c_str());
 }
 
 bool DraftConfig::has(int t) const {
     if (t < 0 || t >= DT_COUNT) return false;
+    if (arch == ARCH_MEDUSA) return t == DT_MEDUSA_W || t == DT_MEDUSA_B;
+    if (t == DT_MEDUSA_W || t == DT_MEDUSA_B) return false;
     if (t == DT_MIX) return arch == ARCH_BEAGLE && !state_layers.empty();
     if (arch == ARCH_EAGLE) return t != DT_NORM_KV;
     return t != DT_FC_E && t != DT_FC_F;
@@ -81,6 +87,7 @@ int64_t DraftConfig::rows(int t) const {
         case DT_WK: case DT_WV: return kv_dim();
         case DT_WO: case DT_W_DOWN: case DT_FC_E: case DT_FC_F: case DT_MIX: return dim;
         case DT_W_GATE: case DT_W_UP: return ffn_dim;
+        case DT_MEDUSA_W: return (int64_t)medusa_heads * dim;
         default: return 1;
     }
 }
@@ -90,12 +97,20 @@ int64_t DraftConfig::cols(int t) const {
         case DT_WO: return q_dim();
         case DT_W_DOWN: return ffn_dim;
         case DT_MIX: return (int64_t)n_extra() * dim;
+        case DT_MEDUSA_B: return (int64_t)medusa_heads * dim;
         default: return dim;
     }
 }
 
 void DraftConfig::validate(const char* where) const {
-    BEAGLE_CHECK(arch == ARCH_BEAGLE || arch == ARCH_EAGLE, "%s: unknown draft architecture %d", where, arch);
+    BEAGLE_CHECK(arch == ARCH_BEAGLE || arch == ARCH_EAGLE || arch == ARCH_MEDUSA, "%s: unknown draft architecture %d",
+                 where, arch);
+    if (arch == ARCH_MEDUSA)
+        BEAGLE_CHECK(medusa_heads >= 1 && medusa_heads <= kMaxMedusaHeads, "%s: a Medusa draft needs 1..%d heads, got %d",
+                     where, kMaxMedusaHeads, medusa_heads);
+    else
+        BEAGLE_CHECK(medusa_heads == 0, "%s: medusa_heads %d on a %s draft (Medusa drafts only)", where, medusa_heads,
+                     draft_arch_name(arch));
     BEAGLE_CHECK(dim > 0 && dim <= (1 << 16), "%s: dim %d outside 1..65536", where, dim);
     BEAGLE_CHECK(n_heads > 0 && n_heads <= 1024 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
                  "%s: n_heads %d must be a positive multiple of n_kv_heads %d", where, n_heads, n_kv_heads);
@@ -186,7 +201,9 @@ void DraftWeights::init_random(const DraftConfig& c, uint64_t seed) {
     for (int i = 0; i < DT_COUNT; i++) {
         t[i].assign((size_t)c.numel(i), 1.0f);
         if (i == DT_NORM_Q || i == DT_NORM_KV || i == DT_NORM_M) continue;
-        if (i == DT_MIX) {  // zero: s = f, the draft without state layers (so --init from one starts as it)
+        if (i == DT_MIX || i == DT_MEDUSA_W || i == DT_MEDUSA_B) {  // zero. W_mix: s = f, the draft without state
+            // layers (so --init from one starts as it); Medusa (as its paper): u_k = f, every head repeats the
+            // target's own next-token distribution
             std::fill(t[i].begin(), t[i].end(), 0.0f);
             continue;
         }
@@ -212,6 +229,7 @@ static KeyValues config_text(const DraftConfig& c, const std::vector<std::pair<s
     add("head_dim", std::to_string(c.head_dim));
     add("ffn_dim", std::to_string(c.ffn_dim));
     add("vocab_size", std::to_string(c.vocab_size));
+    if (c.arch == ARCH_MEDUSA) add("medusa_heads", std::to_string(c.medusa_heads));
     if (c.draft_vocab > 0) add("draft_vocab", std::to_string(c.draft_vocab));
     if (!c.state_layers.empty()) add("state_layers", format_layer_list(c.state_layers));  // absent: none (older files' bytes)
     add("norm_eps", strfmt("%.9g", c.norm_eps));
@@ -237,7 +255,8 @@ void check_d2t(const DraftConfig& c, const std::vector<int32_t>& d2t, const char
                      where, i, d2t[i], c.vocab_size);
 }
 
-static bool is_norm(int t) { return t == DT_NORM_Q || t == DT_NORM_KV || t == DT_NORM_M; }
+// tensors stored as vectors (ndim 1): the norms and the Medusa biases
+static bool is_norm(int t) { return t == DT_NORM_Q || t == DT_NORM_KV || t == DT_NORM_M || t == DT_MEDUSA_B; }
 
 void save_draft(const std::string& path, const DraftWeights& w) {
     w.cfg.validate("save_draft");
@@ -298,6 +317,12 @@ DraftWeights load_draft(const std::string& path) {
     DraftConfig& c = w.cfg;
     c.arch = kv.find("arch") ? parse_draft_arch(*kv.find("arch"), P) : ARCH_BEAGLE;
     if (const std::string* v = kv.find("state_layers")) c.state_layers = parse_layer_list(*v, (path + ": state_layers").c_str());
+    if (c.arch == ARCH_MEDUSA) {  // K first: the tensor count and shapes depend on it
+        if (!kv.find("medusa_heads")) fail("%s: a Medusa draft file without its 'medusa_heads' line", P);
+        c.medusa_heads = (int)kv.integer("medusa_heads", 1, kMaxMedusaHeads);
+    } else if (kv.find("medusa_heads")) {
+        fail("%s: 'medusa_heads' in the config of a %s draft (Medusa drafts only)", P, draft_arch_name(c.arch));
+    }
     int n_arch = 0;  // the architecture's tensors
     for (int i = 0; i < DT_COUNT; i++) n_arch += c.has(i);
     if (n_tensors != (uint32_t)n_arch && n_tensors != (uint32_t)n_arch + 1)
@@ -410,6 +435,26 @@ struct Draft::Acts {
     int* tids = nullptr;
 };
 
+Weight reduced_head_weight(Ops& ops, const Weight& lm_head, const std::vector<int32_t>& d2t, int dim,
+                           std::vector<uint8_t>* bytes, std::unique_ptr<Tensor>* view) {
+    BEAGLE_CHECK(lm_head.host && lm_head.host->data, "draft: reduced vocabulary needs the target's LM head on the host");
+    const Tensor& H = *lm_head.host;
+    BEAGLE_CHECK(H.cols() == dim, "draft: target LM head has %lld columns, the draft's dim is %d", (long long)H.cols(), dim);
+    const size_t rb = H.row_bytes();
+    bytes->resize(rb * d2t.size());
+    for (size_t i = 0; i < d2t.size(); i++) memcpy(bytes->data() + rb * i, H.row(d2t[i]), rb);
+    view->reset(new Tensor());
+    Tensor& t = **view;
+    t.name = H.name + "[d2t]";
+    t.dtype = H.dtype;
+    t.ndim = 2;
+    t.shape[0] = (int64_t)d2t.size();
+    t.shape[1] = dim;
+    t.data = bytes->data();
+    t.nbytes = bytes->size();
+    return ops.matmul_weight(t);
+}
+
 int draft_tree_nodes(int max_pred, int max_queries) { return 1 + max_queries * max_pred; }
 
 std::vector<MemLine> draft_weight_buffers(const DraftConfig& c, bool q8) {
@@ -448,8 +493,15 @@ std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int 
              N * (3 * f + 2 * 8.0 * draft_mask_words(max_pred))}};
 }
 
+// The model of a draft with a block to run (Beagle, EAGLE); a Medusa draft's heads run in MedusaDrafter.
+static DraftModelT<Ops>* block_model(Ops& ops, const DraftWeights& w, const DraftFrozen& fz) {
+    BEAGLE_CHECK(w.cfg.arch != ARCH_MEDUSA, "Draft: a Medusa draft has no block to run (its heads run in MedusaDrafter, "
+                 "src/decode/medusa_drafter.h)");
+    return new DraftModelT<Ops>(ops, w, fz);
+}
+
 Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, int max_pred, int max_queries)
-    : ops_(ops), m_(new DraftModelT<Ops>(ops, w, fz)), ctx_(ctx), max_pred_(max_pred), max_q_(max_queries) {
+    : ops_(ops), m_(block_model(ops, w, fz)), ctx_(ctx), max_pred_(max_pred), max_q_(max_queries) {
     BEAGLE_CHECK(ctx >= 1 && max_pred >= 1 && max_queries >= 1, "Draft: ctx %d, max_pred %d, max_queries %d must be >= 1",
                  ctx, max_pred, max_queries);
     const DraftConfig& c = m_->cfg;
@@ -537,22 +589,7 @@ void Draft::use_target_weights(const Weight& tok_embd, const Weight& lm_head) {
                  c.vocab_size, c.dim);
     m_->embd_w = tok_embd;
     m_->head_w = lm_head;
-    if (c.draft_vocab > 0) {  // the rows of the reduced vocabulary, in their stored dtype
-        BEAGLE_CHECK(lm_head.host && lm_head.host->data, "draft: reduced vocabulary needs the target's LM head on the host");
-        const Tensor& H = *lm_head.host;
-        size_t rb = H.row_bytes();
-        head_rows_.resize(rb * c.draft_vocab);
-        for (int i = 0; i < c.draft_vocab; i++) memcpy(head_rows_.data() + rb * i, H.row(m_->d2t[i]), rb);
-        head_sub_.reset(new Tensor());
-        head_sub_->name = H.name + "[d2t]";
-        head_sub_->dtype = H.dtype;
-        head_sub_->ndim = 2;
-        head_sub_->shape[0] = c.draft_vocab;
-        head_sub_->shape[1] = c.dim;
-        head_sub_->data = head_rows_.data();
-        head_sub_->nbytes = head_rows_.size();
-        m_->head_w = ops_.matmul_weight(*head_sub_);
-    }
+    if (c.draft_vocab > 0) m_->head_w = reduced_head_weight(ops_, lm_head, m_->d2t, c.dim, &head_rows_, &head_sub_);
 }
 
 void Draft::use_q8_weights(const DraftWeights& w) {

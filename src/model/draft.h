@@ -22,15 +22,19 @@ namespace beagle {
 //   ARCH_BEAGLE: one cross-attention block (docs/method.md section 3): queries are token embeddings, keys the target's states.
 //   ARCH_EAGLE:  EAGLE-1/2 (docs/method.md section 4): x_p = W_fc [E(t_p); f_{p-1}], one decoder layer (RMSNorm, causal
 //                self-attention with RoPE over the draft's own sequence x, SwiGLU MLP) -> f^_p.
-enum DraftArch : int { ARCH_BEAGLE = 0, ARCH_EAGLE = 1 };
+//   ARCH_MEDUSA: Medusa-1 heads (docs/method.md section 4b): K residual blocks on the last true state f_p,
+//                u_k = f_p + SiLU(W_k f_p + b_k), head k predicting t_{p+2+k} (src/model/medusa_layers.h).
+enum DraftArch : int { ARCH_BEAGLE = 0, ARCH_EAGLE = 1, ARCH_MEDUSA = 2 };
 const char* draft_arch_name(int arch);
-int parse_draft_arch(const std::string& s, const char* where);  // "beagle" | "eagle", else a clear Error
+int parse_draft_arch(const std::string& s, const char* where);  // "beagle" | "eagle" | "medusa", else a clear Error
 std::vector<int> parse_layer_list(const std::string& s, const char* where);  // "22,27" -> {22, 27}, else a clear Error
 std::string format_layer_list(const std::vector<int>& layers);              // {22, 27} -> "22,27" (its inverse)
-constexpr int kMaxStateLayers = 8;  // DraftConfig::state_layers, datagen --state-layers (the shard header's room)
+constexpr int kMaxStateLayers = 8;   // DraftConfig::state_layers, datagen --state-layers (the shard header's room)
+constexpr int kMaxMedusaHeads = 16;  // DraftConfig::medusa_heads
 
 // The trainable tensors, in file order. Matrices are {out, in} (y = W x); norms are {dim}. An
-// architecture has a subset of them (DraftConfig::has): Beagle all but fc_e/fc_f; EAGLE all but norm_kv.
+// architecture has a subset of them (DraftConfig::has): Beagle all but fc_e/fc_f; EAGLE all but norm_kv;
+// Medusa only medusa_w and medusa_b.
 enum DraftTensor : int {
     DT_WQ,       // {n_heads * head_dim, dim}
     DT_WK,       // {n_kv_heads * head_dim, dim}
@@ -45,6 +49,8 @@ enum DraftTensor : int {
     DT_FC_E,     // {dim, dim}  EAGLE: W_fc's half applied to the token embedding
     DT_FC_F,     // {dim, dim}  EAGLE: W_fc's half applied to the feature (W_fc = [fc_e | fc_f], 2 dim -> dim, no bias)
     DT_MIX,      // {dim, E dim}  Beagle with state layers: a true key state is s = f + W_mix [h_l1; ..; h_lE]
+    DT_MEDUSA_W, // {K dim, dim}  Medusa: the K heads' W_k stacked (rows k dim .. (k + 1) dim - 1 are W_k)
+    DT_MEDUSA_B, // {K dim}       Medusa: the K heads' biases b_k stacked
     DT_COUNT
 };
 const char* draft_tensor_name(int i);
@@ -67,6 +73,7 @@ struct DraftConfig {
     // h_l (Llama::set_state_layers) join a true key state, s = f + W_mix [h_l1; ..; h_lE]; predicted
     // states stay last-layer states (docs/paper-comparison.md "Fusing target layers (EAGLE-3)")
     std::vector<int> state_layers;
+    int medusa_heads = 0;         // Medusa: K heads (1..kMaxMedusaHeads); 0 for the other architectures
     // which target it belongs to (checked when loading for a target)
     int target_n_layers = 0;
     uint64_t tokenizer_hash = 0;  // tokenizer_fingerprint() of the target's vocabulary (0: unknown)
@@ -108,7 +115,8 @@ struct DraftWeights {
 //   tensor data (f32, offsets 64-aligned)   last 4 bytes: u32 CRC-32 (zlib) of everything before.
 // With a reduced vocabulary (config line "draft_vocab N") one more table entry, "d2t": ndim 1,
 // shape {N}, int32 target token ids, strictly increasing. The config's first line "arch eagle" marks an
-// EAGLE draft (its tensors: DraftConfig::has); a Beagle draft has no arch line, so the files written
+// EAGLE draft (its tensors: DraftConfig::has); "arch medusa" a Medusa draft, whose config has the line
+// "medusa_heads K"; a Beagle draft has no arch line, so the files written
 // before the key existed load as Beagle drafts and a Beagle draft saved now has the same bytes.
 void save_draft(const std::string& path, const DraftWeights& w);  // atomic write
 // Throws unless d2t has c.draft_vocab strictly increasing target ids in [0, vocab_size).
@@ -143,6 +151,11 @@ inline int draft_mask_words(int max_pred) { return (max_pred + 1 + 63) / 64; }
 
 template <class O>
 struct DraftModelT;  // backend-resident weights (src/model/draft_layers.h)
+
+// The target LM head's rows of a reduced vocabulary (d2t), in their stored dtype: bytes and the tensor view
+// over them (both kept by the caller as long as the returned weight is used), made resident on ops.
+Weight reduced_head_weight(Ops& ops, const Weight& lm_head, const std::vector<int32_t>& d2t, int dim,
+                           std::vector<uint8_t>* bytes, std::unique_ptr<Tensor>* view);
 
 // Inference. Keys: the true states f_0..f_{n_true-1} (row j = position j) whose K/V are computed
 // once, lazily, when a query first needs them; plus (concat mode) predicted states kept from earlier

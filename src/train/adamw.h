@@ -1,6 +1,6 @@
 // adamw.h: AdamW over the draft's trainable tensors with global gradient-norm clipping (docs/method.md section 6:
 // betas 0.9/0.95, clip 0.5, constant lr after a linear warm-up). Weight decay applies to the
-// matrices only (not the RMSNorm gains). Called once per batch by the training loop.
+// matrices only (not the RMSNorm gains, nor the Medusa heads' biases). Called once per batch by the training loop.
 // Data-parallel runs shard it (ZeRO-1): rank r of P keeps the moments of, and updates, only the slice
 // [n r / P, n (r + 1) / P) of each tensor; the loop then gathers the updated slices (data_parallel.h).
 #pragma once

@@ -41,7 +41,7 @@ TrainState resume_state(const Checkpoint& c, const std::vector<std::pair<std::st
                  kv.second.c_str());
     }
     // the keys a run's config has only when set (train_loop.cpp run_config): set in the checkpoint, absent here
-    for (const char* k : {"arch", "ttt", "state_layers", "lr_decay_steps", "init"}) {
+    for (const char* k : {"arch", "ttt", "state_layers", "medusa_heads", "lr_decay_steps", "init"}) {
         bool in_run = false;
         for (auto& kv : config) in_run |= kv.first == k;
         if (!in_run && !c.get(k).empty())
@@ -98,6 +98,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     cfg.vocab_size = (int)count("vocab");
     cfg.arch = c.kv.find("arch") ? parse_draft_arch(*c.kv.find("arch"), P) : ARCH_BEAGLE;  // absent: beagle
     if (const std::string* v = c.kv.find("state_layers")) cfg.state_layers = parse_layer_list(*v, P);
+    if (cfg.arch == ARCH_MEDUSA) cfg.medusa_heads = (int)c.kv.integer("medusa_heads", 1, kMaxMedusaHeads);
     cfg.validate(P);
     uint64_t items = (uint64_t)count("items"), hist = (uint64_t)c.kv.integer("n_history", 0, INT64_MAX);
     uint64_t need = f.text_end();

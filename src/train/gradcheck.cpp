@@ -24,6 +24,7 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     c.vocab_size = o.vocab;
     c.rope_theta = 10000.0f;
     for (int k = 0; k < o.state_layers; k++) c.state_layers.push_back(k);
+    if (o.arch == ARCH_MEDUSA) c.medusa_heads = o.medusa_heads;
     c.validate("gradcheck config");
     BEAGLE_CHECK(o.T >= 2 && o.T <= 4096, "gradcheck: T %d outside 2..4096", o.T);
     BEAGLE_CHECK(o.h > 0 && o.tol > 0, "gradcheck: h and tol must be > 0");
@@ -34,7 +35,8 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     dw.init_random(c, o.seed * 7919 + 1);
     for (int i : {DT_NORM_Q, DT_NORM_KV, DT_NORM_M})
         for (float& x : dw.t[i]) x = (float)(1.0 + 0.6 * (rng.uniform() - 0.5));  // (none for a norm the arch lacks)
-    for (float& x : dw.t[DT_MIX]) x = (float)(0.3 * rng.normal());  // (away from its zero init; none without state layers)
+    for (int i : {DT_MIX, DT_MEDUSA_W, DT_MEDUSA_B})  // away from their zero init (none where the arch lacks them)
+        for (float& x : dw.t[i]) x = (float)(0.3 * rng.normal());
     DraftFrozen fz;
     fz.vocab = c.vocab_size;
     fz.dim = c.dim;
@@ -88,7 +90,9 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     tr.record_pred = nullptr;
     if (detached) tr.frozen_pred = &pred;  // finite differences with the predicted states held fixed
 
-    const char* mode = o.arch == ARCH_EAGLE ? (o.ttt && o.stage == 2 ? " (arch eagle, training-time test: inputs f^ held fixed)"
+    const std::string medusa = strfmt(" (arch medusa: %d heads)", c.medusa_heads);
+    const char* mode = o.arch == ARCH_MEDUSA ? medusa.c_str()
+                       : o.arch == ARCH_EAGLE ? (o.ttt && o.stage == 2 ? " (arch eagle, training-time test: inputs f^ held fixed)"
                                                                       : " (arch eagle: fc + causal self-attention layer)")
                        : o.stage == 1       ? ""
                                             : (o.sim_grad_through ? " (sim-grad-through)" : " (detached)");

@@ -10,7 +10,8 @@
 namespace beagle {
 
 struct GradcheckOptions {
-    int arch = 0;                   // DraftArch: 0 Beagle, 1 EAGLE (one objective: stage and window unused)
+    int arch = 0;                   // DraftArch: 0 Beagle, 1 EAGLE, 2 Medusa (one objective: stage and window unused)
+    int medusa_heads = 3;           // Medusa: K heads
     int stage = 1;
     bool sim_grad_through = false;
     bool ttt = false;               // EAGLE draft, stage 2: training-time test (its f^ inputs held fixed)  // stage 2: plain finite differences; else predicted states held fixed

@@ -183,6 +183,7 @@ KV run_config(const TrainLoopOptions& o, const DraftConfig& cfg, uint64_t tok_ha
     };
     if (cfg.arch != ARCH_BEAGLE) config.push_back({"arch", draft_arch_name(cfg.arch)});  // absent: beagle
     if (o.ttt) config.push_back({"ttt", "1"});  // absent: off
+    if (cfg.arch == ARCH_MEDUSA) config.push_back({"medusa_heads", std::to_string(cfg.medusa_heads)});
     if (!cfg.state_layers.empty()) config.push_back({"state_layers", format_layer_list(cfg.state_layers)});  // absent: none
     if (sc.decay_steps > 0) config.push_back({"lr_decay_steps", std::to_string(sc.decay_steps)});  // absent: constant lr
     if (!o.init.empty()) config.push_back({"init", o.init});
@@ -204,6 +205,9 @@ DraftWeights initial_weights(const TrainLoopOptions& o, const DraftConfig& cfg, 
     if (a.arch != cfg.arch)
         fail("--init '%s': a %s draft, this run trains a %s draft (--arch)", o.init.c_str(), draft_arch_name(a.arch),
              draft_arch_name(cfg.arch));
+    if (a.medusa_heads != cfg.medusa_heads)
+        fail("--init '%s': a Medusa draft of %d heads, this run trains %d (--medusa-heads)", o.init.c_str(), a.medusa_heads,
+             cfg.medusa_heads);
     if (a.dim != cfg.dim || a.n_heads != cfg.n_heads || a.n_kv_heads != cfg.n_kv_heads || a.head_dim != cfg.head_dim ||
         a.ffn_dim != cfg.ffn_dim || a.vocab_size != cfg.vocab_size || (a.draft_vocab != cfg.draft_vocab && !o.new_vocab))
         fail("--init '%s': draft config (dim %d, heads %d/%d, head_dim %d, ffn %d, vocab %d, draft_vocab %d) does not "
@@ -566,6 +570,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     if (!ds.has_states()) prepare_states_target(ds, *mf, o);
     DraftConfig cfg = draft_config_for_target(mf->config, spec, o.ffn_dim);
     cfg.arch = o.arch;
+    cfg.medusa_heads = o.arch == ARCH_MEDUSA ? o.medusa_heads : 0;
     cfg.state_layers = o.state_layers;
     cfg.validate("beagle train --state-layers");
     const std::vector<size_t> cols = ds.layer_columns(cfg.state_layers);  // before anything runs: a layer it lacks stops here

@@ -38,7 +38,8 @@ struct TrainLoopOptions {
     double w_v = 10.0;                // vloss weight
     bool hard_labels = false;
     bool loss_on_prompt = false;      // also train on positions < n_prompt
-    int arch = ARCH_BEAGLE;           // draft architecture (DraftArch): Beagle or the EAGLE-style baseline
+    int arch = ARCH_BEAGLE;           // draft architecture (DraftArch): Beagle, the EAGLE-style baseline or Medusa heads
+    int medusa_heads = 4;             // Medusa: K heads
     int ffn_dim = 0;                  // draft MLP width (0 = the target's)
     std::vector<int> state_layers;    // Beagle: fuse these target layers into the true key states (the data must keep them)
     int draft_vocab = 0;              // reduced draft vocabulary: the N most frequent training targets (0 = all)

@@ -21,6 +21,7 @@
 #include "../core/common.h"
 #include "masks.h"
 #include "../model/eagle_layers.h"
+#include "../model/medusa_layers.h"
 #include "../core/rng.h"
 
 namespace beagle {
@@ -42,6 +43,7 @@ DraftTrainerT<O>::DraftTrainerT(DraftModelT<O>& m, const TrainOptions& opt) : m_
         BEAGLE_CHECK(opt.S >= 1 && opt.S <= opt.w, "stage 2 needs 1 <= S <= w, got S = %d, w = %d", opt.S, opt.w);
     BEAGLE_CHECK(m.embd && m.lm_head, "training needs the frozen f32 embedding and LM head (DraftFrozen tables)");
     BEAGLE_CHECK(opt.noise_std >= 0, "noise std must be >= 0, got %g", opt.noise_std);
+    if (m.cfg.arch == ARCH_MEDUSA) opt_.loss.w_v = 0;  // Medusa's heads: cross-entropy only (run_medusa)
     BEAGLE_CHECK(!opt.ttt || m.cfg.arch == ARCH_EAGLE, "the training-time test (--ttt) trains an EAGLE draft (this is %s)",
                  draft_arch_name(m.cfg.arch));
 }
@@ -257,6 +259,58 @@ void DraftTrainerT<O>::run_eagle(const TrainBatch& b, const R* f, const R* s, co
     al_.release(V);
 }
 
+// Medusa (medusa_layers.h): every position p < T - 1 runs the K heads on its noisy state s_p (one matmul);
+// head k's rows p = 0..T - 3 - k predict t_{p+2+k}: their loss is step_loss's for a query predicting row
+// p + 1 + k (the target's distribution there, or with hard labels its next token; the loss mask of that
+// row), one step per head, weighted beta_k = 0.8^k (Medusa-1) and normalised by sum beta. The states are
+// inputs: the gradients go to W and b only.
+template <class O>
+void DraftTrainerT<O>::run_medusa(const TrainBatch& b, const R* f, const R* s, float loss_scale, bool backward,
+                                  IterStats* stats) {
+    const DraftConfig& c = m_.cfg;
+    O& ops = m_.ops;
+    const int n = b.T - 1, K = c.medusa_heads, dim = c.dim;
+    if (n <= 0) {
+        log_losses(nullptr, 0, loss_scale);
+        stats->step_rows.push_back(0);
+        return;
+    }
+    const size_t NKD = (size_t)n * K * dim;
+    double sum_beta = 0;
+    for (int k = 0; k < K; k++) sum_beta += std::pow(0.8, k);
+    R* ones = al_.alloc(NKD);
+    {
+        std::vector<R> h(NKD, R(1));
+        ops.upload(ones, h.data(), NKD);
+    }
+    R* z = al_.alloc(NKD);
+    R* u = al_.alloc(NKD);
+    R* du = backward ? al_.alloc(NKD) : nullptr;  // (zeroed: rows no head's loss reaches stay 0)
+    medusa_forward(m_, al_, s, z, u, ones, n);
+    for (int k = 0; k < K; k++) {
+        const int nk = std::max(0, n - k);  // positions p whose row p + 1 + k exists (p <= T - 2 - k)
+        Step st;
+        st.Q.resize(nk);
+        std::vector<int> urow(nk);
+        for (int p = 0; p < nk; p++) {
+            st.Q[p] = p + 1 + k;
+            urow[p] = p * K + k;
+        }
+        st.A.n = nk;
+        st.A.fh = nk ? al_.alloc((size_t)nk * dim) : nullptr;
+        if (nk) ops.gather_rows(st.A.fh, u, urow.data(), nk, dim);
+        step_loss(st, b, f, k + 1, (float)(loss_scale * std::pow(0.8, k) / sum_beta), stats);
+        if (backward && nk) ops.scatter_rows(du, st.dfh, urow.data(), nk, dim, false);
+        if (st.A.fh) al_.release(st.A.fh);
+        al_.release(st.dfh);
+    }
+    if (backward) {
+        medusa_backward(m_, al_, s, z, ones, du, n);
+        al_.release(du);
+    }
+    for (R** p : {&u, &z, &ones}) al_.release(*p);
+}
+
 template <class O>
 IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_seed, float loss_scale, bool backward) {
     const DraftConfig& c = m_.cfg;
@@ -303,8 +357,9 @@ IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_
         al_.release(s);
         s = sf;
     }
-    if (c.arch == ARCH_EAGLE) {
-        run_eagle(b, f, s, pos, loss_scale, backward, &stats);
+    if (c.arch == ARCH_EAGLE || c.arch == ARCH_MEDUSA) {
+        if (c.arch == ARCH_EAGLE) run_eagle(b, f, s, pos, loss_scale, backward, &stats);
+        else run_medusa(b, f, s, loss_scale, backward, &stats);
         for (R** p : {&f, &s}) al_.release(*p);
         pending_.push_back({stats, loss_scale, std::move(cur_steps_)});  // its losses: as below
         cur_steps_.clear();
@@ -537,6 +592,26 @@ TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, i
                              acts * B});
         mem.lines.push_back({"loss, or dK, dV + backward temporaries", (std::max(fwd_peak, bwd_peak) - acts) * B});
         mem.iteration_peak = n > 0 ? (2 * Td + keys + std::max(fwd_peak, bwd_peak)) * B : 2 * Td * B;
+        return mem;
+    }
+
+    if (c.arch == ARCH_MEDUSA) {
+        // run_medusa: f and noisy s; over the n = T - 1 positions the ones, z, u and du (n K dim each); the forward's
+        // f_p repeated per head (n > 1); per head k its n - k rows of u and their d u, with the loss's buffers; the
+        // backward's dz and d ones
+        const int n = std::max(0, T - 1), K = c.medusa_heads;
+        const double NKD = (double)n * K * c.dim;
+        double heads = 0;
+        for (int k = 0; k < K; k++) {
+            const int nk = std::max(0, n - k), nL = opt.loss.hard_labels ? std::max(0, nk - 1) : nk;
+            const double loss_phase = nL > 0 ? 3.0 * nL * c.dim + 2.0 * nL + (double)draft_loss_floats(c, nL, opt.loss) : 0;
+            heads = std::max(heads, 2.0 * nk * c.dim + loss_phase);
+        }
+        const double peak = std::max({n > 1 ? NKD : 0.0, heads, 2 * NKD});
+        mem.lines.push_back({"input states f, noisy s", 2 * Td * B});
+        mem.lines.push_back({"heads: ones, z, u, d u (T - 1 positions x K heads x dim each)", 4 * NKD * B});
+        mem.lines.push_back({"largest of: a head's rows + loss, the backward's dz", peak * B});
+        mem.iteration_peak = n > 0 ? (2 * Td + 4 * NKD + peak) * B : 2 * Td * B;
         return mem;
     }
 

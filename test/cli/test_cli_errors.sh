@@ -107,7 +107,7 @@ if [ -f "$E" ]; then
 else
   echo "SKIP: eagle draft checks: no $E"; skips=$((skips+1))
 fi
-expect_error "train --arch medusa" "draft architecture 'medusa' is not one of beagle, eagle" "$B" train "${S[@]}" --data "$tmp" -o "$tmp/d.bin" --arch medusa
+expect_error "train --arch hydra" "draft architecture 'hydra' is not one of beagle, eagle, medusa" "$B" train "${S[@]}" --data "$tmp" -o "$tmp/d.bin" --arch hydra
 echo "$fails failures, $skips parts skipped"
 [ $fails -eq 0 ] || exit 1
 [ $skips -eq 0 ] || exit 77

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_gradcheck.sh: `beagle gradcheck` (float64, tiny random draft) for stage 1, stage 2 detached and
 # stage 2 --sim-grad-through, plus token labels and other shapes (MHA, S = w, offset 0, no loss
-# mask), fused state layers (w_mix), and the EAGLE-style draft (--arch eagle: fc_e, fc_f and the self-attention layer; its
-# training-time test --ttt over S = 2..4 steps): every
+# mask), fused state layers (w_mix), the EAGLE-style draft (--arch eagle: fc_e, fc_f and the self-attention layer; its
+# training-time test --ttt over S = 2..4 steps), and the Medusa heads (--arch medusa: medusa_w, medusa_b): every
 # trainable tensor's analytic gradient must match central finite differences (relative error <= 1e-5,
 # printed per tensor). The check is shown failing on a planted backward bug (--plant-bug). Also: bad
 # flags give clear errors.
@@ -12,6 +12,7 @@ fail=0
 run() {
   local out tensors="wq wk wv wo norm_q norm_kv norm_m w_gate w_up w_down"
   [ "${1:-}" = "--arch" ] && [ "${2:-}" = "eagle" ] && tensors="wq wk wv wo norm_q norm_m w_gate w_up w_down fc_e fc_f"
+  [ "${1:-}" = "--arch" ] && [ "${2:-}" = "medusa" ] && tensors="medusa_w medusa_b"
   case " $* " in *" --state-layers "*) tensors="$tensors w_mix" ;; esac
   out=$("$BIN" gradcheck "$@" 2>&1); rc=$?
   echo "$out"
@@ -41,6 +42,10 @@ run --arch eagle --T 17 --no-loss-mask --heads 2 --kv-heads 2 --head-dim 8 --har
 run --arch eagle --stage 2 --ttt --S 2
 run --arch eagle --stage 2 --ttt --S 3 --T 17 --w 4 --hard-labels --heads 2 --kv-heads 1 --head-dim 8 --seed 4
 run --arch eagle --stage 2 --ttt --S 4 --T 9 --w 4 --no-loss-mask --seed 7
+# the Medusa heads (K heads, head k's loss against row p + 1 + k, weights 0.8^k; soft and token labels, the loss mask)
+run --arch medusa
+run --arch medusa --medusa-heads 1 --T 5 --no-loss-mask --seed 2
+run --arch medusa --medusa-heads 5 --T 17 --hard-labels --vocab-chunk 7 --dim 8 --seed 8
 
 # detached and sim-grad-through give different gradients for the same loss
 det=$("$BIN" gradcheck --stage 2 | grep '^wq ')
@@ -61,6 +66,12 @@ for st in 1 2; do
   echo "$out" | grep -q "PLANTED BUG" || { echo "FAIL: planted bug not announced"; fail=1; }
   echo "planted bug, stage $st: caught (exit $rc), $(echo "$out" | grep -c ' FAIL$') tensors FAIL"
 done
+# the Medusa heads' SiLU derivative is swiglu_bwd's dgate: the same planted bug must fail both their tensors
+out=$("$BIN" gradcheck --arch medusa --plant-bug 2>&1); rc=$?
+[ $rc -eq 1 ] || { echo "FAIL: planted bug (medusa) not caught: exit $rc"; fail=1; }
+for t in medusa_w medusa_b; do
+  echo "$out" | grep -Eq "^$t .* FAIL$" || { echo "FAIL: planted bug (medusa): $t not FAIL"; fail=1; }
+done
 
 # bad input
 out=$("$BIN" gradcheck --stage 3 2>&1); rc=$?
@@ -71,7 +82,9 @@ out=$("$BIN" gradcheck --stage 2 --w 2 --S 3 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "S <= w" || { echo "FAIL: S > w: $out"; fail=1; }
 out=$("$BIN" gradcheck --stage 1 --heads 3 --kv-heads 2 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "multiple of n_kv_heads" || { echo "FAIL: bad heads: $out"; fail=1; }
-out=$("$BIN" gradcheck --arch medusa 2>&1); rc=$?
-[ $rc -eq 1 ] && echo "$out" | grep -q "not one of beagle, eagle" || { echo "FAIL: --arch medusa: rc $rc: $out"; fail=1; }
+out=$("$BIN" gradcheck --arch hydra 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "not one of beagle, eagle, medusa" || { echo "FAIL: --arch hydra: rc $rc: $out"; fail=1; }
+out=$("$BIN" gradcheck --arch medusa --medusa-heads 0 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "medusa-heads must be in 1..16" || { echo "FAIL: --medusa-heads 0: rc $rc: $out"; fail=1; }
 [ $fail -eq 0 ] && echo "test_gradcheck: all passed"
 exit $fail

@@ -132,8 +132,15 @@ static void draft_seeds() {
     r.init_random(c, 2);
     r.d2t = {1, 3, 5, 7};
     save_draft(seed_path("draft", "tiny_d2t.bin"), r);
+    DraftConfig mc = tiny_draft_config();  // Medusa heads: the arch and medusa_heads lines, two tensors
+    mc.arch = ARCH_MEDUSA;
+    mc.medusa_heads = 2;
+    DraftWeights m;
+    m.init_random(mc, 3);
+    save_draft(seed_path("draft", "tiny_medusa.bin"), m);
     load_draft(seed_path("draft", "tiny.bin"));
     load_draft(seed_path("draft", "tiny_d2t.bin"));
+    load_draft(seed_path("draft", "tiny_medusa.bin"));
 }
 
 static void checkpoint_seeds() {

@@ -6,7 +6,9 @@
 //   3. the trained draft's inference forward (Draft, concat mode) agrees.
 // All three for the Beagle draft and for the EAGLE-style draft (arch eagle: fc([E(t); f]), causal
 // self-attention over its own rows; the same ops, so the same kernels, in another order), and that draft's
-// training-time test (stage 2 over S = 3 steps: set 1 and the PREFIX mask cut at the query's row).
+// training-time test (stage 2 over S = 3 steps: set 1 and the PREFIX mask cut at the query's row); and for
+// Medusa heads (arch medusa, K = 3: one matmul, SiLU through swiglu, the bias add and its column-sum gradient;
+// step 3 is the heads' forward on one true state, u_k = f + SiLU(W_k f + b_k), instead of a Draft's).
 // Tolerances: losses rtol 1e-5; gradients |g_cuda - g_cpu| <= 1e-5 max|g| per tensor (both backends
 // are fp32 with fixed but different summation orders: ~1e-7 relative per op, grown over ~20 ops);
 // weights after N AdamW steps |w_cuda - w_cpu| <= 2e-6 + 1e-3 * N * lr: an AdamW step moves a weight by
@@ -22,6 +24,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "core/common.h"
 #include "model/draft.h"
+#include "model/medusa_layers.h"
 #include "testlib.h"
 #include "train/adamw.h"
 #include "core/rng.h"
@@ -42,6 +45,7 @@ static Setup make_setup(int arch) {
     Setup s;
     DraftConfig& c = s.c;
     c.arch = arch;
+    c.medusa_heads = arch == ARCH_MEDUSA ? 3 : 0;
     c.dim = 48;
     c.n_heads = 6;
     c.n_kv_heads = 2;
@@ -112,6 +116,19 @@ static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr, bool ttt) {
         }
     }
     m.get_weights(&r.weights);
+    if (s.c.arch == ARCH_MEDUSA) {  // the heads on true state 20 with the trained weights (u_k, K x dim)
+        DraftModelT<Ops> mm(ops, r.weights, s.fz);
+        BufAlloc<Ops> al(ops);
+        const size_t KD = (size_t)s.c.medusa_heads * s.c.dim;
+        float *f = al.alloc(s.c.dim), *z = al.alloc(KD), *u = al.alloc(KD), *ones = al.alloc(KD);
+        const std::vector<float> one(KD, 1.0f);
+        ops.upload(ones, one.data(), KD);
+        ops.upload(f, s.states.data() + (size_t)20 * s.c.dim, s.c.dim);
+        medusa_forward(mm, al, f, z, u, ones, 1);
+        r.fh.resize(KD);
+        ops.download(r.fh.data(), u, KD);
+        return r;
+    }
     // inference with the trained weights: queries over true states + one kept prediction (concat)
     Draft d(r.weights, s.fz, ops, s.b.T, 8, 4);
     d.add_true_states(s.states.data(), 20, s.tokens.data());  // (an EAGLE draft's keys need the tokens too)
@@ -180,5 +197,6 @@ int main() {
     check_arch(ARCH_BEAGLE);
     check_arch(ARCH_EAGLE);
     check_arch(ARCH_EAGLE, true);  // stage 2 over S = 3 steps: the xattn kernels' PREFIX mask with set0_qrow
+    check_arch(ARCH_MEDUSA);
     return test_summary("test_cuda_backend_train");
 }

@@ -237,7 +237,7 @@ int main() {
         CHECK(slurp(path).find("arch ") == std::string::npos, "a Beagle file has no arch line");
         CHECK(load_draft(path).cfg.arch == ARCH_BEAGLE, "a file without arch is a Beagle draft");
         CHECK(bw.t[DT_FC_E].empty() && !bw.t[DT_NORM_KV].empty(), "a Beagle draft has norm_kv and no fc");
-        CHECK_THROWS(parse_draft_arch("medusa", "test"), "not one of beagle, eagle");
+        CHECK_THROWS(parse_draft_arch("hydra", "test"), "not one of beagle, eagle, medusa");
         const char* root = getenv("BEAGLE_ROOT");
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         if (file_exists(shipped)) {

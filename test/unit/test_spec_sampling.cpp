@@ -7,8 +7,10 @@
 // turn), the shipped draft (chain, tree, cost-aware tree), and on a second, repetitive prompt prompt
 // lookup and the hybrid (tree + lookup candidates); the EAGLE-style draft (random: sampled chain;
 // shipped weights/eagle-stories260K.bin: chain and tree); an independent draft model (a perturbed copy of
-// the target: sampled chain and tree). Each test at alpha = 1e-3; 15 drafters x 3 positions = 45 tests ->
-// family-wise false alarm <= 4.5% (Bonferroni; fixed seeds, so a given build either passes or fails for good).
+// the target: sampled chain and tree); Medusa heads (random: sampled chain, also over a reduced vocabulary; shipped
+// weights/medusa-stories260K.bin: chain drawn from each head's q, tree of the heads' top-k as point masses). Each test
+// at alpha = 1e-3; 19 drafters x 3 positions = 57 tests -> family-wise false alarm <= 5.7% (Bonferroni; fixed seeds,
+// so a given build either passes or fails for good).
 // Test of the test: with a wrong acceptance rule (broken_residual below, given to the engine through
 // Acceptance::rule: p kept after a rejection instead of the residual) the oracle drafter's output must
 // be rejected with p < 1e-6.
@@ -23,6 +25,7 @@
 #include "decode/drafters.h"
 #include "decode/session.h"
 #include "decode/speculative.h"
+#include "core/rng.h"
 #include "model/draft.h"
 #include "testlib.h"
 
@@ -249,6 +252,31 @@ int main() {
             cases.push_back({"trained eagle tree", make_drafter(s, "tree", tree, &trained_eagle, shipped_eagle), false});
         } else {
             CHECK(false, "%s missing: the trained EAGLE cases cannot run", shipped_eagle.c_str());
+        }
+        // Medusa heads: random (W, b ~ N(0, 0.1^2): each head's q differs from the target's p) and trained
+        DraftConfig mc = draft_config_for_target(s.mf->config, s.tok->spec());
+        mc.arch = ARCH_MEDUSA;
+        mc.medusa_heads = 3;
+        DraftWeights rnd_medusa;
+        rnd_medusa.init_random(mc, 11);
+        {
+            TrainRng r(12);
+            for (int t : {DT_MEDUSA_W, DT_MEDUSA_B})
+                for (float& x : rnd_medusa.t[t]) x = (float)(0.1 * r.normal());
+        }
+        cases.push_back({"random medusa chain (sampled q)", make_drafter(s, "chain", chain, &rnd_medusa, "random medusa"), false});
+        DraftWeights rv_medusa = rnd_medusa;  // q over the reduced vocabulary's tokens only (zero elsewhere)
+        rv_medusa.d2t = rv.d2t;
+        rv_medusa.cfg.draft_vocab = rv.cfg.draft_vocab;
+        cases.push_back({"random medusa chain, reduced vocab", make_drafter(s, "chain", chain, &rv_medusa, "random medusa, reduced"), false});
+        std::string shipped_medusa = std::string(root ? root : ".") + "/weights/medusa-stories260K.bin";
+        DraftWeights trained_medusa;
+        if (file_exists(shipped_medusa)) {
+            trained_medusa = load_draft(shipped_medusa);
+            cases.push_back({"trained medusa chain (sampled q)", make_drafter(s, "chain", chain, &trained_medusa, shipped_medusa), false});
+            cases.push_back({"trained medusa tree", make_drafter(s, "tree", tree, &trained_medusa, shipped_medusa), false});
+        } else {
+            CHECK(false, "%s missing: the trained Medusa cases cannot run", shipped_medusa.c_str());
         }
         // an independent draft model (-md): stories260K with perturbed weights (testlib.h), its chain sampled
         // from its own q over the whole vocabulary, its tree of point masses

@@ -194,6 +194,35 @@ int main() {
                train_memory(c, o2, T, 1).iteration_peak);
     }
 
+    // a Medusa draft (arch medusa, K heads on the true states, one step in any stage): train_memory's Medusa branch
+    // against the counting allocator, both loss modes, several K
+    {
+        int checked_m = 0;
+        for (int K : {1, 3, 4}) {
+            DraftConfig cm = c;
+            cm.arch = ARCH_MEDUSA;
+            cm.medusa_heads = K;
+            DraftWeights dwm;
+            dwm.init_random(cm, 8);
+            DraftModelT<Ops> mm(ops, dwm, fz);
+            mm.enable_grads();
+            for (int TT : {T, 41, 3, 2, 1})
+                for (bool hard : {false, true}) {
+                    TrainOptions o;
+                    o.stage = 1;
+                    o.w = W;
+                    o.loss.vocab_chunk = 64;
+                    o.loss.hard_labels = hard;
+                    const double got = measure_model(mm, 1, 1, false, 1, 64, TT, hard);
+                    const double want = train_memory(cm, o, TT, 1).iteration_peak;
+                    CHECK(got == want, "Medusa: formula %.0f != measured %.0f (K %d T %d hard %d)", want, got, K, TT,
+                          (int)hard);
+                    checked_m++;
+                }
+        }
+        printf("Medusa draft: memory formula == measured peak in %d configurations\n", checked_m);
+    }
+
     // the budget of a 7B-class draft (dim 4096, 32 heads, 8 KV heads, ffn 11008), T = 2048, f32
     for (int vocab : {32000, 128256})
         for (int stage : {1, 2}) {

@@ -77,8 +77,8 @@ void CpuOps64::release(double* p) { free(p); }
 void CpuOps64::upload(double* dst, const double* src, size_t n) { memcpy(dst, src, n * sizeof(double)); }
 void CpuOps64::download(double* dst, const double* src, size_t n) { memcpy(dst, src, n * sizeof(double)); }
 void CpuOps64::copy(double* dst, const double* src, size_t n) { memmove(dst, src, n * sizeof(double)); }
-void CpuOps64::add(double* y, const double* x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
+void CpuOps64::add(double* y, const double* x, size_t n, size_t period) {
+    for (size_t i = 0; i < n; i++) y[i] += x[period ? i % period : i];
 }
 void CpuOps64::zero(double* p, size_t n) { memset(p, 0, n * sizeof(double)); }
 

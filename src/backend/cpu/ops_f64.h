@@ -26,7 +26,7 @@ public:
     void upload(double* dst, const double* src, size_t n);
     void download(double* dst, const double* src, size_t n);
     void copy(double* dst, const double* src, size_t n);
-    void add(double* y, const double* x, size_t n);
+    void add(double* y, const double* x, size_t n, size_t period = 0);  // as Ops::add
     void swiglu(double* out, const double* gate, const double* up, size_t n);
 
     void zero(double* p, size_t n);

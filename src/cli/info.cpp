@@ -115,7 +115,9 @@ static void print_draft(const std::string& path) {
     const DraftConfig& c = w.cfg;
     printf("draft:   %s\n", path.c_str());
     printf("format:  Beagle draft (BEAGLEDR v1), %s\n",
-           c.arch == ARCH_EAGLE ? "EAGLE-style: fc + one decoder layer (arch eagle)" : "one cross-attention block");
+           c.arch == ARCH_EAGLE ? "EAGLE-style: fc + one decoder layer (arch eagle)"
+           : c.arch == ARCH_MOA ? "Mixture of Attentions: LSA keys, token self-attention, cross-attention block (arch moa)"
+                                : "one cross-attention block");
     printf("config:\n");
     printf("  dim               %d\n", c.dim);
     printf("  n_heads           %d\n", c.n_heads);

@@ -32,8 +32,9 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     TrainRng rng(o.seed);
     DraftWeights dw;
     dw.init_random(c, o.seed * 7919 + 1);
-    for (int i : {DT_NORM_Q, DT_NORM_KV, DT_NORM_M})
-        for (float& x : dw.t[i]) x = (float)(1.0 + 0.6 * (rng.uniform() - 0.5));  // (none for a norm the arch lacks)
+    for (int i = 0; i < DT_COUNT; i++)
+        if (draft_tensor_is_norm(i))
+            for (float& x : dw.t[i]) x = (float)(1.0 + 0.6 * (rng.uniform() - 0.5));  // (none for a norm the arch lacks)
     for (float& x : dw.t[DT_MIX]) x = (float)(0.3 * rng.normal());  // (away from its zero init; none without state layers)
     DraftFrozen fz;
     fz.vocab = c.vocab_size;
@@ -90,6 +91,7 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
 
     const char* mode = o.arch == ARCH_EAGLE ? (o.ttt && o.stage == 2 ? " (arch eagle, training-time test: inputs f^ held fixed)"
                                                                       : " (arch eagle: fc + causal self-attention layer)")
+                       : o.arch == ARCH_MOA ? " (arch moa: LSA keys, token self-attention, cross-attention block)"
                        : o.stage == 1       ? ""
                                             : (o.sim_grad_through ? " (sim-grad-through)" : " (detached)");
     if (out) {

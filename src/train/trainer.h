@@ -2,7 +2,8 @@
 // Block-Attention Training): stage 1 (inverse block attention, every query contributes) or stage 2
 // (S simulation steps with a second, in-place KV set of predicted states; detached by default,
 // --sim-grad-through keeps all steps). An EAGLE draft (DraftConfig::arch) trains on the same losses
-// with EAGLE's one objective, next-feature prediction under causal self-attention, in both stages.
+// with EAGLE's one objective, next-feature prediction under causal self-attention, in both stages; a
+// Mixture of Attentions draft (arch moa) with stage 1's T-step bounded cross-attention mask in both stages.
 // A trainer is a short loop over these:
 //     model.zero_grads(); for each sequence in the batch: trainer.run(seq, offset, seed, 1/B);
 //     adamw.step(lr);
@@ -102,6 +103,8 @@ private:
     void step_loss(Step& st, const TrainBatch& b, const R* f, int s, float scale, IterStats* stats);
     void run_eagle(const TrainBatch& b, const R* f, const R* s, const std::vector<int>& pos, float loss_scale,
                    bool backward, IterStats* stats);
+    void run_moa(const TrainBatch& b, const R* f, const R* s, const R* h, const std::vector<int>& pos, int offset,
+                 float loss_scale, bool backward, IterStats* stats);
     void step_backward(Step& st, const std::vector<int>& pos, const XAttnKeysT<R>& keys,
                        const XAttnGradsT<R>& dkeys, const XAttnMask& mask);
     void step_free(Step& st);

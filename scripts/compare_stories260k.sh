@@ -11,6 +11,8 @@
 #   s12p    (control, not in the default VARIANTS) s12 with --ffn 214: EAGLE's parameter count
 #   eaglettt the EAGLE draft with its training-time test in stage 2 (--ttt, S 3: EAGLE-3 / HASS; not in the
 #           default VARIANTS)
+#   moa     the Mixture of Attentions draft (--arch moa, LSA over f and layers 0..3: every layer's output; its
+#           two "stages" are the same objective; not in the default VARIANTS)
 # Per draft: tau of the chain (gamma 5) and the 60-node EAGLE-2 tree from the trainer's evaluation (the
 # 50 held-out prompt starts of test/data/stories_prompts.txt, 128 greedy tokens each); `beagle bench-sd`
 # on the same prompts for the cost-aware tree (--total-tokens auto), the draft's time per round and a
@@ -41,6 +43,9 @@ DATA=$OUT/data
 [ -f "$DATA/shard-00011.bin" ] || $B datagen -m "$M" -z "$Z" --sample 768 -o "$DATA" --seed 1234 -t 1
 HELD=$OUT/heldout  # the target's greedy continuations of the held-out prompts (teacher forcing)
 [ -f "$HELD/meta.txt" ] || $B datagen -m "$M" -z "$Z" --prompts "$PROMPTS" -n 128 --no-chat --keep-states -o "$HELD" -t 1 > /dev/null
+HELDX=$OUT/heldout-layers  # the same with layers 0..3 kept (the moa draft reads them)
+case " $VARIANTS " in *" moa "*) [ -f "$HELDX/meta.txt" ] || $B datagen -m "$M" -z "$Z" --prompts "$PROMPTS" -n 128 --no-chat \
+    --keep-states --state-layers 0,1,2,3 -o "$HELDX" -t 1 > /dev/null ;; esac
 
 flags() {  # variant -> training flags
     case $1 in
@@ -50,6 +55,7 @@ flags() {  # variant -> training flags
         s12p) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3 --ffn 214" ;;
         eagle) echo "--arch eagle --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
         eaglettt) echo "--arch eagle --ttt --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
+        moa) echo "--arch moa --state-layers 0,1,2,3 --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
         *) echo "unknown variant $1" >&2; exit 2 ;;
     esac
 }
@@ -68,7 +74,9 @@ measure_one() {  # variant seed: bench-sd (chain, tree-60; cost-aware tree) and 
         --no-chat -t 1 --modes none,chain,tree --total-tokens 60 -o "$d.bench60.json" > /dev/null 2>> "$d.log"
     [ -f "$d.benchauto.json" ] || $B bench-sd -m "$M" -z "$Z" -d "$d" --prompts "$PROMPTS" --per-category 50 -n 128 \
         --no-chat -t 1 --modes none,tree --total-tokens auto -o "$d.benchauto.json" > /dev/null 2>> "$d.log"
-    [ -s "$d.topk.txt" ] || nice -n 10 build/test/draft_topk "$M" "$d" "$HELD" > "$d.topk.txt"
+    local held=$HELD
+    [ "$1" = moa ] && held=$HELDX
+    [ -s "$d.topk.txt" ] || nice -n 10 build/test/draft_topk "$M" "$d" "$held" > "$d.topk.txt"
 }
 start=$(date +%s)
 running=0
@@ -91,7 +99,7 @@ import json, sys
 out, seeds, variants = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 label = {"s1": "Beagle, stage 1 only", "s12": "Beagle, stage 1 + 2", "s12gt": "Beagle, stage 1 + 2, --sim-grad-through",
          "s12p": "Beagle, stage 1 + 2, --ffn 214", "eagle": "EAGLE-1/2 style (--arch eagle)",
-         "eaglettt": "EAGLE, training-time test in stage 2 (--ttt)"}
+         "eaglettt": "EAGLE, training-time test in stage 2 (--ttt)", "moa": "Mixture of Attentions (--arch moa)"}
 sys.path.insert(0, "scripts")
 from topk_stats import topk
 rows, summary = [], {}

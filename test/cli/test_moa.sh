@@ -4,7 +4,8 @@
 #     computed in the training loop), finite losses; the file records "arch moa" and its state layers, info
 #     names it;
 #   - greedy speculative decoding with the draft gives plain decoding's tokens on 50 stories260K prompts
-#     (bench-sd: chain, tree, hybrid; 0 mismatches) and, with a one-step draft for SmolLM2-135M (layers 10, 20),
+#     (bench-sd: chain, tree, hybrid; 0 mismatches), on 2 of them on the CUDA backend in the emulator (chain,
+#     tree) and, with a one-step draft for SmolLM2-135M (layers 10, 20),
 #     on 2 SmolLM2 prompts (chain, tree) when the model is present;
 #   - refused: --arch moa without --state-layers, --no-concat with a MoA draft, an unknown arch line.
 # (Gradients: test_gradcheck.sh; training rows == inference bit for bit: test_moa_draft; memory:
@@ -40,6 +41,20 @@ o = json.load(open(sys.argv[1]))["overall"]
 print({m: (round(o[m]["tau"], 3), o[m]["mismatches"]) for m in o})
 sys.exit(0 if all(o[m]["mismatches"] == 0 for m in o) and o["tree"]["tau"] > 1.0 else 1)
 PY
+# the CUDA backend in the emulator (some 40x slower: 2 prompts): the same exactness
+EMU=${BEAGLE_CUDA_EMU_BIN:-$(dirname "$B")/beagle-cuda-emu}
+if [ -x "$EMU" ]; then
+  "$EMU" bench-sd "${T[@]}" -d "$tmp/m.bin" --prompts test/data/stories_prompts.txt --per-category 2 --no-chat -n 32 \
+      --modes none,chain,tree --total-tokens 12 -t 1 -o "$tmp/be.json" > "$tmp/log" 2>&1 || { bad "bench-sd (emu)"; cat "$tmp/log"; }
+  python3 - "$tmp/be.json" <<'PY' && ok "CUDA backend (emulator): greedy SD with the MoA draft = plain decoding (chain, tree)" || bad "emu mismatches"
+import json, sys
+o = json.load(open(sys.argv[1]))["overall"]
+print({m: (round(o[m]["tau"], 3), o[m]["mismatches"]) for m in o})
+sys.exit(0 if all(o[m]["mismatches"] == 0 for m in o) else 1)
+PY
+else
+  echo "skip emulator part: $EMU not built"
+fi
 # SmolLM2-135M: a draft of one training step on two short answers (its layers 10 and 20 computed in the loop)
 S=${BEAGLE_MODEL:-$PWD/weights/SmolLM2-135M-Instruct.Q4_1.gguf}
 if [ -f "$S" ]; then

@@ -300,6 +300,21 @@ static void window_true_keys(XAttnKeys* k, int n, int kv_dim) {
     k->n0 = n;
 }
 
+// The key sets of a draft forward: set 0 the first n0 rows of (k0, v0), windowed (set_true_window), set 1 the first
+// n1 rows of (k1, v1).
+static XAttnKeys key_sets(const float* k0, const float* v0, int n0, int window, int kv_dim, const float* k1 = nullptr,
+                          const float* v1 = nullptr, int n1 = 0) {
+    XAttnKeys k;
+    k.k0 = k0;
+    k.v0 = v0;
+    k.n0 = n0;
+    window_true_keys(&k, window, kv_dim);
+    k.k1 = k1;
+    k.v1 = v1;
+    k.n1 = n1;
+    return k;
+}
+
 DraftWeights load_draft(const std::string& path) {
     ContainerReader f(path, kDraftFile);
     const char* P = path.c_str();
@@ -922,14 +937,7 @@ void Draft::forward_impl(const int* tokens, const int* pos, int n, const uint64_
         return;
     }
     BEAGLE_CHECK(n_true_cached_ >= 1, "draft forward: no true states yet (add_true_states first)");
-    XAttnKeys keys;
-    keys.k0 = kt_;
-    keys.v0 = vt_;
-    keys.n0 = n_true_cached_;
-    window_true_keys(&keys, true_window_, c.kv_dim());
-    keys.k1 = kp_;
-    keys.v1 = vp_;
-    keys.n1 = n_pred_cached_;
+    const XAttnKeys keys = key_sets(kt_, vt_, n_true_cached_, true_window_, c.kv_dim(), kp_, vp_, n_pred_cached_);
     XAttnMask mask;
     mask.kind = XAttnMask::PREFIX;
     if (concat_ && pred_mask && n_pred_cached_ > 0) {
@@ -970,14 +978,8 @@ void Draft::eagle_forward(const int* tokens, const int* pos, int n, const uint64
                      "true states nor a predicted parent at position %d in its mask)", i, pos[i], nt, pos[i] - 1);
         ops_.copy(a_->feat + (size_t)i * c.dim, f, c.dim);
     }
-    XAttnKeys keys;
-    keys.k0 = kt_;
-    keys.v0 = vt_;
-    keys.n0 = nt - 1;  // keys of positions 1..nt-1
-    window_true_keys(&keys, true_window_, c.kv_dim());
-    keys.k1 = kp_;
-    keys.v1 = vp_;
-    keys.n1 = np + n;
+    // set 0: the keys of positions 1..nt-1
+    const XAttnKeys keys = key_sets(kt_, vt_, nt - 1, true_window_, c.kv_dim(), kp_, vp_, np + n);
     XAttnMask mask;
     mask.kind = XAttnMask::PREFIX;
     mask.set1_bits = bits.data();
@@ -1011,14 +1013,7 @@ void Draft::moa_forward(const int* tokens, const int* pos, int n, const uint64_t
     BEAGLE_CHECK(n_pred_pending_ == 0, "draft: MoA keeps no pending predicted rows");
     int W = 0;
     const std::vector<uint64_t> bits = self_rows_mask(n, np, pred_mask, mask_words, &W);
-    XAttnKeys skeys;
-    skeys.k0 = ks_;
-    skeys.v0 = vs_;
-    skeys.n0 = nt;
-    window_true_keys(&skeys, true_window_, kvd);
-    skeys.k1 = kp_;
-    skeys.v1 = vp_;
-    skeys.n1 = np + n;
+    const XAttnKeys skeys = key_sets(ks_, vs_, nt, true_window_, kvd, kp_, vp_, np + n);
     XAttnMask smask;
     smask.kind = XAttnMask::PREFIX;
     smask.set1_bits = bits.data();
@@ -1026,12 +1021,7 @@ void Draft::moa_forward(const int* tokens, const int* pos, int n, const uint64_t
     last_pos_.assign(pos, pos + n);
     self_attn_forward(*m_, a_->sa, n, tokens, pos, kp_ + (size_t)np * kvd, vp_ + (size_t)np * kvd, nullptr, skeys,
                       smask, a_->A.u);
-    XAttnKeys keys;
-    keys.k0 = kt_;
-    keys.v0 = vt_;
-    keys.n0 = nt;
-    window_true_keys(&keys, true_window_, kvd);
-    query_forward(*m_, a_->A, n, nullptr, pos, nullptr, keys, XAttnMask());
+    query_forward(*m_, a_->A, n, nullptr, pos, nullptr, key_sets(kt_, vt_, nt, true_window_, kvd), XAttnMask());
 }
 
 const float* Draft::states_backend() const { return a_->A.fh; }

@@ -20,6 +20,14 @@ ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fails=$((fails+1)); }
 T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
 "$B" datagen "${T[@]}" --sample 24 -n 100 --shard-seqs 12 -o "$tmp/x" -t 1 2> /dev/null || bad "datagen"
+no_mismatches() {  # bench-sd JSON [min tree tau]: every mode gave plain decoding's tokens
+  python3 - "$1" "${2:-0}" <<'PY'
+import json, sys
+o = json.load(open(sys.argv[1]))["overall"]
+print({m: (round(o[m]["tau"], 3), o[m]["mismatches"]) for m in o})
+sys.exit(0 if all(o[m]["mismatches"] == 0 for m in o) and o["tree"]["tau"] >= float(sys.argv[2]) else 1)
+PY
+}
 tr() { "$B" train "${T[@]}" --data "$tmp/x" --arch moa --stage1-epochs 2 --stage2-epochs 1 --batch 4 --seq-len 128 -t 1 -q "$@"; }
 tr -o "$tmp/m.bin" --state-layers 1,3 > "$tmp/log" 2>&1 && ok "train --arch moa --state-layers 1,3 (token shards)" || { bad "train"; cat "$tmp/log"; }
 python3 - "$tmp/m.bin" <<'PY' && ok "file: arch moa, state_layers 1,3; losses finite" || bad "file / losses"
@@ -35,23 +43,13 @@ PY
 "$B" info "$tmp/m.bin" 2>&1 | grep -q "Mixture of Attentions" && ok "info names the architecture" || bad "info"
 "$B" bench-sd "${T[@]}" -d "$tmp/m.bin" --prompts test/data/stories_prompts.txt --per-category 50 --no-chat -n 48 \
     --modes none,chain,tree,hybrid --total-tokens 12 -t 1 -o "$tmp/b.json" > "$tmp/log" 2>&1 || { bad "bench-sd"; cat "$tmp/log"; }
-python3 - "$tmp/b.json" <<'PY' && ok "greedy SD with the MoA draft = plain decoding, 50 prompts (chain, tree, hybrid: 0 mismatches)" || bad "mismatches"
-import json, sys
-o = json.load(open(sys.argv[1]))["overall"]
-print({m: (round(o[m]["tau"], 3), o[m]["mismatches"]) for m in o})
-sys.exit(0 if all(o[m]["mismatches"] == 0 for m in o) and o["tree"]["tau"] > 1.0 else 1)
-PY
+no_mismatches "$tmp/b.json" 1.01 && ok "greedy SD with the MoA draft = plain decoding, 50 prompts (chain, tree, hybrid: 0 mismatches)" || bad "mismatches"
 # the CUDA backend in the emulator (some 40x slower: 2 prompts): the same exactness
 EMU=${BEAGLE_CUDA_EMU_BIN:-$(dirname "$B")/beagle-cuda-emu}
 if [ -x "$EMU" ]; then
   "$EMU" bench-sd "${T[@]}" -d "$tmp/m.bin" --prompts test/data/stories_prompts.txt --per-category 2 --no-chat -n 32 \
       --modes none,chain,tree --total-tokens 12 -t 1 -o "$tmp/be.json" > "$tmp/log" 2>&1 || { bad "bench-sd (emu)"; cat "$tmp/log"; }
-  python3 - "$tmp/be.json" <<'PY' && ok "CUDA backend (emulator): greedy SD with the MoA draft = plain decoding (chain, tree)" || bad "emu mismatches"
-import json, sys
-o = json.load(open(sys.argv[1]))["overall"]
-print({m: (round(o[m]["tau"], 3), o[m]["mismatches"]) for m in o})
-sys.exit(0 if all(o[m]["mismatches"] == 0 for m in o) else 1)
-PY
+  no_mismatches "$tmp/be.json" && ok "CUDA backend (emulator): greedy SD with the MoA draft = plain decoding (chain, tree)" || bad "emu mismatches"
 else
   echo "skip emulator part: $EMU not built"
 fi
@@ -64,12 +62,7 @@ if [ -f "$S" ]; then
       --seq-len 64 -t 2 -q -o "$tmp/sm.bin" > "$tmp/log" 2>&1 || { bad "train SmolLM2"; cat "$tmp/log"; }
   "$B" bench-sd -m "$S" -d "$tmp/sm.bin" --prompts "$tmp/p.txt" -n 24 --modes none,chain,tree --total-tokens 12 -t 2 \
       -o "$tmp/bs.json" > "$tmp/log" 2>&1 || { bad "bench-sd SmolLM2"; cat "$tmp/log"; }
-  python3 - "$tmp/bs.json" <<'PY' && ok "SmolLM2-135M: greedy SD with a MoA draft = plain decoding (chain, tree)" || bad "SmolLM2 mismatches"
-import json, sys
-o = json.load(open(sys.argv[1]))["overall"]
-print({m: (round(o[m]["tau"], 3), o[m]["mismatches"]) for m in o})
-sys.exit(0 if all(o[m]["mismatches"] == 0 for m in o) else 1)
-PY
+  no_mismatches "$tmp/bs.json" && ok "SmolLM2-135M: greedy SD with a MoA draft = plain decoding (chain, tree)" || bad "SmolLM2 mismatches"
 else
   echo "skip SmolLM2 part: $S not present"
 fi

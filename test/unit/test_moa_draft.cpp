@@ -109,23 +109,7 @@ int main() {
     {
         const int P = 9, a = (tokens[P + 1] + 5) % V, b = (tokens[P + 1] + 7) % V, cc = tokens[P + 2];
         auto tree_child = [&](bool both) {
-            Draft t(dw, fz, ops, T, 8, 4);
-            t.add_true_states(wide.data(), P, tokens.data());
-            int q0 = P, z = 0;
-            t.forward(&tokens[q0], &q0, 1, nullptr, 1, nullptr, nullptr);
-            int root = t.keep_pred(&z, 1);
-            std::vector<int> toks = both ? std::vector<int>{a, b} : std::vector<int>{b};
-            std::vector<int> pos(toks.size(), P + 1);
-            std::vector<uint64_t> m1(toks.size(), 1ULL << root);
-            std::vector<float> sib(toks.size() * dim);
-            t.forward(toks.data(), pos.data(), (int)toks.size(), m1.data(), 1, sib.data(), nullptr);
-            int keep = both ? 1 : 0;
-            int rb = t.keep_pred(&keep, 1);
-            uint64_t m2 = (1ULL << root) | (1ULL << rb);
-            int q2 = P + 2;
-            std::vector<float> out(dim);
-            t.forward(&cc, &q2, 1, &m2, 1, out.data(), nullptr);
-            return std::make_pair(std::vector<float>(sib.end() - dim, sib.end()), out);
+            return draft_tree_child(dw, fz, ops, T, wide.data(), tokens.data(), P, a, b, cc, both);
         };
         auto both = tree_child(true), alone = tree_child(false);
         CHECK(!memcmp(both.first.data(), alone.first.data(), dim * 4), "sibling b's f^ depends on its sibling a");

@@ -3,11 +3,24 @@
 // seeded generator (embedding N(0, 1), LM head N(0, 0.3^2), final norm 1 + N(0, 0.2^2), in that order); and the
 // small tree the self-attention drafts' tests run (draft_tree_child).
 #pragma once
+#include <cstdio>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "core/rng.h"
 #include "model/draft.h"
+
+// The bytes of a file ("" if it cannot be read): the draft-file tests look into the files they write.
+inline std::string slurp(const std::string& path) {
+    FILE* f = fopen(path.c_str(), "rb");
+    std::string s;
+    if (!f) return s;
+    char buf[65536];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+    fclose(f);
+    return s;
+}
 
 inline beagle::DraftConfig ragged_draft_config(int arch) {
     beagle::DraftConfig c;

@@ -24,16 +24,6 @@
 
 using namespace beagle;
 
-static std::string slurp(const std::string& path) {
-    FILE* f = fopen(path.c_str(), "rb");
-    std::string s;
-    if (!f) return s;
-    char buf[65536];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
-    fclose(f);
-    return s;
-}
-
 int main() {
     DraftConfig c = ragged_draft_config(ARCH_MOA);
     c.state_layers = {0, 2};

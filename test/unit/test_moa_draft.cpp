@@ -9,6 +9,8 @@
 //     that ran that sibling alone, and the trainer's row on that path (memcmp).
 //  3. misuse: true states without tokens, a MoA config without state layers -> Error.
 //  4. the file: "arch moa" round trip with its LSA and self-attention tensors, a damaged arch line fails.
+// A planted bug in Draft::moa_forward that hid the last true token's self-attention key from the queries
+// (set 0 of nt - 1 rows) was caught: 25 of the 59 checks failed (chains and the tree path).
 #include <cstdio>
 #include <cstring>
 #include <string>

@@ -45,7 +45,7 @@ int cmd_gradcheck(int argc, char** argv) {
     a.integer("--vocab", &vocab, "vocabulary size");
     a.integer("--vocab-chunk", &chunk, "vocabulary entries per logits chunk");
     a.integer("--state-layers", &state_layers, "beagle: this many fused state layers (W_mix and their rows random);\n"
-              "moa: this many layer rows besides f for Layer Self-Attention (0: 2)");
+              "                               moa: this many layer rows besides f for Layer Self-Attention (0: 2)");
     a.integer("--seed", &seed, "random seed");
     a.number("--h", &h, "finite-difference step");
     a.number("--tol", &tol, "largest relative error that passes");

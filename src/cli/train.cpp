@@ -32,13 +32,12 @@ int cmd_train(int argc, char** argv) {
            "T-step bounded mask, window --window) on the same data and options; its two stages are the same objective.\n"
            "Under mpirun -np N (N a power of two): data-parallel over N ranks, the same bits as one process with the\n"
            "same --batch (the global batch); rank 0 writes the files (docs/distributed.md).");
-    a.str("--arch", &arch, "draft architecture: beagle (cross-attention block) | eagle (EAGLE-1/2 decoder layer) |\n"
-                           "moa (Mixture of Attentions)");
+    a.str("--arch", &arch, "draft architecture: beagle (cross-attention block) | eagle (EAGLE-1/2 decoder layer) | moa");
     std::string state_layers;
     a.str("--state-layers", &state_layers,
           "beagle: also fuse the residual stream after these target layers into the true key states, e.g. 22,27 "
           "(s = f + W_mix h, W_mix from zero; the data must keep them: datagen --state-layers, or token shards);\n"
-          "moa: the layers Layer Self-Attention reads at each position besides f");
+          "                               moa: the layers its Layer Self-Attention reads at each position besides f");
     a.str("-m,--model", &o.model, "target model (frozen)");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--data", &o.data, "training data directory (beagle datagen)");

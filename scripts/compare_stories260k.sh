@@ -13,6 +13,8 @@
 #           default VARIANTS)
 #   medusa  Medusa-1 heads (--arch medusa, K 4; one objective, CE only; not in the default VARIANTS; no
 #           teacher-forced top-k: draft_topk runs a draft block, which Medusa heads do not have)
+#   moa     the Mixture of Attentions draft (--arch moa, LSA over f and layers 0..3: every layer's output; its
+#           two "stages" are the same objective; not in the default VARIANTS)
 # Per draft: tau of the chain (gamma 5) and the 60-node EAGLE-2 tree from the trainer's evaluation (the
 # 50 held-out prompt starts of test/data/stories_prompts.txt, 128 greedy tokens each); `beagle bench-sd`
 # on the same prompts for the cost-aware tree (--total-tokens auto), the draft's time per round and a
@@ -43,6 +45,9 @@ DATA=$OUT/data
 [ -f "$DATA/shard-00011.bin" ] || $B datagen -m "$M" -z "$Z" --sample 768 -o "$DATA" --seed 1234 -t 1
 HELD=$OUT/heldout  # the target's greedy continuations of the held-out prompts (teacher forcing)
 [ -f "$HELD/meta.txt" ] || $B datagen -m "$M" -z "$Z" --prompts "$PROMPTS" -n 128 --no-chat --keep-states -o "$HELD" -t 1 > /dev/null
+HELDX=$OUT/heldout-layers  # the same with layers 0..3 kept (the moa draft reads them)
+case " $VARIANTS " in *" moa "*) [ -f "$HELDX/meta.txt" ] || $B datagen -m "$M" -z "$Z" --prompts "$PROMPTS" -n 128 --no-chat \
+    --keep-states --state-layers 0,1,2,3 -o "$HELDX" -t 1 > /dev/null ;; esac
 
 flags() {  # variant -> training flags
     case $1 in
@@ -53,6 +58,7 @@ flags() {  # variant -> training flags
         eagle) echo "--arch eagle --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
         medusa) echo "--arch medusa --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
         eaglettt) echo "--arch eagle --ttt --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
+        moa) echo "--arch moa --state-layers 0,1,2,3 --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --window 3 --sim-steps 3" ;;
         *) echo "unknown variant $1" >&2; exit 2 ;;
     esac
 }
@@ -71,7 +77,9 @@ measure_one() {  # variant seed: bench-sd (chain, tree-60; cost-aware tree) and 
         --no-chat -t 1 --modes none,chain,tree --total-tokens 60 -o "$d.bench60.json" > /dev/null 2>> "$d.log"
     [ -f "$d.benchauto.json" ] || $B bench-sd -m "$M" -z "$Z" -d "$d" --prompts "$PROMPTS" --per-category 50 -n 128 \
         --no-chat -t 1 --modes none,tree --total-tokens auto -o "$d.benchauto.json" > /dev/null 2>> "$d.log"
-    [ "$1" = medusa ] || [ -s "$d.topk.txt" ] || nice -n 10 build/test/draft_topk "$M" "$d" "$HELD" > "$d.topk.txt"
+    local held=$HELD
+    [ "$1" = moa ] && held=$HELDX
+    [ "$1" = medusa ] || [ -s "$d.topk.txt" ] || nice -n 10 build/test/draft_topk "$M" "$d" "$held" > "$d.topk.txt"
 }
 start=$(date +%s)
 running=0
@@ -94,7 +102,8 @@ import json, sys
 out, seeds, variants = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 label = {"s1": "Beagle, stage 1 only", "s12": "Beagle, stage 1 + 2", "s12gt": "Beagle, stage 1 + 2, --sim-grad-through",
          "s12p": "Beagle, stage 1 + 2, --ffn 214", "eagle": "EAGLE-1/2 style (--arch eagle)",
-         "eaglettt": "EAGLE, training-time test in stage 2 (--ttt)", "medusa": "Medusa-1 heads (--arch medusa, K 4)"}
+         "eaglettt": "EAGLE, training-time test in stage 2 (--ttt)", "medusa": "Medusa-1 heads (--arch medusa, K 4)",
+         "moa": "Mixture of Attentions (--arch moa)"}
 sys.path.insert(0, "scripts")
 from topk_stats import topk
 rows, summary = [], {}

@@ -24,8 +24,10 @@ int cmd_gradcheck(int argc, char** argv) {
            "differences in float64 on a tiny random config; prints the relative error of every trainable tensor.\n"
            "--arch eagle checks the EAGLE-style draft's iteration instead (one objective in any stage; with --ttt\n"
            "and --stage 2 the training-time test over --S steps, its fed-back features held fixed); --arch medusa the\n"
-           "Medusa heads' (W and b of --medusa-heads residual blocks, one objective in any stage).");
-    a.str("--arch", &arch, "draft architecture: beagle | eagle | medusa");
+           "Medusa heads' (W and b of --medusa-heads residual blocks, one objective in any stage).\n"
+           "--arch moa checks the Mixture of Attentions draft (Layer Self-Attention over f and --state-layers rows,\n"
+           "self-attention over the tokens, the cross-attention block; one objective in any stage).");
+    a.str("--arch", &arch, "draft architecture: beagle | eagle | medusa | moa");
     long medusa_heads = o.medusa_heads;
     a.integer("--medusa-heads", &medusa_heads, "--arch medusa: the number of heads K");
     a.integer("--stage", &stage, "training stage: 1 (inverse block attention) or 2 (simulation)");
@@ -45,7 +47,8 @@ int cmd_gradcheck(int argc, char** argv) {
     a.integer("--ffn", &ffn, "MLP hidden size");
     a.integer("--vocab", &vocab, "vocabulary size");
     a.integer("--vocab-chunk", &chunk, "vocabulary entries per logits chunk");
-    a.integer("--state-layers", &state_layers, "beagle: this many fused state layers (W_mix and their rows random)");
+    a.integer("--state-layers", &state_layers, "beagle: this many fused state layers (W_mix and their rows random);\n"
+              "                               moa: this many layer rows besides f for Layer Self-Attention (0: 2)");
     a.integer("--seed", &seed, "random seed");
     a.number("--h", &h, "finite-difference step");
     a.number("--tol", &tol, "largest relative error that passes");
@@ -82,6 +85,7 @@ int cmd_gradcheck(int argc, char** argv) {
     if (state_layers < 0 || state_layers > kMaxStateLayers)
         fail("beagle gradcheck: --state-layers must be in 0..%d, got %ld", kMaxStateLayers, state_layers);
     o.state_layers = (int)state_layers;
+    if (o.arch == ARCH_MOA && o.state_layers == 0) o.state_layers = 2;  // LSA needs rows to attend over
     return run_gradcheck(o, stdout) ? 0 : 1;
 }
 

@@ -117,6 +117,7 @@ static void print_draft(const std::string& path) {
     printf("format:  Beagle draft (BEAGLEDR v1), %s\n",
            c.arch == ARCH_EAGLE    ? "EAGLE-style: fc + one decoder layer (arch eagle)"
            : c.arch == ARCH_MEDUSA ? strfmt("Medusa-1: %d heads on the target's state (arch medusa)", c.medusa_heads).c_str()
+           : c.arch == ARCH_MOA    ? "Mixture of Attentions: LSA keys, token self-attention, cross-attention block (arch moa)"
                                    : "one cross-attention block");
     printf("config:\n");
     printf("  dim               %d\n", c.dim);

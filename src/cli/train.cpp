@@ -30,16 +30,20 @@ int cmd_train(int argc, char** argv) {
            "--arch medusa trains Medusa-1 heads (--medusa-heads K residual blocks on the target's state f_p, head k\n"
            "predicting t_{p+2+k}, cross-entropy weighted 0.8^k) on the same data, noise, optimizer and schedule; its two\n"
            "stages are the same objective, and --window, --sim-steps and --vloss-weight do not apply.\n"
+           "--arch moa trains the Mixture of Attentions draft (Layer Self-Attention over f and the --state-layers rows of\n"
+           "each position, mean -> keys; causal self-attention over the tokens; the cross-attention block under stage 1's\n"
+           "T-step bounded mask, window --window) on the same data and options; its two stages are the same objective.\n"
            "Under mpirun -np N (N a power of two): data-parallel over N ranks, the same bits as one process with the\n"
            "same --batch (the global batch); rank 0 writes the files (docs/distributed.md).");
     a.str("--arch", &arch, "draft architecture: beagle (cross-attention block) | eagle (EAGLE-1/2 decoder layer) |\n"
-          "                               medusa (Medusa-1 heads)");
+          "                               medusa (Medusa-1 heads) | moa (Mixture of Attentions)");
     long medusa_heads = o.medusa_heads;
     a.integer("--medusa-heads", &medusa_heads, "--arch medusa: the number of heads K (head k predicts the token k + 2 ahead)");
     std::string state_layers;
     a.str("--state-layers", &state_layers,
           "beagle: also fuse the residual stream after these target layers into the true key states, e.g. 22,27 "
-          "(s = f + W_mix h, W_mix from zero; the data must keep them: datagen --state-layers)");
+          "(s = f + W_mix h, W_mix from zero; the data must keep them: datagen --state-layers, or token shards);\n"
+          "                               moa: the layers its Layer Self-Attention reads at each position besides f");
     a.str("-m,--model", &o.model, "target model (frozen)");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--data", &o.data, "training data directory (beagle datagen)");

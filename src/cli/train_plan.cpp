@@ -63,7 +63,7 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     c.ffn_dim = (int)g["ffn"];
     c.vocab_size = (int)g["vocab"];
     c.arch = arch;
-    c.state_layers = state_layers;  // Beagle only (validate says so); layers of the geometry's target
+    c.state_layers = state_layers;  // Beagle or MoA (validate says so); layers of the geometry's target
     c.target_n_layers = (int)g["layers"];
     c.validate("beagle train --plan");
     const bool eagle = arch == ARCH_EAGLE;
@@ -73,6 +73,9 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
                "test over S = %d steps)\n", T, S);
     else if (eagle)
         printf("EAGLE-style draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d: one step, any stage)\n", T);
+    else if (arch == ARCH_MOA)
+        printf("Mixture of Attentions draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d, window %d: "
+               "one step, any stage)\n", T, w);
     else
         printf("draft training memory plan (fp32 weights/grads/AdamW, batch 1, seq %d, window %d)\n", T, w);
     printf("geometry: dim %d, heads %d, kv heads %d, head_dim %d, ffn %d, vocab %d%s\n\n", c.dim, c.n_heads, c.n_kv_heads,
@@ -85,7 +88,7 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     o.ttt = ttt;
     o.stage = 2;
     TrainMemory m = train_memory(c, o, T, 1 % w);
-    printf("%-58s %12s\n", eagle ? "buffer" : "buffer (stage 2, S as given)", "GiB");
+    printf("%-58s %12s\n", arch != ARCH_BEAGLE ? "buffer" : "buffer (stage 2, S as given)", "GiB");
     for (const MemLine& l : m.lines) printf("%-58s %12.3f\n", l.name.c_str(), l.bytes / GiB);
     double total = m.persistent + m.iteration_peak;
     printf("%-58s %12.3f\n", "persistent (weights + grads + AdamW + frozen)", m.persistent / GiB);
@@ -111,6 +114,10 @@ int train_plan(const std::string& geometry, int T, int w, int S, bool grad_throu
     }
     total += target;
     printf("%-58s %12.3f  %s 24 GiB\n\n", "TOTAL with states from tokens", total / GiB, total < 24 * GiB ? "<" : ">=");
+    if (arch == ARCH_MOA) {
+        if (ranks > 1) print_ranks(m, ranks, batch, target);
+        return total < 24 * GiB ? 0 : 2;
+    }
     if (eagle) {  // the paper's comparison: the Beagle draft of the same geometry, stage 2 with S as given
         DraftConfig cb = c;
         cb.arch = ARCH_BEAGLE;

@@ -1,5 +1,6 @@
 // beagle_drafter.cpp: drafting with a draft model, the Beagle cross-attention draft (docs/method.md section 3,
-// inference) or the EAGLE-style draft (section 4; the same Draft interface, see draft.h):
+// inference), the EAGLE-style draft or the Mixture of Attentions draft (section 4; the same Draft interface,
+// see draft.h):
 // chain (gamma steps, each query sees the true states plus, in concat mode, its own earlier
 // predictions) and the EAGLE-2 dynamic tree (expand the top-k nodes of each depth by cumulative
 // draft log-probability, then keep the best total_tokens nodes of the whole tree); optionally with the
@@ -468,8 +469,9 @@ std::unique_ptr<Drafter> make_beagle_drafter(const DraftWeights& w, const DraftF
                                              const BeagleDraftParams& p, std::shared_ptr<RoundPolicy> policy, bool owner) {
     check_draft_params(p);
     BEAGLE_CHECK(p.threads >= -1 && p.threads <= 256, "--draft-threads must be in -1..256, got %d", p.threads);
-    BEAGLE_CHECK(p.concat || w.cfg.arch != ARCH_EAGLE,
-                 "--no-concat is a Beagle draft's mode: an EAGLE draft's self-attention always sees its own predictions");
+    BEAGLE_CHECK(p.concat || w.cfg.arch == ARCH_BEAGLE,
+                 "--no-concat is a Beagle draft's mode: an %s draft's self-attention always sees its own predictions",
+                 w.cfg.arch == ARCH_EAGLE ? "EAGLE" : "MoA");
     policy = policy_or_own(p, std::move(policy), &owner);
     return std::unique_ptr<Drafter>(new BeagleDrafter(w, fz, s, p, std::move(policy), owner));
 }

@@ -16,16 +16,26 @@
 #include "../io/container.h"
 #include "draft_layers.h"
 #include "eagle_layers.h"
+#include "moa_layers.h"
 
 namespace beagle {
 
-static const char* kTensorNames[DT_COUNT] = {"wq",     "wk",   "wv",     "wo",   "norm_q", "norm_kv",
-                                             "norm_m", "w_gate", "w_up", "w_down", "fc_e",   "fc_f", "w_mix",
-                                             "medusa_w", "medusa_b"};
+static const char* kTensorNames[DT_COUNT] = {
+    "wq",       "wk",       "wv",    "wo",    "norm_q", "norm_kv", "norm_m",  "w_gate", "w_up",   "w_down",
+    "fc_e",     "fc_f",     "w_mix", "medusa_w", "medusa_b", "sa_wq", "sa_wk", "sa_wv", "sa_wo",  "norm_sa",
+    "lsa_wq",   "lsa_wk",   "lsa_wv", "lsa_wo", "norm_lsa"};
 const char* draft_tensor_name(int i) { return i >= 0 && i < DT_COUNT ? kTensorNames[i] : "?"; }
+bool draft_tensor_is_norm(int t) {
+    return t == DT_NORM_Q || t == DT_NORM_KV || t == DT_NORM_M || t == DT_NORM_SA || t == DT_NORM_LSA;
+}
+bool draft_tensor_is_vector(int t) { return draft_tensor_is_norm(t) || t == DT_MEDUSA_B; }
 
 const char* draft_arch_name(int arch) {
-    return arch == ARCH_EAGLE ? "eagle" : arch == ARCH_BEAGLE ? "beagle" : arch == ARCH_MEDUSA ? "medusa" : "?";
+    return arch == ARCH_EAGLE   ? "eagle"
+           : arch == ARCH_BEAGLE ? "beagle"
+           : arch == ARCH_MEDUSA ? "medusa"
+           : arch == ARCH_MOA    ? "moa"
+                                 : "?";
 }
 
 std::vector<int> parse_layer_list(const std::string& s, const char* where) {
@@ -57,7 +67,8 @@ int parse_draft_arch(const std::string& s, const char* where) {
     if (s == "beagle") return ARCH_BEAGLE;
     if (s == "eagle") return ARCH_EAGLE;
     if (s == "medusa") return ARCH_MEDUSA;
-    fail("%s: draft architecture '%s' is not one of beagle, eagle, medusa", where, s.c_str());
+    if (s == "moa") return ARCH_MOA;
+    fail("%s: draft architecture '%s' is not one of beagle, eagle, medusa, moa", where, s.c_str());
 }
 
 bool DraftConfig::has(int t) const {
@@ -65,6 +76,9 @@ bool DraftConfig::has(int t) const {
     if (arch == ARCH_MEDUSA) return t == DT_MEDUSA_W || t == DT_MEDUSA_B;
     if (t == DT_MEDUSA_W || t == DT_MEDUSA_B) return false;
     if (t == DT_MIX) return arch == ARCH_BEAGLE && !state_layers.empty();
+    const bool moa_only = t >= DT_SA_Q && t <= DT_NORM_LSA;
+    if (arch == ARCH_MOA) return moa_only || (t != DT_FC_E && t != DT_FC_F);
+    if (moa_only) return false;
     if (arch == ARCH_EAGLE) return t != DT_NORM_KV;
     return t != DT_FC_E && t != DT_FC_F;
 }
@@ -83,9 +97,9 @@ RopeParams DraftConfig::rope() const {
 
 int64_t DraftConfig::rows(int t) const {
     switch (t) {
-        case DT_WQ: return q_dim();
-        case DT_WK: case DT_WV: return kv_dim();
-        case DT_WO: case DT_W_DOWN: case DT_FC_E: case DT_FC_F: case DT_MIX: return dim;
+        case DT_WQ: case DT_SA_Q: case DT_LSA_Q: return q_dim();
+        case DT_WK: case DT_WV: case DT_SA_K: case DT_SA_V: case DT_LSA_K: case DT_LSA_V: return kv_dim();
+        case DT_WO: case DT_W_DOWN: case DT_FC_E: case DT_FC_F: case DT_MIX: case DT_SA_O: case DT_LSA_O: return dim;
         case DT_W_GATE: case DT_W_UP: return ffn_dim;
         case DT_MEDUSA_W: return (int64_t)medusa_heads * dim;
         default: return 1;
@@ -94,7 +108,7 @@ int64_t DraftConfig::rows(int t) const {
 
 int64_t DraftConfig::cols(int t) const {
     switch (t) {
-        case DT_WO: return q_dim();
+        case DT_WO: case DT_SA_O: case DT_LSA_O: return q_dim();
         case DT_W_DOWN: return ffn_dim;
         case DT_MIX: return (int64_t)n_extra() * dim;
         case DT_MEDUSA_B: return (int64_t)medusa_heads * dim;
@@ -103,8 +117,8 @@ int64_t DraftConfig::cols(int t) const {
 }
 
 void DraftConfig::validate(const char* where) const {
-    BEAGLE_CHECK(arch == ARCH_BEAGLE || arch == ARCH_EAGLE || arch == ARCH_MEDUSA, "%s: unknown draft architecture %d",
-                 where, arch);
+    BEAGLE_CHECK(arch == ARCH_BEAGLE || arch == ARCH_EAGLE || arch == ARCH_MEDUSA || arch == ARCH_MOA,
+                 "%s: unknown draft architecture %d", where, arch);
     if (arch == ARCH_MEDUSA)
         BEAGLE_CHECK(medusa_heads >= 1 && medusa_heads <= kMaxMedusaHeads, "%s: a Medusa draft needs 1..%d heads, got %d",
                      where, kMaxMedusaHeads, medusa_heads);
@@ -123,8 +137,11 @@ void DraftConfig::validate(const char* where) const {
     BEAGLE_CHECK(norm_eps > 0 && norm_eps < 1 && final_eps > 0 && final_eps < 1, "%s: norm eps %g / %g outside (0, 1)",
                  where, norm_eps, final_eps);
     BEAGLE_CHECK(rope_theta > 0 && std::isfinite(rope_theta), "%s: rope_theta %g must be > 0", where, rope_theta);
-    BEAGLE_CHECK(state_layers.empty() || arch == ARCH_BEAGLE, "%s: state layers are a Beagle draft's (this is %s)", where,
-                 draft_arch_name(arch));
+    BEAGLE_CHECK(state_layers.empty() || arch == ARCH_BEAGLE || arch == ARCH_MOA, "%s: state layers are a Beagle or MoA draft's (this is %s)",
+                 where, draft_arch_name(arch));
+    BEAGLE_CHECK(arch != ARCH_MOA || !state_layers.empty(),
+                 "%s: a MoA draft's Layer Self-Attention needs at least one target layer besides the last (state layers, "
+                 "--state-layers)", where);
     BEAGLE_CHECK(state_layers.size() <= (size_t)kMaxStateLayers, "%s: %zu state layers, at most %d", where,
                  state_layers.size(), kMaxStateLayers);
     check_state_layers(state_layers, target_n_layers, where);
@@ -200,7 +217,7 @@ void DraftWeights::init_random(const DraftConfig& c, uint64_t seed) {
     TrainRng rng(seed);
     for (int i = 0; i < DT_COUNT; i++) {
         t[i].assign((size_t)c.numel(i), 1.0f);
-        if (i == DT_NORM_Q || i == DT_NORM_KV || i == DT_NORM_M) continue;
+        if (draft_tensor_is_norm(i)) continue;
         if (i == DT_MIX || i == DT_MEDUSA_W || i == DT_MEDUSA_B) {  // zero. W_mix: s = f, the draft without state
             // layers (so --init from one starts as it); Medusa (as its paper): u_k = f, every head repeats the
             // target's own next-token distribution
@@ -255,8 +272,6 @@ void check_d2t(const DraftConfig& c, const std::vector<int32_t>& d2t, const char
                      where, i, d2t[i], c.vocab_size);
 }
 
-// tensors stored as vectors (ndim 1): the norms and the Medusa biases
-static bool is_norm(int t) { return t == DT_NORM_Q || t == DT_NORM_KV || t == DT_NORM_M || t == DT_MEDUSA_B; }
 
 void save_draft(const std::string& path, const DraftWeights& w) {
     w.cfg.validate("save_draft");
@@ -269,9 +284,9 @@ void save_draft(const std::string& path, const DraftWeights& w) {
         blobs.emplace_back();
         ContainerBlob& e = blobs.back();
         e.name = draft_tensor_name(i);
-        e.ndim = is_norm(i) ? 1 : 2;  // a norm's shape is {dim, 0}: the unused slot keeps the table size fixed
-        e.shape[0] = (uint64_t)(is_norm(i) ? w.cfg.cols(i) : w.cfg.rows(i));
-        e.shape[1] = is_norm(i) ? 0 : (uint64_t)w.cfg.cols(i);
+        e.ndim = draft_tensor_is_vector(i) ? 1 : 2;  // a vector's shape is {n, 0}: the unused slot keeps the table size fixed
+        e.shape[0] = (uint64_t)(draft_tensor_is_vector(i) ? w.cfg.cols(i) : w.cfg.rows(i));
+        e.shape[1] = draft_tensor_is_vector(i) ? 0 : (uint64_t)w.cfg.cols(i);
         e.data = w.t[i].data();
         e.nbytes = w.t[i].size() * 4;
     }
@@ -302,6 +317,21 @@ static void window_true_keys(XAttnKeys* k, int n, int kv_dim) {
     k->k0 += (size_t)(k->n0 - n) * kv_dim;
     k->v0 += (size_t)(k->n0 - n) * kv_dim;
     k->n0 = n;
+}
+
+// The key sets of a draft forward: set 0 the first n0 rows of (k0, v0), windowed (set_true_window), set 1 the first
+// n1 rows of (k1, v1).
+static XAttnKeys key_sets(const float* k0, const float* v0, int n0, int window, int kv_dim, const float* k1 = nullptr,
+                          const float* v1 = nullptr, int n1 = 0) {
+    XAttnKeys k;
+    k.k0 = k0;
+    k.v0 = v0;
+    k.n0 = n0;
+    window_true_keys(&k, window, kv_dim);
+    k.k1 = k1;
+    k.v1 = v1;
+    k.n1 = n1;
+    return k;
 }
 
 DraftWeights load_draft(const std::string& path) {
@@ -370,7 +400,7 @@ DraftWeights load_draft(const std::string& path) {
         if (!c.has(idx))
             fail("%s: tensor '%s' is not part of a %s draft", P, e.name.c_str(), draft_arch_name(c.arch));
         if (!w.t[idx].empty()) fail("%s: tensor '%s' appears twice in the draft file", P, e.name.c_str());
-        bool vec = is_norm(idx);
+        bool vec = draft_tensor_is_vector(idx);
         uint64_t rows = vec ? 1 : e.shape[0], cols = vec ? e.shape[0] : e.shape[1];
         if (e.ndim != (vec ? 1u : 2u) || (int64_t)rows != c.rows(idx) || (int64_t)cols != c.cols(idx))
             fail("%s: tensor '%s' has shape %s[%llu, %llu], the config implies [%lld, %lld]", P, e.name.c_str(),
@@ -421,8 +451,11 @@ struct Draft::Acts {
     float* feat = nullptr;  // EAGLE: the queries' input features f_{p-1}
     float *key_ns = nullptr, *key_rstd = nullptr;  // ensure_kv's normed states, kept between rounds
     float* key_s = nullptr;                        //   (state layers: and the fused states f + W_mix h)
-    float *key_e = nullptr, *key_x = nullptr;      //   (EAGLE: and the keys' embeddings and inputs before the norm)
+    float *key_e = nullptr, *key_x = nullptr;      //   (EAGLE: and the keys' embeddings and inputs before the norm;
+                                                   //    MoA: key_e the true tokens' embeddings)
+    LsaActs<float> lsa;                            //   (MoA: Layer Self-Attention of the new true positions)
     int key_rows = 0;                              //   (grown only past the largest batch of new keys)
+    SelfAttnActs<float> sa;                        // MoA: the queries' self-attention (u goes to A.u)
     int* ids = nullptr;  // backend ints: the greedy chain's argmax ids, one slot per step (argmax_ids)
     float* q = nullptr;  // the sampled chain's distributions, one row per id slot (sample_ids; allocated then)
     int* d2t = nullptr;  // backend ints: a reduced vocabulary's d2t table (forward_ids maps its ids through it)
@@ -461,7 +494,7 @@ std::vector<MemLine> draft_weight_buffers(const DraftConfig& c, bool q8) {
     double f32 = 0, q = 0;
     for (int t = 0; t < DT_COUNT; t++) {
         f32 += 4.0 * c.numel(t);
-        bool matrix = t != DT_NORM_Q && t != DT_NORM_KV && t != DT_NORM_M;
+        bool matrix = !draft_tensor_is_vector(t);
         if (q8 && matrix && c.has(t) && c.cols(t) % QK == 0) q += (double)c.rows(t) * dtype_row_bytes(DType::Q8_0, c.cols(t));
     }
     std::vector<MemLine> v = {{"draft weights (f32)", f32}, {"draft final norm (f32, the target's)", 4.0 * c.dim}};
@@ -471,7 +504,29 @@ std::vector<MemLine> draft_weight_buffers(const DraftConfig& c, bool q8) {
 
 std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int max_pred, int max_queries) {
     const bool eagle = c.arch == ARCH_EAGLE;  // its queries' own K/V rows, token embeddings, features, fc temporaries
-    const double f = 4, kv = c.kv_dim(), N = max_queries;
+    const bool moa = c.arch == ARCH_MOA;      // its self-attention's K/V rows (true tokens, tree rows, queries), LSA
+    const double f = 4, kv = c.kv_dim(), N = max_queries, R = std::max((double)max_pred + 1, N);
+    if (moa)
+        return {{"draft K/V of the true positions' LSA outputs (2 x ctx x kv_dim)", 2 * f * ctx * kv},
+                {"draft self-attention K/V of kept tree rows and of the queries run (2 x (max_pred + max_queries) x kv_dim)",
+                 2 * f * (max_pred + N) * kv},
+                {"draft true / predicted state staging ((ctx + max_pred) x dim)", f * ((double)ctx + max_pred) * c.dim},
+                {"draft state-layer staging (ctx x E dim; E = 0: none)", f * ctx * c.n_extra() * c.dim},
+                {"draft self-attention K/V of the true tokens (2 x ctx x kv_dim)", 2 * f * ctx * kv},
+                {"draft query activations (max_queries x (5 dim + 2 q_dim + 3 ffn + heads + 2))",
+                 f * N * query_acts_floats_per_row(c)},
+                {"draft query self-attention activations (max_queries x (2 dim + 2 q_dim + heads + 1))",
+                 f * N * self_attn_floats_per_row(c)},
+                {"draft final norm out + rstd (max_queries x (dim + 1))", f * N * (c.dim + 1.0)},
+                {"draft logits (max_queries x head rows)", f * N * c.head_rows()},
+                {"draft new-key temporaries (max(max_pred + 1, max_queries) x (2 dim + 1 + LSA's (E + 2) rows); a longer "
+                 "prompt grows them)",
+                 f * R * (2.0 * c.dim + 1 + lsa_floats_per_position(c))},
+                {"draft greedy chain ids ((max_pred + 1) ints)", f * (max_pred + 1.0)},
+                {"draft d2t table on the backend (draft_vocab ints)", f * c.draft_vocab},
+                {"draft tree nodes ((1 + max_queries x max_pred) x 16 bytes)", 16.0 * draft_tree_nodes(max_pred, max_queries)},
+                {"draft tree query rows, ids, mask rows (max_queries x (3 ints + 2 x mask words))",
+                 N * (3 * f + 2 * 8.0 * draft_mask_words(max_pred))}};
     return {{"draft K/V of the true states (2 x ctx x kv_dim)", 2 * f * ctx * kv},
             {eagle ? "draft K/V of kept predictions and of the queries run (2 x (max_pred + max_queries) x kv_dim)"
                    : "draft K/V of kept predictions (2 x max_pred x kv_dim)",
@@ -510,18 +565,24 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
     kt_ = al.alloc((size_t)ctx * c.kv_dim());
     vt_ = al.alloc((size_t)ctx * c.kv_dim());
     // EAGLE: the rows after the kept predictions hold the K/V of the queries being run (they see themselves)
-    const int pred_rows = c.arch == ARCH_EAGLE ? max_pred + max_queries : max_pred;
+    // (MoA: the same for its self-attention's rows)
+    const int pred_rows = c.arch != ARCH_BEAGLE ? max_pred + max_queries : max_pred;
     kp_ = al.alloc((size_t)pred_rows * c.kv_dim());
     vp_ = al.alloc((size_t)pred_rows * c.kv_dim());
     stage_t_ = al.alloc((size_t)ctx * c.dim);
     stage_p_ = al.alloc((size_t)max_pred * c.dim);
     if (c.n_extra()) stage_x_ = al.alloc((size_t)ctx * c.n_extra() * c.dim);
+    if (c.arch == ARCH_MOA) {
+        ks_ = al.alloc((size_t)ctx * c.kv_dim());
+        vs_ = al.alloc((size_t)ctx * c.kv_dim());
+    }
     if (c.arch == ARCH_EAGLE) {
         eagle_acts_alloc(al, c, &a_->A, max_queries);
         a_->feat = al.alloc((size_t)max_queries * c.dim);
     } else {
         query_acts_alloc(al, c, &a_->A, max_queries);
     }
+    if (c.arch == ARCH_MOA) self_attn_acts_alloc(al, c, &a_->sa, max_queries);
     a_->xn = al.alloc((size_t)max_queries * c.dim);
     a_->rstd = al.alloc(max_queries);
     a_->logits = al.alloc((size_t)max_queries * c.head_rows());
@@ -563,9 +624,15 @@ void Draft::key_rows(int n) {
     al.release(a_->key_rstd);
     a_->key_ns = al.alloc((size_t)n * m_->cfg.dim);
     a_->key_rstd = al.alloc(n);
-    if (m_->cfg.n_extra()) {
+    if (m_->cfg.n_extra() && m_->cfg.arch == ARCH_BEAGLE) {
         al.release(a_->key_s);
         a_->key_s = al.alloc((size_t)n * m_->cfg.dim);
+    }
+    if (m_->cfg.arch == ARCH_MOA) {  // the true tokens' embeddings (self-attention K/V) and LSA of n positions
+        al.release(a_->key_e);
+        a_->key_e = al.alloc((size_t)n * m_->cfg.dim);
+        lsa_acts_free(al, &a_->lsa);
+        lsa_acts_alloc(al, m_->cfg, &a_->lsa, n);
     }
     if (m_->cfg.arch == ARCH_EAGLE) {
         al.release(a_->key_e);
@@ -597,8 +664,8 @@ void Draft::use_q8_weights(const DraftWeights& w) {
     BEAGLE_CHECK(w.cfg.dim == c.dim && w.cfg.ffn_dim == c.ffn_dim && w.cfg.n_heads == c.n_heads &&
                      w.cfg.n_kv_heads == c.n_kv_heads && w.cfg.head_dim == c.head_dim,
                  "use_q8_weights: weights of another draft shape");
-    for (int t : {DT_WQ, DT_WK, DT_WV, DT_WO, DT_W_GATE, DT_W_UP, DT_W_DOWN, DT_FC_E, DT_FC_F, DT_MIX}) {
-        if (!c.has(t)) continue;
+    for (int t = 0; t < DT_COUNT; t++) {
+        if (!c.has(t) || draft_tensor_is_vector(t)) continue;
         const int64_t rows = c.rows(t), cols = c.cols(t);
         BEAGLE_CHECK((int64_t)w.t[t].size() == rows * cols, "use_q8_weights: %s has %zu values, expected %lld",
                      draft_tensor_name(t), w.t[t].size(), (long long)(rows * cols));
@@ -637,7 +704,7 @@ void Draft::truncate_true(int n) {
     } else {
         n_true_pending_ = n - n_true_cached_;
     }
-    if (m_->cfg.arch == ARCH_EAGLE) true_tok_.resize(n);
+    if (m_->cfg.arch != ARCH_BEAGLE) true_tok_.resize(n);
 }
 
 int Draft::state_width() const { return m_->cfg.dim * (1 + m_->cfg.n_extra()); }
@@ -662,8 +729,10 @@ void Draft::add_true_states(const float* states, int n, const int* tokens, bool 
     const DraftConfig& c = m_->cfg;
     BEAGLE_CHECK(n_true() + n <= ctx_, "draft: %d true states would exceed its context of %d", n_true() + n, ctx_);
     const bool eagle = c.arch == ARCH_EAGLE;
-    BEAGLE_CHECK(!eagle || tokens, "draft: an EAGLE draft needs the tokens of the true states' positions");
-    if (c.n_extra()) {  // Beagle with state layers: wide rows, split into stage_t_ and stage_x_
+    BEAGLE_CHECK(c.arch == ARCH_BEAGLE || tokens, "draft: an %s draft needs the tokens of the true states' positions",
+                 eagle ? "EAGLE" : "MoA");
+    if (c.arch == ARCH_MOA) true_tok_.insert(true_tok_.end(), tokens, tokens + n);
+    if (c.n_extra()) {  // state layers: wide rows, split into stage_t_ and stage_x_
         const int E = c.n_extra(), W = state_width();
         if (on_backend) {
             std::vector<int> rows(n);
@@ -695,7 +764,9 @@ void Draft::add_true_state_rows(const float* src, const int* rows, int n, const 
     const DraftConfig& c = m_->cfg;
     BEAGLE_CHECK(n_true() + n <= ctx_, "draft: %d true states would exceed its context of %d", n_true() + n, ctx_);
     const bool eagle = c.arch == ARCH_EAGLE;
-    BEAGLE_CHECK(!eagle || tokens, "draft: an EAGLE draft needs the tokens of the true states' positions");
+    BEAGLE_CHECK(c.arch == ARCH_BEAGLE || tokens, "draft: an %s draft needs the tokens of the true states' positions",
+                 eagle ? "EAGLE" : "MoA");
+    if (c.arch == ARCH_MOA) true_tok_.insert(true_tok_.end(), tokens, tokens + n);
     if (c.n_extra()) add_wide_rows(src, rows, n);
     else ops_.gather_rows(stage_t_ + (size_t)(eagle ? n_true() : n_true_pending_) * c.dim, src, rows, n, c.dim);
     if (eagle) true_tok_.insert(true_tok_.end(), tokens, tokens + n);
@@ -781,10 +852,11 @@ int Draft::keep_pred(const int* rows, int n) {
     BEAGLE_CHECK(first + n <= max_pred_, "draft: %d predicted states would exceed max_pred %d", first + n, max_pred_);
     for (int i = 0; i < n; i++)
         BEAGLE_CHECK(rows[i] >= 0 && rows[i] < (int)last_pos_.size() &&
-                         (c.arch != ARCH_EAGLE || i == 0 || rows[i] > rows[i - 1]),
-                     "draft: keep_pred row %d outside the last forward's %zu (EAGLE: rows increasing, once per forward)",
+                         (c.arch == ARCH_BEAGLE || i == 0 || rows[i] > rows[i - 1]),
+                     "draft: keep_pred row %d outside the last forward's %zu (EAGLE, MoA: rows increasing, once per "
+                     "forward)",
                      rows[i], last_pos_.size());
-    if (c.arch == ARCH_EAGLE) {  // the queries' K/V rows (after the kept ones) become kept rows, in order
+    if (c.arch != ARCH_BEAGLE) {  // the queries' K/V rows (after the kept ones) become kept rows, in order
         const int kvd = c.kv_dim();
         for (int i = 0; i < n; i++) {
             if (rows[i] != i) {  // rows[i] >= i: moving down in order never overwrites a row still to move
@@ -810,6 +882,21 @@ int Draft::keep_pred(const int* rows, int n) {
 void Draft::ensure_kv() {
     const DraftConfig& c = m_->cfg;
     int kvd = c.kv_dim();
+    if (c.arch == ARCH_MOA) {  // new true positions: LSA of their staged rows -> cross-attention K/V; their tokens'
+        const int n = n_true_pending_, r0 = n_true_cached_;  // self-attention K/V
+        if (n > 0) {
+            std::vector<int> pos(n);
+            for (int i = 0; i < n; i++) pos[i] = r0 + i;
+            key_rows(n);
+            lsa_input(*m_, a_->lsa, stage_t_, stage_x_, n);
+            lsa_forward(*m_, a_->lsa, n, pos.data(), kt_ + (size_t)r0 * kvd, vt_ + (size_t)r0 * kvd);
+            self_attn_kv(*m_, a_->key_e, a_->key_ns, a_->key_rstd, true_tok_.data() + r0, n, pos.data(),
+                         ks_ + (size_t)r0 * kvd, vs_ + (size_t)r0 * kvd);
+        }
+        n_true_cached_ += n;
+        n_true_pending_ = 0;
+        return;
+    }
     if (c.arch == ARCH_EAGLE) {  // keys of the new true positions p >= 1: x_p = W_fc [E(t_p); f_{p-1}], set-0 row p - 1
         const int p0 = std::max(n_true_cached_, 1), p1 = n_true_cached_ + n_true_pending_;
         const int n = p1 - p0;
@@ -857,15 +944,17 @@ void Draft::forward_ids(int slot, const int* pos, int n, const uint64_t* pred_ma
     BEAGLE_CHECK(can_forward_ids(), "draft: forward_ids needs the target's embedding (use_target_weights)");
     BEAGLE_CHECK(n >= 1 && n <= max_q_ && slot >= 0 && slot + n <= max_pred_ + 1,
                  "draft forward_ids: %d queries from slot %d (queries 1..%d, slots %d)", n, slot, max_q_, max_pred_ + 1);
-    // u (Beagle) or e (EAGLE: the input before fc) = E(d2t[id]), never on the host
-    const bool eagle = m_->cfg.arch == ARCH_EAGLE;
-    ops_.embed(eagle ? a_->A.e : a_->A.u, m_->embd_w, a_->ids + slot, n, true, a_->d2t);
+    // u (Beagle), e (EAGLE: the input before fc; MoA: before the self-attention) = E(d2t[id]), never on the host
+    const int arch = m_->cfg.arch;
+    ops_.embed(arch == ARCH_EAGLE ? a_->A.e : arch == ARCH_MOA ? a_->sa.e : a_->A.u, m_->embd_w, a_->ids + slot, n, true,
+               a_->d2t);
     forward_impl(nullptr, pos, n, pred_mask, mask_words, false, nullptr, nullptr);
 }
 
 void Draft::forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
                     float* states_out, float* logits_out) {
-    BEAGLE_CHECK(tokens || m_->cfg.arch == ARCH_BEAGLE, "draft forward: an EAGLE draft needs host tokens");
+    BEAGLE_CHECK(tokens || m_->cfg.arch == ARCH_BEAGLE, "draft forward: an %s draft needs host tokens",
+                 draft_arch_name(m_->cfg.arch));
     forward_impl(tokens, pos, n, pred_mask, mask_words, false, states_out, logits_out);
 }
 
@@ -875,23 +964,17 @@ void Draft::forward_impl(const int* tokens, const int* pos, int n, const uint64_
     BEAGLE_CHECK(n >= 1 && n <= max_q_, "draft forward: %d queries, allowed 1..%d", n, max_q_);
     ensure_kv();
     forwards_++;
-    if (c.arch == ARCH_EAGLE) {
-        BEAGLE_CHECK(!mask_on_backend, "draft forward: an EAGLE draft's masks are host arrays");
-        eagle_forward(tokens, pos, n, pred_mask, mask_words);
+    if (c.arch != ARCH_BEAGLE) {
+        BEAGLE_CHECK(!mask_on_backend, "draft forward: an %s draft's masks are host arrays", draft_arch_name(c.arch));
+        if (c.arch == ARCH_EAGLE) eagle_forward(tokens, pos, n, pred_mask, mask_words);
+        else moa_forward(tokens, pos, n, pred_mask, mask_words);
         head_logits(*m_, a_->A.fh, n, a_->xn, a_->rstd, a_->logits);
         if (states_out) ops_.download(states_out, a_->A.fh, (size_t)n * c.dim);
         if (logits_out) ops_.download(logits_out, a_->logits, (size_t)n * c.head_rows());
         return;
     }
     BEAGLE_CHECK(n_true_cached_ >= 1, "draft forward: no true states yet (add_true_states first)");
-    XAttnKeys keys;
-    keys.k0 = kt_;
-    keys.v0 = vt_;
-    keys.n0 = n_true_cached_;
-    window_true_keys(&keys, true_window_, c.kv_dim());
-    keys.k1 = kp_;
-    keys.v1 = vp_;
-    keys.n1 = n_pred_cached_;
+    const XAttnKeys keys = key_sets(kt_, vt_, n_true_cached_, true_window_, c.kv_dim(), kp_, vp_, n_pred_cached_);
     XAttnMask mask;
     mask.kind = XAttnMask::PREFIX;
     if (concat_ && pred_mask && n_pred_cached_ > 0) {
@@ -917,32 +1000,23 @@ void Draft::eagle_forward(const int* tokens, const int* pos, int n, const uint64
     const int kvd = c.kv_dim(), np = n_pred_cached_, nt = n_true_cached_;
     BEAGLE_CHECK(nt >= 1, "draft forward: no true states yet (add_true_states first)");
     BEAGLE_CHECK(n_pred_pending_ == 0, "draft: EAGLE keeps no pending predicted rows");
-    BEAGLE_CHECK(!pred_mask || mask_words * 64 >= np, "draft forward: mask of %d words for %d predicted rows", mask_words, np);
-    const int W = (np + n + 63) / 64;
-    std::vector<uint64_t> bits((size_t)n * W, 0);
+    int W = 0;
+    const std::vector<uint64_t> bits = self_rows_mask(n, np, pred_mask, mask_words, &W);
     for (int i = 0; i < n; i++) {
         const float* f = nullptr;
         if (pos[i] == nt) {
             f = stage_t_ + (size_t)(nt - 1) * c.dim;
         }
         for (int r = 0; r < np; r++) {
-            if (!pred_mask || !((pred_mask[(size_t)i * mask_words + r / 64] >> (r % 64)) & 1)) continue;
-            bits[(size_t)i * W + r / 64] |= 1ULL << (r % 64);
+            if (!((bits[(size_t)i * W + r / 64] >> (r % 64)) & 1)) continue;
             if (pos[i] != nt && pred_pos_[r] == pos[i] - 1) f = stage_p_ + (size_t)r * c.dim;
         }
         BEAGLE_CHECK(f, "draft: EAGLE query %d at position %d has no feature (neither the next position after the %d "
                      "true states nor a predicted parent at position %d in its mask)", i, pos[i], nt, pos[i] - 1);
         ops_.copy(a_->feat + (size_t)i * c.dim, f, c.dim);
-        bits[(size_t)i * W + (np + i) / 64] |= 1ULL << ((np + i) % 64);  // itself
     }
-    XAttnKeys keys;
-    keys.k0 = kt_;
-    keys.v0 = vt_;
-    keys.n0 = nt - 1;  // keys of positions 1..nt-1
-    window_true_keys(&keys, true_window_, c.kv_dim());
-    keys.k1 = kp_;
-    keys.v1 = vp_;
-    keys.n1 = np + n;
+    // set 0: the keys of positions 1..nt-1
+    const XAttnKeys keys = key_sets(kt_, vt_, nt - 1, true_window_, c.kv_dim(), kp_, vp_, np + n);
     XAttnMask mask;
     mask.kind = XAttnMask::PREFIX;
     mask.set1_bits = bits.data();
@@ -950,6 +1024,41 @@ void Draft::eagle_forward(const int* tokens, const int* pos, int n, const uint64
     last_pos_.assign(pos, pos + n);
     beagle::eagle_forward(*m_, a_->al, a_->A, n, tokens, a_->feat, pos, kp_ + (size_t)np * kvd, vp_ + (size_t)np * kvd,
                           nullptr, keys, mask);
+}
+
+std::vector<uint64_t> Draft::self_rows_mask(int n, int np, const uint64_t* pred_mask, int mask_words, int* words) const {
+    BEAGLE_CHECK(!pred_mask || mask_words * 64 >= np, "draft forward: mask of %d words for %d predicted rows", mask_words, np);
+    const int W = (np + n + 63) / 64;
+    std::vector<uint64_t> bits((size_t)n * W, 0);
+    for (int i = 0; i < n; i++) {
+        for (int r = 0; r < np; r++)
+            if (pred_mask && ((pred_mask[(size_t)i * mask_words + r / 64] >> (r % 64)) & 1))
+                bits[(size_t)i * W + r / 64] |= 1ULL << (r % 64);
+        bits[(size_t)i * W + (np + i) / 64] |= 1ULL << ((np + i) % 64);  // itself
+    }
+    *words = W;
+    return bits;
+}
+
+// MoA queries: the self-attention over the true tokens' K/V (set 0) and, per query, its ancestors' kept rows
+// and its own (set 1, written after the kept rows), then the cross-attention block over the true positions' LSA
+// keys (no predicted keys: the draft has none).
+void Draft::moa_forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words) {
+    const DraftConfig& c = m_->cfg;
+    const int kvd = c.kv_dim(), np = n_pred_cached_, nt = n_true_cached_;
+    BEAGLE_CHECK(nt >= 1, "draft forward: no true states yet (add_true_states first)");
+    BEAGLE_CHECK(n_pred_pending_ == 0, "draft: MoA keeps no pending predicted rows");
+    int W = 0;
+    const std::vector<uint64_t> bits = self_rows_mask(n, np, pred_mask, mask_words, &W);
+    const XAttnKeys skeys = key_sets(ks_, vs_, nt, true_window_, kvd, kp_, vp_, np + n);
+    XAttnMask smask;
+    smask.kind = XAttnMask::PREFIX;
+    smask.set1_bits = bits.data();
+    smask.set1_words = W;
+    last_pos_.assign(pos, pos + n);
+    self_attn_forward(*m_, a_->sa, n, tokens, pos, kp_ + (size_t)np * kvd, vp_ + (size_t)np * kvd, nullptr, skeys,
+                      smask, a_->A.u);
+    query_forward(*m_, a_->A, n, nullptr, pos, nullptr, key_sets(kt_, vt_, nt, true_window_, kvd), XAttnMask());
 }
 
 const float* Draft::states_backend() const { return a_->A.fh; }

@@ -1,8 +1,8 @@
-// draft.h: the draft models (docs/method.md section 3 and section 4's EAGLE-style baseline): their config (the
+// draft.h: the draft models (docs/method.md section 3; section 4's EAGLE-style and MoA drafts): their config (the
 // architecture is one of its fields), host weights, the frozen tensors they share with the target
 // (embedding, final norm, LM head), the draft file format ("BEAGLEDR"), and Draft, the inference object
 // the speculative-decoding engine calls (lazy-appending KV cache, concat / no-concat). The layer math
-// is src/model/draft_layers.h (Beagle) and src/model/eagle_layers.h (EAGLE), shared with training so
+// is src/model/draft_layers.h (Beagle), eagle_layers.h (EAGLE) and moa_layers.h (MoA), shared with training so
 // inference and the training forward give the same bits on the same backend.
 #pragma once
 #include <cstdint>
@@ -24,17 +24,21 @@ namespace beagle {
 //                self-attention with RoPE over the draft's own sequence x, SwiGLU MLP) -> f^_p.
 //   ARCH_MEDUSA: Medusa-1 heads (docs/method.md section 4b): K residual blocks on the last true state f_p,
 //                u_k = f_p + SiLU(W_k f_p + b_k), head k predicting t_{p+2+k} (src/model/medusa_layers.h).
-enum DraftArch : int { ARCH_BEAGLE = 0, ARCH_EAGLE = 1, ARCH_MEDUSA = 2 };
+//   ARCH_MOA:    Mixture of Attentions (docs/method.md section 4, src/model/moa_layers.h): Layer Self-Attention over a
+//                position's target layers, mean -> the keys; E(t) -> causal self-attention over the draft's tokens ->
+//                Beagle's cross-attention block over those keys.
+enum DraftArch : int { ARCH_BEAGLE = 0, ARCH_EAGLE = 1, ARCH_MEDUSA = 2, ARCH_MOA = 3 };
 const char* draft_arch_name(int arch);
-int parse_draft_arch(const std::string& s, const char* where);  // "beagle" | "eagle" | "medusa", else a clear Error
+int parse_draft_arch(const std::string& s, const char* where);  // "beagle" | "eagle" | "medusa" | "moa", else a clear Error
 std::vector<int> parse_layer_list(const std::string& s, const char* where);  // "22,27" -> {22, 27}, else a clear Error
 std::string format_layer_list(const std::vector<int>& layers);              // {22, 27} -> "22,27" (its inverse)
 constexpr int kMaxStateLayers = 8;   // DraftConfig::state_layers, datagen --state-layers (the shard header's room)
 constexpr int kMaxMedusaHeads = 16;  // DraftConfig::medusa_heads
 
 // The trainable tensors, in file order. Matrices are {out, in} (y = W x); norms are {dim}. An
-// architecture has a subset of them (DraftConfig::has): Beagle all but fc_e/fc_f; EAGLE all but norm_kv;
-// Medusa only medusa_w and medusa_b.
+// architecture has a subset of them (DraftConfig::has): Beagle all but fc_e/fc_f and the Medusa and MoA tensors;
+// EAGLE fc_e/fc_f and the decoder layer (no norm_kv); Medusa only medusa_w and medusa_b; MoA Beagle's block (no
+// w_mix) plus its self-attention and LSA.
 enum DraftTensor : int {
     DT_WQ,       // {n_heads * head_dim, dim}
     DT_WK,       // {n_kv_heads * head_dim, dim}
@@ -51,9 +55,21 @@ enum DraftTensor : int {
     DT_MIX,      // {dim, E dim}  Beagle with state layers: a true key state is s = f + W_mix [h_l1; ..; h_lE]
     DT_MEDUSA_W, // {K dim, dim}  Medusa: the K heads' W_k stacked (rows k dim .. (k + 1) dim - 1 are W_k)
     DT_MEDUSA_B, // {K dim}       Medusa: the K heads' biases b_k stacked
+    DT_SA_Q,     // {n_heads * head_dim, dim}     MoA: the self-attention over the draft's tokens
+    DT_SA_K,     // {n_kv_heads * head_dim, dim}
+    DT_SA_V,     // {n_kv_heads * head_dim, dim}
+    DT_SA_O,     // {dim, n_heads * head_dim}
+    DT_NORM_SA,  // {dim}  its input RMSNorm
+    DT_LSA_Q,    // {n_heads * head_dim, dim}     MoA: Layer Self-Attention over a position's E + 1 layer rows
+    DT_LSA_K,    // {n_kv_heads * head_dim, dim}
+    DT_LSA_V,    // {n_kv_heads * head_dim, dim}
+    DT_LSA_O,    // {dim, n_heads * head_dim}
+    DT_NORM_LSA, // {dim}  its input RMSNorm
     DT_COUNT
 };
 const char* draft_tensor_name(int i);
+bool draft_tensor_is_norm(int t);    // an RMSNorm gain ({dim}, initialised to 1)
+bool draft_tensor_is_vector(int t);  // stored as a vector (ndim 1) and kept out of weight decay: the norms, Medusa's biases
 
 struct DraftConfig {
     int arch = ARCH_BEAGLE;       // DraftArch
@@ -69,9 +85,10 @@ struct DraftConfig {
     bool rope_scaling = false;    // Llama-3 rope scaling, as the target
     float rope_factor = 1.0f, rope_low_freq_factor = 1.0f, rope_high_freq_factor = 4.0f;
     int rope_orig_max_pos = 8192;
-    // EAGLE-3-style fused states (Beagle only; empty: none): the target layers whose residual streams
+    // EAGLE-3-style fused states (Beagle; empty: none): the target layers whose residual streams
     // h_l (Llama::set_state_layers) join a true key state, s = f + W_mix [h_l1; ..; h_lE]; predicted
-    // states stay last-layer states (docs/paper-comparison.md "Fusing target layers (EAGLE-3)")
+    // states stay last-layer states (docs/paper-comparison.md "Fusing target layers (EAGLE-3)").
+    // MoA: the layers its Layer Self-Attention reads at each position, besides f (E + 1 rows).
     std::vector<int> state_layers;
     int medusa_heads = 0;         // Medusa: K heads (1..kMaxMedusaHeads); 0 for the other architectures
     // which target it belongs to (checked when loading for a target)
@@ -114,9 +131,9 @@ struct DraftWeights {
 //   tensor table: per tensor u32 name_len, name, u32 ndim, ndim x u64 shape, u64 offset, u64 nbytes
 //   tensor data (f32, offsets 64-aligned)   last 4 bytes: u32 CRC-32 (zlib) of everything before.
 // With a reduced vocabulary (config line "draft_vocab N") one more table entry, "d2t": ndim 1,
-// shape {N}, int32 target token ids, strictly increasing. The config's first line "arch eagle" marks an
-// EAGLE draft (its tensors: DraftConfig::has); "arch medusa" a Medusa draft, whose config has the line
-// "medusa_heads K"; a Beagle draft has no arch line, so the files written
+// shape {N}, int32 target token ids, strictly increasing. The config's first line "arch eagle" ("arch moa")
+// marks an EAGLE (MoA) draft (its tensors: DraftConfig::has); "arch medusa" a Medusa draft, whose config has the
+// line "medusa_heads K"; a Beagle draft has no arch line, so the files written
 // before the key existed load as Beagle drafts and a Beagle draft saved now has the same bytes.
 void save_draft(const std::string& path, const DraftWeights& w);  // atomic write
 // Throws unless d2t has c.draft_vocab strictly increasing target ids in [0, vocab_size).
@@ -196,7 +213,8 @@ public:
     void truncate_true(int n);
     // Append the next n true states (n x dim), host memory (or backend buffers if on_backend), and
     // the tokens at their positions (host; an EAGLE draft needs them: its key at position p is made of
-    // t_p and f_{p-1}; a Beagle draft ignores them and may be given nullptr).
+    // t_p and f_{p-1}; a MoA draft too: its self-attention runs over them; a Beagle draft ignores them and may
+    // be given nullptr).
     // A draft with state layers (config().state_layers) takes wide rows instead: [f; h_l1; ..; h_lE],
     // state_width() floats each (the target's Llama::set_state_layers rows).
     void add_true_states(const float* states, int n, const int* tokens = nullptr, bool on_backend = false);
@@ -217,6 +235,8 @@ public:
     // EAGLE: the query at pos[i] == n_true() takes the last true state as its feature f_{p-1}; any other
     // query takes the predicted row of its mask whose position is pos[i] - 1 (its parent), and each
     // query also sees its own key (causal self-attention). Predicted rows are always seen (concat).
+    // MoA: the queries' self-attention sees the true tokens, the mask's rows and its own; their cross-attention
+    // sees every true position's LSA keys (no predicted keys).
     // (tokens null: the queries' embeddings are already in place; forward_ids only.)
     void forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
                  float* states_out, float* logits_out);
@@ -226,7 +246,8 @@ public:
     // tokens are the ids of slots s..s+n-1, embedded on the backend (Ops::embed on_backend, through the
     // d2t table on the backend for a reduced vocabulary); download_ids brings the first n slots to the
     // host in one copy. max_pred + 1 slots. forward_ids: drafts using the target's embedding (Beagle: the
-    // query's input; EAGLE: the token embedding before fc, the feature found from pos and the mask as forward's).
+    // query's input; EAGLE: the token embedding before fc, the feature found from pos and the mask as forward's;
+    // MoA: the token embedding before its self-attention).
     void argmax_ids(int slot);
     void forward_ids(int slot, const int* pos, int n, const uint64_t* pred_mask, int mask_words);
     void download_ids(int* out, int n);
@@ -266,6 +287,9 @@ private:
     void forward_impl(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words,
                       bool mask_on_backend, float* states_out, float* logits_out);
     void eagle_forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words);
+    void moa_forward(const int* tokens, const int* pos, int n, const uint64_t* pred_mask, int mask_words);
+    // EAGLE and MoA: set-1 mask rows of n queries over np kept rows: each query's ancestors (pred_mask) and itself
+    std::vector<uint64_t> self_rows_mask(int n, int np, const uint64_t* pred_mask, int mask_words, int* words) const;
     Ops& ops_;
     std::unique_ptr<DraftModelT<Ops>> m_;
     int ctx_, max_pred_, max_q_;
@@ -277,12 +301,14 @@ private:
     int true_window_ = 0;                 // set_true_window
     int64_t forwards_ = 0;
     float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
+    float *ks_ = nullptr, *vs_ = nullptr;    // MoA: its self-attention's K/V of the true tokens (ctx rows); kp_, vp_
+                                             // then hold those of the kept tree rows and of the queries run
     float* stage_x_ = nullptr;               // state layers: the pending true states' layer rows (ctx x E dim)
     void add_wide_rows(const float* src, const int* rows, int n);  // state layers: split rows into stage_t_ / stage_x_
     float *stage_t_, *stage_p_;              // pending states (K/V not yet computed). EAGLE: stage_t_ row p holds
                                              // f_p for every true position (the features of later keys and queries),
                                              // stage_p_ row r the predicted state of predicted row r
-    std::vector<int> true_tok_;              // EAGLE: the token at each true position
+    std::vector<int> true_tok_;              // EAGLE, MoA: the token at each true position
     int n_true_cached_ = 0, n_true_pending_ = 0, n_pred_cached_ = 0, n_pred_pending_ = 0;
     std::vector<int> pred_pos_;              // position of each predicted row
     std::vector<int> last_pos_;

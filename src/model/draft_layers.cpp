@@ -158,11 +158,11 @@ void fuse_backward(DraftModelT<O>& m, const RealOf<O>* ds, const RealOf<O>* h, i
 // ---- key side ---------------------------------------------------------------------------------------
 template <class O>
 void key_forward(DraftModelT<O>& m, const RealOf<O>* s, RealOf<O>* ns, RealOf<O>* rstd, RealOf<O>* K, RealOf<O>* V,
-                 int n, const int* pos) {
+                 int n, const int* pos, float eps) {
     if (n == 0) return;
     const DraftConfig& c = m.cfg;
     O& ops = m.ops;
-    ops.rmsnorm_f32(ns, rstd, s, m.w[DT_NORM_KV], n, c.dim, c.norm_eps);
+    ops.rmsnorm_f32(ns, rstd, s, m.w[DT_NORM_KV], n, c.dim, eps > 0 ? eps : c.norm_eps);
     draft_matmul(m, DT_WK, K, ns, n, c.dim, c.kv_dim());
     ops.rope(K, pos, n, c.n_kv_heads, c.rope(), false);
     draft_matmul(m, DT_WV, V, ns, n, c.dim, c.kv_dim());
@@ -183,6 +183,19 @@ void key_backward(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* s, const 
     ops.matmul_f32_bwd_x(dns, dV, m.w[DT_WV], n, c.dim, c.kv_dim(), true);
     ops.rmsnorm_f32_bwd(ds, m.g[DT_NORM_KV], dns, s, m.w[DT_NORM_KV], rstd, n, c.dim);
     al.release(dns);
+}
+
+template <class O>
+void qkv_backward(DraftModelT<O>& m, int tq, int tk, int tv, const RealOf<O>* dq, const RealOf<O>* dK,
+                  const RealOf<O>* dV, const RealOf<O>* xn, int n, RealOf<O>* dxn) {
+    const DraftConfig& c = m.cfg;
+    O& ops = m.ops;
+    ops.matmul_f32_bwd_w(m.g[tq], dq, xn, n, c.dim, c.q_dim());
+    ops.matmul_f32_bwd_w(m.g[tk], dK, xn, n, c.dim, c.kv_dim());
+    ops.matmul_f32_bwd_w(m.g[tv], dV, xn, n, c.dim, c.kv_dim());
+    ops.matmul_f32_bwd_x(dxn, dq, m.w[tq], n, c.dim, c.q_dim(), false);
+    ops.matmul_f32_bwd_x(dxn, dK, m.w[tk], n, c.dim, c.kv_dim(), true);
+    ops.matmul_f32_bwd_x(dxn, dV, m.w[tv], n, c.dim, c.kv_dim(), true);
 }
 
 // ---- query side -------------------------------------------------------------------------------------
@@ -254,7 +267,7 @@ size_t query_backward_floats_per_row(const DraftConfig& c) {
 template <class O>
 void query_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, RealOf<O>* dfh, const int* pos,
                     const int* qrow, const XAttnKeysT<RealOf<O>>& keys, const XAttnGradsT<RealOf<O>>& dkeys,
-                    const XAttnMask& mask) {
+                    const XAttnMask& mask, bool grad_u) {
     using R = RealOf<O>;
     int n = A.n;
     if (n == 0) return;
@@ -264,13 +277,13 @@ void query_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A,
     R* datt = al.alloc(N * c.q_dim());
     R* dq = al.alloc(N * c.q_dim());
     R* dnq = al.alloc(N * c.dim);
-    block_out_backward(m, al, A, dfh, datt);  // dfh is now d loss / d a; u = E(t) is frozen: du is dropped
+    block_out_backward(m, al, A, dfh, datt);  // dfh is now d loss / d a = the residual's part of d loss / d u
     ops.xattn_bwd(dq, dkeys, datt, A.att, A.lse, A.q, qrow, n, keys, c.n_heads, c.n_kv_heads, c.head_dim, mask);
     // q = RoPE(Wq RMSNorm_q(u))
     ops.rope(dq, pos, n, c.n_heads, c.rope(), true);
     ops.matmul_f32_bwd_w(m.g[DT_WQ], dq, A.nq, n, c.dim, c.q_dim());
     ops.matmul_f32_bwd_x(dnq, dq, m.w[DT_WQ], n, c.dim, c.q_dim(), false);
-    ops.rmsnorm_f32_bwd(nullptr, m.g[DT_NORM_Q], dnq, A.u, m.w[DT_NORM_Q], A.rstd_q, n, c.dim);
+    ops.rmsnorm_f32_bwd(grad_u ? dfh : nullptr, m.g[DT_NORM_Q], dnq, A.u, m.w[DT_NORM_Q], A.rstd_q, n, c.dim);
     for (R** p : {&datt, &dq, &dnq}) al.release(*p);
 }
 
@@ -322,16 +335,18 @@ void head_logits(DraftModelT<O>& m, const RealOf<O>* fh, int n, RealOf<O>* xn, R
     template void fuse_forward<O>(DraftModelT<O>&, const RealOf<O>*, const RealOf<O>*, RealOf<O>*, int);          \
     template void fuse_backward<O>(DraftModelT<O>&, const RealOf<O>*, const RealOf<O>*, int);                      \
     template void key_forward<O>(DraftModelT<O>&, const RealOf<O>*, RealOf<O>*, RealOf<O>*, RealOf<O>*, RealOf<O>*, \
-                                 int, const int*);                                                                 \
+                                 int, const int*, float);                                                          \
     template void key_backward<O>(DraftModelT<O>&, BufAlloc<O>&, const RealOf<O>*, const RealOf<O>*,               \
                                   const RealOf<O>*, RealOf<O>*, const RealOf<O>*, int, const int*, RealOf<O>*);    \
+    template void qkv_backward<O>(DraftModelT<O>&, int, int, int, const RealOf<O>*, const RealOf<O>*,             \
+                                  const RealOf<O>*, const RealOf<O>*, int, RealOf<O>*);                            \
     template void query_acts_alloc<O>(BufAlloc<O>&, const DraftConfig&, QueryActs<RealOf<O>>*, int);               \
     template void query_acts_free<O>(BufAlloc<O>&, QueryActs<RealOf<O>>*);                                         \
     template void query_forward<O>(DraftModelT<O>&, QueryActs<RealOf<O>>&, int, const int*, const int*, const int*, \
                                    const XAttnKeysT<RealOf<O>>&, const XAttnMask&);                                \
     template void query_backward<O>(DraftModelT<O>&, BufAlloc<O>&, QueryActs<RealOf<O>>&, RealOf<O>*, const int*,  \
                                     const int*, const XAttnKeysT<RealOf<O>>&, const XAttnGradsT<RealOf<O>>&,       \
-                                    const XAttnMask&);                                                             \
+                                    const XAttnMask&, bool);                                                       \
     template void draft_matmul<O>(DraftModelT<O>&, int, RealOf<O>*, const RealOf<O>*, int, int, int);             \
     template void draft_embed<O>(DraftModelT<O>&, RealOf<O>*, const int*, int);                                   \
     template void block_out_forward<O>(DraftModelT<O>&, QueryActs<RealOf<O>>&, int);                               \

@@ -71,15 +71,22 @@ template <class O>
 void fuse_backward(DraftModelT<O>& m, const RealOf<O>* ds, const RealOf<O>* h, int n);
 
 // ---- key side: K/V of n key states s (rows at positions pos) -------------------------------------
-// Saves ns (n x dim) and rstd (n) for the backward.
+// Saves ns (n x dim) and rstd (n) for the backward. eps: RMSNorm_kv's epsilon (0: the config's; the MoA keys
+// fold their mean into it, moa_layers.h).
 template <class O>
 void key_forward(DraftModelT<O>& m, const RealOf<O>* s, RealOf<O>* ns, RealOf<O>* rstd, RealOf<O>* K, RealOf<O>* V,
-                 int n, const int* pos);
+                 int n, const int* pos, float eps = 0);
 // dK (turned back through RoPE in place) and dV -> dWk, dWv, dnorm_kv (accumulate) and, if ds is
 // not null, ds += d loss / d s.
 template <class O>
 void key_backward(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* s, const RealOf<O>* ns, const RealOf<O>* rstd,
                   RealOf<O>* dK, const RealOf<O>* dV, int n, const int* pos, RealOf<O>* ds);
+
+// The backward of three projections of one input, q = Wq xn, k = Wk xn, v = Wv xn (tensors tq, tk, tv; dq,
+// dK, dV with RoPE already undone): their weight gradients accumulate; dxn (n x dim) is assigned their sum.
+template <class O>
+void qkv_backward(DraftModelT<O>& m, int tq, int tk, int tv, const RealOf<O>* dq, const RealOf<O>* dK,
+                  const RealOf<O>* dV, const RealOf<O>* xn, int n, RealOf<O>* dxn);
 
 // ---- query side: n queries ---------------------------------------------------------------------
 // Activations of a block of n queries, everything the backward needs, named as in the math.
@@ -105,12 +112,13 @@ void query_acts_free(BufAlloc<O>& al, QueryActs<RealOf<O>>* A);
 template <class O>
 void query_forward(DraftModelT<O>& m, QueryActs<RealOf<O>>& A, int n, const int* tokens, const int* pos,
                    const int* qrow, const XAttnKeysT<RealOf<O>>& keys, const XAttnMask& mask);
-// dfh: d loss / d f^ (n x dim), overwritten. Parameter gradients accumulate into m.g; key-set
-// gradients accumulate into dkeys.
+// dfh: d loss / d f^ (n x dim), overwritten (grad_u: with d loss / d u, the input's gradient, which the MoA
+// draft's self-attention needs; else u = E(t) is frozen and its gradient dropped). Parameter gradients
+// accumulate into m.g; key-set gradients accumulate into dkeys.
 template <class O>
 void query_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A, RealOf<O>* dfh, const int* pos,
                     const int* qrow, const XAttnKeysT<RealOf<O>>& keys, const XAttnGradsT<RealOf<O>>& dkeys,
-                    const XAttnMask& mask);
+                    const XAttnMask& mask, bool grad_u = false);
 // floats per query row of the backward's temporaries
 size_t query_backward_floats_per_row(const DraftConfig& c);
 

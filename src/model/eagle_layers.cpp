@@ -62,12 +62,7 @@ void eagle_backward(DraftModelT<O>& m, BufAlloc<O>& al, QueryActs<RealOf<O>>& A,
     // q, k, v all come from xn: its gradient sums the three projections'
     ops.rope(dq, pos, n, c.n_heads, c.rope(), true);
     ops.rope(dK, pos, n, c.n_kv_heads, c.rope(), true);
-    ops.matmul_f32_bwd_w(m.g[DT_WQ], dq, A.nq, n, c.dim, c.q_dim());
-    ops.matmul_f32_bwd_w(m.g[DT_WK], dK, A.nq, n, c.dim, c.kv_dim());
-    ops.matmul_f32_bwd_w(m.g[DT_WV], dV, A.nq, n, c.dim, c.kv_dim());
-    ops.matmul_f32_bwd_x(dxn, dq, m.w[DT_WQ], n, c.dim, c.q_dim(), false);
-    ops.matmul_f32_bwd_x(dxn, dK, m.w[DT_WK], n, c.dim, c.kv_dim(), true);
-    ops.matmul_f32_bwd_x(dxn, dV, m.w[DT_WV], n, c.dim, c.kv_dim(), true);
+    qkv_backward(m, DT_WQ, DT_WK, DT_WV, dq, dK, dV, A.nq, n, dxn);
     ops.rmsnorm_f32_bwd(dx, m.g[DT_NORM_Q], dxn, A.u, m.w[DT_NORM_Q], A.rstd_q, n, c.dim);  // dx += RMSNorm_in'
     // x = fc_e e + fc_f f
     ops.matmul_f32_bwd_w(m.g[DT_FC_E], dx, A.e, n, c.dim, c.dim);

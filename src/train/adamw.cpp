@@ -65,8 +65,7 @@ double AdamWT<O>::step(float lr) {
     p.step = ++t_;
     for (int i = 0; i < DT_COUNT; i++) {
         if (!c.has(i)) continue;
-        const bool vector = i == DT_NORM_Q || i == DT_NORM_KV || i == DT_NORM_M || i == DT_MEDUSA_B;  // norms, biases
-        p.weight_decay = vector ? 0.0f : opt_.weight_decay;
+        p.weight_decay = draft_tensor_is_vector(i) ? 0.0f : opt_.weight_decay;  // norms, biases
         if (len_[i]) model_.ops.adamw(model_.w[i] + lo_[i], m_[i], v_[i], model_.g[i] + lo_[i], len_[i], p);
     }
     return norm;

@@ -33,8 +33,9 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     TrainRng rng(o.seed);
     DraftWeights dw;
     dw.init_random(c, o.seed * 7919 + 1);
-    for (int i : {DT_NORM_Q, DT_NORM_KV, DT_NORM_M})
-        for (float& x : dw.t[i]) x = (float)(1.0 + 0.6 * (rng.uniform() - 0.5));  // (none for a norm the arch lacks)
+    for (int i = 0; i < DT_COUNT; i++)
+        if (draft_tensor_is_norm(i))
+            for (float& x : dw.t[i]) x = (float)(1.0 + 0.6 * (rng.uniform() - 0.5));  // (none for a norm the arch lacks)
     for (int i : {DT_MIX, DT_MEDUSA_W, DT_MEDUSA_B})  // away from their zero init (none where the arch lacks them)
         for (float& x : dw.t[i]) x = (float)(0.3 * rng.normal());
     DraftFrozen fz;
@@ -94,6 +95,7 @@ bool run_gradcheck(const GradcheckOptions& o, FILE* out, std::vector<GradcheckTe
     const char* mode = o.arch == ARCH_MEDUSA ? medusa.c_str()
                        : o.arch == ARCH_EAGLE ? (o.ttt && o.stage == 2 ? " (arch eagle, training-time test: inputs f^ held fixed)"
                                                                       : " (arch eagle: fc + causal self-attention layer)")
+                       : o.arch == ARCH_MOA ? " (arch moa: LSA keys, token self-attention, cross-attention block)"
                        : o.stage == 1       ? ""
                                             : (o.sim_grad_through ? " (sim-grad-through)" : " (detached)");
     if (out) {

@@ -22,6 +22,7 @@
 #include "masks.h"
 #include "../model/eagle_layers.h"
 #include "../model/medusa_layers.h"
+#include "../model/moa_layers.h"
 #include "../core/rng.h"
 
 namespace beagle {
@@ -311,6 +312,85 @@ void DraftTrainerT<O>::run_medusa(const TrainBatch& b, const R* f, const R* s, f
     for (R** p : {&u, &z, &ones}) al_.release(*p);
 }
 
+// MoA (moa_layers.h): the keys are LSA over every position's rows (noisy s, then the clean state-layer rows h),
+// the cross-attention K, V of their mean; the token side is causal self-attention over all T true tokens (BLOCK
+// mask, w 1, qrow p + 1: row p sees rows 0..p); the cross-attention queries are stage 1's rows, query p taking u_p
+// and seeing the keys j < its window start: the T-step bounded mask, w steps at most. One objective in any stage
+// (the draft keeps no predicted states for stage 2 to simulate). One forward, then one backward: cross-attention
+// block (its d u), self-attention, LSA.
+template <class O>
+void DraftTrainerT<O>::run_moa(const TrainBatch& b, const R* f, const R* s, const R* h, const std::vector<int>& pos,
+                               int offset, float loss_scale, bool backward, IterStats* stats) {
+    const DraftConfig& c = m_.cfg;
+    O& ops = m_.ops;
+    const int T = b.T, dim = c.dim;
+    const size_t Tk = (size_t)T * c.kv_dim(), Td = (size_t)T * dim;
+    LsaActs<R> L;
+    lsa_acts_alloc(al_, c, &L, T);
+    R* K = al_.alloc(Tk);
+    R* V = al_.alloc(Tk);
+    lsa_input(m_, L, s, h, T);
+    lsa_forward(m_, L, T, pos.data(), K, V);
+    SelfAttnActs<R> SA;
+    self_attn_acts_alloc(al_, c, &SA, T);
+    R* Ks = al_.alloc(Tk);
+    R* Vs = al_.alloc(Tk);
+    R* u = al_.alloc(Td);
+    std::vector<int> qrow(T);
+    for (int p = 0; p < T; p++) qrow[p] = p + 1;
+    XAttnMask causal;
+    causal.kind = XAttnMask::BLOCK;
+    causal.w = 1;
+    XAttnKeysT<R> skeys;
+    skeys.k0 = Ks;
+    skeys.v0 = Vs;
+    skeys.n0 = T;
+    self_attn_forward(m_, SA, T, b.tokens, pos.data(), Ks, Vs, qrow.data(), skeys, causal, u);
+
+    Step st;
+    st.Q = stage1_rows(T, opt_.w, offset);
+    const int n = (int)st.Q.size();
+    st.mask.kind = XAttnMask::BLOCK;
+    st.mask.w = opt_.w;
+    st.mask.offset = offset;
+    st.qtok.resize(n);
+    st.qpos.resize(n);
+    for (int i = 0; i < n; i++) {
+        st.qtok[i] = b.tokens[st.Q[i]];
+        st.qpos[i] = pos[st.Q[i]];
+    }
+    XAttnKeysT<R> keys;
+    keys.k0 = K;
+    keys.v0 = V;
+    keys.n0 = T;
+    query_acts_alloc(al_, c, &st.A, n);
+    ops.gather_rows(st.A.u, u, st.Q.data(), n, dim);  // the queries' inputs: u of their rows
+    query_forward(m_, st.A, n, nullptr, st.qpos.data(), st.Q.data(), keys, st.mask);
+    step_loss(st, b, f, 1, loss_scale, stats);
+    if (backward) {
+        R* dK = al_.alloc(Tk);
+        R* dV = al_.alloc(Tk);
+        XAttnGradsT<R> dkeys;
+        dkeys.dk0 = dK;
+        dkeys.dv0 = dV;
+        query_backward(m_, al_, st.A, st.dfh, st.qpos.data(), st.Q.data(), keys, dkeys, st.mask, true);
+        R* du = al_.alloc(Td);  // d loss / d u: the query rows' (st.dfh now holds them), zero elsewhere
+        ops.scatter_rows(du, st.dfh, st.Q.data(), n, dim, false);
+        R* dKs = al_.alloc(Tk);
+        R* dVs = al_.alloc(Tk);
+        XAttnGradsT<R> sdkeys;
+        sdkeys.dk0 = dKs;
+        sdkeys.dv0 = dVs;
+        self_attn_backward(m_, al_, SA, du, pos.data(), qrow.data(), skeys, sdkeys, dKs, dVs, causal);
+        lsa_backward(m_, al_, L, T, pos.data(), dK, dV);
+        for (R** p : {&dK, &dV, &du, &dKs, &dVs}) al_.release(*p);
+    }
+    step_free(st);
+    self_attn_acts_free(al_, &SA);
+    lsa_acts_free(al_, &L);
+    for (R** p : {&K, &V, &Ks, &Vs, &u}) al_.release(*p);
+}
+
 template <class O>
 IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_seed, float loss_scale, bool backward) {
     const DraftConfig& c = m_.cfg;
@@ -345,13 +425,22 @@ IterStats DraftTrainerT<O>::run(const TrainBatch& b, int offset, uint64_t noise_
         }
         ops.upload(s, sh.data(), Td);
     }
-    R* h = nullptr;  // state layers: s = f + noise + W_mix h
+    R* h = nullptr;  // state layers: s = f + noise + W_mix h (MoA: the rows its LSA reads besides s)
     if (c.n_extra()) {
         BEAGLE_CHECK(b.extras, "training a draft with %d state layers needs their rows (data made with datagen "
                      "--state-layers)", c.n_extra());
-        const size_t Tx = Td * c.n_extra();
-        h = al_.alloc(Tx);
-        upload_f(ops, h, b.extras, Tx);
+        h = al_.alloc(Td * c.n_extra());
+        upload_f(ops, h, b.extras, Td * c.n_extra());
+    }
+    if (c.arch == ARCH_MOA) {
+        run_moa(b, f, s, h, pos, offset, loss_scale, backward, &stats);
+        for (R** p : {&f, &s, &h}) al_.release(*p);
+        pending_.push_back({stats, loss_scale, std::move(cur_steps_)});  // its losses: as below
+        cur_steps_.clear();
+        if (defer_losses) return stats;
+        return finish_losses().back();
+    }
+    if (c.n_extra()) {
         R* sf = al_.alloc(Td);
         fuse_forward(m_, s, h, sf, T);
         al_.release(s);
@@ -612,6 +701,31 @@ TrainMemory train_memory(const DraftConfig& c, const TrainOptions& opt, int T, i
         mem.lines.push_back({"heads: ones, z, u, d u (T - 1 positions x K heads x dim each)", 4 * NKD * B});
         mem.lines.push_back({"largest of: a head's rows + loss, the backward's dz", peak * B});
         mem.iteration_peak = n > 0 ? (2 * Td + 4 * NKD + peak) * B : 2 * Td * B;
+        return mem;
+    }
+    if (c.arch == ARCH_MOA) {
+        // run_moa, in order: f, noisy s, the layer rows h; LSA's activations and the keys K, V; the self-attention's
+        // activations, its K, V and u; the cross-attention queries' activations and d f^, then the loss or the
+        // backward: dK, dV, then the query block's temporaries, or d u, the self-attention's dK, dV and its
+        // temporaries (datt, dq, d xs), or LSA's (d S with key_backward's d ns, then d o, datt, dq, dK, dV, d xn).
+        const std::vector<int> Q = stage1_rows(T, opt.w, offset);
+        const double n = (double)Q.size(), G = lsa_group(c), NG = G * T, Tx = Td * c.n_extra();
+        int nL = 0;
+        for (int q : Q) nL += !(opt.loss.hard_labels && q + 1 >= T);
+        const double lsa = (double)T * lsa_floats_per_position(c), sa = (double)T * self_attn_floats_per_row(c);
+        const double fixed = 2 * Td + Tx + lsa + 2 * Tk + sa + 2 * Tk + Td;
+        const double acts = n * (qa + c.dim);
+        const double loss_phase = nL > 0 ? 3.0 * nL * c.dim + 2.0 * nL + (double)draft_loss_floats(c, nL, opt.loss) : 0;
+        const double lsa_bwd = Td + std::max(Td, NG * (2.0 * c.dim + 2.0 * c.q_dim() + 2.0 * c.kv_dim()));
+        const double sa_bwd = (double)T * (2.0 * c.q_dim() + c.dim);
+        const double bwd = 2 * Tk + std::max(n * qb, Td + 2 * Tk + std::max(sa_bwd, lsa_bwd));
+        mem.lines.push_back({"input states f, noisy s", 2 * Td * B});
+        if (c.n_extra()) mem.lines.push_back({strfmt("state-layer rows h (E = %d layers x T x dim)", c.n_extra()), Tx * B});
+        mem.lines.push_back({strfmt("LSA activations (T x %d rows) and the cross-attention K, V", (int)G), (lsa + 2 * Tk) * B});
+        mem.lines.push_back({"self-attention activations, its K, V and u", (sa + 2 * Tk + Td) * B});
+        mem.lines.push_back({"cross-attention query activations + d f^", acts * B});
+        mem.lines.push_back({"loss, or dK, dV + backward temporaries", std::max(loss_phase, bwd) * B});
+        mem.iteration_peak = (fixed + acts + std::max(loss_phase, bwd)) * B;
         return mem;
     }
 

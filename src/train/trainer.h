@@ -4,7 +4,8 @@
 // --sim-grad-through keeps all steps). An EAGLE draft (DraftConfig::arch) trains on the same losses
 // with EAGLE's one objective, next-feature prediction under causal self-attention, in both stages; a Medusa
 // draft its K heads on the cross-entropy alone (head k against the target's distribution k + 1 rows on),
-// the same objective in both stages.
+// the same objective in both stages; a Mixture of Attentions draft (arch moa) with stage 1's T-step bounded
+// cross-attention mask in both stages.
 // A trainer is a short loop over these:
 //     model.zero_grads(); for each sequence in the batch: trainer.run(seq, offset, seed, 1/B);
 //     adamw.step(lr);
@@ -105,6 +106,8 @@ private:
     void run_eagle(const TrainBatch& b, const R* f, const R* s, const std::vector<int>& pos, float loss_scale,
                    bool backward, IterStats* stats);
     void run_medusa(const TrainBatch& b, const R* f, const R* s, float loss_scale, bool backward, IterStats* stats);
+    void run_moa(const TrainBatch& b, const R* f, const R* s, const R* h, const std::vector<int>& pos, int offset,
+                 float loss_scale, bool backward, IterStats* stats);
     void step_backward(Step& st, const std::vector<int>& pos, const XAttnKeysT<R>& keys,
                        const XAttnGradsT<R>& dkeys, const XAttnMask& mask);
     void step_free(Step& st);

@@ -2,7 +2,8 @@
 # test_gradcheck.sh: `beagle gradcheck` (float64, tiny random draft) for stage 1, stage 2 detached and
 # stage 2 --sim-grad-through, plus token labels and other shapes (MHA, S = w, offset 0, no loss
 # mask), fused state layers (w_mix), the EAGLE-style draft (--arch eagle: fc_e, fc_f and the self-attention layer; its
-# training-time test --ttt over S = 2..4 steps), and the Medusa heads (--arch medusa: medusa_w, medusa_b): every
+# training-time test --ttt over S = 2..4 steps), the Medusa heads (--arch medusa: medusa_w, medusa_b) and the
+# Mixture of Attentions draft (--arch moa): every
 # trainable tensor's analytic gradient must match central finite differences (relative error <= 1e-5,
 # printed per tensor). The check is shown failing on a planted backward bug (--plant-bug). Also: bad
 # flags give clear errors.
@@ -13,7 +14,10 @@ run() {
   local out tensors="wq wk wv wo norm_q norm_kv norm_m w_gate w_up w_down"
   [ "${1:-}" = "--arch" ] && [ "${2:-}" = "eagle" ] && tensors="wq wk wv wo norm_q norm_m w_gate w_up w_down fc_e fc_f"
   [ "${1:-}" = "--arch" ] && [ "${2:-}" = "medusa" ] && tensors="medusa_w medusa_b"
-  case " $* " in *" --state-layers "*) tensors="$tensors w_mix" ;; esac
+  local moa=0
+  [ "${1:-}" = "--arch" ] && [ "${2:-}" = "moa" ] && moa=1 &&
+    tensors="$tensors sa_wq sa_wk sa_wv sa_wo norm_sa lsa_wq lsa_wk lsa_wv lsa_wo norm_lsa"
+  case " $* " in *" --state-layers "*) [ $moa = 1 ] || tensors="$tensors w_mix" ;; esac
   out=$("$BIN" gradcheck "$@" 2>&1); rc=$?
   echo "$out"
   if [ $rc -ne 0 ]; then echo "FAIL: beagle gradcheck $* exited $rc"; fail=1; return; fi
@@ -46,6 +50,14 @@ run --arch eagle --stage 2 --ttt --S 4 --T 9 --w 4 --no-loss-mask --seed 7
 run --arch medusa
 run --arch medusa --medusa-heads 1 --T 5 --no-loss-mask --seed 2
 run --arch medusa --medusa-heads 5 --T 17 --hard-labels --vocab-chunk 7 --dim 8 --seed 8
+# the Mixture of Attentions draft (--arch moa: LSA over f and the state-layer rows, the tokens' self-attention,
+# the cross-attention block; one objective in any stage). A planted bug that dropped Wv_s's term from the
+# self-attention's input gradient was caught: norm_sa rel_err 0.89
+run --arch moa
+run --arch moa --state-layers 1 --stage 2 --T 17 --w 4 --hard-labels --heads 2 --kv-heads 1 --head-dim 8 --seed 4 --no-loss-mask --vocab-chunk 7
+run --arch moa --state-layers 4 --T 11 --w 2 --offset 0 --seed 8
+out=$("$BIN" gradcheck --arch moa --plant-bug 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -Eq "^w_gate .* FAIL$" || { echo "FAIL: planted bug (arch moa) not caught: exit $rc"; fail=1; }
 
 # detached and sim-grad-through give different gradients for the same loss
 det=$("$BIN" gradcheck --stage 2 | grep '^wq ')

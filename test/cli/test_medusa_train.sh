@@ -56,7 +56,7 @@ expect_error "--medusa-heads without --arch medusa" "add --arch medusa" "$B" tra
 expect_error "--medusa-heads 0" "--medusa-heads must be in 1..16"  "${TR[@]}" --medusa-heads 0 -o "$tmp/z.bin"
 expect_error "medusa --sim-grad-through" "a Medusa draft has one objective"  "${TR[@]}" -o "$tmp/z.bin" --sim-grad-through
 expect_error "medusa --ttt" "trains an EAGLE draft"  "${TR[@]}" -o "$tmp/z.bin" --ttt
-expect_error "medusa --state-layers" "state layers are a Beagle draft's"  "${TR[@]}" -o "$tmp/z.bin" --state-layers 1
+expect_error "medusa --state-layers" "state layers are a Beagle or MoA draft's"  "${TR[@]}" -o "$tmp/z.bin" --state-layers 1
 expect_error "medusa --plan" "no plan for --arch medusa" "$B" train --plan 7b --arch medusa
 expect_error "--init of another K" "a Medusa draft of 3 heads, this run trains 2"  "${TR[@]}" --medusa-heads 2 -o "$tmp/z.bin" --init "$tmp/m.bin"
 echo "$fails failures"

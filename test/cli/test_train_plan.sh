@@ -49,8 +49,15 @@ for bad in "2,35:expected increasing layers of the target in \[0, 32)" "15,2:exp
     { echo "FAIL --state-layers ${bad%%:*}: rc $rc $out"; fails=$((fails+1)); }
 done
 out=$("$BEAGLE_BIN" train --plan 7b --arch eagle --state-layers 2 2>&1); rc=$?
-[ $rc -eq 1 ] && echo "$out" | grep -q "state layers are a Beagle draft's" && echo "ok   --arch eagle --state-layers refused" ||
+[ $rc -eq 1 ] && echo "$out" | grep -q "state layers are a Beagle or MoA draft's" && echo "ok   --arch eagle --state-layers refused" ||
   { echo "FAIL eagle with state layers: rc $rc $out"; fails=$((fails+1)); }
+# the Mixture of Attentions draft: its plan (LSA over f and 3 layers), and refused without state layers
+out=$("$BEAGLE_BIN" train --plan 7b --arch moa --state-layers 8,16,24 2>&1); rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -q "^LSA activations (T x 5 rows)" && echo "ok   7b --arch moa --state-layers 8,16,24: plan" ||
+  { echo "FAIL moa plan: rc $rc $out"; fails=$((fails+1)); }
+out=$("$BEAGLE_BIN" train --plan 7b --arch moa 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "at least one target layer besides the last" && echo "ok   --arch moa without state layers refused" ||
+  { echo "FAIL moa without state layers: rc $rc $out"; fails=$((fails+1)); }
 # --arch eagle --ttt (the training-time test keeps every step for the backward): the iteration peak grows
 # with S, step by step by about one step's activations; at S = 3 it is over 3x Beagle's stage 2 (S = 3)
 peaks=""

@@ -1,12 +1,13 @@
 // cuda_backend_train.cpp -> build/test/test_cuda_backend_train: draft training on the CUDA backend
 // (kernels in the CPU emulator) against the CPU backend, through the real trainer (src/train/:
 // DraftTrainer, AdamW with grad-norm clipping). Same tiny draft, same sequence, same noise seeds:
-//   1. one stage-1 and one stage-2 iteration: loss and every parameter gradient agree;
+//   1. one stage-1 and one stage-2 iteration from the same weights: every parameter gradient agrees;
 //   2. a few optimizer steps (stage 1, then stage 2 continuing): the trained weights agree;
 //   3. the trained draft's inference forward (Draft, concat mode) agrees.
 // All three for the Beagle draft and for the EAGLE-style draft (arch eagle: fc([E(t); f]), causal
-// self-attention over its own rows; the same ops, so the same kernels, in another order), and that draft's
-// training-time test (stage 2 over S = 3 steps: set 1 and the PREFIX mask cut at the query's row); and for
+// self-attention over its own rows; the same ops, so the same kernels, in another order), that draft's
+// training-time test (stage 2 over S = 3 steps: set 1 and the PREFIX mask cut at the query's row), the
+// Mixture of Attentions draft (arch moa: LSA over f and two layer rows, the tokens' self-attention); and for
 // Medusa heads (arch medusa, K = 3: one matmul, SiLU through swiglu, the bias add and its column-sum gradient;
 // step 3 is the heads' forward on one true state, u_k = f + SiLU(W_k f + b_k), instead of a Draft's).
 // Tolerances: losses rtol 1e-5; gradients |g_cuda - g_cpu| <= 1e-5 max|g| per tensor (both backends
@@ -38,6 +39,7 @@ struct Setup {
     DraftFrozen fz;
     std::vector<int> tokens;
     std::vector<float> states;
+    std::vector<float> extras, wide;  // MoA: its state-layer rows, and Draft's rows [f; h_l1; h_l2]
     TrainBatch b;
 };
 
@@ -52,6 +54,10 @@ static Setup make_setup(int arch) {
     c.head_dim = 8;
     c.ffn_dim = 72;
     c.vocab_size = 70;
+    if (arch == ARCH_MOA) {
+        c.state_layers = {1, 2};
+        c.target_n_layers = 4;
+    }
     s.dw.init_random(c, 1);
     TrainRng rng(2);
     s.fz.vocab = c.vocab_size;
@@ -70,12 +76,20 @@ static Setup make_setup(int arch) {
     s.b.tokens = s.tokens.data();
     s.b.states = s.states.data();
     s.b.T = T;
+    const int E = c.n_extra();
+    s.extras.resize((size_t)T * E * c.dim);
+    for (float& x : s.extras) x = (float)rng.normal();
+    s.b.extras = E ? s.extras.data() : nullptr;
+    for (int j = 0; j < T; j++) {
+        s.wide.insert(s.wide.end(), s.states.begin() + (size_t)j * c.dim, s.states.begin() + (size_t)(j + 1) * c.dim);
+        s.wide.insert(s.wide.end(), s.extras.begin() + (size_t)j * E * c.dim, s.extras.begin() + (size_t)(j + 1) * E * c.dim);
+    }
     return s;
 }
 
 struct Run {
     std::vector<double> losses;
-    DraftWeights grads;    // gradients of the first iteration of each stage (stage 1 then 2 appended)
+    DraftWeights grads;    // gradients of one iteration of each stage from the initial weights (stage 1 then 2 appended)
     DraftWeights weights;  // after training
     std::vector<float> fh; // inference forward of the trained draft
 };
@@ -90,28 +104,35 @@ static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr, bool ttt) {
     ao.clip = 0.5f;
     ao.weight_decay = 0.01f;
     AdamW adam(m, ao);
-    for (int stage : {1, 2}) {
+    auto options = [&](int stage) {
         TrainOptions opt;
         opt.stage = stage;
         opt.w = 3;
         opt.S = 3;
         opt.noise_std = 0.1f;
         opt.ttt = ttt;
+        return opt;
+    };
+    // gradients of each stage's first iteration from the initial weights (both backends see the same weights;
+    // later in the run they differ by the weights' tolerance, and a gradient with them)
+    for (int stage : {1, 2}) {
+        DraftTrainer tr(m, options(stage));
+        m.zero_grads();
+        tr.run(s.b, stage % 3, 100, 1.0f, true);
+        for (int i = 0; i < DT_COUNT; i++) {
+            if (!s.c.has(i)) continue;  // a tensor of another architecture
+            std::vector<float> g((size_t)s.c.numel(i));
+            ops.download(g.data(), m.g[i], g.size());
+            r.grads.t[i].insert(r.grads.t[i].end(), g.begin(), g.end());
+        }
+    }
+    for (int stage : {1, 2}) {
+        const TrainOptions opt = options(stage);
         DraftTrainer tr(m, opt);
         for (int it = 0; it < steps_per_stage; it++) {
             m.zero_grads();
             IterStats st = tr.run(s.b, (it + stage) % opt.w, 100 + it, 1.0f, true);
             r.losses.push_back(st.loss);
-            if (it == 0) {  // gradients of this stage's first iteration
-                DraftWeights g;
-                g.cfg = s.c;
-                for (int i = 0; i < DT_COUNT; i++) {
-                    if (!s.c.has(i)) continue;  // a tensor of the other architecture
-                    g.t[i].resize((size_t)s.c.numel(i));
-                    ops.download(g.t[i].data(), m.g[i], g.t[i].size());
-                    r.grads.t[i].insert(r.grads.t[i].end(), g.t[i].begin(), g.t[i].end());
-                }
-            }
             adam.step();
         }
     }
@@ -131,7 +152,7 @@ static Run train(Ops& ops, Setup& s, int steps_per_stage, float lr, bool ttt) {
     }
     // inference with the trained weights: queries over true states + one kept prediction (concat)
     Draft d(r.weights, s.fz, ops, s.b.T, 8, 4);
-    d.add_true_states(s.states.data(), 20, s.tokens.data());  // (an EAGLE draft's keys need the tokens too)
+    d.add_true_states(s.wide.data(), 20, s.tokens.data());  // (EAGLE and MoA drafts need the tokens too)
     int tok[2] = {s.tokens[20], s.tokens[21]}, pos[2] = {20, 21};
     std::vector<float> f1(2 * s.c.dim);
     d.forward(tok, pos, 1, nullptr, 0, f1.data(), nullptr);
@@ -162,14 +183,18 @@ static void check_arch(int arch, bool ttt = false) {
     }
     for (int i = 0; i < DT_COUNT; i++) {
         if (!s.c.has(i)) continue;
-        double gmax = 0, err = 0;
-        for (size_t k = 0; k < a.grads.t[i].size(); k++) {
-            gmax = std::max(gmax, (double)std::fabs(a.grads.t[i][k]));
-            err = std::max(err, (double)std::fabs(a.grads.t[i][k] - b.grads.t[i][k]));
+        const size_t n = (size_t)s.c.numel(i);
+        for (int st = 0; st < 2; st++) {  // the first iteration of stage 1, then of stage 2
+            double gmax = 0, err = 0;
+            for (size_t k = st * n; k < (st + 1) * n && k < a.grads.t[i].size(); k++) {
+                gmax = std::max(gmax, (double)std::fabs(a.grads.t[i][k]));
+                err = std::max(err, (double)std::fabs(a.grads.t[i][k] - b.grads.t[i][k]));
+            }
+            printf("%s grad %-12s stage %d max |g| %.3e  max |g_cuda - g_cpu| %.3e\n", an, draft_tensor_name(i), st + 1,
+                   gmax, err);
+            CHECK(err <= 1e-5 * gmax, "%s: stage-%d gradient of %s: cuda and cpu differ by %g (max |g| %g)", an, st + 1,
+                  draft_tensor_name(i), err, gmax);
         }
-        printf("%s grad %-12s max |g| %.3e  max |g_cuda - g_cpu| %.3e\n", an, draft_tensor_name(i), gmax, err);
-        CHECK(err <= 1e-5 * gmax, "%s: gradient of %s: cuda and cpu differ by %g (max |g| %g)", an, draft_tensor_name(i),
-              err, gmax);
     }
     const double wtol = 2e-6 + 1e-3 * (2 * steps) * lr;
     for (int i = 0; i < DT_COUNT; i++) {
@@ -198,5 +223,6 @@ int main() {
     check_arch(ARCH_EAGLE);
     check_arch(ARCH_EAGLE, true);  // stage 2 over S = 3 steps: the xattn kernels' PREFIX mask with set0_qrow
     check_arch(ARCH_MEDUSA);
+    check_arch(ARCH_MOA);          // LSA (a BLOCK mask over groups of rows, set 0 empty), the tokens' self-attention
     return test_summary("test_cuda_backend_train");
 }

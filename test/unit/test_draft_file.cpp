@@ -264,7 +264,7 @@ int main() {
         CHECK_THROWS(check_draft_fits_target(sr.cfg, t2, tok, sp), "fuses the states of layer 3");
         DraftConfig ec = sc;
         ec.arch = ARCH_EAGLE;
-        CHECK_THROWS(ec.validate("eagle"), "state layers are a Beagle draft's");
+        CHECK_THROWS(ec.validate("eagle"), "state layers are a Beagle or MoA draft's");
     }
     // bad metadata cannot be written
     {

@@ -29,16 +29,6 @@
 
 using namespace beagle;
 
-static std::string slurp(const std::string& path) {
-    FILE* f = fopen(path.c_str(), "rb");
-    std::string s;
-    if (!f) return s;
-    char buf[65536];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
-    fclose(f);
-    return s;
-}
-
 int main() {
     const DraftConfig c = ragged_draft_config(ARCH_EAGLE);
     DraftWeights dw;
@@ -168,24 +158,7 @@ int main() {
         // tree: root, two siblings (tokens a, b) in one forward, keep only b, then b's child
         const int a = (tokens[p1] + 5) % V, b = (tokens[p1] + 7) % V, cc = tokens[p2];
         auto tree_child = [&](bool both) {
-            Draft t(dw, fz, ops, T, 8, 4);
-            t.add_true_states(states.data(), P, tokens.data());
-            int q0 = P, z = 0;
-            t.forward(&tokens[q0], &q0, 1, nullptr, 1, nullptr, nullptr);
-            int root = t.keep_pred(&z, 1);
-            std::vector<int> toks = both ? std::vector<int>{a, b} : std::vector<int>{b};
-            std::vector<int> pos(toks.size(), P + 1);
-            std::vector<uint64_t> m1(toks.size(), 1ULL << root);
-            std::vector<float> sib(toks.size() * dim);
-            t.forward(toks.data(), pos.data(), (int)toks.size(), m1.data(), 1, sib.data(), nullptr);
-            int keep = both ? 1 : 0;
-            int rb = t.keep_pred(&keep, 1);
-            uint64_t m2 = (1ULL << root) | (1ULL << rb);
-            int q2 = P + 2;
-            std::vector<float> out(dim);
-            t.forward(&cc, &q2, 1, &m2, 1, out.data(), nullptr);
-            std::vector<float> sb(sib.end() - dim, sib.end());
-            return std::make_pair(sb, out);
+            return draft_tree_child(dw, fz, ops, T, states.data(), tokens.data(), P, a, b, cc, both);
         };
         auto both = tree_child(true), alone = tree_child(false);
         CHECK(!memcmp(both.first.data(), alone.first.data(), dim * 4), "sibling b's f^ depends on its sibling a");

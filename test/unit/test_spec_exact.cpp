@@ -1,6 +1,6 @@
 // test_spec_exact.cpp: greedy speculative decoding is token-identical to plain greedy decoding.
 // stories260K, 50 prompts x 256 tokens, against the plain decoding loop: prompt lookup (several
-// n-gram/gamma settings), chain and tree drafting with a random-weights Beagle draft and EAGLE draft (which are
+// n-gram/gamma settings), chain and tree drafting with a random-weights Beagle draft, EAGLE draft and MoA draft (which are
 // rejected almost everywhere, exercising every rejection path), tree without concat, the hybrid (tree + lookup candidates),
 // auto (per round hybrid or lookup / plain: the draft sits rounds out and catches up), the
 // shipped trained drafts when present, Beagle and EAGLE (accepted often: exercises long accepted paths +
@@ -55,7 +55,8 @@ int main() {
         int total_tokens = 0, total_passes = 0, mismatches = 0;
         DraftWeights rnd;
         rnd.init_random(draft_config_for_target(s.mf->config, s.tok->spec()), 7);
-        struct DraftCase { const char* name; const char* mode; const DraftWeights* w; BeagleDraftParams p; };
+        // sess: the session a case runs on (null: s; a draft with state layers makes its target keep them)
+        struct DraftCase { const char* name; const char* mode; const DraftWeights* w; BeagleDraftParams p; Session* sess = nullptr; };
         std::vector<DraftCase> dcases;
         BeagleDraftParams chain;
         chain.tree = false;
@@ -99,6 +100,15 @@ int main() {
         DraftWeights rnd_eagle;
         rnd_eagle.init_random(ec, 7);
         dcases.push_back({"random eagle chain", "chain", &rnd_eagle, chain});  // (the trained one below drafts trees)
+        // the Mixture of Attentions draft (arch moa: LSA over f and layers 1, 3; its self-attention cache grows
+        // with the tree) on a session of its own, whose target keeps those layers' rows
+        Session s_moa(M + "stories260K.bin", M + "tok512.bin", 1, 512, 64);
+        DraftConfig mc = draft_config_for_target(s.mf->config, s.tok->spec());
+        mc.arch = ARCH_MOA;
+        mc.state_layers = {1, 3};
+        DraftWeights rnd_moa;
+        rnd_moa.init_random(mc, 7);
+        dcases.push_back({"random moa tree", "tree", &rnd_moa, tree, &s_moa});
         std::string shipped = root + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
         if (file_exists(shipped)) {
@@ -151,7 +161,7 @@ int main() {
             return got.size() + V >= want.size() && memcmp(got.data(), want.data(), n * sizeof(float)) == 0;
         };
         std::vector<std::unique_ptr<Drafter>> drafters;
-        for (auto& c : dcases) drafters.push_back(make_drafter(s, c.mode, c.p, c.w, c.name));
+        for (auto& c : dcases) drafters.push_back(make_drafter(c.sess ? *c.sess : s, c.mode, c.p, c.w, c.name));
         std::vector<double> tau_sum(dcases.size(), 0), committed(dcases.size(), 0), model_cost(dcases.size(), 0);
         std::vector<std::map<std::string, int>> modes(dcases.size());  // rounds by mode (auto switches)
         std::vector<double> draft_rounds(dcases.size(), 0);              // rounds that ran the draft
@@ -205,7 +215,8 @@ int main() {
                 RowRecorder rec;
                 Acceptance acc;
                 acc.observer = &rec;
-                generate_speculative(s, *drafters[k], ids, 256, greedy, spp, nullptr, &st, &got, acc);
+                generate_speculative(dcases[k].sess ? *dcases[k].sess : s, *drafters[k], ids, 256, greedy, spp, nullptr, &st,
+                                     &got, acc);
                 const std::vector<float>& rows = rec.rows;
                 row_mismatches += !rows_equal(rows, want_rows);
                 CHECK(rows_equal(rows, want_rows), "prompt %zu %s: verify rows differ from plain", i, dcases[k].name);

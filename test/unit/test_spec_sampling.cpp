@@ -6,11 +6,12 @@
 // q: exercises min(1, p/q) and the residual max(0, p - q)) and in tree mode (siblings rejected in
 // turn), the shipped draft (chain, tree, cost-aware tree), and on a second, repetitive prompt prompt
 // lookup and the hybrid (tree + lookup candidates); the EAGLE-style draft (random: sampled chain;
-// shipped weights/eagle-stories260K.bin: chain and tree); an independent draft model (a perturbed copy of
-// the target: sampled chain and tree); Medusa heads (random: sampled chain, also over a reduced vocabulary; shipped
-// weights/medusa-stories260K.bin: chain drawn from each head's q, tree of the heads' top-k as point masses). Each test
-// at alpha = 1e-3; 19 drafters x 3 positions = 57 tests -> family-wise false alarm <= 5.7% (Bonferroni; fixed seeds,
-// so a given build either passes or fails for good).
+// shipped weights/eagle-stories260K.bin: chain and tree); the Mixture of Attentions draft (random: sampled chain
+// and tree); an independent draft model (a perturbed copy of the target: sampled chain and tree); Medusa heads
+// (random: sampled chain, also over a reduced vocabulary; shipped weights/medusa-stories260K.bin: chain drawn from
+// each head's q, tree of the heads' top-k as point masses). Each test at alpha = 1e-3; 21 drafters x 3 positions =
+// 63 tests -> family-wise false alarm <= 6.3% (Bonferroni; fixed seeds, so a given build either passes or fails
+// for good).
 // Test of the test: with a wrong acceptance rule (broken_residual below, given to the engine through
 // Acceptance::rule: p kept after a rejection instead of the residual) the oracle drafter's output must
 // be rejected with p < 1e-6.
@@ -204,7 +205,9 @@ int main() {
         BeagleDraftParams tree;
         tree.total_tokens = 12;
         tree.topk = 4;
-        struct Case { const char* name; std::unique_ptr<Drafter> d; bool broken; int prompt = 0; };
+        // sess: the session a case runs on (null: s; a draft with state layers makes its target keep them)
+        struct Case { const char* name; std::unique_ptr<Drafter> d; bool broken; int prompt = 0; Session* sess = nullptr; };
+        Session s_moa(M + "stories260K.bin", M + "tok512.bin", 1, 512, 64);  // before the cases: it outlives their drafters
         std::vector<Case> cases;
         cases.push_back({"oracle tree", std::unique_ptr<Drafter>(new OracleDrafter(s)), false});
         cases.push_back({"random chain (sampled q)", make_drafter(s, "chain", chain, &rnd, "random"), false});
@@ -221,6 +224,15 @@ int main() {
         DraftWeights rnd_eagle;
         rnd_eagle.init_random(ec, 11);
         cases.push_back({"random eagle chain (sampled q)", make_drafter(s, "chain", chain, &rnd_eagle, "random eagle"), false});
+        // the Mixture of Attentions draft (arch moa, LSA over f and layers 1, 3) on the session s_moa (above)
+        DraftConfig mc = draft_config_for_target(s.mf->config, s.tok->spec());
+        mc.arch = ARCH_MOA;
+        mc.state_layers = {1, 3};
+        DraftWeights rnd_moa;
+        rnd_moa.init_random(mc, 11);
+        cases.push_back({"random moa chain (sampled q)", make_drafter(s_moa, "chain", chain, &rnd_moa, "random moa"), false, 0,
+                         &s_moa});
+        cases.push_back({"random moa tree", make_drafter(s_moa, "tree", tree, &rnd_moa, "random moa"), false, 0, &s_moa});
         const char* root = getenv("BEAGLE_ROOT");
         std::string shipped = std::string(root ? root : ".") + "/weights/beagle-stories260K.bin";
         DraftWeights trained;
@@ -254,11 +266,11 @@ int main() {
             CHECK(false, "%s missing: the trained EAGLE cases cannot run", shipped_eagle.c_str());
         }
         // Medusa heads: random (W, b ~ N(0, 0.1^2): each head's q differs from the target's p) and trained
-        DraftConfig mc = draft_config_for_target(s.mf->config, s.tok->spec());
-        mc.arch = ARCH_MEDUSA;
-        mc.medusa_heads = 3;
+        DraftConfig dc = draft_config_for_target(s.mf->config, s.tok->spec());
+        dc.arch = ARCH_MEDUSA;
+        dc.medusa_heads = 3;
         DraftWeights rnd_medusa;
-        rnd_medusa.init_random(mc, 11);
+        rnd_medusa.init_random(dc, 11);
         {
             TrainRng r(12);
             for (int t : {DT_MEDUSA_W, DT_MEDUSA_B})
@@ -298,7 +310,7 @@ int main() {
                 if (c.broken) acc.rule = broken_residual;
                 SpecStats st;
                 std::vector<int> out;
-                generate_speculative(s, *c.d, prompts[c.prompt], NPOS, sp, spp, nullptr, &st, &out, acc);
+                generate_speculative(c.sess ? *c.sess : s, *c.d, prompts[c.prompt], NPOS, sp, spp, nullptr, &st, &out, acc);
                 CHECK((int)out.size() == NPOS, "%s sample %d has %zu tokens", c.name, i, out.size());
                 for (int k = 0; k < NPOS && k < (int)out.size(); k++) sd[k].push_back(out[k]);
                 tau += st.tau();

@@ -3,7 +3,8 @@
 // flat for S >= 2, and the S-dependent part (peak(S) - peak(1)) is at most one extra KV set. The
 // --sim-grad-through mode is printed for contrast (it grows with S). The memory formula
 // train_memory() must equal the measured peak exactly (several T, offsets, stages), and the same
-// formula gives the budget of a 7B-class target's draft at T = 2048, checked to fit 24 GiB.
+// formula gives the budget of a 7B-class target's draft at T = 2048, checked to fit 24 GiB. The EAGLE and MoA
+// drafts' formulas are checked against the allocator the same way.
 #include <cstdio>
 #include <vector>
 
@@ -221,6 +222,41 @@ int main() {
                 }
         }
         printf("Medusa draft: memory formula == measured peak in %d configurations\n", checked_m);
+    }
+    // a Mixture of Attentions draft (arch moa: LSA over f and E = 1, 3 layer rows, the tokens' self-attention, the
+    // cross-attention block; one step in any stage): train_memory's MoA branch against the counting allocator
+    {
+        int checked_m = 0;
+        for (std::vector<int> layers : {std::vector<int>{1}, std::vector<int>{0, 1, 3}}) {
+            DraftConfig cm = c;
+            cm.arch = ARCH_MOA;
+            cm.state_layers = layers;
+            DraftWeights dwm;
+            dwm.init_random(cm, 7);
+            DraftModelT<Ops> mm(ops, dwm, fz);
+            mm.enable_grads();
+            std::vector<float> extras((size_t)T * cm.n_extra() * c.dim);
+            for (float& x : extras) x = (float)rng.normal();
+            b.extras = extras.data();
+            for (int TT : {T, 41, 7, 2, 1})
+                for (int chunk : {1024, 64})
+                    for (bool hard : {false, true})
+                        for (int stage : {1, 2}) {
+                            TrainOptions o;
+                            o.stage = stage;
+                            o.w = W;
+                            o.S = 3;
+                            o.loss.vocab_chunk = chunk;
+                            o.loss.hard_labels = hard;
+                            const double got = measure_model(mm, stage, 3, false, 1, chunk, TT, hard);
+                            const double want = train_memory(cm, o, TT, 1).iteration_peak;
+                            CHECK(got == want, "MoA: formula %.0f != measured %.0f (E %d T %d chunk %d hard %d stage %d)",
+                                  want, got, cm.n_extra(), TT, chunk, (int)hard, stage);
+                            checked_m++;
+                        }
+            b.extras = nullptr;
+        }
+        printf("MoA draft: memory formula == measured peak in %d configurations\n", checked_m);
     }
 
     // the budget of a 7B-class draft (dim 4096, 32 heads, 8 KV heads, ffn 11008), T = 2048, f32

@@ -100,6 +100,20 @@ void xattn_bwd_t(ThreadPool& pool, R* dq, const XAttnGradsT<R>& G, const R* dout
             }
         }
     });
+    // A BLOCK mask over non-decreasing query rows (the trainer's): the queries that see key row j are one run
+    // of t, found by bisection (set 0: those whose window starts after j; set 1: from the first row after j
+    // while they see it). The walk over that run is the full walk's, in the same order: the same sums.
+    bool runs = mask.kind == XAttnMask::BLOCK && qrow;
+    for (int t = 1; runs && t < n_q; t++) runs = qrow[t] >= qrow[t - 1];
+    auto first_seeing = [&](int set, int j) {
+        int lo = 0, hi = n_q;
+        while (lo < hi) {
+            const int mid = (lo + hi) / 2, qm = qrow[mid];
+            if (set == 0 ? window_start(qm, mask.w, mask.offset) > j : qm > j) hi = mid;
+            else lo = mid + 1;
+        }
+        return lo;
+    };
     for (int set = 0; set < 2; set++) {
         int n = set == 0 ? K.n0 : K.n1;
         R* dk = set == 0 ? G.dk0 : G.dk1;
@@ -114,8 +128,11 @@ void xattn_bwd_t(ThreadPool& pool, R* dq, const XAttnGradsT<R>& G, const R* dout
                 const R* vr = vb + (int64_t)j * kv_dim + off;
                 R* dkr = dk + (int64_t)j * kv_dim + off;
                 R* dvr = dv + (int64_t)j * kv_dim + off;
-                for (int t = 0; t < n_q; t++) {
-                    if (!xattn_sees(mask, t, qrow ? qrow[t] : t, set, j)) continue;
+                for (int t = runs ? first_seeing(set, j) : 0; t < n_q; t++) {
+                    if (!xattn_sees(mask, t, qrow ? qrow[t] : t, set, j)) {
+                        if (runs) break;  // past the run
+                        continue;
+                    }
                     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
                         const R* qr = q + (int64_t)t * q_dim + h * hd;
                         const R* dor = dout + (int64_t)t * q_dim + h * hd;

@@ -101,6 +101,13 @@ def load_runs(data):
     return runs
 
 
+def interop_text(t):
+    """The text interop.py scored: a file name, or {"source": name, "bytes": n} (the first lines of a JSONL's texts)."""
+    if isinstance(t, dict):
+        return "%s (%s bytes)" % (os.path.basename(str(t.get("source"))), f"{t['bytes']:,}" if "bytes" in t else "?")
+    return os.path.basename(str(t))
+
+
 def of(runs, *kinds):
     return [r for r in runs if r["kind"] in kinds]
 
@@ -513,7 +520,7 @@ def peer_page(runs):
                  "and text (chunks of `-c` tokens, the second half of each scored); greedy: tokens of 8 MT-Bench turns x "
                  "64 on which `llama-completion` and `beagle generate` agree before their texts part.", ""]
         body += runs_table(interop, ["text", "-c", "threads"],
-                           lambda r: [os.path.basename(str(r["json"].get("text"))), r["json"].get("n_ctx"), r["json"].get("threads")])
+                           lambda r: [interop_text(r["json"].get("text")), r["json"].get("n_ctx"), r["json"].get("threads")])
         rows = []
         for i, r in enumerate(interop):
             for f in r["json"]["files"]:

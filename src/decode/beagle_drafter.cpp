@@ -64,7 +64,8 @@ public:
         if (owner_) policy_->begin();
         draft_->truncate_true(keep);
         draft_->add_true_states(states, (int)prompt.size() - keep, prompt.data() + keep);
-        shadow_tok_ = shadow_lk_tok_ = -1;
+        shadow_.clear();
+        shadow_lk_tok_ = -1;
         sent_score_.clear();
         lk_sent_.clear();
     }
@@ -83,7 +84,8 @@ public:
     // Another drafter's round (mode auto): the new true states join the draft's keys (their K/V are
     // computed with the next draft forward); this round's tree was not ours, so nothing is learnt from it.
     void accept_skipped(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
-        shadow_tok_ = shadow_lk_tok_ = -1;
+        shadow_.clear();
+        shadow_lk_tok_ = -1;
         sent_score_.clear();
         lk_sent_.clear();
         draft_->clear_pred();
@@ -169,8 +171,7 @@ private:
     int tok_of(int i) const { return d2t_.empty() ? i : d2t_[i]; }
     std::unique_ptr<Draft> draft_;
     std::vector<double> accept_p_;         // propose_rerank: the ranked candidates' estimated acceptance
-    int shadow_tok_ = -1;                  // cost-aware trees: best candidate of a round that sent none
-    double shadow_p_ = 0;
+    ShadowCandidate shadow_;               // cost-aware trees: best candidate of a round that sent none
     std::vector<float> sent_score_;        // per node of the last tree: draft log-probability (-inf: lookup only)
     LookupRates rates_;                    // hybrid: acceptance of lookup candidates per (n-gram length, depth)
     std::vector<int> lk_sent_;             // hybrid: tree indices of the lookup chain sent last round, by depth
@@ -265,10 +266,7 @@ private:
         const bool aware = !policy_->cost().empty();
         int total = std::min(room, aware ? policy_->cost().max_tokens() : p_.total_tokens);
         if (total <= 1) return;
-        if (shadow_tok_ >= 0) {  // last round sent nothing: was its best depth-1 candidate the target's token?
-            policy_->observe_calibration(shadow_p_, tree->token[0] == shadow_tok_ ? 1 : 0);
-            shadow_tok_ = -1;
-        }
+        shadow_.settle(*policy_, tree->token[0]);  // last round sent nothing: was its best depth-1 candidate right?
         if (shadow_lk_tok_ >= 0) {  // the same for the lookup chain's first token
             rates_.count(shadow_lk_m_, 1, tree->token[0] == shadow_lk_tok_);
             shadow_lk_tok_ = -1;
@@ -414,8 +412,7 @@ private:
         // nothing sent: the best drafted candidate and the lookup's first token are checked against
         // the next root instead (else their estimates could only fall)
         if (aware && order.empty() && best_drafted > 0) {
-            shadow_tok_ = nodes[best_drafted].tok;
-            shadow_p_ = std::exp((double)nodes[best_drafted].score);
+            shadow_.set(nodes[best_drafted].tok, std::exp((double)nodes[best_drafted].score));
         }
         if (!lk_nodes.empty() && std::find(order.begin(), order.end(), lk_nodes[0]) == order.end()) {
             shadow_lk_tok_ = nodes[lk_nodes[0]].tok;

@@ -59,7 +59,7 @@ public:
         BEAGLE_CHECK(keep >= 0 && keep < (int)prompt.size(), "drafter medusa: keep %d cached positions for a prompt of %zu tokens",
                      keep, prompt.size());
         if (owner_) policy_->begin();
-        shadow_tok_ = -1;
+        shadow_.clear();
         sent_score_.clear();
         ops_.upload(f_, states + (size_t)(prompt.size() - keep - 1) * dim_, dim_);
     }
@@ -88,7 +88,7 @@ public:
     // A round the heads sat out (mode auto ran lookup): they need only the new last state.
     void accept_skipped(const DraftTree&, const std::vector<int>& path, const float* path_states) override {
         ops_.upload(f_, path_states + (path.size() - 1) * (size_t)dim_, dim_);
-        shadow_tok_ = -1;
+        shadow_.clear();
         sent_score_.clear();
     }
     void observe_verify(int T, double seconds) override {
@@ -143,10 +143,7 @@ private:
         const bool aware = !policy_->cost().empty();
         const int total = std::min(room, aware ? policy_->cost().max_tokens() : p_.total_tokens);
         if (total <= 1) return;
-        if (shadow_tok_ >= 0) {  // last round sent nothing: was its best candidate the target's token?
-            policy_->observe_calibration(shadow_p_, tree->token[0] == shadow_tok_ ? 1 : 0);
-            shadow_tok_ = -1;
-        }
+        shadow_.settle(*policy_, tree->token[0]);  // last round sent nothing: was its best candidate the target's?
         const double a = aware ? policy_->calibration() : 1.0;
         const float la = (float)std::log(a);
         // cost-aware: a node's children are worth a verify slot only if a q(path) can pay for one
@@ -181,8 +178,7 @@ private:
             for (size_t i = 0; i < nodes_.size(); i++) accept_p_[i] = std::exp((double)(nodes_[i].score + la));
             keep = best_prefix(accept_p_.data(), (int)nodes_.size(), policy_->cost());
             if (keep == 0 && !nodes_.empty()) {
-                shadow_tok_ = target_token(idx_[nodes_[0].j]);
-                shadow_p_ = std::exp((double)nodes_[0].score);
+                shadow_.set(target_token(idx_[nodes_[0].j]), std::exp((double)nodes_[0].score));
             }
         }
         // node i of nodes_ is tree node i + 1 (the pops are in topological order)
@@ -214,8 +210,7 @@ private:
     std::vector<float> val_, lse_, host_, row_, sent_score_;
     std::vector<double> accept_p_;
     std::vector<std::vector<float>> q_;  // sampled chain: the distribution each token was drawn from
-    int shadow_tok_ = -1;                // cost-aware: the best candidate of a round that sent none
-    double shadow_p_ = 0;
+    ShadowCandidate shadow_;             // cost-aware: the best candidate of a round that sent none
 };
 
 std::vector<MemLine> medusa_drafter_buffers(const DraftConfig& c) {

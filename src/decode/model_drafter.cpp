@@ -59,7 +59,7 @@ public:
         BEAGLE_CHECK(keep >= 0 && keep < (int)prompt.size(), "drafter %s: keep %d cached positions for a prompt of %zu tokens",
                      name(), keep, prompt.size());
         if (owner_) policy_->begin();
-        shadow_tok_ = -1;
+        shadow_.clear();
         sent_score_.clear();
         row_.clear();
         catch_up(prompt, keep);
@@ -99,7 +99,7 @@ public:
     // A round the draft sat out (mode auto ran lookup): its cache is still a prefix of what was committed;
     // the next round's catch-up feeds the rest.
     void accept_skipped(const DraftTree&, const std::vector<int>&, const float*) override {
-        shadow_tok_ = -1;
+        shadow_.clear();
         sent_score_.clear();
         row_.clear();
     }
@@ -193,10 +193,7 @@ private:
         const bool aware = !policy_->cost().empty();
         const int total = std::min(room, aware ? policy_->cost().max_tokens() : p_.total_tokens);
         if (total <= 1) return;
-        if (shadow_tok_ >= 0) {  // last round sent nothing: was its best candidate the target's token?
-            policy_->observe_calibration(shadow_p_, tree->token[0] == shadow_tok_ ? 1 : 0);
-            shadow_tok_ = -1;
-        }
+        shadow_.settle(*policy_, tree->token[0]);  // last round sent nothing: was its best candidate the target's?
         const double a = aware ? policy_->calibration() : 1.0;
         // cost-aware: a node is expanded only if its chance a q(path) can pay for a child's verify slot and for
         // the draft row that computes its children (the draft's measured seconds per extra row, in decode steps;
@@ -274,8 +271,7 @@ private:
             for (size_t i = 0; i < order.size(); i++) accept_p_[i] = std::exp((double)(nodes_[order[i]].score + la));
             const int keep = best_prefix(accept_p_.data(), (int)order.size(), policy_->cost());
             if (keep == 0 && !order.empty()) {
-                shadow_tok_ = nodes_[order[0]].tok;
-                shadow_p_ = std::exp((double)nodes_[order[0]].score);
+                shadow_.set(nodes_[order[0]].tok, std::exp((double)nodes_[order[0]].score));
             }
             order.resize(keep);
         }
@@ -302,8 +298,7 @@ private:
     std::vector<int> ctx_;     // this round: the committed tokens and the root
     std::vector<int> row_;     // per node of the proposed tree: its row in the draft's cache (-1: not run)
     std::vector<float> sent_score_;  // per node of the proposed tree: its draft log-probability
-    int shadow_tok_ = -1;            // cost-aware: the best candidate of a round that sent none
-    double shadow_p_ = 0;
+    ShadowCandidate shadow_;         // cost-aware: the best candidate of a round that sent none
     int64_t forwards_ = 0;
     // the draft's forward time (a row's children included): of one row, and of each further row; the last
     // feed's rows and seconds

@@ -166,4 +166,19 @@ private:
     void judge_probe();
 };
 
+// The best candidate of a cost-aware round that sent none (its token and estimated acceptance): the next
+// round's root says whether it would have been accepted, one calibration observation, so that a draft that
+// sends nothing for a while still learns how far its estimates are off.
+struct ShadowCandidate {
+    int tok = -1;
+    double p = 0;
+    void set(int token, double prob) { tok = token, p = prob; }
+    void clear() { tok = -1; }
+    void settle(RoundPolicy& policy, int root) {
+        if (tok < 0) return;
+        policy.observe_calibration(p, root == tok ? 1 : 0);
+        tok = -1;
+    }
+};
+
 }  // namespace beagle

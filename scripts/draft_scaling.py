@@ -70,7 +70,7 @@ def report(j):
               "would take at that rate (training: two passes over all the data, as phases 6 and 7, at %.0f tokens/s "
               "from stored states on %d threads, %.0f%% of that from token shards; datagen: %s):" % (
                   train_rate, tr["threads"], 100 * tr["from_tokens_rate"],
-                  "%.0f new tokens/s on 2 threads (measured)" % gen_rate if gen_rate else "not measured yet"), "",
+                  "%.0f tokens/s of sequences on 2 threads, prompts and answers as the data sizes count them, measured" % gen_rate if gen_rate else "not measured yet"), "",
               "| series | b (tau per e-fold of data) | target | distinct tokens | x today's | new tokens to write | datagen hours | training hours (from tokens) |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for key, label in SERIES:
@@ -116,7 +116,8 @@ def chart(j, png):
 
 
 def measure_datagen(j):
-    """beagle datagen of 32 MT-Bench first turns (256 new tokens each, one batch of 32, 2 threads): new tokens/s."""
+    """beagle datagen of 32 MT-Bench first turns (up to 256 new tokens each, one batch of 32, 2 threads): tokens of the
+    sequences (prompt and answer, as the data sets' sizes count them) per second."""
     model = os.path.join(ROOT, "weights/SmolLM2-135M-Instruct.Q4_1.gguf")
     with tempfile.TemporaryDirectory() as d:
         t0 = time.time()

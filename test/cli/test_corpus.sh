@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_corpus.sh: the SmolLM2 corpus committed under data/corpus/ (scripts/corpus.sh). `unpack` restores every
 # committed shard, each equal to the SHA-256 its part lists (checked again here with Python's hashlib), and a
-# shard changed after unpacking is caught; `train` reads exactly the committed sequences (64 per full shard) and
+# shard changed after unpacking is caught; `train` reads exactly the sequences it unpacked (64 per full shard) and
 # writes a draft from them alone, one optimizer step here (MAX_STEPS=1) so the test stays short.
 set -u
 R=$BEAGLE_ROOT
@@ -42,15 +42,19 @@ else bad "a changed shard: unexpected error"; cat "$tmp/log"; fi
 
 # train from the corpus alone: one step, on exactly the committed sequences
 MAX_STEPS=1 EVAL=0 THREADS=2 bash "$R/scripts/corpus.sh" train "$tmp/t/d.bin" > "$tmp/log" 2>&1 || { bad "corpus.sh train"; tail -5 "$tmp/log"; }
-python3 - "$tmp/t/d.bin.json" "$R/data/corpus/smollm2" <<'PY' && ok "train: a draft from the committed sequences" || { bad "train's data"; tail -5 "$tmp/log"; }
-import glob, json, os, struct, sys, lzma
-summary, src = sys.argv[1:]
+# (counted in the copy train unpacked, beside its output: a background corpus.sh generate may add shards meanwhile)
+python3 - "$tmp/t/d.bin.json" "$tmp/t/corpus" <<'PY' && ok "train: a draft from the committed sequences" || { bad "train's data"; tail -5 "$tmp/log"; }
+import glob, json, os, struct, sys
+summary, unpacked = sys.argv[1:]
 j = json.load(open(summary))
+parts = [d for d in glob.glob(os.path.join(unpacked, "*")) if os.path.basename(d) != "all"]
 seqs = 0
-for z in glob.glob(os.path.join(src, "*", "shard-*.bin.xz")):
-    head = lzma.open(z).read(32)
-    seqs += struct.unpack_from("<I", head, 20)[0]  # the shard header's sequence count (datagen.h)
-assert j["data_seqs"] == seqs, f"trained on {j['data_seqs']} sequences, the corpus holds {seqs}"
+for part in parts:  # every shard unpacked (and checked against SHA256SUMS) for the run
+    for f in glob.glob(os.path.join(part, "shard-*.bin")):
+        seqs += struct.unpack_from("<I", open(f, "rb").read(32), 20)[0]  # the shard header's sequence count
+assert parts and seqs > 0 and len(glob.glob(os.path.join(unpacked, "all", "shard-*.bin"))) == sum(
+    len(glob.glob(os.path.join(p, "shard-*.bin"))) for p in parts), "all/ does not hold every unpacked shard"
+assert j["data_seqs"] == seqs, f"trained on {j['data_seqs']} sequences, the unpacked corpus holds {seqs}"
 assert j["steps"] == 1 and os.path.getsize(summary[:-5]) > 0
 print(f"{seqs} sequences")
 PY

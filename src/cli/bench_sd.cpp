@@ -343,8 +343,9 @@ std::map<std::string, Acc> run_prompt(Session& s, const BenchSdOptions& o,
     std::map<std::string, Acc> by_mode;
     // --repeat: each mode's round policy as it was before this prompt, and as the first repeat left it
     std::map<std::string, RoundPolicy> before, after;
-    for (const std::string& m : o.modes)
-        if (m != "none" && drafters[m]->policy()) before.emplace(m, *drafters[m]->policy());
+    if (o.repeat > 1)
+        for (const std::string& m : o.modes)
+            if (m != "none" && drafters[m]->policy()) before.emplace(m, *drafters[m]->policy());
     for (long r = 0; r < o.repeat; r++)
         for (const std::string& m : o.modes) {
             SpecStats st;
@@ -358,7 +359,7 @@ std::map<std::string, Acc> run_prompt(Session& s, const BenchSdOptions& o,
                 plain = got;
             } else {
                 RoundPolicy* pol = drafters[m]->policy();
-                if (pol && r > 0) *pol = before.at(m);
+                if (pol && r > 0) *pol = before.at(m);  // (r > 0 only with --repeat > 1: before holds every policy)
                 SpecParams spp;
                 spp.max_tree = 64;
                 generate_speculative(s, *drafters[m], ids, n, sp, spp, nullptr, &st, &got, acc);

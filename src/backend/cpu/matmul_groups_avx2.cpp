@@ -19,12 +19,6 @@ namespace {
 inline void in_register(__m256i& v) { asm("" : "+x"(v)); }
 
 constexpr int G = 8;   // rows per group: one int32 lane each in a 256-bit vector
-// Software prefetch this many bytes ahead of the block being multiplied (about 10 Q4 blocks, 6 Q8_0 blocks).
-// A thread's weights are one contiguous stream, but the hardware prefetchers stop at each 4 KiB page, so
-// every page starts with demand misses; prefetching across the page boundary takes about a fifth off a
-// SmolLM2-135M decode step on an AVX2-only core (1,024 and 2,048 bytes ahead are slower). A hint: the
-// arithmetic and its order are unchanged.
-constexpr uint64_t PREFETCH_BYTES = 1536;
 // Token tiles of up to 4 (groups_run, matmul.h): 4 int + 4 float accumulators + 3 weight vectors +
 // broadcasts fit the 16 ymm registers.
 
@@ -67,8 +61,7 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t* blk = in.w + (uint64_t)b * in.block_bytes;
-        for (uint64_t o = 0; o < in.block_bytes; o += 64)  // (hint only: past the end it reads nothing)
-            _mm_prefetch((const char*)(blk + PREFETCH_BYTES + o), _MM_HINT_T0);
+        prefetch_packed(blk, in.block_bytes);
         constexpr bool Q4 = K != PackKind::Q8;  // the nibble layouts
         const uint8_t* q = blk + (Q4 ? 4 * G : 2 * G);
         __m256i isum[C];
@@ -166,8 +159,7 @@ inline void group_tile_k(const MatmulJob& j, int64_t g, int t0) {
             if constexpr (!Q6) dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(sb + 2 * G)));
         }
         const uint8_t* q = sb + HB + jb * BB;
-        for (uint64_t o = 0; o < BB; o += 64)  // (hint only)
-            _mm_prefetch((const char*)(q + PREFETCH_BYTES + o), _MM_HINT_T0);
+        prefetch_packed(q, BB);
         __m256i h4 = _mm256_setzero_si256(), h5 = _mm256_setzero_si256();
         if constexpr (K != PackKind::Q4K) h4 = _mm256_loadu_si256((const __m256i*)(q + 16 * G));
         if constexpr (Q6) h5 = _mm256_loadu_si256((const __m256i*)(q + 20 * G));

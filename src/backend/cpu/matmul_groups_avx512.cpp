@@ -53,6 +53,7 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t* blk = in.w + (uint64_t)b * in.block_bytes;
+        prefetch_packed(blk, in.block_bytes);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)blk));
         constexpr bool Q4 = K != PackKind::Q8;  // the nibble layouts
         const uint8_t* q = blk + (Q4 ? 64 : 32);
@@ -152,6 +153,7 @@ inline void group_tile_k(const MatmulJob& j, int64_t g, int t0) {
             if constexpr (!Q6) dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(sb + 2 * G)));
         }
         const uint8_t* q = sb + HB + jb * BB;
+        prefetch_packed(q, BB);
         __m512i h4 = _mm512_setzero_si512(), h5 = _mm512_setzero_si512();
         if constexpr (K != PackKind::Q4K) h4 = _mm512_loadu_si512((const void*)(q + 16 * G));
         if constexpr (Q6) h5 = _mm512_loadu_si512((const void*)(q + 20 * G));

@@ -127,7 +127,7 @@ def run_tool(qt, rows, cols, T, wfile, xfile, yfile, isa):
 def check_matmul(tmp, rng):
     T = 5
     for qt in TYPES:
-        for rows, cols in ((37, 256), (20, 768)):
+        for rows, cols in ((37, 256), (20, 768), (9, 1280)):  # Q5 triples: 8, 24, 40 blocks (last triple 2, 3, 1)
             raw = random_blocks(rng, qt, rows, cols, 0.02)
             W = dequantize(raw, qt).astype(np.float64).reshape(rows, cols)
             x = (rng.standard_normal((T, cols)) * 1.5).astype(np.float32)

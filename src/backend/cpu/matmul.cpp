@@ -549,15 +549,19 @@ static void pack_rows(const Weight& W, int G, uint8_t* out, int64_t r0, int64_t 
     const char* name = W.host ? W.host->name.c_str() : "(unnamed weight)";
     const DType dt = W.dtype;
     const int64_t nb = W.cols / QK;
-    const uint64_t BB = pack_block_bytes(pack_kind(dt), G), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
+    const bool five = dt == DType::Q5_0 || dt == DType::Q5_1;
+    const uint64_t BB = five ? 0 : pack_block_bytes(pack_kind(dt), G), src_row = dtype_row_bytes(dt, (uint64_t)W.cols);
     const uint64_t src_blk = dtype_row_bytes(dt, QK);  // bytes of one stored block
     const uint64_t chunk = 2 * (uint64_t)G;            // bytes of one chunk (G rows x 2 positions)
+    const uint64_t group = pack_group_bytes(dt, G, W.cols), TB = pack_q5_triple_bytes(G);
     for (int64_t r = r0; r < r1; r++) {
         const int64_t g = r / G, l = r % G;
         const uint8_t* row = (const uint8_t*)W.data + (uint64_t)r * src_row;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t* src = row + (uint64_t)b * src_blk;
-            uint8_t* blk = out + (uint64_t)(g * nb + b) * BB;
+            // Q5: block b's d and m sit in its triple's header (slot b % 3), its q in the triple's vectors
+            uint8_t* tri = out + (uint64_t)g * group + (uint64_t)(b / 3) * TB;
+            uint8_t* blk = five ? tri + 2 * G * (b % 3) : out + (uint64_t)(g * nb + b) * BB;
             memcpy(blk + 2 * l, src, 2);  // d
             if (dt == DType::Q8_0) {
                 const int8_t* qs = (const int8_t*)(src + 2);
@@ -567,7 +571,7 @@ static void pack_rows(const Weight& W, int G, uint8_t* out, int64_t r0, int64_t 
             }
             // x = d q + m: Q4_1 and Q5_1 store m; Q4_0 (x = d (q - 8)) and Q5_0 (d (q - 16)) get m = -8 d or
             // -16 d, exact in f16 unless it overflows
-            const bool has_m = dt == DType::Q4_1 || dt == DType::Q5_1, five = dt == DType::Q5_0 || dt == DType::Q5_1;
+            const bool has_m = dt == DType::Q4_1 || dt == DType::Q5_1;
             uint16_t m16;
             if (has_m) {
                 memcpy(&m16, src + 2, 2);
@@ -580,12 +584,24 @@ static void pack_rows(const Weight& W, int G, uint8_t* out, int64_t r0, int64_t 
                     fail("cpu_pack_weight: %s: row %lld block %lld: scale %g too large to pack (%d d overflows f16)", name,
                          (long long)r, (long long)b, f16_to_f32(d16), five ? 16 : 8);
             }
-            memcpy(blk + chunk + 2 * l, &m16, 2);
             const uint8_t* qs = src + (has_m ? 4 : 2) + (five ? 4 : 0);
             int q[32];
             for (int e = 0; e < 32; e++) q[e] = five ? q5_value(src + (has_m ? 4 : 2), qs, e) : e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
-            pack_nibbles(q, G, (int)l, blk + 2 * chunk);
-            if (five) pack_plane(q, 4, (int)l, blk + 10 * chunk);
+            if (!five) {
+                memcpy(blk + chunk + 2 * l, &m16, 2);
+                pack_nibbles(q, G, (int)l, blk + 2 * chunk);
+                continue;
+            }
+            memcpy(blk + 6 * G + 2 * l, &m16, 2);  // m[b % 3][l]
+            for (int i = 0; i < 16; i++)
+                for (int e = 0; e < 2; e++) {  // slot s of the triple: position 2i + e of block b
+                    const int s = 16 * (int)(b % 3) + i;
+                    uint8_t* at = tri + 12 * G + 4 * (uint64_t)G * (s / 3) + 2 * (2 * l + e);
+                    uint16_t word;
+                    memcpy(&word, at, 2);
+                    word = (uint16_t)(word | q[q16_element(2 * i + e)] << (5 * (s % 3)));
+                    memcpy(at, &word, 2);
+                }
         }
     }
 }

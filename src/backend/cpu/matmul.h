@@ -55,21 +55,25 @@ int cpu_matmul_act_bits();            // what cpu_matmul uses now
 //   Q4_0/Q4_1: d[G] f16, m[G] f16 (Q4_0: m = -8 d, exact in f16), then 8 chunks of 2G bytes; byte 2l + e
 //              of chunk k = row l's element at position 4k + e (low nibble) and 4k + 2 + e (high
 //              nibble), positions in the int16 nibble order of quantize.h (element q16_element(p));
-//   Q5_0/Q5_1: as Q4 with the low 4 bits of q (Q5_0: m = -16 d), then h[G] uint32, the fifth bits: bit s
-//              of h[l] (s = 2k + i, i = 0 for the low nibbles of chunk k, 1 for the high) is row l's bit
-//              of position 4k + 2i, bit 16 + s that of position 4k + 2i + 1; so one shift of h puts the
-//              fifth bits of a nibble set at bit 4 of each word;
+//   Q5_0/Q5_1: three 5-bit q to a word, in triples of blocks (pack_q5_triple_bytes, below), not blocks;
 //   Q8_0:      d[G] f16, then 16 chunks of 2G int8; byte 2l + e of chunk p = row l, position 2p + e;
 //   Q4_K, Q5_K, Q6_K: per super-block of 256 weights (8 activation blocks) a header, then the 8 blocks laid
 //              out as Q4 / Q5 blocks without d and m: Q4_K 8 chunks, Q5_K 8 chunks and h, Q6_K 8 chunks
 //              and two planes h4, h5 (bits 4 and 5 of q, placed as h). Header: Q4_K / Q5_K d[G] f16,
 //              dmin[G] f16, sc[8][G] u8, mn[8][G] u8 (the 6-bit scales and mins of the 8 blocks); Q6_K
 //              d[G] f16, sc[16][G] i8 (one per 16 weights).
-// So zero-extending a chunk to 2G words gives, per row lane, the weights of two consecutive activation
+//   Q5 triple t (blocks 3t, 3t + 1, 3t + 2; the last one zero-padded): d[3][G] f16, m[3][G] f16 (Q5_0:
+//              m = -16 d), then 16 vectors of 2G words; word 2l + e of vector v holds row l's q of the
+//              three slots s = 3v + f at bits 5f..5f+4 (f = 0, 1, 2), where slot s is position 2i + e of
+//              block 3t + s / 16, i = s % 16. One and or one shift per slot turns a vector into the 2G
+//              words of one slot, with no byte widening and no fifth-bit planes: 5.33 bits a weight
+//              (5 + 1/3: each word's top bit is spare) for about half the integer instructions of
+//              nibbles plus planes, which decide the speed of passes of many tokens (verify, prefill).
+// So zero-extending a chunk to 2G words (Q5: masking a slot out of a vector) gives, per row lane, the weights of two consecutive activation
 // positions: one vpdpwssd (AVX-512) or vpmaddwd (AVX2) with the activation pair broadcast to all lanes
-// gives G rows x 2 products. The bytes per 32 weights are the original's (Q4: 20, Q5_1: 24, Q8_0: 34,
-// Q6_K: 26.25) or a little more (Q5_0: 24 for 22, its m; Q4_K: 18.5 for 18, Q5_K: 22.5 for 22, the
-// unpacked 6-bit scales). Both kernels compute per (row, token) y = sum_b [fl(d_w d_x) * float(I_b) + m s_x]
+// gives G rows x 2 products. The bytes per 32 weights are the original's (Q4: 20, Q8_0: 34, Q6_K: 26.25)
+// or a little more (Q5_0 / Q5_1: 25.33 for 22 / 24; Q4_K: 18.5 for 18, Q5_K: 22.5 for 22, the unpacked
+// 6-bit scales). Both kernels compute per (row, token) y = sum_b [fl(d_w d_x) * float(I_b) + m s_x]
 // in block order with the same float steps (I_b exact, |I_b| <= 32 * 15 * 32767 for Q4 and Q4_K; Q5, Q5_K
 // up to 32 * 31 * 32767 and Q8_0 up to 32 * 128 * 32767 round once in float), where for the k-quants
 // d_w = d sc and m = -(dmin mn), both exact, and Q6_K's q is signed (q - 32, no m) with one I and d_w per
@@ -89,6 +93,8 @@ inline PackKind pack_kind(DType t) {
 constexpr bool pack_is_kquant(PackKind k) { return k == PackKind::Q4K || k == PackKind::Q5K || k == PackKind::Q6K; }
 // Bytes of one block of 32 weights x G rows (the 32-weight types; for the k-quants one block of a
 // super-block, after its header), of a super-block header, and of one whole row group of `cols` columns.
+// (pack_block_bytes is not defined for Q5, whose unit is the triple.)
+constexpr uint64_t pack_q5_triple_bytes(int G) { return 76ull * (uint64_t)G; }  // 12 G of scales, 16 x 4 G
 constexpr uint64_t pack_block_bytes(PackKind k, int G) {
     return (k == PackKind::Q8 ? 34ull : k == PackKind::Q5 ? 24ull : k == PackKind::Q4 ? 20ull
             : k == PackKind::Q4K ? 16ull : k == PackKind::Q5K ? 20ull : 24ull) * (uint64_t)G;
@@ -97,6 +103,7 @@ constexpr uint64_t pack_header_bytes(PackKind k, int G) { return (k == PackKind:
 inline uint64_t pack_group_bytes(DType t, int G, int64_t cols) {
     const PackKind k = pack_kind(t);
     if (pack_is_kquant(k)) return (uint64_t)(cols / 256) * (pack_header_bytes(k, G) + 8 * pack_block_bytes(k, G));
+    if (k == PackKind::Q5) return (uint64_t)((cols / 32 + 2) / 3) * pack_q5_triple_bytes(G);
     return (uint64_t)(cols / 32) * pack_block_bytes(k, G);
 }
 bool cpu_can_pack(DType t);                              // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K
@@ -139,10 +146,12 @@ void matmul_groups_avx2(const MatmulJob& job, int64_t g0, int64_t g1);    // G =
 // fifth for Q4_1 and a tenth for Q5_0, and further ahead loses again (prefetches past a small matrix's
 // share of rows are wasted); the AVX-512 path, whose blocks are twice as wide, takes PACKED_PREFETCH_BYTES too.
 constexpr uint64_t PACKED_PREFETCH_BYTES = 4096;
-// Prefetch the cache lines of `bytes` bytes at p + PACKED_PREFETCH_BYTES (past the end it reads nothing).
+// Prefetch the cache lines of `bytes` bytes at p + PACKED_PREFETCH_BYTES (past the end it reads nothing),
+// or the one line of p + PACKED_PREFETCH_BYTES.
 inline void prefetch_packed(const uint8_t* p, uint64_t bytes) {
     for (uint64_t o = 0; o < bytes; o += 64) _mm_prefetch((const char*)(p + PACKED_PREFETCH_BYTES + o), _MM_HINT_T0);
 }
+inline void prefetch_packed_line(const uint8_t* p) { _mm_prefetch((const char*)(p + PACKED_PREFETCH_BYTES), _MM_HINT_T0); }
 
 // What a row-group tile of C tokens from t0 reads: group g's packed blocks (pack_block_bytes(dtype, G)
 // each) and, per token c, the int16 activations as int32 pairs (int32 i of block b = positions 2i,

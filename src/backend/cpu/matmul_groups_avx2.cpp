@@ -4,6 +4,7 @@
 // AVX2 twin of matmul_groups_avx512.cpp (vpmaddwd + vpaddd in place of vpdpwssd), same float steps.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "../../core/common.h"
@@ -48,7 +49,7 @@ inline void store_tile(const MatmulJob& j, int64_t g, int t0, const __m256* acc)
 // Why it is fast: each weight byte is loaded and widened once per 4 tokens, two integer ops per 16
 // multiply-adds, no per-row scale gathers and no horizontal sums; the weight stream of a thread is one
 // contiguous run of its groups (hardware prefetch). K: the packed layout (matmul.h): Q4 (Q4_0, Q4_1),
-// Q5 (Q5_0, Q5_1: the Q4 nibbles plus a word of fifth bits per row), Q8 (Q8_0).
+// Q8 (Q8_0); Q5 is group_tile_q5.
 template <PackKind K, int C>
 inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     const GroupTileInputs<C> in(j, G, g, t0);
@@ -68,20 +69,12 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) isum[c] = _mm256_setzero_si256();
         if constexpr (Q4) {
-            const __m256i low4 = _mm256_set1_epi16(0x0F), bit4 = _mm256_set1_epi16(0x10);
-            __m256i h = _mm256_setzero_si256();  // Q5: the fifth bits, bit 2k + i of each word for chunk k
-            if constexpr (K == PackKind::Q5) h = _mm256_loadu_si256((const __m256i*)(q + 8 * 2 * G));
+            const __m256i low4 = _mm256_set1_epi16(0x0F);
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {  // chunk k: positions 4k, 4k+1 (low nibbles), 4k+2, 4k+3 (high)
                 const __m256i z = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(q + 2 * G * k)));
-                __m256i wlo = _mm256_and_si256(z, low4);
-                __m256i whi = _mm256_srli_epi16(z, 4);
-                if constexpr (K == PackKind::Q5) {  // bit s of each word to bit 4, s = 2k (low) and 2k + 1 (high)
-                    const __m256i hlo = 2 * k <= 4 ? _mm256_slli_epi16(h, 4 - 2 * k) : _mm256_srli_epi16(h, 2 * k - 4);
-                    const __m256i hhi = 2 * k + 1 <= 4 ? _mm256_slli_epi16(h, 3 - 2 * k) : _mm256_srli_epi16(h, 2 * k - 3);
-                    wlo = _mm256_or_si256(wlo, _mm256_and_si256(hlo, bit4));
-                    whi = _mm256_or_si256(whi, _mm256_and_si256(hhi, bit4));
-                }
+                const __m256i wlo = _mm256_and_si256(z, low4);
+                const __m256i whi = _mm256_srli_epi16(z, 4);
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
                     const int32_t* xp = xq[c] + 16 * b + 2 * k;
@@ -115,6 +108,61 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), sc, acc[c]);
             if constexpr (Q4) acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xs[c][b]), acc[c]);
         }
+    }
+    store_tile<C>(j, g, t0, acc);
+}
+
+// Q5_0, Q5_1 (the Q5 triples of matmul.h): group_tile's float steps, block by block, with the integer sums
+// taken from vectors of three 5-bit slots: slot f of vector v is (V >> 5f) & 31 (the top slot needs no
+// mask), the weights of position pair s = 3v + f of the triple for the 8 rows. Per three slots: one load,
+// four integer ops, then as Q4 a vpmaddwd and a vpaddd per slot and token.
+template <int C>
+inline void group_tile_q5(const MatmulJob& j, int64_t g, int t0) {
+    constexpr uint64_t TB = pack_q5_triple_bytes(G);
+    const GroupTileInputs<C> in(j, G, g, t0);
+    const int64_t nb = j.acts.nb;
+    const __m256i low5 = _mm256_set1_epi16(31);
+    __m256 acc[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 3) {
+        const uint8_t* tri = in.w + (uint64_t)(b0 / 3) * TB;
+        prefetch_packed(tri, 12 * G);  // the header's lines here, each vector's in the loop (spread out:
+                                       // a burst of prefetches stalls once the line fill buffers run out)
+        const int nvalid = (int)std::min<int64_t>(3, nb - b0);  // blocks in this triple
+        __m256i isum[C];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+        for (int v = 0; v < 16; v++) {
+            prefetch_packed_line(tri + 12 * G + 4 * G * v);
+            const __m256i V = _mm256_loadu_si256((const __m256i*)(tri + 12 * G + 4 * G * v));
+            const __m256i w[3] = {_mm256_and_si256(V, low5), _mm256_and_si256(_mm256_srli_epi16(V, 5), low5),
+                                  _mm256_srli_epi16(V, 10)};
+#pragma GCC unroll 3
+            for (int f = 0; f < 3; f++) {
+                const int s = 3 * v + f, bi = s / 16;
+                if (s % 16 == 0 && bi >= nvalid) goto next_triple;  // the last triple may hold 1 or 2 blocks
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(w[f], _mm256_set1_epi32(in.xq[c][16 * b0 + s])));
+                    in_register(isum[c]);
+                }
+                if (s % 16 == 15) {  // block b0 + bi is complete: its float steps, as group_tile's
+                    const int64_t b = b0 + bi;
+                    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(tri + 2 * G * bi)));
+                    const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(tri + 6 * G + 2 * G * bi)));
+#pragma GCC unroll 4
+                    for (int c = 0; c < C; c++) {
+                        const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(in.xd[c][b]));
+                        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), sc, acc[c]);
+                        acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(in.xs[c][b]), acc[c]);
+                        isum[c] = _mm256_setzero_si256();
+                    }
+                }
+            }
+        }
+    next_triple:;
     }
     store_tile<C>(j, g, t0, acc);
 }
@@ -215,6 +263,8 @@ struct GroupTile {
     static void run(const MatmulJob& j, int64_t g, int t0) {
         if constexpr (pack_is_kquant(K))
             group_tile_k<K, C>(j, g, t0);
+        else if constexpr (K == PackKind::Q5)
+            group_tile_q5<C>(j, g, t0);
         else
             group_tile<K, C>(j, g, t0);
     }

@@ -7,6 +7,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "../../core/common.h"
@@ -38,8 +39,8 @@ inline void store_tile(const MatmulJob& j, int64_t g, int t0, const __m512* acc)
 //     (exact; split over NA integer accumulators, integer addition is associative so the split is free)
 //   acc = fma(float(I), d_w * d_x[b], acc);  Q4, Q5: acc = fma(m_w, s_x[b], acc)
 // The float steps per (row, token) are the same whatever C, the lane or the thread: batch invariant.
-// K: the packed layout (matmul.h): Q4 (Q4_0, Q4_1; Q4_0's offset is its m = -8 d), Q5 (the Q4 nibbles
-// plus a word of fifth bits per row: one shift and one and put them at bit 4), Q8 (Q8_0).
+// K: the packed layout (matmul.h): Q4 (Q4_0, Q4_1; Q4_0's offset is its m = -8 d), Q8 (Q8_0); Q5 is
+// group_tile_q5.
 template <PackKind K, int C>
 inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
     constexpr int NA = C == 1 ? 4 : C <= 4 ? 2 : 1;  // independent dpwssd chains per token (latency; C > 4: registers)
@@ -63,20 +64,12 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
 #pragma GCC unroll 4
             for (int a = 0; a < NA; a++) isum[c][a] = _mm512_setzero_si512();
         if constexpr (Q4) {
-            const __m512i low4 = _mm512_set1_epi16(0x0F), bit4 = _mm512_set1_epi16(0x10);
-            __m512i h = _mm512_setzero_si512();  // Q5: the fifth bits, bit 2k + i of each word for chunk k
-            if constexpr (K == PackKind::Q5) h = _mm512_loadu_si512((const void*)(q + 8 * 32));
+            const __m512i low4 = _mm512_set1_epi16(0x0F);
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {  // chunk k: positions 4k, 4k+1 (low nibbles), 4k+2, 4k+3 (high)
                 const __m512i z = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)(q + 32 * k)));
-                __m512i wlo = _mm512_and_si512(z, low4);
-                __m512i whi = _mm512_srli_epi16(z, 4);
-                if constexpr (K == PackKind::Q5) {  // bit s of each word to bit 4, s = 2k (low) and 2k + 1 (high)
-                    const __m512i hlo = 2 * k <= 4 ? _mm512_slli_epi16(h, 4 - 2 * k) : _mm512_srli_epi16(h, 2 * k - 4);
-                    const __m512i hhi = 2 * k + 1 <= 4 ? _mm512_slli_epi16(h, 3 - 2 * k) : _mm512_srli_epi16(h, 2 * k - 3);
-                    wlo = _mm512_or_si512(wlo, _mm512_and_si512(hlo, bit4));
-                    whi = _mm512_or_si512(whi, _mm512_and_si512(hhi, bit4));
-                }
+                const __m512i wlo = _mm512_and_si512(z, low4);
+                const __m512i whi = _mm512_srli_epi16(z, 4);
 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
                     const int32_t* xp = xq[c] + 16 * b + 2 * k;
@@ -105,6 +98,67 @@ inline void group_tile(const MatmulJob& j, int64_t g, int t0) {
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), sc, acc[c]);
             if constexpr (Q4) acc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[c][b]), acc[c]);
         }
+    }
+    store_tile<C>(j, g, t0, acc);
+}
+
+// Q5_0, Q5_1 (the Q5 triples of matmul.h): group_tile's float steps, block by block, with the integer sums
+// taken from vectors of three 5-bit slots: slot f of vector v is (V >> 5f) & 31 (the top slot needs no
+// mask), the weights of position pair s = 3v + f of the triple for the 16 rows. Per three slots: one
+// load, four integer ops and a vpdpwssd per slot and token (the nibbles-and-planes layout took a widening,
+// two shifts and two ternary logic ops per two slots besides).
+template <int C>
+inline void group_tile_q5(const MatmulJob& j, int64_t g, int t0) {
+    constexpr int NA = C == 1 ? 4 : C <= 4 ? 2 : 1;  // independent dpwssd chains per token, as group_tile
+    constexpr uint64_t TB = pack_q5_triple_bytes(G);
+    const GroupTileInputs<C> in(j, G, g, t0);
+    const int64_t nb = j.acts.nb;
+    const __m512i low5 = _mm512_set1_epi16(31);
+    __m512 acc[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 3) {
+        const uint8_t* tri = in.w + (uint64_t)(b0 / 3) * TB;
+        prefetch_packed(tri, 12 * G);  // the header's lines here, each vector's in the loop (spread out:
+                                       // a burst of prefetches stalls once the line fill buffers run out)
+        const int nvalid = (int)std::min<int64_t>(3, nb - b0);  // blocks in this triple
+        __m512i isum[C][NA];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++)
+#pragma GCC unroll 4
+            for (int a = 0; a < NA; a++) isum[c][a] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+        for (int v = 0; v < 16; v++) {
+            prefetch_packed_line(tri + 12 * G + 4 * G * v);
+            const __m512i V = _mm512_loadu_si512((const void*)(tri + 12 * G + 4 * G * v));
+            const __m512i w[3] = {_mm512_and_si512(V, low5), _mm512_and_si512(_mm512_srli_epi16(V, 5), low5),
+                                  _mm512_srli_epi16(V, 10)};
+#pragma GCC unroll 3
+            for (int f = 0; f < 3; f++) {
+                const int s = 3 * v + f, bi = s / 16;
+                if (s % 16 == 0 && bi >= nvalid) goto next_triple;  // the last triple may hold 1 or 2 blocks
+#pragma GCC unroll 8
+                for (int c = 0; c < C; c++)
+                    isum[c][s % NA] = _mm512_dpwssd_epi32(isum[c][s % NA], w[f], _mm512_set1_epi32(in.xq[c][16 * b0 + s]));
+                if (s % 16 == 15) {  // block b0 + bi is complete: its float steps, as group_tile's
+                    const int64_t b = b0 + bi;
+                    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(tri + 2 * G * bi)));
+                    const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(tri + 6 * G + 2 * G * bi)));
+#pragma GCC unroll 8
+                    for (int c = 0; c < C; c++) {
+                        __m512i I = isum[c][0];
+                        if constexpr (NA >= 2) I = _mm512_add_epi32(I, isum[c][1]);
+                        if constexpr (NA == 4) I = _mm512_add_epi32(I, _mm512_add_epi32(isum[c][2], isum[c][3]));
+                        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(in.xd[c][b]));
+                        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), sc, acc[c]);
+                        acc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(in.xs[c][b]), acc[c]);
+#pragma GCC unroll 4
+                        for (int a = 0; a < NA; a++) isum[c][a] = _mm512_setzero_si512();
+                    }
+                }
+            }
+        }
+    next_triple:;
     }
     store_tile<C>(j, g, t0, acc);
 }
@@ -208,6 +262,8 @@ struct GroupTile {
     static void run(const MatmulJob& j, int64_t g, int t0) {
         if constexpr (pack_is_kquant(K))
             group_tile_k<K, C>(j, g, t0);
+        else if constexpr (K == PackKind::Q5)
+            group_tile_q5<C>(j, g, t0);
         else
             group_tile<K, C>(j, g, t0);
     }

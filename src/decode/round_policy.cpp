@@ -39,6 +39,7 @@ void RoundPolicy::reset_arm(Arm* a, bool draft) {
     const int d = a->depth > 0 ? a->depth : 4;
     const int k = setup_.plain_rows;
     a->tokens.reset(draft ? k * std::min(2.0, 1 + 0.5 * d) : k);
+    a->text = a->tokens;
     if (cost_.empty()) a->verify.reset(1.0);
     else a->verify.reset(draft ? cost_[k * std::min(4, cost_.max_tokens())] : cost_[k]);
     a->forwards.reset(draft ? d : 0);
@@ -47,9 +48,13 @@ void RoundPolicy::reset_arm(Arm* a, bool draft) {
     a->g = Gap();
 }
 
-void RoundPolicy::begin() {  // estimates and gaps carry over; only the rounds-since counts restart
+void RoundPolicy::begin() {  // estimates and gaps carry over; the text means and rounds-since counts restart
     log({Event::BEGIN});
-    for (Arm& a : draft_) a.g.since = 0;
+    for (Arm* a : all_arms()) {
+        a->text.v = a->tokens.v;
+        a->text.n = kTextPrior;
+        a->g.since = 0;
+    }
     draft_gap_.since = 0;
 }
 
@@ -75,7 +80,7 @@ double RoundPolicy::draft_steps(int i) const {
 double RoundPolicy::value(int i) const {
     const Arm& a = arm(i);
     const double steps = a.verify.v + (i >= 0 ? draft_steps(i) : 0.0);
-    return a.tokens.v / std::max(steps, 1e-9);
+    return a.text.v / std::max(steps, 1e-9);
 }
 
 int RoundPolicy::best_depth() const {
@@ -174,6 +179,7 @@ void RoundPolicy::observe_round(int T, int committed) {
     if (cost_.empty()) return;  // no cost model: nothing to choose by value
     Arm& a = arm(cur_arm_);
     a.tokens.add(committed);
+    a.text.add(committed);
     a.verify.add(cost_[T]);
     if (cur_arm_ >= 0) {
         a.forwards.add(round_forwards_);

@@ -45,9 +45,14 @@ struct RoundChoice {
 // as well. Threads do not change tokens: the thread arm with the lower mean seconds per forward
 // (prior: its first measurement; one thread until both are measured), the other tried every 32nd
 // drafting round (a split over a busy machine's cores can cost more than a short answer's whole draft).
-// begin() (a new text) keeps every estimate and probe gap (what the draft is worth and what the
-// machine costs change less between texts than the texts' first rounds could tell) and restarts the
-// counts of rounds since each arm ran.
+// Tokens per round are kept twice, as the mean above across texts and as a mean of the current text:
+// begin() (a new text) starts each arm's text mean at its across-texts mean, counted as kTextPrior (2)
+// rounds, and values use the text mean. So two or three rounds of a text that suits an arm worse (or
+// better) than the texts before turn the choice: a short answer the draft cannot predict stops drafting
+// after its first rounds instead of paying for the 16 rounds that move the long mean, while one unlucky
+// round of a text the draft predicts well does not (tau 3 before: 2.33 tokens after a 1-token round).
+// begin() keeps every other estimate and probe gap (costs belong to the machine, not the text) and
+// restarts the counts of rounds since each arm ran.
 // The policy reads no clock: timings come as arguments, so a recorded trace of its observations
 // (record()) replays to the same decisions (replay()).
 class RoundPolicy {
@@ -129,10 +134,11 @@ private:
     struct Arm {
         int depth = 0;
         Mean tokens, verify, forwards, draft_s;  // draft_s: seconds of drafting per round (n 0: not measured)
+        Mean text;     // tokens per round on the current text (begin(): from `tokens`, weight kTextPrior)
         int runs = 0;  // rounds observed
         Gap g;         // draft arms: among draft rounds
     };
-    static constexpr int kMinGap = 4, kMaxGap = 64, kThreadProbe = 32, kModeProbe = 2;
+    static constexpr int kMinGap = 4, kMaxGap = 64, kThreadProbe = 32, kModeProbe = 2, kTextPrior = 2;
 
     Setup setup_;
     VerifyCost cost_;
@@ -158,6 +164,11 @@ private:
     void build_arms();
     void reset_arm(Arm* a, bool draft);
     Arm& arm(int i) { return i < 0 ? lookup_ : draft_[i]; }
+    std::vector<Arm*> all_arms() {
+        std::vector<Arm*> v{&lookup_};
+        for (Arm& a : draft_) v.push_back(&a);
+        return v;
+    }
     const Arm& arm(int i) const { return i < 0 ? lookup_ : draft_[i]; }
     int best_depth() const;   // the best draft arm ever run (none: the first, the shallowest)
     int thread_arm() const;   // the faster measured thread arm

@@ -168,6 +168,31 @@ static void test_synthetic() {
           "where it wins (expected a probe within 64 rounds, then drafting)", (int)c[0].draft, first, count_draft(late));
     printf("after begin(): the losing draft probed on round %d of the new text, %d of its last 50 rounds drafted\n",
            first, count_draft(late));
+    // the other way round: a draft that won on the texts before meets a text it cannot predict (a short
+    // answer): the text's own mean turns the choice within a few rounds, where the across-texts mean
+    // (weight 1/16 a round) would take about 15
+    RoundPolicy q = auto_policy(false);
+    run(&q, 200, 3.0, 0.4);
+    const std::vector<RoundChoice> lose = run(&q, 40, 1.0, 0.4);
+    const int stop = first_lookup(lose);
+    CHECK(stop <= 4, "a losing text after winning ones: %d draft rounds before the first lookup round (expected <= 4)", stop);
+    printf("a losing text after 200 winning rounds: stopped drafting after %d rounds, %d of its 40 drafted\n", stop,
+           count_draft(lose));
+    // ... while one 1-token round at the start of a text the draft predicts well (tau 3) does not stop it
+    RoundPolicy w = auto_policy(false);
+    run(&w, 200, 3.0, 0.4);
+    w.begin();
+    int kept = 0;
+    for (int r = 0; r < 20; r++) {
+        const RoundChoice x = w.choose();
+        kept += x.draft;
+        const int T = x.draft ? 5 : 1;
+        if (x.draft) w.observe_draft(0.4 * kStep, 5);
+        w.observe_verify(T, cost_table()[T] * kStep);
+        w.observe_round(T, x.draft ? (r == 0 ? 1 : 3) : 1);
+    }
+    CHECK(kept == 20, "a winning text with a 1-token first round: %d of 20 rounds drafted (expected all)", kept);
+    printf("a winning text with a 1-token first round: %d of 20 rounds drafted\n", kept);
     // threads: the faster thread arm, the other tried every 32nd drafting round
     RoundPolicy::Setup setup;
     RoundPolicy t(setup);

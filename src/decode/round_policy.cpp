@@ -80,7 +80,8 @@ double RoundPolicy::draft_steps(int i) const {
 double RoundPolicy::value(int i) const {
     const Arm& a = arm(i);
     const double steps = a.verify.v + (i >= 0 ? draft_steps(i) : 0.0);
-    return a.text.v / std::max(steps, 1e-9);
+    const double tokens = i >= 0 ? std::min(a.text.v, a.tokens.v) : a.tokens.v;  // draft arms: the lower
+    return tokens / std::max(steps, 1e-9);
 }
 
 int RoundPolicy::best_depth() const {

@@ -47,10 +47,14 @@ struct RoundChoice {
 // drafting round (a split over a busy machine's cores can cost more than a short answer's whole draft).
 // Tokens per round are kept twice, as the mean above across texts and as a mean of the current text:
 // begin() (a new text) starts each arm's text mean at its across-texts mean, counted as kTextPrior (2)
-// rounds, and values use the text mean. So two or three rounds of a text that suits an arm worse (or
-// better) than the texts before turn the choice: a short answer the draft cannot predict stops drafting
-// after its first rounds instead of paying for the 16 rounds that move the long mean, while one unlucky
-// round of a text the draft predicts well does not (tau 3 before: 2.33 tokens after a 1-token round).
+// rounds, and a draft arm's value takes the lower of the two. So two or three rounds of a text that suits
+// the draft worse than the texts before turn the choice: a short answer the draft cannot predict stops
+// drafting after its first rounds instead of paying for the 16 rounds that move the long mean, while one
+// unlucky round of a text the draft predicts well does not (tau 3 before: 2.33 tokens after a 1-token
+// round). Better than the texts before counts only through the long mean (a probe or two that happen to
+// do well, a hybrid round carrying the lookup match, must not switch on a draft that does not pay), and
+// the lookup side keeps its long mean (a text that suits lookup badly must not make a draft that does
+// not pay look better by comparison).
 // begin() keeps every other estimate and probe gap (costs belong to the machine, not the text) and
 // restarts the counts of rounds since each arm ran.
 // The policy reads no clock: timings come as arguments, so a recorded trace of its observations

@@ -50,10 +50,10 @@ void RoundPolicy::reset_arm(Arm* a, bool draft) {
 
 void RoundPolicy::begin() {  // estimates and gaps carry over; the text means and rounds-since counts restart
     log({Event::BEGIN});
-    for (Arm* a : all_arms()) {
-        a->text.v = a->tokens.v;
-        a->text.n = kTextPrior;
-        a->g.since = 0;
+    for (Arm& a : draft_) {
+        a.text.v = a.tokens.v;
+        a.text.n = kTextPrior;
+        a.g.since = 0;
     }
     draft_gap_.since = 0;
 }
@@ -180,9 +180,9 @@ void RoundPolicy::observe_round(int T, int committed) {
     if (cost_.empty()) return;  // no cost model: nothing to choose by value
     Arm& a = arm(cur_arm_);
     a.tokens.add(committed);
-    a.text.add(committed);
     a.verify.add(cost_[T]);
     if (cur_arm_ >= 0) {
+        a.text.add(committed);
         a.forwards.add(round_forwards_);
         if (a.draft_s.n == 0) a.draft_s.reset(round_draft_s_);  // the prior: the first measurement
         else a.draft_s.add(round_draft_s_);

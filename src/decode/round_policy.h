@@ -138,7 +138,7 @@ private:
     struct Arm {
         int depth = 0;
         Mean tokens, verify, forwards, draft_s;  // draft_s: seconds of drafting per round (n 0: not measured)
-        Mean text;     // tokens per round on the current text (begin(): from `tokens`, weight kTextPrior)
+        Mean text;     // draft arms: tokens per round on the current text (begin(): `tokens`, weight kTextPrior)
         int runs = 0;  // rounds observed
         Gap g;         // draft arms: among draft rounds
     };
@@ -168,11 +168,6 @@ private:
     void build_arms();
     void reset_arm(Arm* a, bool draft);
     Arm& arm(int i) { return i < 0 ? lookup_ : draft_[i]; }
-    std::vector<Arm*> all_arms() {
-        std::vector<Arm*> v{&lookup_};
-        for (Arm& a : draft_) v.push_back(&a);
-        return v;
-    }
     const Arm& arm(int i) const { return i < 0 ? lookup_ : draft_[i]; }
     int best_depth() const;   // the best draft arm ever run (none: the first, the shallowest)
     int thread_arm() const;   // the faster measured thread arm

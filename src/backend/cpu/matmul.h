@@ -140,18 +140,15 @@ void matmul_groups_avx512(const MatmulJob& job, int64_t g0, int64_t g1);  // G =
 void matmul_groups_avx2(const MatmulJob& job, int64_t g0, int64_t g1);    // G = 8
 
 // Software prefetch of the packed weights this many bytes ahead of the block being multiplied (hint only:
-// the arithmetic and its order are unchanged). A thread's weights are one contiguous stream, but the
-// hardware prefetchers stop at each 4 KiB page, so every page starts with demand misses. The distance is
-// tuned by SmolLM2-135M decode (docs/benchmarks): on the AVX2 path 4 KiB ahead beats 1.5 KiB by about a
-// fifth for Q4_1 and a tenth for Q5_0, and further ahead loses again (prefetches past a small matrix's
-// share of rows are wasted); the AVX-512 path, whose blocks are twice as wide, takes PACKED_PREFETCH_BYTES too.
+// the arithmetic and its order are unchanged), one burst per block or triple. A thread's weights are one
+// contiguous stream, but the hardware prefetchers stop at each 4 KiB page, so every page starts with
+// demand misses. The distance is tuned by SmolLM2-135M decode on both paths: nearer leaves misses, further
+// wastes the prefetches past a small matrix's share of rows (the sweep is in the commit that set it).
 constexpr uint64_t PACKED_PREFETCH_BYTES = 4096;
-// Prefetch the cache lines of `bytes` bytes at p + PACKED_PREFETCH_BYTES (past the end it reads nothing),
-// or the one line of p + PACKED_PREFETCH_BYTES.
+// Prefetch the cache lines of `bytes` bytes at p + PACKED_PREFETCH_BYTES (past the end it reads nothing).
 inline void prefetch_packed(const uint8_t* p, uint64_t bytes) {
     for (uint64_t o = 0; o < bytes; o += 64) _mm_prefetch((const char*)(p + PACKED_PREFETCH_BYTES + o), _MM_HINT_T0);
 }
-inline void prefetch_packed_line(const uint8_t* p) { _mm_prefetch((const char*)(p + PACKED_PREFETCH_BYTES), _MM_HINT_T0); }
 
 // What a row-group tile of C tokens from t0 reads: group g's packed blocks (pack_block_bytes(dtype, G)
 // each) and, per token c, the int16 activations as int32 pairs (int32 i of block b = positions 2i,

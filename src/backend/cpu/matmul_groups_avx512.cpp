@@ -119,8 +119,7 @@ inline void group_tile_q5(const MatmulJob& j, int64_t g, int t0) {
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += 3) {
         const uint8_t* tri = in.w + (uint64_t)(b0 / 3) * TB;
-        prefetch_packed(tri, 12 * G);  // the header's lines here, each vector's in the loop (spread out:
-                                       // a burst of prefetches stalls once the line fill buffers run out)
+        prefetch_packed(tri, TB);
         const int nvalid = (int)std::min<int64_t>(3, nb - b0);  // blocks in this triple
         __m512i isum[C][NA];
 #pragma GCC unroll 8
@@ -129,7 +128,6 @@ inline void group_tile_q5(const MatmulJob& j, int64_t g, int t0) {
             for (int a = 0; a < NA; a++) isum[c][a] = _mm512_setzero_si512();
 #pragma GCC unroll 16
         for (int v = 0; v < 16; v++) {
-            prefetch_packed_line(tri + 12 * G + 4 * G * v);
             const __m512i V = _mm512_loadu_si512((const void*)(tri + 12 * G + 4 * G * v));
             const __m512i w[3] = {_mm512_and_si512(V, low5), _mm512_and_si512(_mm512_srli_epi16(V, 5), low5),
                                   _mm512_srli_epi16(V, 10)};

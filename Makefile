@@ -6,6 +6,7 @@
 #   make chaos        fault injection: kill -9 of datagen/train/bench-sd/serve, full disk (docs/reliability.md)
 #   make bench        build/bench.json (prefill/decode speed, bandwidth roofline, verify cost; per ISA path)
 #   make bench-types  build/bench-types.json (make bench of the default model in F16, Q8_0, Q4_0, Q4_1 and k-quants)
+#   make bench-types-1b  build/bench-types-1b.json (the same on a random 1.1B-shaped model that no cache holds)
 #   make bench-md     build/bench-md.json (an independent draft model -md against the Beagle draft, F16 target)
 #   make bench-serve  build/bench-serve.json + PNGs (beagle serve at 1/2/4/8 clients, plain vs speculative)
 #   make bench-remote build/bench-remote.json (client-server drafting vs remote plain decoding, 5G/4G delays)
@@ -43,7 +44,7 @@ TEST_BIN += $(TOOL_SRC:test/tools/%.cpp=$(BUILD)/test/%)
 
 MODEL    := weights/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all run test testdeps test-asan chaos bench bench-types bench-sd bench-md bench-sd-exact bench-serve bench-remote bench-peer interop model pydeps clean tests
+.PHONY: all run test testdeps test-asan chaos bench bench-types bench-types-1b bench-sd bench-md bench-sd-exact bench-serve bench-remote bench-peer interop model pydeps clean tests
 all: $(BUILD)/beagle
 
 $(BUILD)/obj/%.o: %.cpp
@@ -146,6 +147,21 @@ $(F16_MODEL): $(MODEL) | pydeps
 # build/models/), every ISA path, the list twice (forward and reverse), best kept (about 15 minutes).
 bench-types: $(BUILD)/beagle $(MODEL) $(F16_MODEL)
 	python3 scripts/bench_types.py --beagle $(BUILD)/beagle -m $(MODEL) --f16 $(F16_MODEL) -t 2 -o $(BUILD)/bench-types.json
+# The same on a model no cache holds: random weights in TinyLlama-1.1B's shape (dim 2048, ffn 5632, so every
+# matrix is a true k-quant, not a fallback), 630-850 MB a token. SmolLM2's 97-137 MB files can sit partly in
+# a large shared L3 (480 MiB on the Xeon of docs/benchmarks/cpu.md), which flatters the smaller files; here
+# every type streams from DRAM. About 10 minutes; the files (5 GB) stay in build/models/b1.
+B1_DIR := $(BUILD)/models/b1
+B1_F16 := $(B1_DIR)/tinyllama-shape.F16.gguf
+$(B1_F16): $(BUILD)/test/tool_random_llama | pydeps
+	@mkdir -p $(B1_DIR)
+	$(BUILD)/test/tool_random_llama $(B1_DIR)/random.Q8_0.gguf --layers 22 --vocab 32000 --dim 2048 --heads 32 --kv-heads 4 --ffn 5632 --type q8_0
+	python3 scripts/make_kquant_model.py $(B1_DIR)/random.Q8_0.gguf $@.tmp f16 && mv $@.tmp $@ && rm $(B1_DIR)/random.Q8_0.gguf
+$(B1_DIR)/tinyllama-shape.Q4_1.gguf: $(B1_F16) $(BUILD)/beagle
+	$(BUILD)/beagle quantize $(B1_F16) $@.tmp Q4_1 2 && mv $@.tmp $@
+bench-types-1b: $(BUILD)/beagle $(B1_DIR)/tinyllama-shape.Q4_1.gguf
+	python3 scripts/bench_types.py --beagle $(BUILD)/beagle -m $(B1_DIR)/tinyllama-shape.Q4_1.gguf --f16 $(B1_F16) \
+		--dir $(B1_DIR) --types Q4_1,Q4_K_M,Q5_K_M,Q6_K --reps 1 --prompt-tokens 16 --gen-tokens 32 -t 2 -o $(BUILD)/bench-types-1b.json
 bench-md: $(BUILD)/beagle $(F16_MODEL)
 	$(BUILD)/beagle bench-sd -m $(F16_MODEL) -md $(MODEL) -d $(DRAFT) -t 2 -n 128 --prompts $(DATA)/eval/mt_bench_question.jsonl --per-category 2 --modes none,md-chain,md-tree,md-auto,auto -o $(BUILD)/bench-md.json
 

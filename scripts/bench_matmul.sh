@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_matmul.sh: builds and runs the cpu_matmul micro-benchmark (test/tools/bench_matmul.cpp) against
-# build/libbeagle.a. Usage: bash scripts/bench_matmul.sh [--quick] [--threads N] [--model-only] [--sweep]
+# build/libbeagle.a. Usage: bash scripts/bench_matmul.sh [--quick] [--threads N] [--model-only] [--sweep] [--sizes]
 set -eu
 cd "$(dirname "$0")/.."
 make -s build/libbeagle.a

@@ -6,6 +6,7 @@
 # fraction of the reference type's (default Q4_1: -m itself) in weight bytes streamed per second, a ratio
 # in which the machine's bandwidth (measured anew by each bench, noisy) cancels.
 # Usage: python3 scripts/bench_types.py --beagle build/beagle -m MODEL --f16 F16_FILE [--types T,T] [-o OUT]
+#        [--prompt-tokens N] [--gen-tokens N] (passed to beagle bench: shorter runs for a large model)
 import argparse
 import json
 import os
@@ -14,11 +15,11 @@ import sys
 import tempfile
 
 
-def run_bench(beagle, model, threads, reps):
+def run_bench(beagle, model, threads, reps, extra):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     try:
-        p = subprocess.run([beagle, "bench", "-m", model, "-t", str(threads), "--reps", str(reps), "-o", out],
+        p = subprocess.run([beagle, "bench", "-m", model, "-t", str(threads), "--reps", str(reps), "-o", out] + extra,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if p.returncode != 0:
             sys.exit(f"bench_types: beagle bench -m {model} failed (exit {p.returncode}): {p.stderr.strip()[-400:]}")
@@ -38,6 +39,8 @@ def main():
     ap.add_argument("--dir", default="build/models", help="where the quantized files go (kept, reused)")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--prompt-tokens", type=int, default=0, help="beagle bench --prompt-tokens (0: its default)")
+    ap.add_argument("--gen-tokens", type=int, default=0, help="beagle bench --gen-tokens (0: its default)")
     ap.add_argument("-o", "--output", default="build/bench-types.json")
     a = ap.parse_args()
     types = [t for t in a.types.split(",") if t]
@@ -60,11 +63,13 @@ def main():
                 if p.returncode != 0:
                     sys.exit(f"bench_types: beagle quantize to {t} failed: {p.stderr.strip()[-400:]}")
             files[t] = path
+    extra = (["--prompt-tokens", str(a.prompt_tokens)] if a.prompt_tokens else []) + \
+            (["--gen-tokens", str(a.gen_tokens)] if a.gen_tokens else [])
     best = {}
     order = types + types[::-1]
     for i, t in enumerate(order):
         print(f"bench_types: [{i + 1}/{len(order)}] {t}: {files[t]}", file=sys.stderr)
-        j = run_bench(a.beagle, files[t], a.threads, a.reps)
+        j = run_bench(a.beagle, files[t], a.threads, a.reps, extra)
         b = best.setdefault(t, {"type": t, "file": os.path.basename(files[t]),
                                 "weight_bytes_per_token": j["weight_bytes_per_token"], "bandwidth_gb_s": [], "paths": {}})
         b["bandwidth_gb_s"].append(j["bandwidth_gb_s"])
@@ -93,6 +98,8 @@ def main():
         pass
     res = {"bench_types": out, "reference": a.reference, "model": os.path.basename(a.model), "threads": a.threads,
            "reps": a.reps, "cpu": cpu}
+    if extra:
+        res["bench_args"] = " ".join(extra)
     tmp = a.output + ".tmp"
     with open(tmp, "w") as f:
         json.dump(res, f, indent=1)

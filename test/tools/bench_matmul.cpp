@@ -5,7 +5,11 @@
 // the ISA (cpu_pack_weight). --sweep: per variant, the whole model's matmuls at T = 1, 2, 4, 8, 16 with
 // each matrix timed alone in model order and the best of the rounds kept per matrix, then summed (a
 // busy machine preempts whole rounds, rarely one 10-100 us call: the sum estimates a quiet machine).
-// Build and run: bash scripts/bench_matmul.sh [--quick] [--threads N] [--model-only] [--sweep]
+// --sizes: decode (T = 1) of sets of SmolLM2 layers in Q4_1 and in Q8_0, packed, from 5 to 90 layers (11-340
+// MB), each against the read probe over the same bytes: where the set stops fitting the machine's
+// share of its last-level cache, both fall to the DRAM rate (bench-types' ratios between files of
+// different sizes include that step, not only the kernels').
+// Build and run: bash scripts/bench_matmul.sh [--quick] [--threads N] [--model-only] [--sweep] [--sizes]
 #include <immintrin.h>
 
 #include <algorithm>
@@ -133,15 +137,16 @@ static double time_set(std::vector<Mat>& mats, int T, ThreadPool& pool, int reps
 }
 
 int main(int argc, char** argv) {
-    bool quick = false, model_only = false, sweep = false;
+    bool quick = false, model_only = false, sweep = false, sizes = false;
     std::vector<int> thread_counts = {1, 2};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--model-only") == 0) model_only = true;
         else if (strcmp(argv[i], "--sweep") == 0) sweep = true;
+        else if (strcmp(argv[i], "--sizes") == 0) sizes = true;
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) thread_counts = {atoi(argv[++i])};
         else {
-            fprintf(stderr, "usage: %s [--quick] [--threads N] [--model-only] [--sweep]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--threads N] [--model-only] [--sweep] [--sizes]\n", argv[0]);
             return 2;
         }
     }
@@ -163,12 +168,38 @@ int main(int argc, char** argv) {
                                  {"ffn_up   F16  1536x576", DType::F16, 1536, 576},
                                  {"ffn_up   BF16 1536x576", DType::BF16, 1536, 576},
                                  {"ffn_up   F32  1536x576", DType::F32, 1536, 576}};
+    const int64_t layer_shapes[7][2] = {{576, 576}, {192, 576}, {192, 576}, {576, 576}, {1536, 576}, {1536, 576}, {576, 1536}};
+    if (sizes) {
+        for (int nt : thread_counts) {
+            ThreadPool pool(nt);
+            for (const char* isa : isas) {
+                cpu_matmul_set_isa(isa);
+                cpu_matmul_set_act_bits(16);
+                for (int L : {5, 10, 20, 30, 40, 60, 90})
+                    for (DType dt : {DType::Q4_1, DType::Q8_0}) {
+                        std::vector<Mat> set;
+                        for (int l = 0; l < L; l++)
+                            for (auto& s : layer_shapes) set.push_back(make_mat(dt, s[0], s[1], g));
+                        size_t bytes = 0;
+                        for (auto& m : set) bytes += m.bytes.size();
+                        std::vector<std::vector<uint8_t>> store;
+                        set_packed(set, true, store);
+                        const double sec = time_set(set, 1, pool, quick ? 5 : 20);
+                        const double probe = read_bandwidth(pool, bytes);
+                        printf("sizes t%d %-6s %2d layers %-4s %6.1f MB: decode %5.1f GB/s, read probe %5.1f GB/s (%.2f)\n", nt,
+                               isa, L, dtype_name(dt), bytes / 1e6, bytes / sec / 1e9, probe, bytes / sec / 1e9 / probe);
+                        fflush(stdout);
+                    }
+            }
+        }
+        cpu_matmul_set_isa("auto");
+        return 0;
+    }
     // whole SmolLM2-135M weight set: 30 x (q, k, v, o, gate, up, down) in Q4_1 + lm_head Q8_0
     std::vector<Mat> model;
     size_t model_bytes = 0;
     for (int l = 0; l < 30; l++) {
-        int64_t sh[7][2] = {{576, 576}, {192, 576}, {192, 576}, {576, 576}, {1536, 576}, {1536, 576}, {576, 1536}};
-        for (auto& s : sh) model.push_back(make_mat(DType::Q4_1, s[0], s[1], g));
+        for (auto& s : layer_shapes) model.push_back(make_mat(DType::Q4_1, s[0], s[1], g));
     }
     model.push_back(make_mat(DType::Q8_0, 49152, 576, g));
     for (auto& m : model) model_bytes += m.bytes.size();

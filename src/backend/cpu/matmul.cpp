@@ -505,6 +505,19 @@ static void pack_plane(const int* q, int bit, int l, uint8_t* plane) {
     memcpy(plane + 4 * l, &h, 4);
 }
 
+// Q6_K's bits 4-5 of one block's q for row l: two planes of 2G words at `planes` (chunks 0-3) and planes + 4G
+// (chunks 4-7); in word e of the plane of chunk k, bits 2f, 2f + 1 with f = 2 (k % 4) + i hold element
+// 4k + 2i + e's (i = 0: the low nibble's position, 1: the high one's; positions as pack_nibbles').
+static void pack_q6_high(const int* q, int G, int l, uint8_t* planes) {
+    uint16_t w[2][2] = {};
+    for (int k = 0; k < 8; k++)
+        for (int i = 0; i < 2; i++)
+            for (int e = 0; e < 2; e++)
+                w[k / 4][e] |= (uint16_t)(((q[q16_element(4 * k + 2 * i + e)] >> 4) & 3) << (2 * (2 * (k % 4) + i)));
+    memcpy(planes + 4 * l, w[0], 4);
+    memcpy(planes + 4 * (uint64_t)G + 4 * l, w[1], 4);
+}
+
 // Q4_K, Q5_K, Q6_K: row r's super-blocks into its group's (layout in matmul.h).
 static void pack_kquant_row(const Weight& W, int G, int64_t r, uint8_t* out) {
     const DType dt = W.dtype;
@@ -538,8 +551,8 @@ static void pack_kquant_row(const Weight& W, int G, int64_t r, uint8_t* out) {
         for (int j = 0; j < 8; j++) {
             uint8_t* blk = sb + HB + j * BB;
             pack_nibbles(q + 32 * j, G, (int)l, blk);
-            if (kind != PackKind::Q4K) pack_plane(q + 32 * j, 4, (int)l, blk + 16 * G);
-            if (kind == PackKind::Q6K) pack_plane(q + 32 * j, 5, (int)l, blk + 20 * G);
+            if (kind == PackKind::Q5K) pack_plane(q + 32 * j, 4, (int)l, blk + 16 * G);
+            if (kind == PackKind::Q6K) pack_q6_high(q + 32 * j, G, (int)l, blk + 16 * G);
         }
     }
 }

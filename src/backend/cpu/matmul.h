@@ -58,10 +58,13 @@ int cpu_matmul_act_bits();            // what cpu_matmul uses now
 //   Q5_0/Q5_1: three 5-bit q to a word, in triples of blocks (pack_q5_triple_bytes, below), not blocks;
 //   Q8_0:      d[G] f16, then 16 chunks of 2G int8; byte 2l + e of chunk p = row l, position 2p + e;
 //   Q4_K, Q5_K, Q6_K: per super-block of 256 weights (8 activation blocks) a header, then the 8 blocks laid
-//              out as Q4 / Q5 blocks without d and m: Q4_K 8 chunks, Q5_K 8 chunks and h, Q6_K 8 chunks
-//              and two planes h4, h5 (bits 4 and 5 of q, placed as h). Header: Q4_K / Q5_K d[G] f16,
-//              dmin[G] f16, sc[8][G] u8, mn[8][G] u8 (the 6-bit scales and mins of the 8 blocks); Q6_K
-//              d[G] f16, sc[16][G] i8 (one per 16 weights).
+//              out as Q4 blocks without d and m: Q4_K 8 chunks; Q5_K 8 chunks and a plane of 2G words
+//              with bit 4 of q (bit 2k + i of word e: position 4k + 2i + e, i = 0 for the chunk's low
+//              nibble, 1 for its high); Q6_K 8 chunks and two planes of 2G words with bits 4-5 of q:
+//              word e of the plane of chunks 0-3 (then 4-7) holds at bits 2f, 2f + 1 position
+//              4k + 2i + e's, f = 2 (k % 4) + i, so one shift and one and per half chunk place both
+//              bits. Header: Q4_K / Q5_K d[G] f16, dmin[G] f16, sc[8][G] u8, mn[8][G] u8 (the 6-bit
+//              scales and mins of the 8 blocks); Q6_K d[G] f16, sc[16][G] i8 (one per 16 weights).
 //   Q5 triple t (blocks 3t, 3t + 1, 3t + 2; the last one zero-padded): d[3][G] f16, m[3][G] f16 (Q5_0:
 //              m = -16 d), then 16 vectors of 2G words; word 2l + e of vector v holds row l's q of the
 //              three slots s = 3v + f at bits 5f..5f+4 (f = 0, 1, 2), where slot s is position 2i + e of

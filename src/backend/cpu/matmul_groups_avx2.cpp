@@ -167,18 +167,19 @@ inline void group_tile_q5(const MatmulJob& j, int64_t g, int t0) {
 
 // The words of chunk k of a k-quant block (matmul_groups_avx512.cpp's kquant_chunk, 8 rows).
 template <PackKind K>
-inline void kquant_chunk(const uint8_t* q, __m256i h4, __m256i h5, int k, __m256i* wlo, __m256i* whi) {
+inline void kquant_chunk(const uint8_t* q, __m256i p0, __m256i p1, int k, __m256i* wlo, __m256i* whi) {
     const __m256i z = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(q + 2 * G * k)));
     __m256i lo = _mm256_and_si256(z, _mm256_set1_epi16(0x0F)), hi = _mm256_srli_epi16(z, 4);
-    if constexpr (K != PackKind::Q4K) {  // bit s = 2k (low), 2k + 1 (high) of each word to bit 4
+    if constexpr (K == PackKind::Q5K) {  // bit s = 2k (low), 2k + 1 (high) of each word of p0 to bit 4
         const __m256i bit4 = _mm256_set1_epi16(0x10);
-        lo = _mm256_or_si256(lo, _mm256_and_si256(2 * k <= 4 ? _mm256_slli_epi16(h4, 4 - 2 * k) : _mm256_srli_epi16(h4, 2 * k - 4), bit4));
-        hi = _mm256_or_si256(hi, _mm256_and_si256(2 * k + 1 <= 4 ? _mm256_slli_epi16(h4, 3 - 2 * k) : _mm256_srli_epi16(h4, 2 * k - 3), bit4));
+        lo = _mm256_or_si256(lo, _mm256_and_si256(2 * k <= 4 ? _mm256_slli_epi16(p0, 4 - 2 * k) : _mm256_srli_epi16(p0, 2 * k - 4), bit4));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(2 * k + 1 <= 4 ? _mm256_slli_epi16(p0, 3 - 2 * k) : _mm256_srli_epi16(p0, 2 * k - 3), bit4));
     }
-    if constexpr (K == PackKind::Q6K) {  // ... and to bit 5
-        const __m256i bit5 = _mm256_set1_epi16(0x20), m32 = _mm256_set1_epi16(32);
-        lo = _mm256_or_si256(lo, _mm256_and_si256(2 * k <= 5 ? _mm256_slli_epi16(h5, 5 - 2 * k) : _mm256_srli_epi16(h5, 2 * k - 5), bit5));
-        hi = _mm256_or_si256(hi, _mm256_and_si256(2 * k + 1 <= 5 ? _mm256_slli_epi16(h5, 4 - 2 * k) : _mm256_srli_epi16(h5, 2 * k - 4), bit5));
+    if constexpr (K == PackKind::Q6K) {  // bits 4j, 4j + 1 (low), 4j + 2, 4j + 3 (high) of plane k / 4 to bits 4-5
+        const __m256i H = k < 4 ? p0 : p1, bits45 = _mm256_set1_epi16(0x30), m32 = _mm256_set1_epi16(32);
+        const int j = k % 4;
+        lo = _mm256_or_si256(lo, _mm256_and_si256(j <= 1 ? _mm256_slli_epi16(H, 4 - 4 * j) : _mm256_srli_epi16(H, 4 * j - 4), bits45));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(j == 0 ? _mm256_slli_epi16(H, 2) : _mm256_srli_epi16(H, 4 * j - 2), bits45));
         lo = _mm256_sub_epi16(lo, m32);
         hi = _mm256_sub_epi16(hi, m32);
     }
@@ -206,9 +207,9 @@ inline void group_tile_k(const MatmulJob& j, int64_t g, int t0) {
         }
         const uint8_t* q = sb + HB + jb * BB;
         prefetch_packed(q, BB);
-        __m256i h4 = _mm256_setzero_si256(), h5 = _mm256_setzero_si256();
-        if constexpr (K != PackKind::Q4K) h4 = _mm256_loadu_si256((const __m256i*)(q + 16 * G));
-        if constexpr (Q6) h5 = _mm256_loadu_si256((const __m256i*)(q + 20 * G));
+        __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();  // the high-bit planes
+        if constexpr (K != PackKind::Q4K) p0 = _mm256_loadu_si256((const __m256i*)(q + 16 * G));
+        if constexpr (Q6) p1 = _mm256_loadu_si256((const __m256i*)(q + 20 * G));
         auto block_sums = [&](const int* ks, int nk, __m256i* I) {
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++) I[c] = _mm256_setzero_si256();
@@ -216,7 +217,7 @@ inline void group_tile_k(const MatmulJob& j, int64_t g, int t0) {
             for (int i = 0; i < nk; i++) {
                 const int k = ks[i];
                 __m256i wlo, whi;
-                kquant_chunk<K>(q, h4, h5, k, &wlo, &whi);
+                kquant_chunk<K>(q, p0, p1, k, &wlo, &whi);
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
                     const int32_t* xp = in.xq[c] + 16 * b + 2 * k;

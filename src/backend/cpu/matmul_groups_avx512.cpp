@@ -162,20 +162,22 @@ inline void group_tile_q5(const MatmulJob& j, int64_t g, int t0) {
 }
 
 // The words of chunk k of a k-quant block: the low 4 bits of positions 4k, 4k+1 (*wlo) and 4k+2, 4k+3
-// (*whi) per row lane, with bit 4 from the plane h4 (Q5_K, Q6_K) and bit 5 from h5 (Q6_K, then q - 32).
+// (*whi) per row lane, with bit 4 from the plane p0 (Q5_K), or bits 4-5 from the plane of the chunk (Q6_K:
+// p0 for chunks 0-3, p1 for 4-7, one 2-bit field per position, then q - 32).
 template <PackKind K>
-inline void kquant_chunk(const uint8_t* q, __m512i h4, __m512i h5, int k, __m512i* wlo, __m512i* whi) {
+inline void kquant_chunk(const uint8_t* q, __m512i p0, __m512i p1, int k, __m512i* wlo, __m512i* whi) {
     const __m512i z = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)(q + 32 * k)));
     __m512i lo = _mm512_and_si512(z, _mm512_set1_epi16(0x0F)), hi = _mm512_srli_epi16(z, 4);
-    if constexpr (K != PackKind::Q4K) {  // bit s = 2k (low), 2k + 1 (high) of each word to bit 4
+    if constexpr (K == PackKind::Q5K) {  // bit s = 2k (low), 2k + 1 (high) of each word of p0 to bit 4
         const __m512i bit4 = _mm512_set1_epi16(0x10);
-        lo = _mm512_or_si512(lo, _mm512_and_si512(2 * k <= 4 ? _mm512_slli_epi16(h4, 4 - 2 * k) : _mm512_srli_epi16(h4, 2 * k - 4), bit4));
-        hi = _mm512_or_si512(hi, _mm512_and_si512(2 * k + 1 <= 4 ? _mm512_slli_epi16(h4, 3 - 2 * k) : _mm512_srli_epi16(h4, 2 * k - 3), bit4));
+        lo = _mm512_or_si512(lo, _mm512_and_si512(2 * k <= 4 ? _mm512_slli_epi16(p0, 4 - 2 * k) : _mm512_srli_epi16(p0, 2 * k - 4), bit4));
+        hi = _mm512_or_si512(hi, _mm512_and_si512(2 * k + 1 <= 4 ? _mm512_slli_epi16(p0, 3 - 2 * k) : _mm512_srli_epi16(p0, 2 * k - 3), bit4));
     }
-    if constexpr (K == PackKind::Q6K) {  // ... and to bit 5
-        const __m512i bit5 = _mm512_set1_epi16(0x20), m32 = _mm512_set1_epi16(32);
-        lo = _mm512_or_si512(lo, _mm512_and_si512(2 * k <= 5 ? _mm512_slli_epi16(h5, 5 - 2 * k) : _mm512_srli_epi16(h5, 2 * k - 5), bit5));
-        hi = _mm512_or_si512(hi, _mm512_and_si512(2 * k + 1 <= 5 ? _mm512_slli_epi16(h5, 4 - 2 * k) : _mm512_srli_epi16(h5, 2 * k - 4), bit5));
+    if constexpr (K == PackKind::Q6K) {  // bits 4j, 4j + 1 (low), 4j + 2, 4j + 3 (high) of plane k / 4 to bits 4-5
+        const __m512i H = k < 4 ? p0 : p1, bits45 = _mm512_set1_epi16(0x30), m32 = _mm512_set1_epi16(32);
+        const int j = k % 4;
+        lo = _mm512_or_si512(lo, _mm512_and_si512(j <= 1 ? _mm512_slli_epi16(H, 4 - 4 * j) : _mm512_srli_epi16(H, 4 * j - 4), bits45));
+        hi = _mm512_or_si512(hi, _mm512_and_si512(j == 0 ? _mm512_slli_epi16(H, 2) : _mm512_srli_epi16(H, 4 * j - 2), bits45));
         lo = _mm512_sub_epi16(lo, m32);
         hi = _mm512_sub_epi16(hi, m32);
     }
@@ -206,9 +208,9 @@ inline void group_tile_k(const MatmulJob& j, int64_t g, int t0) {
         }
         const uint8_t* q = sb + HB + jb * BB;
         prefetch_packed(q, BB);
-        __m512i h4 = _mm512_setzero_si512(), h5 = _mm512_setzero_si512();
-        if constexpr (K != PackKind::Q4K) h4 = _mm512_loadu_si512((const void*)(q + 16 * G));
-        if constexpr (Q6) h5 = _mm512_loadu_si512((const void*)(q + 20 * G));
+        __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();  // the high-bit planes
+        if constexpr (K != PackKind::Q4K) p0 = _mm512_loadu_si512((const void*)(q + 16 * G));
+        if constexpr (Q6) p1 = _mm512_loadu_si512((const void*)(q + 20 * G));
         // the chunks of one I: all 8 (Q4_K, Q5_K), or those of one half block (Q6_K)
         auto block_sums = [&](const int* ks, int nk, __m512i* I) {
 #pragma GCC unroll 8
@@ -217,7 +219,7 @@ inline void group_tile_k(const MatmulJob& j, int64_t g, int t0) {
             for (int i = 0; i < nk; i++) {
                 const int k = ks[i];
                 __m512i wlo, whi;
-                kquant_chunk<K>(q, h4, h5, k, &wlo, &whi);
+                kquant_chunk<K>(q, p0, p1, k, &wlo, &whi);
 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
                     const int32_t* xp = in.xq[c] + 16 * b + 2 * k;

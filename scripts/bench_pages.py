@@ -218,7 +218,7 @@ def cpu_page(runs):
         "SmolLM2's Q4_1 file (97 MB) reads partly from that cache and its 512 MiB-probe roofline fraction near 0.9 "
         "overstates the kernel, while the Q6_K file (137 MB, 84% Q8_0) streams from DRAM: its 0.64-0.74 of Q4_1's "
         "rate is mostly the cache step (at equal bytes the Q8_0 kernel streams 1.2-1.5x Q4_1's). The 1.1B-shaped run "
-        "has every type in DRAM: there the decode kernels' roofline fraction is 0.45-0.69, because the unpacking "
+        "has every type in DRAM: there the decode kernels' roofline fraction is 0.5-0.7, because the unpacking "
         "work and the memory stalls add up on two cores rather than overlap.",
         "- A verify of 4 or more tokens is bound by integer work, not by the weights: activations are 16-bit, so "
         "AVX-512 VNNI does a pair of products per `vpdpwssd` lane, and AVX2 needs `vpmaddwd` + `vpaddd` for the "

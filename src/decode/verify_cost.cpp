@@ -11,7 +11,10 @@ namespace beagle {
 
 void VerifyCost::observe(int T, double seconds) {
     if (table_.empty() || T < 1 || T > max_tokens() || !(seconds > 0)) return;
+    const int prev = prev_T_;
+    prev_T_ = T;
     if (T == 1) {
+        if (prev > 2) return;  // right after a larger pass: not the step plain decoding runs (verify_cost.h)
         t1_.add(seconds);
     } else if (t1_.n >= 4) {
         const double e = (seconds / t1_.v - table_[T]) / (T - 1);
@@ -71,20 +74,24 @@ std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commi
         if (T < cap) grid.push_back(T);
     grid.push_back(cap);
     time_verify(m, tree_toks, 1, 2);  // warm-up: caches, the pool's workers
-    // sweep 0 finds the useful end of the grid: a round commits at most max_commit tokens, so a verify
-    // costing more can never beat plain steps. Then more sweeps over it, interleaved so that every T
-    // sees the same machine conditions; per T the median of the sweeps.
-    const int sweeps = 5;
-    std::vector<std::vector<double>> t;
-    for (size_t g = 0; g < grid.size(); g++) {
-        t.push_back({latency_s + time_verify(m, tree_toks, grid[g], 1)});
-        if (g > 0 && t[g][0] >= max_commit * t[0][0]) {
+    // A pass runs slower for several passes after a larger one (a CPU's clock recovering from the
+    // heavier load; after a 16-token pass a decode step can take 1.5x its steady time), so each T is
+    // timed as it runs in a row: the best of two passes, the first bringing the machine to that T's
+    // state, with the grid walked from the largest T down (each T after its neighbour, the plain step
+    // last, after the 2-token pass). Sweep 0, upward, only finds the useful end of the grid: a round
+    // commits at most max_commit tokens, so a verify costing more can never beat plain steps. Then
+    // `sweeps` downward sweeps, interleaved so that every T sees the same machine conditions; per T the
+    // median of the sweeps.
+    const int sweeps = 3;
+    const double t1 = time_verify(m, tree_toks, 1, 2);
+    for (size_t g = 1; g < grid.size(); g++)
+        if (time_verify(m, tree_toks, grid[g], 1) >= max_commit * t1) {
             grid.resize(g + 1);
             break;
         }
-    }
-    for (int r = 1; r < sweeps; r++)
-        for (size_t g = 0; g < grid.size(); g++) t[g].push_back(latency_s + time_verify(m, tree_toks, grid[g], 1));
+    std::vector<std::vector<double>> t(grid.size());
+    for (int r = 0; r < sweeps; r++)
+        for (size_t g = grid.size(); g-- > 0;) t[g].push_back(latency_s + time_verify(m, tree_toks, grid[g], 2));
     std::vector<double> med(grid.size());
     for (size_t g = 0; g < grid.size(); g++) {
         std::sort(t[g].begin(), t[g].end());

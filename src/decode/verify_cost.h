@@ -11,7 +11,10 @@ namespace beagle {
 
 // The verify cost table of a cost-aware drafter: cost(T) = time of a target forward of T tokens in
 // decode steps, measured at start-up (measure_verify_cost), then corrected online from the engine's
-// own forward timings (observe): t1 = mean of the plain steps (T = 1) seen, b = mean of
+// own forward timings (observe): t1 = mean of the plain steps (T = 1) seen in a row (after a pass of
+// at most 2 tokens: a step right after a larger pass runs slower for several passes, the CPU's clock
+// recovering from the heavier load, and is neither what plain decoding pays nor what the table's t(1)
+// is; such a step is not observed at all), b = mean of
 // (t_T / t1 - table[T]) / (T - 1) over verify passes of T >= 2 tokens (each clamped to [-1/4, 1]:
 // what each token past the first costs beyond the table, in decode steps; running means of the first
 // 32, then exponential with weight 1/32; b starts at 0 and waits for 4 plain steps), and
@@ -58,6 +61,7 @@ private:
     std::vector<double> table_;
     RunningMean32 t1_, b_;  // seconds of a plain step; excess cost per token past the first
     double step_s_ = 0;
+    int prev_T_ = 1;        // the tokens of the last pass observed
 };
 
 // How many candidates of a ranked list a round verifies: p[i] = the estimated chance that candidate i
@@ -74,7 +78,8 @@ int best_prefix(const double* p, int count, const VerifyCost& cost);
 double time_verify(Llama& m, const int* tokens, int T, int reps, double (*clock)() = now_seconds);
 
 // --total-tokens auto: times target forwards of T tokens after a context of up to 160 tokens on this
-// machine (T on a grid up to max_nodes; 5 interleaved sweeps, the median per T; interpolated linearly,
+// machine (T on a grid up to max_nodes; 3 interleaved sweeps from the largest T down, each T the best
+// of two passes in a row, the median per T; interpolated linearly,
 // made non-decreasing) and returns cost[T] = time(T) / time(1) for T = 0..cap (cost[0] unused). The
 // grid stops at the first T costing max_commit decode steps or more (a round commits at most
 // max_commit tokens: depth + 1, gamma + 1). Leaves the cache empty. latency_s: what every round costs

@@ -47,7 +47,8 @@ private:
 // VerifyCost: the start-up table corrected by observed forward times. With plain steps of 5 ms and
 // 3-token verifies of 9 ms against a table saying cost(3) = 1.6, each token past the first costs
 // (9/5 - 1.6) / 2 = 0.1 steps more than the table says, so cost(3) becomes 1.8 and cost(5) = 2.2 + 0.4.
-// Before 4 plain steps nothing changes; a T beyond the table, T = 0 or a bad time is ignored. A table
+// Before 4 plain steps nothing changes, and a plain step right after a larger pass is not one; a T beyond
+// the table, T = 0 or a bad time is ignored. A table
 // whose first steps are nearly free (cost(2) = 1.02, as timed at start-up on a machine where decode is
 // memory-bound) and 2-token verifies 12% dearer than plain steps: cost(2) = 1.12 and cost(8) = table +
 // 0.7, not the table's excess scaled by (1.12 - 1) / 0.02 (a multiplicative correction, even clamped at
@@ -58,10 +59,13 @@ static void test_verify_cost() {
     VerifyCost c(table);
     CHECK(c.max_tokens() == 8 && c[1] == 1.0 && std::abs(c[3] - 1.6) < 1e-12, "table as given");
     c.observe(3, 0.009);  // no plain step seen yet: ignored
+    c.observe(1, 0.005);  // right after a 3-token pass: not a plain step in a row, not counted
     for (int i = 0; i < 3; i++) c.observe(1, 0.005);
     c.observe(3, 0.009);  // 3 plain steps: still ignored
-    CHECK(std::abs(c[3] - 1.6) < 1e-12, "cost(3) moved before 4 plain steps: %g", c[3]);
-    c.observe(1, 0.005);
+    CHECK(std::abs(c[3] - 1.6) < 1e-12, "cost(3) moved before 4 plain steps (or a step after a larger pass counted): %g",
+          c[3]);
+    c.observe(1, 0.05);   // right after the 3-token pass, 10x slow: not counted, t1 stays 5 ms
+    c.observe(1, 0.005);  // in a row: the 4th
     for (int i = 0; i < 50; i++) c.observe(3, 0.009);
     c.observe(9, 1.0);
     c.observe(0, 1.0);

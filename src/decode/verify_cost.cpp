@@ -73,9 +73,8 @@ std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commi
     for (int T : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128})
         if (T < cap) grid.push_back(T);
     grid.push_back(cap);
-    time_verify(m, tree_toks, 1, 2);  // warm-up: caches, the pool's workers
     // A pass runs slower for several passes after a larger one (a CPU's clock recovering from the
-    // heavier load; after a 16-token pass a decode step can take 1.5x its steady time), so each T is
+    // heavier load), so each T is
     // timed as it runs in a row: the best of two passes, the first bringing the machine to that T's
     // state, with the grid walked from the largest T down (each T after its neighbour, the plain step
     // last, after the 2-token pass). Sweep 0, upward, only finds the useful end of the grid: a round
@@ -83,9 +82,9 @@ std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commi
     // `sweeps` downward sweeps, interleaved so that every T sees the same machine conditions; per T the
     // median of the sweeps.
     const int sweeps = 3;
-    const double t1 = time_verify(m, tree_toks, 1, 2);
+    const double t1 = latency_s + time_verify(m, tree_toks, 1, 2);  // its first pass warms caches and the pool
     for (size_t g = 1; g < grid.size(); g++)
-        if (time_verify(m, tree_toks, grid[g], 1) >= max_commit * t1) {
+        if (latency_s + time_verify(m, tree_toks, grid[g], 1) >= max_commit * t1) {
             grid.resize(g + 1);
             break;
         }

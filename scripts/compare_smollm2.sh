@@ -7,7 +7,9 @@
 # the same SEEDS. Variants (VARIANTS): s1 (Beagle stage 1 only), s12 (stage 1 + 2), s12gt (stage 1 + 2
 # with --sim-grad-through), eagle (--arch eagle); not in the default list: s12sl (s12 with state layers
 # 22, 27: docs/paper-comparison.md "Fusing target layers (EAGLE-3)"), eaglettt (eagle with its
-# training-time test in stage 2, --ttt over S 2: EAGLE-3 / HASS). Then `beagle bench-sd` of each draft on Spec-Bench (all
+# training-time test in stage 2, --ttt over S 2: EAGLE-3 / HASS), medusa (Medusa-1 heads, --arch medusa, K 4;
+# no teacher-forced top-k: draft_topk runs a draft block, which heads do not have), moa (the Mixture of
+# Attentions draft, --arch moa, its Layer Self-Attention over f and the rows of layers 22 and 27). Then `beagle bench-sd` of each draft on Spec-Bench (all
 # its categories, PER prompts each, MT-Bench among them; chain, 60-node tree, cost-aware tree).
 # Cost on 2 cores: a stage-1 step on 1 thread takes about 1 s on the AVX-512 path (more on AVX2; the same
 # bits), stage 2 more, so the default budget is about 3-4 hours per seed; datagen of 608 answers about 10 minutes; a
@@ -41,20 +43,22 @@ B="$N build/beagle"
 make -j2 build/beagle build/test/draft_topk >/dev/null
 [ -f "$M" ] || bash scripts/fetch_model.sh
 mkdir -p "$OUT"
-DATA=$OUT/data
+# the training data: the target's answers with its states kept (13 epochs read them; computing them in the
+# loop gives the same bits at a prefill a step)
+TDATA=$OUT/data
 $B datagen -m "$M" --prompts "$DATA/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
-    -n 192 --max-prompt 256 -o "$DATA" --batch 16 --shard-seqs 32 -t 2
-# variant s12sl (s12 with the target's layers 22 and 27 fused into the key states) reads the same data with
-# those layers' rows kept too: the same tokens and states (datagen --state-layers changes neither)
-case " $VARIANTS " in *" s12sl "*)
+    -n 192 --max-prompt 256 -o "$TDATA" --batch 16 --shard-seqs 32 -t 2 --keep-states
+# variants s12sl (s12 with the target's layers 22 and 27 fused into the key states) and moa read the same data
+# with those layers' rows kept too: the same tokens and states (datagen --state-layers changes neither)
+case " $VARIANTS " in *" s12sl "*|*" moa "*)
     $B datagen -m "$M" --prompts "$DATA/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
-        -n 192 --max-prompt 256 -o "$DATA-sl" --batch 16 --shard-seqs 32 -t 2 --keep-states --state-layers 22,27 ;;
+        -n 192 --max-prompt 256 -o "$TDATA-sl" --batch 16 --shard-seqs 32 -t 2 --keep-states --state-layers 22,27 ;;
 esac
 # held-out: the target's greedy answers (128 tokens) to the 80 MT-Bench first turns, for the teacher-forced top-1 / top-5
 HELD=$OUT/mt-bench-greedy
 $B datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
     --shard-seqs 80 -t 1 --keep-states -o "$HELD"
-case " $VARIANTS " in *" s12sl "*)
+case " $VARIANTS " in *" s12sl "*|*" moa "*)
     $B datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
         --shard-seqs 80 -t 1 -o "$HELD-sl" --keep-states --state-layers 22,27 ;;
 esac
@@ -67,6 +71,8 @@ flags() {
         eagle) echo "--arch eagle --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF))" ;;
         eaglettt) echo "--arch eagle --ttt --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF))" ;;
         s12sl) echo "--stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF)) --state-layers 22,27" ;;
+        medusa) echo "--arch medusa --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF))" ;;
+        moa) echo "--arch moa --state-layers 22,27 --stage1-epochs $HALF --stage2-epochs $((EPOCHS - HALF))" ;;
         *) echo "unknown variant $1" >&2; exit 2 ;;
     esac
 }
@@ -76,8 +82,8 @@ train_one() {  # variant seed
     local resume=()
     [ -f "$d.ckpt" ] && resume=(--resume "$d.ckpt")
     # shellcheck disable=SC2046
-    local data=$DATA
-    [ "$1" = s12sl ] && data=$DATA-sl
+    local data=$TDATA
+    case $1 in s12sl|moa) data=$TDATA-sl ;; esac
     $B train -m "$M" --data "$data" -o "$d" $(flags "$1") --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3 \
         --draft-vocab 8192 --loss-on-prompt --vloss-weight 1 --seed "$2" --max-steps "$STEPS" --ckpt-every 50 \
         --eval-prompts "$DATA/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 -t "$TRAIN_THREADS" -q "${resume[@]}" \
@@ -105,8 +111,8 @@ bench_one() {  # variant seed: Spec-Bench (PER prompts per category) with chain 
             --per-category "$PER" -n "$NTOK" -t 2 --modes "none,$modes" --total-tokens "$total" -o "$j" > /dev/null
     done
     local held=$HELD
-    [ "$1" = s12sl ] && held=$HELD-sl
-    [ -s "$d.topk.txt" ] || { $N build/test/draft_topk "$M" "$d" "$held" > "$d.topk.tmp" && mv "$d.topk.tmp" "$d.topk.txt"; }
+    case $1 in s12sl|moa) held=$HELD-sl ;; esac
+    [ "$1" = medusa ] || [ -s "$d.topk.txt" ] || { $N build/test/draft_topk "$M" "$d" "$held" > "$d.topk.tmp" && mv "$d.topk.tmp" "$d.topk.txt"; }
 }
 train_all &
 trainer=$!
@@ -137,11 +143,12 @@ for v in variants:
         j, b60 = json.load(open(d + ".json")), json.load(open(d + ".bench-60.json"))
         try: ba = json.load(open(d + ".bench-auto.json"))
         except FileNotFoundError: ba = None  # AUTO=0
-        t1, t5, n = topk(d + ".topk.txt")
+        try: t1, t5, n = topk(d + ".topk.txt")
+        except FileNotFoundError: t1 = t5 = n = None  # medusa: no draft block to teacher-force
         sps, pk = j["seconds_per_step_by_stage"], j["iteration_peak_bytes"]
         mis = sum(b["overall"][m]["mismatches"] for b in (b60, ba) if b for m in b["overall"])
         cells = [" / ".join(f"{x:.2f}" for x in (tau(b60, "chain", g), tau(b60, "tree", g))) + (f" / {tau(ba, 'tree', g):.2f}" if ba else " / -")
                  for g in ("mt", "other")]
         print(f"| {v} | {s} | {j['params']:,} | {cells[0]} | {cells[1]} | {j['tau_chain']:.2f} / {j['tau_tree']:.2f} "
-              f"| {t1:.3f} / {t5:.3f} ({n} pos.) | {sps[0]:.2f} / {f'{sps[1]:.2f}' if sps[1] else '-'} | {pk[0] / 1024:,.0f} / {f'{pk[1] / 1024:,.0f}' if pk[1] else '-'} | {mis} |")
+              + (f"| {t1:.3f} / {t5:.3f} ({n} pos.) |" if n else "| - |") + f" {sps[0]:.2f} / {f'{sps[1]:.2f}' if sps[1] else '-'} | {pk[0] / 1024:,.0f} / {f'{pk[1] / 1024:,.0f}' if pk[1] else '-'} | {mis} |")
 PY

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -43,6 +44,7 @@ struct BenchSdOptions {
     long seed = 1;
     DraftOptions d;
     std::vector<std::string> modes, cats;  // --modes, --categories split at commas
+    std::vector<double> verify_cost;       // the start-up verify cost table (set_up_drafters), for the JSON
 };
 
 // "a,b" -> {"a", "b"}; every comma separates, so "" -> {""} and "a," -> {"a", ""}.
@@ -164,6 +166,7 @@ std::map<std::string, std::unique_ptr<Drafter>> set_up_drafters(Session& s, Benc
     else if (has_mode(*o, "tree") || has_mode(*o, "hybrid") || has_mode(*o, "lookup") || has_mode(*o, "auto") ||
              has_mode(*o, "md-tree") || has_mode(*o, "md-auto"))
         p.verify_cost = measure_verify_cost(s, 64, (int)std::max(o->d.depth, o->d.gamma) + 1);
+    o->verify_cost = p.verify_cost;
     DraftWeights w;
     if (o->random_draft >= 0) {
         w.init_random(draft_config_for_target(s.mf->config, s.tok->spec()), (uint64_t)o->random_draft);
@@ -536,6 +539,10 @@ Json results_json(const BenchSdOptions& o, const PromptSet& ps, Results& r) {
     const bool has_draft = !o.draft.empty() || !o.model_draft.empty();
     if (has_draft && o.tree_nodes == 0) js["tree_total_tokens"] = "auto";
     else js["tree_total_tokens"] = has_draft ? o.tree_nodes : 0;
+    if (!o.verify_cost.empty()) {  // what the cost-aware modes started from, in decode steps, T = 1..
+        js["verify_cost"] = Json::array();
+        for (size_t T = 1; T < o.verify_cost.size(); T++) js["verify_cost"].push_back(std::round(o.verify_cost[T] * 1e3) / 1e3);
+    }
     js["gamma"] = o.d.gamma;
     js["ngram"] = o.d.ngram;
     js["draft_weights"] = o.d.draft_f32 ? "f32" : "q8_0";

@@ -85,6 +85,9 @@ with tempfile.TemporaryDirectory() as tmp:
         check(s["overall"]["none"]["prompts"] == 4, "4 prompts in all")
         check(s["peak_rss_bytes"] > 0, "peak RSS reported")
         check(s["ngram"] == 4 and s["gamma"] == 5, f"settings recorded: ngram {s.get('ngram')} gamma {s.get('gamma')}")
+        vc = s.get("verify_cost", [])  # tree, hybrid and lookup are cost-aware here: their start-up table
+        check(len(vc) >= 2 and vc[0] == 1.0 and all(b >= a for a, b in zip(vc, vc[1:])),
+              f"verify_cost: the start-up table, cost(1) = 1 and non-decreasing: {vc[:8]}")
         for suf in [".speedup.png", ".accept.png"]:
             try:
                 w, h, raw = png_pixels(out[:-5] + suf)

@@ -43,6 +43,9 @@ B="$N build/beagle"
 make -j2 build/beagle build/test/draft_topk >/dev/null
 [ -f "$M" ] || bash scripts/fetch_model.sh
 mkdir -p "$OUT"
+# the variants that read the target's layers 22 and 27 (the -sl data and held-out set)
+reads_layers() { case $1 in s12sl|moa) return 0 ;; esac; return 1; }
+any_reads_layers() { local v; for v in $VARIANTS; do reads_layers "$v" && return 0; done; return 1; }
 # the training data: the target's answers with its states kept (13 epochs read them; computing them in the
 # loop gives the same bits at a prefill a step)
 TDATA=$OUT/data
@@ -50,18 +53,18 @@ $B datagen -m "$M" --prompts "$DATA/train/sharegpt_sg90k_first_sampled_sorted.js
     -n 192 --max-prompt 256 -o "$TDATA" --batch 16 --shard-seqs 32 -t 2 --keep-states
 # variants s12sl (s12 with the target's layers 22 and 27 fused into the key states) and moa read the same data
 # with those layers' rows kept too: the same tokens and states (datagen --state-layers changes neither)
-case " $VARIANTS " in *" s12sl "*|*" moa "*)
+if any_reads_layers; then
     $B datagen -m "$M" --prompts "$DATA/train/sharegpt_sg90k_first_sampled_sorted.json" --limit "$LIMIT" \
-        -n 192 --max-prompt 256 -o "$TDATA-sl" --batch 16 --shard-seqs 32 -t 2 --keep-states --state-layers 22,27 ;;
-esac
+        -n 192 --max-prompt 256 -o "$TDATA-sl" --batch 16 --shard-seqs 32 -t 2 --keep-states --state-layers 22,27
+fi
 # held-out: the target's greedy answers (128 tokens) to the 80 MT-Bench first turns, for the teacher-forced top-1 / top-5
 HELD=$OUT/mt-bench-greedy
 $B datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
     --shard-seqs 80 -t 1 --keep-states -o "$HELD"
-case " $VARIANTS " in *" s12sl "*|*" moa "*)
+if any_reads_layers; then
     $B datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 128 --max-prompt 1024 --batch 16 \
-        --shard-seqs 80 -t 1 -o "$HELD-sl" --keep-states --state-layers 22,27 ;;
-esac
+        --shard-seqs 80 -t 1 -o "$HELD-sl" --keep-states --state-layers 22,27
+fi
 # EPOCHS outlast STEPS (--max-steps ends every run); stage 2 starts at the same step in every two-stage variant
 flags() {
     case $1 in
@@ -83,7 +86,7 @@ train_one() {  # variant seed
     [ -f "$d.ckpt" ] && resume=(--resume "$d.ckpt")
     # shellcheck disable=SC2046
     local data=$TDATA
-    case $1 in s12sl|moa) data=$TDATA-sl ;; esac
+    if reads_layers "$1"; then data=$TDATA-sl; fi
     $B train -m "$M" --data "$data" -o "$d" $(flags "$1") --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3 \
         --draft-vocab 8192 --loss-on-prompt --vloss-weight 1 --seed "$2" --max-steps "$STEPS" --ckpt-every 50 \
         --eval-prompts "$DATA/eval/mt_bench_question.jsonl" --eval-n 10 --eval-tokens 128 -t "$TRAIN_THREADS" -q "${resume[@]}" \
@@ -111,7 +114,7 @@ bench_one() {  # variant seed: Spec-Bench (PER prompts per category) with chain 
             --per-category "$PER" -n "$NTOK" -t 2 --modes "none,$modes" --total-tokens "$total" -o "$j" > /dev/null
     done
     local held=$HELD
-    case $1 in s12sl|moa) held=$HELD-sl ;; esac
+    if reads_layers "$1"; then held=$HELD-sl; fi
     [ "$1" = medusa ] || [ -s "$d.topk.txt" ] || { $N build/test/draft_topk "$M" "$d" "$held" > "$d.topk.tmp" && mv "$d.topk.tmp" "$d.topk.txt"; }
 }
 train_all &

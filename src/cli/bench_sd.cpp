@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -539,10 +538,8 @@ Json results_json(const BenchSdOptions& o, const PromptSet& ps, Results& r) {
     const bool has_draft = !o.draft.empty() || !o.model_draft.empty();
     if (has_draft && o.tree_nodes == 0) js["tree_total_tokens"] = "auto";
     else js["tree_total_tokens"] = has_draft ? o.tree_nodes : 0;
-    if (!o.verify_cost.empty()) {  // what the cost-aware modes started from, in decode steps, T = 1..
-        js["verify_cost"] = Json::array();
-        for (size_t T = 1; T < o.verify_cost.size(); T++) js["verify_cost"].push_back(std::round(o.verify_cost[T] * 1e3) / 1e3);
-    }
+    if (!o.verify_cost.empty())  // what the cost-aware modes started from, in decode steps, T = 1.. (cost[0] unused)
+        js["verify_cost"] = rounded(std::vector<double>(o.verify_cost.begin() + 1, o.verify_cost.end()), 3);
     js["gamma"] = o.d.gamma;
     js["ngram"] = o.d.ngram;
     js["draft_weights"] = o.d.draft_f32 ? "f32" : "q8_0";

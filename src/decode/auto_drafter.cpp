@@ -15,7 +15,7 @@ public:
 
     void begin(const std::vector<int>& prompt, const float* states) override { begin_cached(prompt, 0, states); }
     void begin_cached(const std::vector<int>& prompt, int keep, const float* states) override {
-        policy_->begin();
+        policy_->begin((int)prompt.size());
         draft_->begin_cached(prompt, keep, states);
         lookup_->begin_cached(prompt, keep, states);
     }
@@ -41,7 +41,7 @@ public:
         lookup_->accept_skipped(tree, path, path_states);
     }
 
-    void observe_verify(int T, double seconds) override { policy_->observe_verify(T, seconds); }
+    void observe_verify(int T, double seconds, int context) override { policy_->observe_verify(T, seconds, context); }
 
 private:
     std::unique_ptr<Drafter> draft_, lookup_;

@@ -61,7 +61,7 @@ public:
         BEAGLE_CHECK(keep >= 0 && keep <= draft_->n_true() && keep < (int)prompt.size(),
                      "drafter %s: keep %d cached positions of %d for a prompt of %zu tokens", name(), keep,
                      draft_->n_true(), prompt.size());
-        if (owner_) policy_->begin();
+        if (owner_) policy_->begin((int)prompt.size());
         draft_->truncate_true(keep);
         draft_->add_true_states(states, (int)prompt.size() - keep, prompt.data() + keep);
         shadow_.clear();
@@ -113,8 +113,8 @@ public:
         policy_->observe_draft(now_seconds() - t0, (int)(draft_->forwards() - f0));
     }
 
-    void observe_verify(int T, double seconds) override {
-        if (owner_) policy_->observe_verify(T, seconds);
+    void observe_verify(int T, double seconds, int context) override {
+        if (owner_) policy_->observe_verify(T, seconds, context);
     }
 
     int draft_alone(int root) override {

@@ -44,9 +44,10 @@ public:
         for (size_t k = 0; k < path.size(); k++) ops.download(&host[k * dim], states + (size_t)path[k] * dim, dim);
         accept(tree, path, host.data());
     }
-    // The engine's target forward of this round took `seconds` for T tokens, called once per verify: the
-    // drafter hands it to its round policy, the one owner of the verify cost (round_policy.h).
-    virtual void observe_verify(int T, double seconds) {}
+    // The engine's target forward of this round took `seconds` for T tokens after `context` tokens, called
+    // once per verify: the drafter hands it to its round policy, the one owner of the verify cost
+    // (round_policy.h).
+    virtual void observe_verify(int T, double seconds, int context) {}
     // Without a target (remote drafting whose server went away): run `root`, the last committed token,
     // through the draft alone; its predicted state stands in for the target's true state at root's
     // position (kept as a key for the next call). Returns the draft's greedy next token, or -1 if this

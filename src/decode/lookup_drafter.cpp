@@ -29,9 +29,9 @@ public:
         : ngram_(ngram), gamma_(gamma), policy_(std::move(policy)), owner_(owner), rates_(ngram, gamma) {}
     const char* name() const override { return "lookup"; }
     RoundPolicy* policy() const override { return policy_.get(); }
-    void begin(const std::vector<int>&, const float*) override {
+    void begin(const std::vector<int>& prompt, const float*) override {
         shadow_tok_ = -1;
-        if (owner_) policy_->begin();
+        if (owner_) policy_->begin((int)prompt.size());
     }
     // prompt lookup reads the committed tokens each round: nothing of an earlier text to keep or drop
     void begin_cached(const std::vector<int>& prompt, int, const float* states) override { begin(prompt, states); }
@@ -52,8 +52,8 @@ public:
         for (int k = 0, par = 0; k < len; k++) par = tree->add(par, ctx[from + k], 0.0f);
         matched_ = m;
     }
-    void observe_verify(int T, double seconds) override {
-        if (owner_) policy_->observe_verify(T, seconds);
+    void observe_verify(int T, double seconds, int context) override {
+        if (owner_) policy_->observe_verify(T, seconds, context);
     }
     void accept_skipped(const DraftTree&, const std::vector<int>&, const float*) override { shadow_tok_ = -1; }  // the shadow was of another round
     void accept(const DraftTree& tree, const std::vector<int>& path, const float*) override {

@@ -58,7 +58,7 @@ public:
     void begin_cached(const std::vector<int>& prompt, int keep, const float* states) override {
         BEAGLE_CHECK(keep >= 0 && keep < (int)prompt.size(), "drafter medusa: keep %d cached positions for a prompt of %zu tokens",
                      keep, prompt.size());
-        if (owner_) policy_->begin();
+        if (owner_) policy_->begin((int)prompt.size());
         shadow_.clear();
         sent_score_.clear();
         ops_.upload(f_, states + (size_t)(prompt.size() - keep - 1) * dim_, dim_);
@@ -91,8 +91,8 @@ public:
         shadow_.clear();
         sent_score_.clear();
     }
-    void observe_verify(int T, double seconds) override {
-        if (owner_) policy_->observe_verify(T, seconds);
+    void observe_verify(int T, double seconds, int context) override {
+        if (owner_) policy_->observe_verify(T, seconds, context);
     }
 
 private:

@@ -58,7 +58,7 @@ public:
     void begin_cached(const std::vector<int>& prompt, int keep, const float*) override {
         BEAGLE_CHECK(keep >= 0 && keep < (int)prompt.size(), "drafter %s: keep %d cached positions for a prompt of %zu tokens",
                      name(), keep, prompt.size());
-        if (owner_) policy_->begin();
+        if (owner_) policy_->begin((int)prompt.size());
         shadow_.clear();
         sent_score_.clear();
         row_.clear();
@@ -103,8 +103,8 @@ public:
         sent_score_.clear();
         row_.clear();
     }
-    void observe_verify(int T, double seconds) override {
-        if (owner_) policy_->observe_verify(T, seconds);
+    void observe_verify(int T, double seconds, int context) override {
+        if (owner_) policy_->observe_verify(T, seconds, context);
     }
 
 private:

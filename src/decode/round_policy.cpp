@@ -40,16 +40,16 @@ void RoundPolicy::reset_arm(Arm* a, bool draft) {
     const int k = setup_.plain_rows;
     a->tokens.reset(draft ? k * std::min(2.0, 1 + 0.5 * d) : k);
     a->text = a->tokens;
-    if (cost_.empty()) a->verify.reset(1.0);
-    else a->verify.reset(draft ? cost_[k * std::min(4, cost_.max_tokens())] : cost_[k]);
+    a->verify.reset(draft && !cost_.empty() ? k * std::min(4, cost_.max_tokens()) : k);
     a->forwards.reset(draft ? d : 0);
     a->draft_s = Mean();
     a->runs = 0;
     a->g = Gap();
 }
 
-void RoundPolicy::begin() {  // estimates and gaps carry over; the text means and rounds-since counts restart
-    log({Event::BEGIN});
+void RoundPolicy::begin(int prompt_tokens) {  // estimates and gaps carry over; the text means and rounds-since counts restart
+    log({Event::BEGIN, prompt_tokens});
+    cost_.set_context(prompt_tokens);
     for (Arm& a : draft_) {
         a.text.v = a.tokens.v;
         a.text.n = kTextPrior;
@@ -79,7 +79,8 @@ double RoundPolicy::draft_steps(int i) const {
 
 double RoundPolicy::value(int i) const {
     const Arm& a = arm(i);
-    const double steps = a.verify.v + (i >= 0 ? draft_steps(i) : 0.0);
+    const double verify = cost_.empty() ? 1.0 : cost_.at(a.verify.v);
+    const double steps = verify + (i >= 0 ? draft_steps(i) : 0.0);
     const double tokens = i >= 0 ? std::min(a.text.v, a.tokens.v) : a.tokens.v;  // draft arms: the lower
     return tokens / std::max(steps, 1e-9);
 }
@@ -168,9 +169,9 @@ double RoundPolicy::calibration() const {
     return std::min(1.5, std::max(0.1, calib_acc_.v / std::max(calib_pred_.v, 1e-9)));
 }
 
-void RoundPolicy::observe_verify(int T, double seconds) {
-    log({Event::VERIFY, T, seconds});
-    cost_.observe(T, seconds);
+void RoundPolicy::observe_verify(int T, double seconds, int context) {
+    log({Event::VERIFY, T, seconds, (double)context});
+    cost_.observe(T, seconds, context);
 }
 
 void RoundPolicy::observe_round(int T, int committed) {
@@ -180,7 +181,7 @@ void RoundPolicy::observe_round(int T, int committed) {
     if (cost_.empty()) return;  // no cost model: nothing to choose by value
     Arm& a = arm(cur_arm_);
     a.tokens.add(committed);
-    a.verify.add(cost_[T]);
+    a.verify.add(T);
     if (cur_arm_ >= 0) {
         a.text.add(committed);
         a.forwards.add(round_forwards_);
@@ -222,9 +223,9 @@ std::vector<RoundChoice> RoundPolicy::replay(const Trace& trace) {
     std::vector<RoundChoice> out;
     for (const Event& e : trace.events) {
         switch (e.kind) {
-        case Event::BEGIN: p.begin(); break;
+        case Event::BEGIN: p.begin(e.n); break;
         case Event::CHOOSE: out.push_back(p.choose()); break;
-        case Event::VERIFY: p.observe_verify(e.n, e.x); break;
+        case Event::VERIFY: p.observe_verify(e.n, e.x, (int)e.y); break;
         case Event::DRAFT: p.observe_draft(e.x, e.n); break;
         case Event::CALIB: p.observe_calibration(e.x, e.y); break;
         case Event::ROUND: p.observe_round(e.n, (int)e.x); break;

@@ -25,7 +25,9 @@ struct RoundChoice {
 // The rule. An arm is a way to run a round: lookup-or-plain (mode auto only), or the draft at one depth
 // (cost-aware trees choose among {1, 2, --depth}; other modes have one draft arm). Its value is its
 // expected tokens committed per unit of round cost in decode steps: tokens / (verify + drafting), where
-// verify = cost[T] of the trees it sent (VerifyCost, corrected online from every verify timing) and
+// verify = cost(mean T of the trees it sent), priced by the cost model as it stands (VerifyCost,
+// corrected online from every verify timing, per context range: a text that grows long reprices every
+// arm) and
 // drafting = its own mean drafting seconds per round / seconds per step (before its first measured
 // round: its forwards per round x the mean seconds per forward; or a fixed cost per draft round,
 // Setup::draft_cost).
@@ -74,8 +76,9 @@ public:
     // An observation or a decision, in the order the policy received it.
     struct Event {
         enum Kind { BEGIN, CHOOSE, VERIFY, DRAFT, CALIB, ROUND } kind = BEGIN;
-        int n = 0;            // VERIFY, ROUND: tokens verified (T); DRAFT: draft forwards
-        double x = 0, y = 0;  // VERIFY, DRAFT: seconds; CALIB: predicted, accepted; ROUND: x tokens committed
+        int n = 0;            // VERIFY, ROUND: tokens verified (T); DRAFT: draft forwards; BEGIN: prompt tokens
+        double x = 0, y = 0;  // VERIFY, DRAFT: seconds; VERIFY: y the context; CALIB: predicted, accepted;
+                              // ROUND: x tokens committed
         RoundChoice choice;   // CHOOSE: what was chosen
     };
     struct Trace {
@@ -87,8 +90,8 @@ public:
     // The drafter's arms (called by the drafter before the first round).
     void set_draft(const std::string& mode, const std::vector<int>& depths, bool thread_arms);
 
-    // A new text.
-    void begin();
+    // A new text after a prompt of `prompt_tokens` (the verify cost's context range).
+    void begin(int prompt_tokens);
     // The round's choice (before proposing), then choice() until the next choose().
     const RoundChoice& choose();
     const RoundChoice& choice() const { return cur_; }
@@ -97,8 +100,8 @@ public:
     // Calibration: drafted candidates whose summed estimated acceptance was `predicted`, of which
     // `accepted` were accepted.
     void observe_calibration(double predicted, double accepted);
-    // A target forward of T tokens took `seconds` (once per verify).
-    void observe_verify(int T, double seconds);
+    // A target forward of T tokens after `context` tokens took `seconds` (once per verify).
+    void observe_verify(int T, double seconds, int context);
     // The round's verify of T tokens committed `committed` tokens (accepted path + the root).
     void observe_round(int T, int committed);
 
@@ -137,7 +140,8 @@ private:
     };
     struct Arm {
         int depth = 0;
-        Mean tokens, verify, forwards, draft_s;  // draft_s: seconds of drafting per round (n 0: not measured)
+        Mean tokens, verify, forwards, draft_s;  // verify: tokens sent per round; draft_s: seconds of drafting
+                                                 // per round (n 0: not measured)
         Mean text;     // draft arms: tokens per round on the current text (begin(): `tokens`, weight kTextPrior)
         int runs = 0;  // rounds observed
         Gap g;         // draft arms: among draft rounds

@@ -83,7 +83,7 @@ bool SpecDecoder::step(std::vector<int>* out) {
 // The verify's results have reached the host (ids or the root's row): its time goes to the drafter's round policy.
 void SpecDecoder::verified(double tf) {
     const double fs = now_seconds() - tf;
-    if (spp_.learn_cost) d_.observe_verify(tree_.size(), fs);
+    if (spp_.learn_cost) d_.observe_verify(tree_.size(), fs, n0_);
 }
 
 bool SpecDecoder::draft(bool propose) {
@@ -171,7 +171,7 @@ void SpecDecoder::commit(const float* vlogits, const float* vstates, double forw
     const int V = s_.llama->config().vocab_size;
     const DraftTree& tree = tree_;
     const int T = tree.size();
-    if (spp_.learn_cost && !skipped_) d_.observe_verify(T, forward_s);
+    if (spp_.learn_cost && !skipped_) d_.observe_verify(T, forward_s, n0_);
     int bonus = -1;
     host_q();
     auto row = [&](int i) { return vlogits + (size_t)i * V; };

@@ -9,16 +9,18 @@
 
 namespace beagle {
 
-void VerifyCost::observe(int T, double seconds) {
+void VerifyCost::observe(int T, double seconds, int context) {
     if (table_.empty() || T < 1 || T > max_tokens() || !(seconds > 0)) return;
+    range_ = range_of(context);
+    RunningMean32 &t1 = t1_[range_], &b = b_[range_];
     const int prev = prev_T_;
     prev_T_ = T;
     if (T == 1) {
         if (prev > 2) return;  // right after a larger pass: not the step plain decoding runs (verify_cost.h)
-        t1_.add(seconds);
-    } else if (t1_.n >= 4) {
-        const double e = (seconds / t1_.v - table_[T]) / (T - 1);
-        b_.add(std::min(1.0, std::max(-0.25, e)));
+        t1.add(seconds);
+    } else if (t1.n >= 4) {
+        const double e = (seconds / t1.v - table_[T]) / (T - 1);
+        b.add(std::min(1.0, std::max(-0.25, e)));
     }
     const double step = seconds / (*this)[T];
     step_s_ = step_s_ > 0 ? step_s_ + (step - step_s_) / 16 : step;

@@ -23,6 +23,15 @@ namespace beagle {
 // the correction is additive per token. Scaling the table's excess over 1 instead overreacts where
 // that excess is small: a slightly dearer 2-token verify would multiply the cost of every larger tree
 // and shrink the cost-aware trees below what pays.
+// t1 and b are kept per context range (the tokens before the pass: < 128, < 256, < 512, < 1024, more),
+// each learnt from the passes in its range, and cost(T) reads the range of the latest context
+// (set_context, observe). A range not yet learnt borrows b from the nearest shorter range learnt: a
+// text that grows into a new range keeps what its first range learnt until its own steps come, and a
+// verify priced by a shorter context's excess errs towards plain steps, never towards drafting more. A plain step costs more the longer the context (it reads the whole KV cache:
+// 2-3x at 800 tokens as at 50 on SmolLM2), a verify of T tokens reads that cache once for all of them,
+// so in steps a verify is cheaper at a long context than the table (timed at 160) says. One correction
+// for all lengths would carry a long text's cheap verifies into a short answer that follows it, and
+// the short answer would draft trees that cost it three plain steps.
 // A running mean: the plain mean of the first 32 observations, then exponential with weight 1/32 (slow
 // enough to average out a noisy machine's timings, quick enough to follow a change of load).
 struct RunningMean32 {
@@ -42,9 +51,16 @@ public:
         if (T <= 1) return 1.0;
         const int m = max_tokens();
         const double t = T <= m ? table_[T] : table_[m] + (T - m) * (table_[m] - table_[std::max(1, m - 1)]);
-        return std::max(1.0, t + b_.v * (T - 1));
+        return std::max(1.0, t + excess() * (T - 1));
     }
-    double per_token_excess() const { return b_.v; }
+    // Cost of verifying T tokens for a fractional T (a mean over rounds): linear between the integers.
+    double at(double T) const {
+        if (T <= 1) return (*this)[1];
+        const int i = (int)T;
+        const double f = T - i;
+        return f > 0 ? (1 - f) * (*this)[i] + f * (*this)[i + 1] : (*this)[i];
+    }
+    double per_token_excess() const { return excess(); }
     // The cheapest average cost of a token past the root, min over T >= 2 of (cost(T) - 1) / (T - 1), at
     // least 1e-3: a candidate whose estimated acceptance is below it cannot pay for itself in any tree.
     double min_token_cost() const {
@@ -55,11 +71,28 @@ public:
     // Seconds of one decode step, estimated from every forward observed (t_T / cost(T), exponential
     // mean with weight 1/16); 0 until one is observed.
     double step_seconds() const { return step_s_; }
-    void observe(int T, double seconds);
+    // A forward of T tokens after `context` tokens took `seconds`; the range of that context becomes current.
+    void observe(int T, double seconds, int context);
+    // The context the next passes run after (a new text: its prompt's length).
+    void set_context(int context) { range_ = range_of(context); }
+    static constexpr int kRanges = 5;
+    static int range_of(int context) {
+        int r = 0;
+        for (int lim = 128; r + 1 < kRanges && context >= lim; lim *= 2) r++;
+        return r;
+    }
 
 private:
     std::vector<double> table_;
-    RunningMean32 t1_, b_;  // seconds of a plain step; excess cost per token past the first
+    RunningMean32 t1_[kRanges], b_[kRanges];  // per context range: seconds of a plain step; excess cost per token past the first
+    int range_ = 0;         // the context range cost() reads
+    // b of the current range; until its first verify is observed, that of the nearest shorter range that
+    // has one, else 0 (the table alone)
+    double excess() const {
+        for (int r = range_; r >= 0; r--)
+            if (b_[r].n > 0) return b_[r].v;
+        return 0;
+    }
     double step_s_ = 0;
     int prev_T_ = 1;        // the tokens of the last pass observed
 };

@@ -392,6 +392,9 @@ void Engine::round(const std::vector<Slot*>& active) {
         rows.push_back(sl);
         segs.push_back(g);
     }
+    long context_sum = 0;  // the batch's context for its round policy's cost: the slots' mean length
+    for (Slot* sl : rows) context_sum += m.seq_len(sl->seq);
+    const int context = rows.empty() ? 0 : (int)(context_sum / (long)rows.size());
     // one forward per group of slots that fits in max_batch rows (all of them, unless trees are large)
     int rows_total = 0, committed = 0, forwards = 0;
     double forward_s = 0;
@@ -448,7 +451,7 @@ void Engine::round(const std::vector<Slot*>& active) {
     }
     if (batch && forwards > 0) {  // the round's drafting, its forward (when one), what it committed
         batch->observe_draft(draft_s, propose ? 1 : 0);
-        if (forwards == 1) batch->observe_verify(rows_total, forward_s);
+        if (forwards == 1) batch->observe_verify(rows_total, forward_s, context);
         batch->observe_round(rows_total, committed);
     }
 }

@@ -64,9 +64,9 @@ public:
         a_->accept_rows(tree, path, ops, st, dim);
         b_->accept_rows(tree, path, ops, st, dim);
     }
-    void observe_verify(int T, double seconds) override {
-        a_->observe_verify(T, seconds);
-        b_->observe_verify(T, seconds);
+    void observe_verify(int T, double seconds, int context) override {
+        a_->observe_verify(T, seconds, context);
+        b_->observe_verify(T, seconds, context);
     }
     int rounds = 0, nodes = 0, diffs = 0;
     long long a_syncs = 0, b_syncs = 0, max_a_syncs = 0;

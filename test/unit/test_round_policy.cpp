@@ -2,6 +2,7 @@
 // determinism: a recorded trace of observations (synthetic, and one from a real stories260K run in mode
 // auto) replays into fresh policies to the same decisions, twice. The probe-gap checker is shown to fail
 // on a decision sequence whose gaps do not double.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,7 @@ static RoundPolicy auto_policy(bool depths) {
 static std::vector<RoundChoice> run(RoundPolicy* p, int rounds, double tau, double draft_steps) {
     const std::vector<double> cost = cost_table();
     std::vector<RoundChoice> out;
-    p->begin();
+    p->begin(0);
     int drafted = 0;
     for (int r = 0; r < rounds; r++) {
         const RoundChoice c = p->choose();
@@ -55,7 +56,7 @@ static std::vector<RoundChoice> run(RoundPolicy* p, int rounds, double tau, doub
             committed = 1 + after - before;
             drafted++;
         }
-        p->observe_verify(T, cost[T] * kStep);
+        p->observe_verify(T, cost[T] * kStep, 0);
         p->observe_round(T, committed);
     }
     return out;
@@ -181,14 +182,14 @@ static void test_synthetic() {
     // ... while one 1-token round at the start of a text the draft predicts well (tau 3) does not stop it
     RoundPolicy w = auto_policy(false);
     run(&w, 200, 3.0, 0.4);
-    w.begin();
+    w.begin(0);
     int kept = 0;
     for (int r = 0; r < 20; r++) {
         const RoundChoice x = w.choose();
         kept += x.draft;
         const int T = x.draft ? 5 : 1;
         if (x.draft) w.observe_draft(0.4 * kStep, 5);
-        w.observe_verify(T, cost_table()[T] * kStep);
+        w.observe_verify(T, cost_table()[T] * kStep, 0);
         w.observe_round(T, x.draft ? (r == 0 ? 1 : 3) : 1);
     }
     CHECK(kept == 20, "a winning text with a 1-token first round: %d of 20 rounds drafted (expected all)", kept);
@@ -197,7 +198,7 @@ static void test_synthetic() {
     RoundPolicy::Setup setup;
     RoundPolicy t(setup);
     t.set_draft("chain", {}, true);
-    t.begin();
+    t.begin(0);
     int on[2] = {0, 0};
     for (int r = 0; r < 200; r++) {
         const RoundChoice x = t.choose();
@@ -206,6 +207,60 @@ static void test_synthetic() {
         t.observe_round(6, 3);
     }
     CHECK(on[1] == 200 / 32, "threads: %d rounds on the slower arm of 200 (expected its probes: %d)", on[1], 200 / 32);
+}
+
+// A text's rounds under given costs, after a prompt of `prompt` tokens: each round's draft (tau,
+// `draft_s` seconds, one forward, T = 5) or plain step, a plain step taking `step_s` and a 5-token verify
+// `verify5` steps. Returns the number of rounds that drafted.
+static int run_text(RoundPolicy* p, int prompt, int rounds, double tau, double draft_s, double step_s, double verify5) {
+    p->begin(prompt);
+    int drafted = 0, context = prompt;
+    for (int r = 0; r < rounds; r++) {
+        const RoundChoice c = p->choose();
+        int T = 1, committed = 1;
+        if (c.draft) {
+            p->observe_draft(draft_s, 1);
+            T = 5;
+            const int before = (int)((tau - 1) * drafted + 1e-9), after = (int)((tau - 1) * (drafted + 1) + 1e-9);
+            committed = 1 + after - before;
+            drafted++;
+        }
+        p->observe_verify(T, (T == 1 ? 1.0 : verify5) * step_s, context);
+        p->observe_round(T, committed);
+        context += committed;
+    }
+    return drafted;
+}
+
+// The verify cost's correction is kept per context range. A long text (context 800: a plain step of
+// 30 ms, its 5-token verify 1.1 steps, cheaper than the table's 1.4: the KV cache read once for 5 tokens)
+// learns a negative excess for its range. A short text after it (context 40: 10 ms steps, verifies of 2
+// steps, dearer than the table, as on a CPU whose verify runs slower in generation than at start-up)
+// prices its verifies by its own range. With one correction for all lengths its 20 ms verifies would be
+// 0.67 of the long text's 30 ms step, far below the table, and a draft at tau 1.6 for 0.4 steps of
+// drafting (1.6 / 2.4 = 0.67 tokens a step, below plain's 1) would draft throughout. A later short text
+// starts from the short range's learnt cost (2 steps), not the table's 1.4: what a policy restarted per
+// text would lose on a text whose every round drafts; so does a range between the two not yet observed
+// (it borrows from the nearest shorter range, never from a longer one).
+static void test_context_ranges() {
+    RoundPolicy p = auto_policy(false);
+    p.begin(800);
+    for (int i = 0; i < 8; i++) p.observe_verify(1, 0.03, 800);  // the long text's plain steps, in a row
+    const int long_drafted = run_text(&p, 800, 100, 1.6, 0.004, 0.03, 1.1);
+    const double long5 = p.cost()[5];
+    const int short_drafted = run_text(&p, 40, 40, 1.6, 0.004, 0.01, 2.0);
+    CHECK(long5 < 1.2 && long_drafted >= 80, "long text: cost(5) %.3f (expected about 1.1), %d of 100 drafted", long5,
+          long_drafted);
+    CHECK(short_drafted <= 8, "short text after a long one: %d of 40 rounds drafted at 0.67 tokens a step (expected "
+          "<= 8: its probes, priced by its own range)", short_drafted);
+    p.begin(40);
+    const double short5 = p.cost()[5];
+    CHECK(std::abs(short5 - 2.0) < 0.05, "a new short text starts at cost(5) %.3f (expected its range's 2.0)", short5);
+    p.begin(300);
+    CHECK(std::abs(p.cost()[5] - short5) < 1e-12, "a range never observed: cost(5) %.4f (expected the shorter range's "
+          "%.4f)", p.cost()[5], short5);
+    printf("verify cost per context range: long text cost(5) %.3f, %d of 100 drafted; the short text after it "
+           "drafted %d of 40, its range's cost(5) then %.3f\n", long5, long_drafted, short_drafted, short5);
 }
 
 // A server's batch of k = 4 slots (Engine: plain_rows 4): a plain round commits 4 tokens for cost[4];
@@ -221,7 +276,7 @@ static void test_batch() {
         setup.lookup_arm = true;
         setup.plain_rows = 4;
         RoundPolicy p(setup);
-        p.begin();
+        p.begin(0);
         int spec = 0, extra = 0;
         for (int r = 0; r < 200; r++) {
             const bool s = p.choose().draft;
@@ -234,7 +289,7 @@ static void test_batch() {
                 extra++;
             }
             p.observe_draft(s ? 0.2 * kStep : 0.0, s ? 1 : 0);
-            p.observe_verify(T, VerifyCost(cost)[T] * kStep);
+            p.observe_verify(T, VerifyCost(cost)[T] * kStep, 0);
             p.observe_round(T, committed);
         }
         if (tau < 2)
@@ -283,6 +338,7 @@ static void test_real_trace() {
 
 int main() {
     test_synthetic();
+    test_context_ranges();
     test_batch();
     try {
         test_real_trace();

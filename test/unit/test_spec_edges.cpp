@@ -58,37 +58,60 @@ static void test_verify_cost() {
     for (int T = 1; T <= 8; T++) table[T] = 1 + 0.3 * (T - 1);
     VerifyCost c(table);
     CHECK(c.max_tokens() == 8 && c[1] == 1.0 && std::abs(c[3] - 1.6) < 1e-12, "table as given");
-    c.observe(3, 0.009);  // no plain step seen yet: ignored
-    c.observe(1, 0.005);  // right after a 3-token pass: not a plain step in a row, not counted
-    for (int i = 0; i < 3; i++) c.observe(1, 0.005);
-    c.observe(3, 0.009);  // 3 plain steps: still ignored
+    c.observe(3, 0.009, 0);  // no plain step seen yet: ignored
+    c.observe(1, 0.005, 0);  // right after a 3-token pass: not a plain step in a row, not counted
+    for (int i = 0; i < 3; i++) c.observe(1, 0.005, 0);
+    c.observe(3, 0.009, 0);  // 3 plain steps: still ignored
     CHECK(std::abs(c[3] - 1.6) < 1e-12, "cost(3) moved before 4 plain steps (or a step after a larger pass counted): %g",
           c[3]);
-    c.observe(1, 0.05);   // right after the 3-token pass, 10x slow: not counted, t1 stays 5 ms
-    c.observe(1, 0.005);  // in a row: the 4th
-    for (int i = 0; i < 50; i++) c.observe(3, 0.009);
-    c.observe(9, 1.0);
-    c.observe(0, 1.0);
-    c.observe(2, -1.0);
-    c.observe(2, NAN);
+    c.observe(1, 0.05, 0);   // right after the 3-token pass, 10x slow: not counted, t1 stays 5 ms
+    c.observe(1, 0.005, 0);  // in a row: the 4th
+    for (int i = 0; i < 50; i++) c.observe(3, 0.009, 0);
+    c.observe(9, 1.0, 0);
+    c.observe(0, 1.0, 0);
+    c.observe(2, -1.0, 0);
+    c.observe(2, NAN, 0);
     CHECK(std::abs(c.per_token_excess() - 0.1) < 1e-9 && std::abs(c[3] - 1.8) < 1e-9 && std::abs(c[5] - 2.6) < 1e-9,
           "learnt excess %.6f per token, cost(3) %.6f, cost(5) %.6f; expected 0.1, 1.8, 2.6", c.per_token_excess(), c[3],
           c[5]);
-    for (int i = 0; i < 200; i++) c.observe(3, 0.5);  // absurdly slow verifies: the excess is clamped at 1 per token
+    for (int i = 0; i < 200; i++) c.observe(3, 0.5, 0);  // absurdly slow verifies: the excess is clamped at 1 per token
     CHECK(c.per_token_excess() <= 1.0 + 1e-9 && c.per_token_excess() > 0.95 && std::abs(c[3] - (1.6 + 2 * c.per_token_excess())) < 1e-9,
           "clamped excess %.4f, cost(3) %.4f", c.per_token_excess(), c[3]);
-    for (int i = 0; i < 400; i++) c.observe(3, 0.001);  // verifies far cheaper than the table: clamped at -1/4, cost >= 1
+    for (int i = 0; i < 400; i++) c.observe(3, 0.001, 0);  // verifies far cheaper than the table: clamped at -1/4, cost >= 1
     CHECK(c.per_token_excess() >= -0.25 - 1e-9 && c.per_token_excess() < -0.2 && c[3] >= 1.1 - 1e-9 && c[2] >= 1.0,
           "excess %.4f after cheap verifies: cost(2) %.4f, cost(3) %.4f (expected >= -1/4 per token, costs >= 1)",
           c.per_token_excess(), c[2], c[3]);
     std::vector<double> flat = {1.0, 1.0, 1.02, 1.06, 1.12, 1.2, 1.3, 1.42, 1.56};
     VerifyCost f(flat);
-    for (int i = 0; i < 4; i++) f.observe(1, 0.005);
-    for (int i = 0; i < 40; i++) f.observe(2, 0.0056);
+    for (int i = 0; i < 4; i++) f.observe(1, 0.005, 0);
+    for (int i = 0; i < 40; i++) f.observe(2, 0.0056, 0);
     CHECK(std::abs(f[2] - 1.12) < 1e-9 && std::abs(f[8] - (1.56 + 0.7)) < 1e-9,
           "flat table, 2-token verifies 1.12 steps: cost(2) %.4f, cost(8) %.4f; expected 1.12, 2.26", f[2], f[8]);
+    // per context range: range 0 (< 128 tokens) keeps its excess of 0.1 while 800 learns its own; reading
+    // goes with the latest context (observe, set_context)
+    std::vector<double> lin(9, 1.0);
+    for (int T = 1; T <= 8; T++) lin[T] = 1 + 0.3 * (T - 1);
+    VerifyCost r(lin);
+    for (int i = 0; i < 4; i++) r.observe(1, 0.005, 50);
+    for (int i = 0; i < 50; i++) r.observe(3, 0.009, 50);  // 1.8 steps: +0.1 a token
+    CHECK(std::abs(r[3] - 1.8) < 1e-9 && r.range_of(127) == 0 && r.range_of(128) == 1 && r.range_of(1023) == 3 &&
+              r.range_of(1 << 20) == VerifyCost::kRanges - 1,
+          "range 0: cost(3) %.4f (expected 1.8)", r[3]);
+    r.observe(3, 0.009, 800);  // no plain step in that range yet: range 0's excess, borrowed
+    CHECK(std::abs(r[3] - 1.8) < 1e-9, "range of 800 before its plain steps: cost(3) %.4f (expected range 0's 1.8)", r[3]);
+    for (int i = 0; i < 5; i++) r.observe(1, 0.010, 800);  // the first after the 3-token pass not counted
+    for (int i = 0; i < 50; i++) r.observe(3, 0.014, 800);  // 1.4 steps: -0.1 a token
+    CHECK(std::abs(r[3] - 1.4) < 1e-9, "range of 800: cost(3) %.4f (expected 1.4)", r[3]);
+    r.set_context(60);
+    CHECK(std::abs(r[3] - 1.8) < 1e-9 && std::abs(r.per_token_excess() - 0.1) < 1e-9,
+          "back at context 60: cost(3) %.4f (expected range 0's 1.8)", r[3]);
+    VerifyCost up(lin);  // a longer range's excess is never borrowed by a shorter one
+    for (int i = 0; i < 4; i++) up.observe(1, 0.010, 800);
+    for (int i = 0; i < 50; i++) up.observe(3, 0.014, 800);
+    up.set_context(60);
+    CHECK(std::abs(up[3] - 1.6) < 1e-12, "context 60, only 800 learnt: cost(3) %.4f (expected the table's 1.6)", up[3]);
     VerifyCost none;
-    none.observe(1, 0.005);  // no table: a no-op
+    none.observe(1, 0.005, 0);  // no table: a no-op
     CHECK(none.empty(), "empty cost table stays empty");
 }
 
@@ -112,8 +135,8 @@ static void test_best_prefix() {
           best_prefix(sure, 5, c));
     VerifyCost f(std::vector<double>{1.0, 1.0, 1.02, 1.06});
     CHECK(f.step_seconds() == 0, "step time before any observation: %g", f.step_seconds());
-    for (int i = 0; i < 4; i++) f.observe(1, 0.005);
-    for (int i = 0; i < 200; i++) f.observe(2, 0.0056);
+    for (int i = 0; i < 4; i++) f.observe(1, 0.005, 0);
+    for (int i = 0; i < 200; i++) f.observe(2, 0.0056, 0);
     CHECK(std::abs(f.step_seconds() - 0.005) < 1e-6, "step time %.7f s, expected 0.005", f.step_seconds());
 }
 

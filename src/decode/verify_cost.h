@@ -111,9 +111,9 @@ int best_prefix(const double* p, int count, const VerifyCost& cost);
 double time_verify(Llama& m, const int* tokens, int T, int reps, double (*clock)() = now_seconds);
 
 // --total-tokens auto: times target forwards of T tokens after a context of up to 160 tokens on this
-// machine (T on a grid up to max_nodes; 3 interleaved sweeps from the largest T down, each T the best
-// of two passes in a row, the median per T; interpolated linearly,
-// made non-decreasing) and returns cost[T] = time(T) / time(1) for T = 0..cap (cost[0] unused). The
+// machine (T on a grid up to max_nodes: every T to 10, where the CPU kernels' token tiles make steps,
+// then sparser; 3 interleaved sweeps from the largest T down, each T the best of two passes in a row,
+// the median per T; interpolated linearly, made non-decreasing) and returns cost[T] = time(T) / time(1) for T = 0..cap (cost[0] unused). The
 // grid stops at the first T costing max_commit decode steps or more (a round commits at most
 // max_commit tokens: depth + 1, gamma + 1). Leaves the cache empty. latency_s: what every round costs
 // beyond the forward (remote drafting: the network round trip), cost[T] = (latency + time(T)) /

@@ -25,13 +25,14 @@ namespace beagle {
 // and shrink the cost-aware trees below what pays.
 // t1 and b are kept per context range (the tokens before the pass: < 128, < 256, < 512, < 1024, more),
 // each learnt from the passes in its range, and cost(T) reads the range of the latest context
-// (set_context, observe). A range not yet learnt borrows b from the nearest shorter range learnt: a
-// text that grows into a new range keeps what its first range learnt until its own steps come, and a
-// verify priced by a shorter context's excess errs towards plain steps, never towards drafting more. A plain step costs more the longer the context (it reads the whole KV cache:
+// (set_context, observe). A plain step costs more the longer the context (it reads the whole KV cache:
 // 2-3x at 800 tokens as at 50 on SmolLM2), a verify of T tokens reads that cache once for all of them,
 // so in steps a verify is cheaper at a long context than the table (timed at 160) says. One correction
 // for all lengths would carry a long text's cheap verifies into a short answer that follows it, and
-// the short answer would draft trees that cost it three plain steps.
+// the short answer would draft trees that cost it three plain steps. A range not yet learnt borrows b
+// from the nearest shorter range learnt: a text that grows into a new range keeps what its first range
+// learnt until its own steps come, and a verify priced by a shorter context's excess errs towards plain
+// steps, never towards drafting more.
 // A running mean: the plain mean of the first 32 observations, then exponential with weight 1/32 (slow
 // enough to average out a noisy machine's timings, quick enough to follow a change of load).
 struct RunningMean32 {
@@ -84,7 +85,8 @@ public:
 
 private:
     std::vector<double> table_;
-    RunningMean32 t1_[kRanges], b_[kRanges];  // per context range: seconds of a plain step; excess cost per token past the first
+    RunningMean32 t1_[kRanges], b_[kRanges];  // per context range: seconds of a plain step; excess cost per
+                                              // token past the first
     int range_ = 0;         // the context range cost() reads
     // b of the current range; until its first verify is observed, that of the nearest shorter range that
     // has one, else 0 (the table alone)
@@ -113,11 +115,11 @@ double time_verify(Llama& m, const int* tokens, int T, int reps, double (*clock)
 // --total-tokens auto: times target forwards of T tokens after a context of up to 160 tokens on this
 // machine (T on a grid up to max_nodes: every T to 10, where the CPU kernels' token tiles make steps,
 // then sparser; 3 interleaved sweeps from the largest T down, each T the best of two passes in a row,
-// the median per T; interpolated linearly, made non-decreasing) and returns cost[T] = time(T) / time(1) for T = 0..cap (cost[0] unused). The
-// grid stops at the first T costing max_commit decode steps or more (a round commits at most
-// max_commit tokens: depth + 1, gamma + 1). Leaves the cache empty. latency_s: what every round costs
-// beyond the forward (remote drafting: the network round trip), cost[T] = (latency + time(T)) /
-// (latency + time(1)): the longer the trip, the more a large tree pays.
+// the median per T; interpolated linearly, made non-decreasing) and returns cost[T] = time(T) / time(1)
+// for T = 0..cap (cost[0] unused). The grid stops at the first T costing max_commit decode steps or
+// more (a round commits at most max_commit tokens: depth + 1, gamma + 1). Leaves the cache empty.
+// latency_s: what every round costs beyond the forward (remote drafting: the network round trip),
+// cost[T] = (latency + time(T)) / (latency + time(1)): the longer the trip, the more a large tree pays.
 std::vector<double> measure_verify_cost(Session& s, int max_nodes, int max_commit, double latency_s = 0);
 
 }  // namespace beagle

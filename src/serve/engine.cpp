@@ -392,8 +392,10 @@ void Engine::round(const std::vector<Slot*>& active) {
         rows.push_back(sl);
         segs.push_back(g);
     }
-    long context_sum = 0;  // the batch's context for its round policy's cost: the slots' mean length
-    for (Slot* sl : rows) context_sum += m.seq_len(sl->seq);
+    long context_sum = 0;  // the batch policy's context (its cost's range): the slots' mean length, before the
+                           // forward
+    if (batch)
+        for (Slot* sl : rows) context_sum += m.seq_len(sl->seq);
     const int context = rows.empty() ? 0 : (int)(context_sum / (long)rows.size());
     // one forward per group of slots that fits in max_batch rows (all of them, unless trees are large)
     int rows_total = 0, committed = 0, forwards = 0;

@@ -105,6 +105,18 @@ const RoundChoice& RoundPolicy::choose() {
         return cur_;
     }
     const bool costed = !cost_.empty();
+    // a plain probe (mode auto, one text: a server's batch rounds are not plain steps of one token)
+    if (setup_.lookup_arm && setup_.plain_rows == 1 && costed &&
+        (plain_left_ > 0 || (since_plain_ >= kPlainGap && cost_.t1_stale()))) {
+        if (plain_left_ == 0) plain_left_ = kPlainProbe;
+        if (--plain_left_ == 0) since_plain_ = 0;
+        cur_.draft = false;
+        cur_.plain = true;
+        cur_arm_ = -1;
+        log({Event::CHOOSE, 0, 0, 0, cur_});
+        return cur_;
+    }
+    since_plain_++;
     const int bd = best_depth();
     cur_.draft = true;
     if (setup_.lookup_arm && costed) {  // modes: lookup vs the best depth; a losing draft probed after its gap
@@ -178,7 +190,7 @@ void RoundPolicy::observe_round(int T, int committed) {
     log({Event::ROUND, T, (double)committed});
     last_T_ = T;
     last_forwards_ = round_forwards_;
-    if (cost_.empty()) return;  // no cost model: nothing to choose by value
+    if (cost_.empty() || cur_.plain) return;  // no cost model: nothing to choose by value; a plain probe: no arm's
     Arm& a = arm(cur_arm_);
     a.tokens.add(committed);
     a.verify.add(T);

@@ -16,8 +16,9 @@ struct RoundChoice {
     bool draft = true;
     int depth = 0, threads = -1;
     bool probe = false;  // a losing arm tried again (see the rule below)
+    bool plain = false;  // a plain probe's round: send the root alone (draft false), whatever lookup finds
     bool operator==(const RoundChoice& o) const {
-        return draft == o.draft && depth == o.depth && threads == o.threads && probe == o.probe;
+        return draft == o.draft && depth == o.depth && threads == o.threads && probe == o.probe && plain == o.plain;
     }
     bool operator!=(const RoundChoice& o) const { return !(*this == o); }
 };
@@ -57,6 +58,13 @@ struct RoundChoice {
 // do well, a hybrid round carrying the lookup match, must not switch on a draft that does not pay), and
 // the lookup side keeps its long mean (a text that suits lookup badly must not make a draft that does
 // not pay look better by comparison).
+// Plain probes (mode auto, one text at a time): when the verify cost's t1 of the current context range
+// is stale (VerifyCost::t1_stale: no plain step observed in the range's last 32 passes, 256 once it has
+// 2), the next 6 rounds are plain steps, whoever wins: the last two come after 4 small passes in a row and
+// measure t1 (verify_cost.h), which prices every verify. Without them a text whose every round drafts
+// keeps the start-up table, however its verifies run. At most one plain probe per 32 rounds; their
+// rounds count for no arm (they measure the step, not a way to run a round). At 256 rounds between them
+// they cost a draft that wins by 20% about 0.5% of its rounds' worth.
 // begin() keeps every other estimate and probe gap (costs belong to the machine, not the text) and
 // restarts the counts of rounds since each arm ran.
 // The policy reads no clock: timings come as arguments, so a recorded trace of its observations
@@ -147,6 +155,7 @@ private:
         Gap g;         // draft arms: among draft rounds
     };
     static constexpr int kMinGap = 4, kMaxGap = 64, kThreadProbe = 32, kModeProbe = 2, kTextPrior = 2;
+    static constexpr int kPlainProbe = 6, kPlainGap = 32;  // a plain probe's rounds; rounds at least between two
 
     Setup setup_;
     VerifyCost cost_;
@@ -160,6 +169,8 @@ private:
     int cur_arm_ = -1;        // the arm that runs this round (-1 lookup)
     bool mode_probe_ = false; // this round probes the draft side, judged at observe_round
     int probe_left_ = 0;      // a mode probe in progress: its rounds still to run
+    int plain_left_ = 0;      // a plain probe in progress: its rounds still to run
+    int since_plain_ = kPlainGap;  // rounds since the last plain probe ended
     int depth_probe_ = -1;    // the draft arm probed this round (-1 none), judged at observe_round
     int round_forwards_ = 0, last_T_ = 0, last_forwards_ = 0;
     double round_draft_s_ = 0;

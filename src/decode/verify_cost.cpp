@@ -13,12 +13,14 @@ void VerifyCost::observe(int T, double seconds, int context) {
     if (table_.empty() || T < 1 || T > max_tokens() || !(seconds > 0)) return;
     range_ = range_of(context);
     RunningMean32 &t1 = t1_[range_], &b = b_[range_];
-    const int prev = prev_T_;
-    prev_T_ = T;
+    const int settled = settled_;
+    settled_ = T <= 2 ? settled_ + 1 : 0;
+    since_t1_[range_]++;
     if (T == 1) {
-        if (prev > 2) return;  // right after a larger pass: not the step plain decoding runs (verify_cost.h)
+        if (settled < kSettle) return;  // soon after a larger pass: not the step plain decoding runs (verify_cost.h)
         t1.add(seconds);
-    } else if (t1.n >= 4) {
+        since_t1_[range_] = 0;
+    } else if (t1.n >= kMinT1) {
         const double e = (seconds / t1.v - table_[T]) / (T - 1);
         b.add(std::min(1.0, std::max(-0.25, e)));
     }

@@ -11,13 +11,13 @@ namespace beagle {
 
 // The verify cost table of a cost-aware drafter: cost(T) = time of a target forward of T tokens in
 // decode steps, measured at start-up (measure_verify_cost), then corrected online from the engine's
-// own forward timings (observe): t1 = mean of the plain steps (T = 1) seen in a row (after a pass of
-// at most 2 tokens: a step right after a larger pass runs slower for several passes, the CPU's clock
-// recovering from the heavier load, and is neither what plain decoding pays nor what the table's t(1)
-// is; such a step is not observed at all), b = mean of
+// own forward timings (observe): t1 = mean of the plain steps (T = 1) that come after kSettle (4)
+// passes of at most 2 tokens in a row (a step after a larger pass, a verify or a prompt's prefill, runs
+// slower for several passes, the CPU's clock and caches recovering from the heavier load, and is neither
+// what plain decoding pays nor what the table's t(1) is; such a step is not observed at all), b = mean of
 // (t_T / t1 - table[T]) / (T - 1) over verify passes of T >= 2 tokens (each clamped to [-1/4, 1]:
 // what each token past the first costs beyond the table, in decode steps; running means of the first
-// 32, then exponential with weight 1/32; b starts at 0 and waits for 4 plain steps), and
+// 32, then exponential with weight 1/32; b starts at 0 and waits for kMinT1 (2) plain steps), and
 // cost(T) = max(1, table[T] + b (T - 1)). Inside generation a verify costs more than the start-up
 // loop (one forward repeated in place) says, by a roughly constant amount per token past the first, so
 // the correction is additive per token. Scaling the table's excess over 1 instead overreacts where
@@ -33,6 +33,10 @@ namespace beagle {
 // from the nearest shorter range learnt: a text that grows into a new range keeps what its first range
 // learnt until its own steps come, and a verify priced by a shorter context's excess errs towards plain
 // steps, never towards drafting more.
+// A range whose t1 has not been observed for a while is stale (t1_stale): a text whose every round
+// drafts runs no plain steps, and its b stays what it was (at first 0: the table alone, which a start-up
+// timed at a moment of slow plain steps makes cheap) however its verifies run. The round policy then runs
+// a few plain steps in a row (RoundPolicy's plain probe) to measure t1 afresh.
 // A running mean: the plain mean of the first 32 observations, then exponential with weight 1/32 (slow
 // enough to average out a noisy machine's timings, quick enough to follow a change of load).
 struct RunningMean32 {
@@ -74,8 +78,16 @@ public:
     double step_seconds() const { return step_s_; }
     // A forward of T tokens after `context` tokens took `seconds`; the range of that context becomes current.
     void observe(int T, double seconds, int context);
-    // The context the next passes run after (a new text: its prompt's length).
-    void set_context(int context) { range_ = range_of(context); }
+    // The context the next passes run after (a new text: its prompt's length, just prefilled).
+    void set_context(int context) {
+        range_ = range_of(context);
+        settled_ = 0;
+    }
+    static constexpr int kSettle = 4;  // passes of <= 2 tokens in a row before a plain step is observed
+    static constexpr int kMinT1 = 2;   // plain steps observed in a range before its b is learnt
+    // The current range's t1 is stale: no plain step observed in its last 32 passes while it has fewer
+    // than kMinT1 (b waits for them), 256 after.
+    bool t1_stale() const { return since_t1_[range_] >= (t1_[range_].n < kMinT1 ? 32 : 256); }
     static constexpr int kRanges = 5;
     static int range_of(int context) {
         int r = 0;
@@ -95,8 +107,9 @@ private:
             if (b_[r].n > 0) return b_[r].v;
         return 0;
     }
+    int since_t1_[kRanges] = {};  // per range: passes observed since its t1 last was
     double step_s_ = 0;
-    int prev_T_ = 1;        // the tokens of the last pass observed
+    int settled_ = 0;       // passes of at most 2 tokens in a row just before the next (none after a prefill)
 };
 
 // How many candidates of a ranked list a round verifies: p[i] = the estimated chance that candidate i

@@ -263,6 +263,51 @@ static void test_context_ranges() {
            "drafted %d of 40, its range's cost(5) then %.3f\n", long5, long_drafted, short_drafted, short5);
 }
 
+// Plain probes. The start-up table says a 5-token verify costs 1.4 steps; in generation it costs 2.5 (a
+// table timed while plain steps ran slow). A draft at tau 2 for 0.4 steps of drafting is then worth
+// 2 / 2.9 = 0.69 tokens a step, less than plain's 1, though the table prices it at 2 / 1.8 = 1.11. Every
+// round drafts, so no plain step comes to correct the table, unless the policy runs them: two probes
+// (t1 from 4 plain steps), then b is learnt and the draft is probed only. With the cost the table
+// says, a draft at tau 3 keeps drafting, and the probes take at most 5% of 1,000 rounds (the text grows to
+// 3,000 tokens: a probe 32 passes into each of the 5 context ranges, then one per 256 passes).
+static bool stops_drafting(const std::vector<RoundChoice>& c, int from, int max_drafted, int* drafted) {
+    *drafted = 0;
+    for (size_t i = from; i < c.size(); i++) *drafted += c[i].draft;
+    return *drafted <= max_drafted;
+}
+
+static int count_plain(const std::vector<RoundChoice>& c) {
+    int n = 0;
+    for (const RoundChoice& x : c) n += x.plain && !x.draft;
+    return n;
+}
+
+static void test_plain_probe() {
+    RoundPolicy p = auto_policy(false);
+    p.record(true);
+    const int drafted = run_text(&p, 40, 300, 2.0, 0.004, 0.01, 2.5);
+    const std::vector<RoundChoice> c = recorded(p.trace());
+    int late = 0;
+    CHECK(stops_drafting(c, 150, 15, &late), "a table too cheap: %d of the rounds 150..299 drafted (expected its "
+          "probes only, <= 15), %d of 300 in all, cost(5) %.3f", late, drafted, p.cost()[5]);
+    CHECK(std::abs(p.cost()[5] - 2.5) < 0.1, "a table too cheap: cost(5) %.3f after 300 rounds (expected 2.5)", p.cost()[5]);
+    printf("plain probes: a table 1.1 steps too cheap at T = 5: %d of 300 rounds drafted, %d of the last 150; "
+           "cost(5) learnt %.3f (%d plain probe rounds)\n", drafted, late, p.cost()[5], count_plain(c));
+    check_replay(p.trace(), "plain probes");
+    std::vector<RoundChoice> planted(300);  // planted: every round drafted, as without plain probes
+    int pl = 0;
+    CHECK(!stops_drafting(planted, 150, 15, &pl), "planted: a policy that drafts every round was NOT caught");
+    printf("planted: all 300 rounds drafted: caught (%d of the last 150)\n", pl);
+    RoundPolicy w = auto_policy(false);
+    w.record(true);
+    const int won = run_text(&w, 40, 1000, 3.0, 0.004, 0.01, 1.4);
+    const int plain = count_plain(recorded(w.trace()));
+    CHECK(won + plain == 1000 && plain <= 48 && plain >= 30, "a table that is right, tau 3: %d of 1000 rounds drafted, "
+          "%d plain probe rounds (expected 30..48, the rest drafted)", won, plain);
+    printf("plain probes: a winning draft with the cost the table says: %d of 1000 rounds drafted, %d plain probe "
+           "rounds\n", won, plain);
+}
+
 // A server's batch of k = 4 slots (Engine: plain_rows 4): a plain round commits 4 tokens for cost[4];
 // a speculative round sends 4 trees of 5 (T = 20, past the table: its last slope) and commits 4 x tau.
 // At tau 1.2 (4.8 tokens for 2.9 steps + drafting < 4 for 1.3) plain takes over within a few rounds
@@ -339,6 +384,7 @@ static void test_real_trace() {
 int main() {
     test_synthetic();
     test_context_ranges();
+    test_plain_probe();
     test_batch();
     try {
         test_real_trace();

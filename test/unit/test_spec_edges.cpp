@@ -59,13 +59,14 @@ static void test_verify_cost() {
     VerifyCost c(table);
     CHECK(c.max_tokens() == 8 && c[1] == 1.0 && std::abs(c[3] - 1.6) < 1e-12, "table as given");
     c.observe(3, 0.009, 0);  // no plain step seen yet: ignored
-    c.observe(1, 0.005, 0);  // right after a 3-token pass: not a plain step in a row, not counted
-    for (int i = 0; i < 3; i++) c.observe(1, 0.005, 0);
-    c.observe(3, 0.009, 0);  // 3 plain steps: still ignored
-    CHECK(std::abs(c[3] - 1.6) < 1e-12, "cost(3) moved before 4 plain steps (or a step after a larger pass counted): %g",
+    for (int i = 0; i < 4; i++) c.observe(1, 0.05, 0);  // the 4 passes after a 3-token pass (10x slow): not counted
+    c.observe(1, 0.005, 0);
+    c.observe(3, 0.009, 0);  // 1 plain step: still ignored
+    CHECK(std::abs(c[3] - 1.6) < 1e-12, "cost(3) moved before 2 plain steps (or a step after a larger pass counted): %g",
           c[3]);
-    c.observe(1, 0.05, 0);   // right after the 3-token pass, 10x slow: not counted, t1 stays 5 ms
-    c.observe(1, 0.005, 0);  // in a row: the 4th
+    c.observe(2, 0.05, 0);   // a 2-token pass, 10x slow: neither t1 (b waits) nor a break in the run
+    for (int i = 0; i < 3; i++) c.observe(1, 0.05, 0);  // soon after the 3-token pass, 10x slow: not counted
+    c.observe(1, 0.005, 0);  // the 5th small pass in a row: the 2nd plain step counted
     for (int i = 0; i < 50; i++) c.observe(3, 0.009, 0);
     c.observe(9, 1.0, 0);
     c.observe(0, 1.0, 0);
@@ -83,7 +84,7 @@ static void test_verify_cost() {
           c.per_token_excess(), c[2], c[3]);
     std::vector<double> flat = {1.0, 1.0, 1.02, 1.06, 1.12, 1.2, 1.3, 1.42, 1.56};
     VerifyCost f(flat);
-    for (int i = 0; i < 4; i++) f.observe(1, 0.005, 0);
+    for (int i = 0; i < 8; i++) f.observe(1, 0.005, 0);  // (the first 4 of a new cost model: after its prefill)
     for (int i = 0; i < 40; i++) f.observe(2, 0.0056, 0);
     CHECK(std::abs(f[2] - 1.12) < 1e-9 && std::abs(f[8] - (1.56 + 0.7)) < 1e-9,
           "flat table, 2-token verifies 1.12 steps: cost(2) %.4f, cost(8) %.4f; expected 1.12, 2.26", f[2], f[8]);
@@ -92,24 +93,44 @@ static void test_verify_cost() {
     std::vector<double> lin(9, 1.0);
     for (int T = 1; T <= 8; T++) lin[T] = 1 + 0.3 * (T - 1);
     VerifyCost r(lin);
-    for (int i = 0; i < 4; i++) r.observe(1, 0.005, 50);
+    for (int i = 0; i < 8; i++) r.observe(1, 0.005, 50);
     for (int i = 0; i < 50; i++) r.observe(3, 0.009, 50);  // 1.8 steps: +0.1 a token
     CHECK(std::abs(r[3] - 1.8) < 1e-9 && r.range_of(127) == 0 && r.range_of(128) == 1 && r.range_of(1023) == 3 &&
               r.range_of(1 << 20) == VerifyCost::kRanges - 1,
           "range 0: cost(3) %.4f (expected 1.8)", r[3]);
     r.observe(3, 0.009, 800);  // no plain step in that range yet: range 0's excess, borrowed
     CHECK(std::abs(r[3] - 1.8) < 1e-9, "range of 800 before its plain steps: cost(3) %.4f (expected range 0's 1.8)", r[3]);
-    for (int i = 0; i < 5; i++) r.observe(1, 0.010, 800);  // the first after the 3-token pass not counted
+    for (int i = 0; i < 8; i++) r.observe(1, 0.010, 800);  // the first 4 after the 3-token pass not counted
     for (int i = 0; i < 50; i++) r.observe(3, 0.014, 800);  // 1.4 steps: -0.1 a token
     CHECK(std::abs(r[3] - 1.4) < 1e-9, "range of 800: cost(3) %.4f (expected 1.4)", r[3]);
     r.set_context(60);
     CHECK(std::abs(r[3] - 1.8) < 1e-9 && std::abs(r.per_token_excess() - 0.1) < 1e-9,
           "back at context 60: cost(3) %.4f (expected range 0's 1.8)", r[3]);
     VerifyCost up(lin);  // a longer range's excess is never borrowed by a shorter one
-    for (int i = 0; i < 4; i++) up.observe(1, 0.010, 800);
+    for (int i = 0; i < 8; i++) up.observe(1, 0.010, 800);
     for (int i = 0; i < 50; i++) up.observe(3, 0.014, 800);
     up.set_context(60);
     CHECK(std::abs(up[3] - 1.6) < 1e-12, "context 60, only 800 learnt: cost(3) %.4f (expected the table's 1.6)", up[3]);
+    // staleness: no plain step observed in a range's last 32 passes (256 once it has 2 of them); a prompt's
+    // prefill (set_context) restarts the run of small passes, so its first 4 plain steps are not observed
+    VerifyCost st(lin);
+    for (int i = 0; i < 31; i++) st.observe(3, 0.009, 0);
+    CHECK(!st.t1_stale(), "stale after 31 passes");
+    st.observe(3, 0.009, 0);
+    CHECK(st.t1_stale(), "not stale after 32 passes without a plain step");
+    for (int i = 0; i < 5; i++) st.observe(1, 0.005, 0);  // 1 observed
+    CHECK(!st.t1_stale(), "stale right after plain steps");
+    st.set_context(0);
+    for (int i = 0; i < 4; i++) st.observe(1, 0.005, 0);  // after the prefill: not observed
+    for (int i = 0; i < 31; i++) st.observe(3, 0.009, 0);
+    CHECK(st.t1_stale(), "not stale 35 passes after the last observed plain step (the 4 after a prefill observed?)");
+    for (int i = 0; i < 5; i++) st.observe(1, 0.005, 0);  // the 5th observed: t1 has 2
+    for (int i = 0; i < 255; i++) st.observe(3, 0.009, 0);
+    CHECK(!st.t1_stale(), "stale before 256 passes once t1 has 2 observations");
+    st.observe(3, 0.009, 0);
+    CHECK(st.t1_stale(), "not stale after 256 passes without a plain step");
+    st.observe(3, 0.009, 200);
+    CHECK(!st.t1_stale(), "range of 200, never observed: stale after its first pass (expected after 32)");
     VerifyCost none;
     none.observe(1, 0.005, 0);  // no table: a no-op
     CHECK(none.empty(), "empty cost table stays empty");
@@ -135,7 +156,7 @@ static void test_best_prefix() {
           best_prefix(sure, 5, c));
     VerifyCost f(std::vector<double>{1.0, 1.0, 1.02, 1.06});
     CHECK(f.step_seconds() == 0, "step time before any observation: %g", f.step_seconds());
-    for (int i = 0; i < 4; i++) f.observe(1, 0.005, 0);
+    for (int i = 0; i < 8; i++) f.observe(1, 0.005, 0);
     for (int i = 0; i < 200; i++) f.observe(2, 0.0056, 0);
     CHECK(std::abs(f.step_seconds() - 0.005) < 1e-6, "step time %.7f s, expected 0.005", f.step_seconds());
 }

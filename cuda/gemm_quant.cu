@@ -14,23 +14,29 @@
 //     acc = fmaf(d_w d_x, (float) I_b, acc)        (+ acc = fmaf(m_w, s_x, acc) for Q4_1: x = d q + m).
 //   Nothing in it depends on T, the token's slot or the kernel, so a token's row has the same bits in
 //   decode (T = 1), a prefill chunk or a verify pass of any size, whichever kernel ran it.
-// gemm_q{8_0,4_0,4_1}{,_r16,_r8}_kernel (T <= QGEMM_DP4A_MAX_T = 16, or BEAGLE_CUDA_DP4A_MAX_T: decode, short
-//   verify): a block of 4 warps covers R = 32 (16, 8) weight rows x 4 tokens of matrix blockIdx.z (Q/K/V or
-//   gate/up in one launch: the grid's x extent is the tallest matrix's, blocks past a shorter one exit at
-//   once). Per 32 blocks of the row (1024 columns), the block's 128 threads first quantize its tokens' blocks
-//   c0 .. c0 + 31 into shared memory (4 threads per 32-block, coalesced loads; int8 q, d, s), so the
-//   activations need no launch of their own; the price, every block reading the f32 x (L2-resident), is paid
-//   once per R rows. Then the rows x blocks (row, 32-block) pairs are spread over all 128 threads (pair k: row
-//   k / nbc, block k % nbc; a warp reads consecutive blocks, for nb <= 32 one contiguous range of rows), each
-//   thread loading QGEMM_PAIRS pairs before computing any, and each pair's I_b for the 4 tokens with dp4a (the
-//   weight bytes loaded once for all of them) goes to shared memory with d_w (and m_w). Last, warp i runs
-//   token i's chain, lane r < R for row r, over the chunk's blocks in order. Why fast: every lane busy (the
-//   old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency per QGEMM_PAIRS pairs, the
-//   quantization amortized over R rows instead of 4. R (qgemm_dp4a_rows): the largest of 32, 16, 8 whose grid
-//   has QGEMM_FILL_BLOCKS = 264 blocks (2 per H100 SM), else 8: SmolLM2's decode GEMMs are 18-54 blocks of 32
+// gemm_q{8_0,4_0,4_1}{,_r16,_r8}{,_t16}_kernel (T <= QGEMM_DP4A_MAX_T = 16, or BEAGLE_CUDA_DP4A_MAX_T: decode,
+//   short verify): a block of 4 warps covers R = 32 (16, 8) weight rows x 4 tokens (T <= 4) or x 16 tokens in
+//   4 groups of 4 (_t16, T > 4) of matrix blockIdx.z (Q/K/V or gate/up in one launch: the grid's x extent is
+//   the tallest matrix's, blocks past a shorter one exit at once), so a verify of up to 16 tokens reads every
+//   weight byte ONCE. Per 32 blocks of the row (1024 columns) and group of 4 tokens, the block's 128 threads
+//   first quantize the group's blocks c0 .. c0 + 31 into shared memory (4 threads per 32-block, coalesced
+//   loads; int8 q, d, s), so the activations need no launch of their own; the price, every block reading the
+//   f32 x (L2-resident), is paid once per R rows. Then the rows x blocks (row, 32-block) pairs are spread over
+//   all 128 threads (pair k: row k / nbc, block k % nbc; a warp reads consecutive blocks, for nb <= 32 one
+//   contiguous range of rows), each thread loading its pairs into registers before computing any
+//   (QGEMM_PAIRS at a time for one group; _t16: the chunk's R / 4, loaded for the first group and kept for the
+//   others), and each pair's I_b for the group's tokens with dp4a goes to shared memory with d_w (and m_w).
+//   Last, warp i runs the chain of the group's token i, lane r < R for row r, over the chunk's blocks in order,
+//   into its own accumulator per group. Why fast: the weights cross the memory bus once per pass, every lane
+//   busy (the old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency per round of pairs,
+//   the quantization amortized over R rows instead of 4. Why two kinds: holding a chunk's pairs for 4 groups
+//   takes registers (the 32-row _t16 kernel about twice the 4-token one's), which a decode step, one group,
+//   would pay in occupancy for nothing. R (qgemm_dp4a_rows): the largest of 32, 16, 8 whose grid has
+//   QGEMM_FILL_BLOCKS = 264 blocks (2 per H100 SM), else 8: SmolLM2's decode GEMMs are 18-54 blocks of 32
 //   rows, too few for an H100's 132 SMs; 8-row blocks give 4x the blocks for 4x the x re-reads (L2) and fewer
 //   busy threads per pair round (scripts/gpu_knobs.sh times the rule against fixed R).
-//   BEAGLE_CUDA_QGEMM_ROWS=8|16|32 forces R (the same bits: the chain of each output is the same).
+//   BEAGLE_CUDA_QGEMM_ROWS=8|16|32 forces R, BEAGLE_CUDA_QGEMM_TOKENS=4 the 4-token kernels at every T
+//   (the same bits: the chain of each output is the same).
 // gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_DP4A_MAX_T = 16: prefill and verify): tensor cores, after one
 //   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
 //   warps covers 16 weight rows x 64 tokens of matrix blockIdx.z (a verify of up to 64 tokens reads
@@ -144,8 +150,8 @@ __device__ __forceinline__ P qgemm_pick(const P (&v)[QGEMM_MATS], int m) {
     return m == 0 ? v[0] : m == 1 ? v[1] : v[2];
 }
 
-// ---- few tokens: dp4a, 32 weight rows x 4 tokens per block ----------------------------------------
-// (row, 32-block) pairs a thread loads at once: R rows x 32 blocks / 128 threads = R / 4 at most
+// ---- few tokens: dp4a, 32 weight rows x 4 tokens per block (16 for the _t16 kernels) -------------
+// (row, 32-block) pairs a thread loads at once (4 tokens): R rows x 32 blocks / 128 threads = R / 4 at most
 constexpr int QGEMM_PAIRS = 4;
 constexpr int QX_LD = 36;  // bytes per staged int8 block: 32 + 4 pad, so lanes reading word p of
                            // consecutive blocks hit distinct banks (a stride of 8 words is 8-way)
@@ -190,15 +196,18 @@ __device__ __forceinline__ void quantize_chunk_part(const QGemmArgs& a, int t, i
     }
 }
 
-template <int DT, int R>
+template <int DT, int R, int NG>
 __device__ void gemm_q_body(const QGemmArgs& a) {
     static_assert(R >= 1 && R <= QGEMM_ROWS && QGEMM_ROWS == 32, "the chain: lane r < R of a warp per token");
     constexpr int BS = QBlock<DT>::bytes, NTH = 32 * QGEMM_WARPS, LDR = R + 1;  // odd LDR: conflict-free
+    constexpr int NP = R * 32 / NTH;  // (row, 32-block) pairs per thread in a chunk of 32 blocks
+    // pairs a thread holds at once: one group, QGEMM_PAIRS per round; more groups, the whole chunk's
+    constexpr int PR = NG == 1 ? (NP < QGEMM_PAIRS ? NP : QGEMM_PAIRS) : NP;
+    static_assert(NP >= 1 && NP * NTH == R * 32 && (NG == 1 || NG * QGEMM_TOKENS == QGEMM_BLOCK_TOKENS), "the split");
     const int tid = threadIdx.x, m = blockIdx.z, rows = qgemm_pick(a.rows, m);
-    const int o0 = blockIdx.x * R;
-    if (o0 >= rows) return;  // the whole block: past a shorter matrix
-    const int t0 = blockIdx.y * QGEMM_TOKENS;
-    const int nt = min(QGEMM_TOKENS, a.T - t0);
+    const int o0 = blockIdx.x * R, tb = blockIdx.y * NG * QGEMM_TOKENS;  // the block's first row and token
+    if (o0 >= rows || tb >= a.T) return;  // the whole block: past a shorter matrix (or the tokens)
+    const int ng = min(NG, (a.T - tb + QGEMM_TOKENS - 1) / QGEMM_TOKENS);
     const int nb = a.cols / 32;
     const uint8_t* w0 = qgemm_pick(a.w, m) + (long long)o0 * a.row_bytes;
     // every block 4-byte aligned (the same for the whole thread block: no divergence)
@@ -207,67 +216,92 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
     __shared__ float xd[QGEMM_TOKENS][32], xs[QGEMM_TOKENS][32];
     __shared__ int dot[QGEMM_TOKENS][32][LDR];  // I_b of (token i, block c0 + j, row o0 + r)
     __shared__ float dws[32][LDR], mws[32][LDR];  // d_w, m_w (Q4_1) of (block, row)
-    // the chain: warp i = token t0 + i, lane r < R = row o0 + r (coalesced y, conflict-free shared reads)
+    // the chain: warp i = token i of each group, lane r < R = row o0 + r (coalesced y, conflict-free shared
+    // reads); acc[g]: group g's token
     const int ci = tid / 32, cr = tid % 32;
-    const bool chain = ci < nt && cr < R && o0 + cr < rows;
-    float acc = 0.0f;
+    const bool lane = cr < R && o0 + cr < rows;
+    float acc[NG];
+    UNROLL for (int g = 0; g < NG; g++) acc[g] = 0.0f;
     for (int c0 = 0; c0 < nb; c0 += 32) {
         const int nbc = min(32, nb - c0);
-        for (int i = 0; i < nt; i++) quantize_chunk_part(a, t0 + i, c0, nb, xq[i], xd[i], xs[i]);
-        __syncthreads();
-        // the integer dots: pair k = (row r = k / nbc, block j = k % nbc), the pairs spread over all
-        // threads; consecutive threads read consecutive blocks of a row (for nb <= 32 the block's rows
-        // are one contiguous range), each loaded once for all tokens. A thread loads QGEMM_PAIRS pairs
-        // before it uses any (their loads overlap: one memory latency per round, not per pair).
-        for (int k0 = 0; k0 < R * nbc; k0 += QGEMM_PAIRS * NTH) {
-            int w[QGEMM_PAIRS][8];
-            uint16_t dw[QGEMM_PAIRS], mw[QGEMM_PAIRS];
-            for (int u = 0; u < QGEMM_PAIRS; u++) {
-                const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
-                if (k < R * nbc && o0 + r < rows) {
-                    const uint8_t* blk = w0 + (long long)r * a.row_bytes + (long long)(c0 + j) * BS;
-                    load_block_words<DT>(blk, a4, w[u], &dw[u], &mw[u]);
-                }
-            }
-            for (int u = 0; u < QGEMM_PAIRS; u++) {
-                const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
-                if (k >= R * nbc || o0 + r >= rows) break;  // k grows with u
-                dws[j][r] = f16_bits_to_float(dw[u]);
-                if (DT == KD_Q4_1) mws[j][r] = f16_bits_to_float(mw[u]);
-                for (int i = 0; i < nt; i++) {
-                    const int* x = reinterpret_cast<const int*>(xq[i][j]);
-                    int I = 0;
-                    for (int p = 0; p < 8; p++) I = dot4_i8(w[u][p], x[p], I);
-                    if (DT == KD_Q4_0) {  // sum (q - 8) x = sum q x - 8 sum x, exact
-                        int sx = 0;
-                        for (int p = 0; p < 8; p++) sx = dot4_i8(0x01010101, x[p], sx);
-                        I -= 8 * sx;
+        int w[PR][8];  // the pairs' weights (NG > 1: the whole chunk's, kept for every group)
+        uint16_t dw[PR], mw[PR];
+        UNROLL for (int g = 0; g < NG; g++) {  // acc[g] stays in registers
+            if (g >= ng) break;
+            const int t0 = tb + g * QGEMM_TOKENS, nt = min(QGEMM_TOKENS, a.T - t0);
+            if (g > 0) __syncthreads();  // the last group's chain has read xq, xd, xs, dot
+            for (int i = 0; i < nt; i++) quantize_chunk_part(a, t0 + i, c0, nb, xq[i], xd[i], xs[i]);
+            __syncthreads();
+            // the integer dots: pair k = (row r = k / nbc, block j = k % nbc), the pairs spread over all
+            // threads; consecutive threads read consecutive blocks of a row (for nb <= 32 the block's rows
+            // are one contiguous range), each loaded once for all tokens. A thread loads its PR pairs before
+            // it uses any (one memory latency per round, not per pair); with NG > 1 one round holds the
+            // chunk's pairs, loaded for the first group and used from the registers by the others.
+            for (int k0 = 0; k0 < R * nbc; k0 += PR * NTH) {
+                if (NG == 1 || g == 0) {
+                    UNROLL for (int u = 0; u < PR; u++) {
+                        const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
+                        if (k < R * nbc && o0 + r < rows) {
+                            const uint8_t* blk = w0 + (long long)r * a.row_bytes + (long long)(c0 + j) * BS;
+                            load_block_words<DT>(blk, a4, w[u], &dw[u], &mw[u]);
+                        }
                     }
-                    dot[i][j][r] = I;
+                }
+                UNROLL for (int u = 0; u < PR; u++) {
+                    const int k = k0 + tid + u * NTH, r = k / nbc, j = k - r * nbc;
+                    if (k >= R * nbc || o0 + r >= rows) break;  // k grows with u
+                    if (NG == 1 || g == 0) {
+                        dws[j][r] = f16_bits_to_float(dw[u]);
+                        if (DT == KD_Q4_1) mws[j][r] = f16_bits_to_float(mw[u]);
+                    }
+                    for (int i = 0; i < nt; i++) {
+                        const int* x = reinterpret_cast<const int*>(xq[i][j]);
+                        int I = 0;
+                        for (int p = 0; p < 8; p++) I = dot4_i8(w[u][p], x[p], I);
+                        if (DT == KD_Q4_0) {  // sum (q - 8) x = sum q x - 8 sum x, exact
+                            int sx = 0;
+                            for (int p = 0; p < 8; p++) sx = dot4_i8(0x01010101, x[p], sx);
+                            I -= 8 * sx;
+                        }
+                        dot[i][j][r] = I;
+                    }
                 }
             }
-        }
-        __syncthreads();
-        if (chain) {
-            for (int j = 0; j < nbc; j++) {
-                acc = fmaf(dws[j][cr] * xd[ci][j], (float)dot[ci][j][cr], acc);
-                if (DT == KD_Q4_1) acc = fmaf(mws[j][cr], xs[ci][j], acc);
+            __syncthreads();
+            if (lane && ci < nt) {
+                for (int j = 0; j < nbc; j++) {
+                    acc[g] = fmaf(dws[j][cr] * xd[ci][j], (float)dot[ci][j][cr], acc[g]);
+                    if (DT == KD_Q4_1) acc[g] = fmaf(mws[j][cr], xs[ci][j], acc[g]);
+                }
             }
         }
         if (c0 + 32 < nb) __syncthreads();  // the next 32 blocks overwrite xq, xd, xs, dot, dws, mws
     }
-    if (chain) qgemm_pick(a.y, m)[(long long)(t0 + ci) * rows + o0 + cr] = acc;
+    UNROLL for (int g = 0; g < NG; g++) {
+        const int t = tb + g * QGEMM_TOKENS + ci;
+        if (g < ng && lane && t < a.T) qgemm_pick(a.y, m)[(long long)t * rows + o0 + cr] = acc[g];
+    }
 }
 
-__global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 32>(a); }
-__global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 32>(a); }
-__global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 32>(a); }
-__global__ void gemm_q8_0_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 16>(a); }
-__global__ void gemm_q4_0_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 16>(a); }
-__global__ void gemm_q4_1_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 16>(a); }
-__global__ void gemm_q8_0_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 8>(a); }
-__global__ void gemm_q4_0_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 8>(a); }
-__global__ void gemm_q4_1_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 8>(a); }
+constexpr int QG16 = QGEMM_BLOCK_TOKENS / QGEMM_TOKENS;  // token groups of the _t16 kernels
+__global__ void gemm_q8_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 32, 1>(a); }
+__global__ void gemm_q4_0_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 32, 1>(a); }
+__global__ void gemm_q4_1_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 32, 1>(a); }
+__global__ void gemm_q8_0_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 16, 1>(a); }
+__global__ void gemm_q4_0_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 16, 1>(a); }
+__global__ void gemm_q4_1_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 16, 1>(a); }
+__global__ void gemm_q8_0_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 8, 1>(a); }
+__global__ void gemm_q4_0_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 8, 1>(a); }
+__global__ void gemm_q4_1_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 8, 1>(a); }
+__global__ void gemm_q8_0_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 32, QG16>(a); }
+__global__ void gemm_q4_0_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 32, QG16>(a); }
+__global__ void gemm_q4_1_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 32, QG16>(a); }
+__global__ void gemm_q8_0_r16_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 16, QG16>(a); }
+__global__ void gemm_q4_0_r16_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 16, QG16>(a); }
+__global__ void gemm_q4_1_r16_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 16, QG16>(a); }
+__global__ void gemm_q8_0_r8_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 8, QG16>(a); }
+__global__ void gemm_q4_0_r8_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 8, QG16>(a); }
+__global__ void gemm_q4_1_r8_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 8, QG16>(a); }
 
 // ---- many tokens: int8 tensor cores, 16 (or 64) rows x 64 tokens per block, 4 32-blocks per step -----
 // Half `half` of a block's 32 weights as 4 words of int8 (elements 16 half .. 16 half + 15; Q4_0 minus 8).
@@ -458,12 +492,13 @@ QGemmChoice qgemm_choice_env() {
     QGemmChoice c;
     c.dp4a_max_t = env_positive("BEAGLE_CUDA_DP4A_MAX_T", c.dp4a_max_t);
     c.dp4a_rows = env_positive("BEAGLE_CUDA_QGEMM_ROWS", c.dp4a_rows);
+    c.dp4a_tokens = env_positive("BEAGLE_CUDA_QGEMM_TOKENS", c.dp4a_tokens);
     return c;
 }
 
-int qgemm_dp4a_rows(int max_rows, int n, int T) {
+int qgemm_dp4a_rows(int max_rows, int n, int T, int block_tokens) {
     for (int R = QGEMM_ROWS; R > QGEMM_ROWS_MIN; R /= 2)
-        if ((long long)cdiv(max_rows, R) * n * cdiv(T, QGEMM_TOKENS) >= QGEMM_FILL_BLOCKS) return R;
+        if ((long long)cdiv(max_rows, R) * n * cdiv(T, block_tokens) >= QGEMM_FILL_BLOCKS) return R;
     return QGEMM_ROWS_MIN;
 }
 
@@ -493,19 +528,35 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
     a.T = T;
     kcheck(kr, c.dp4a_rows == 0 || c.dp4a_rows == 8 || c.dp4a_rows == 16 || c.dp4a_rows == 32,
            "quantized matmul: %d rows per dp4a block (BEAGLE_CUDA_QGEMM_ROWS), expected 8, 16 or 32", c.dp4a_rows);
+    kcheck(kr, c.dp4a_tokens == 0 || c.dp4a_tokens == QGEMM_TOKENS || c.dp4a_tokens == QGEMM_BLOCK_TOKENS,
+           "quantized matmul: %d tokens per dp4a block (BEAGLE_CUDA_QGEMM_TOKENS), expected 4 or 16", c.dp4a_tokens);
     if (T <= c.dp4a_max_t) {  // the kernel quantizes x itself; same bits as the tensor-core path
-        const int R = c.dp4a_rows ? c.dp4a_rows : qgemm_dp4a_rows(max_rows, n, T);
-        dim3 grid(cdiv(max_rows, R), cdiv(T, QGEMM_TOKENS), n);
+        // tokens per block: 16 above 4 tokens (the _t16 kernels: weights read once), else 4
+        const int bt = T > QGEMM_TOKENS && c.dp4a_tokens != QGEMM_TOKENS ? QGEMM_BLOCK_TOKENS : QGEMM_TOKENS;
+        const int R = c.dp4a_rows ? c.dp4a_rows : qgemm_dp4a_rows(max_rows, n, T, bt);
+        dim3 grid(cdiv(max_rows, R), cdiv(T, bt), n);
         const int nth = 32 * QGEMM_WARPS;
-        if (R == 32 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_kernel, a);
-        if (R == 32 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_kernel, a);
-        if (R == 32 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_kernel, a);
-        if (R == 16 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r16_kernel, a);
-        if (R == 16 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r16_kernel, a);
-        if (R == 16 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r16_kernel, a);
-        if (R == 8 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r8_kernel, a);
-        if (R == 8 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r8_kernel, a);
-        if (R == 8 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r8_kernel, a);
+        if (bt == QGEMM_TOKENS) {  // one group of tokens a block: the kernels that hold a round of pairs at a time
+            if (R == 32 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_kernel, a);
+            if (R == 32 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_kernel, a);
+            if (R == 32 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_kernel, a);
+            if (R == 16 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r16_kernel, a);
+            if (R == 16 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r16_kernel, a);
+            if (R == 16 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r16_kernel, a);
+            if (R == 8 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r8_kernel, a);
+            if (R == 8 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r8_kernel, a);
+            if (R == 8 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r8_kernel, a);
+            return;
+        }
+        if (R == 32 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_t16_kernel, a);
+        if (R == 32 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_t16_kernel, a);
+        if (R == 32 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_t16_kernel, a);
+        if (R == 16 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r16_t16_kernel, a);
+        if (R == 16 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r16_t16_kernel, a);
+        if (R == 16 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r16_t16_kernel, a);
+        if (R == 8 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r8_t16_kernel, a);
+        if (R == 8 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r8_t16_kernel, a);
+        if (R == 8 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r8_t16_kernel, a);
         return;
     }
     kcheck(kr, scratch != nullptr, "quantized matmul: T = %d takes the tensor-core path, which needs scratch", T);

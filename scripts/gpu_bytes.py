@@ -46,7 +46,7 @@ def need(path, text, snippet, why):
         fail(f"{path} no longer contains `{snippet}` ({why}); update the model in scripts/gpu_bytes.py")
 
 
-CONSTS = ["QGEMM_ROWS", "QGEMM_ROWS_MIN", "QGEMM_FILL_BLOCKS", "QGEMM_TOKENS", "QGEMM_DP4A_MAX_T", "QGEMM_MATS", "QMMA_ROWS",
+CONSTS = ["QGEMM_ROWS", "QGEMM_ROWS_MIN", "QGEMM_FILL_BLOCKS", "QGEMM_TOKENS", "QGEMM_BLOCK_TOKENS", "QGEMM_DP4A_MAX_T", "QGEMM_MATS", "QMMA_ROWS",
           "QMMA_TOKENS", "ATTN_BK", "ATTN_SPLIT",
           "ATTN_SPLIT_MAX_T", "ATTN_QT_WARPS", "ATTN_QT_TPW", "XATTN_BKEYS"]
 
@@ -71,12 +71,16 @@ def parse_sources():
     need("cuda/kernels.cuh", hdr, "int dp4a_rows = 0;", "dp4a rows per block by the grid rule by default")
     need("cuda/gemm_quant.cu", gq, "if (T <= c.dp4a_max_t) { // the kernel quantizes x itself",
          "T <= QGEMM_DP4A_MAX_T: the dp4a kernel reads f32 x, no quantize launch")
-    need("cuda/gemm_quant.cu", gq, "const int R = c.dp4a_rows ? c.dp4a_rows : qgemm_dp4a_rows(max_rows, n, T);",
+    need("cuda/kernels.cuh", hdr, "int dp4a_tokens = 0;", "16 tokens per dp4a block above 4 by default")
+    need("cuda/gemm_quant.cu", gq, "const int bt = T > QGEMM_TOKENS && c.dp4a_tokens != QGEMM_TOKENS ? QGEMM_BLOCK_TOKENS : "
+         "QGEMM_TOKENS;", "dp4a tokens per block: 4 at T <= 4 (one token block either way), else 16")
+    need("cuda/gemm_quant.cu", gq, "const int R = c.dp4a_rows ? c.dp4a_rows : qgemm_dp4a_rows(max_rows, n, T, bt);",
          "dp4a rows per block")
     need("cuda/gemm_quant.cu", gq, "for (int R = QGEMM_ROWS; R > QGEMM_ROWS_MIN; R /= 2) if ((long long)cdiv(max_rows, R) "
-         "* n * cdiv(T, QGEMM_TOKENS) >= QGEMM_FILL_BLOCKS) return R; return QGEMM_ROWS_MIN;",
+         "* n * cdiv(T, block_tokens) >= QGEMM_FILL_BLOCKS) return R; return QGEMM_ROWS_MIN;",
          "qgemm_dp4a_rows: the most rows whose grid has QGEMM_FILL_BLOCKS blocks, else QGEMM_ROWS_MIN (dp4a_rows below)")
-    need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, R), cdiv(T, QGEMM_TOKENS), n);", "dp4a grid")
+    need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, R), cdiv(T, bt), n);", "dp4a grid")
+    need("cuda/gemm_quant.cu", gq, "if (bt == QGEMM_TOKENS) { // one group of tokens", "the _t16 kernels above 4 tokens")
     need("cuda/gemm_quant.cu", gq, "KRUN(kr, cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);",
          "one quantize launch per matmul launch above QGEMM_TOKENS")
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);", "tensor-core grid")
@@ -183,7 +187,7 @@ def dp4a_rows(c, mats, T):
     """Rows per block of the dp4a GEMM (cuda/gemm_quant.cu qgemm_dp4a_rows) for these matrices (one launch)."""
     R = c["QGEMM_ROWS"]
     while R > c["QGEMM_ROWS_MIN"]:
-        if cdiv(max(mats), R) * len(mats) * cdiv(T, c["QGEMM_TOKENS"]) >= c["QGEMM_FILL_BLOCKS"]:
+        if cdiv(max(mats), R) * len(mats) * cdiv(T, c["QGEMM_BLOCK_TOKENS"]) >= c["QGEMM_FILL_BLOCKS"]:
             return R
         R //= 2
     return c["QGEMM_ROWS_MIN"]
@@ -203,10 +207,11 @@ def gemm(tab, key, label, T, mats, cols, dt, c):
     kname = dt.lower()
     if small:
         rb = dp4a_rows(c, mats, T)
-        reads = cdiv(T, c["QGEMM_TOKENS"])
+        reads = cdiv(T, c["QGEMM_BLOCK_TOKENS"])
         does = reads * W + sum(cdiv(r, rb) for r in mats) * xb + y
-        tab.launch("gemm_%s%s_kernel" % (kname, "" if rb == c["QGEMM_ROWS"] else "_r%d" % rb),
-                   cdiv(max(mats), rb) * cdiv(T, c["QGEMM_TOKENS"]) * len(mats))
+        t16 = "_t16" if T > c["QGEMM_TOKENS"] else ""  # 16 tokens a block, the weights held for 4 groups
+        tab.launch("gemm_%s%s%s_kernel" % (kname, "" if rb == c["QGEMM_ROWS"] else "_r%d" % rb, t16),
+                   cdiv(max(mats), rb) * cdiv(T, c["QGEMM_BLOCK_TOKENS"]) * len(mats))
     else:
         rb = mma_rows(c, mats)
         reads = cdiv(T, c["QMMA_TOKENS"])

@@ -7,7 +7,9 @@
 #   BEAGLE_CUDA_ATTN_SPLIT_MAX_T split-KV for passes up to T queries (default 64; above: the query-tiled kernel) }
 #   BEAGLE_CUDA_QGEMM_ROWS      weight rows per block of the dp4a GEMM (default: by grid size)   } the same
 #   BEAGLE_CUDA_DP4A_MAX_T      the dp4a GEMM up to T tokens (default 16; above: tensor cores)    } bits (tests memcmp)
-# The defaults are the settings this script found fastest on H100 and H200 GPUs (docs/gpu.md).
+#   BEAGLE_CUDA_QGEMM_TOKENS    tokens per dp4a block above 4 (default 16: weights read once; 4)  }
+# The defaults are the settings this script found fastest on H100 and H200 GPUs (docs/gpu.md), but for
+# BEAGLE_CUDA_QGEMM_TOKENS, not yet timed (16: the byte model's choice, weights read once).
 # Usage: scripts/gpu_knobs.sh MODEL OUT.json [--prompt-tokens N] [-z TOKENIZER]   (BEAGLE_CUDA_BIN: default build/beagle-cuda)
 # The knobs a build does not read are timed anyway and come out equal to the default (noise): the JSON
 # says which build ran. Writes OUT.json and OUT.env (`export` lines: each knob's best setting where it beats
@@ -42,6 +44,7 @@ SETTINGS=(
   "dp4a_max_t=4|BEAGLE_CUDA_DP4A_MAX_T=4"
   "dp4a_max_t=8|BEAGLE_CUDA_DP4A_MAX_T=8"
   "dp4a_max_t=32|BEAGLE_CUDA_DP4A_MAX_T=32"
+  "qgemm_tokens=4|BEAGLE_CUDA_QGEMM_TOKENS=4"
   "default_again|"
 )
 i=0
@@ -74,11 +77,11 @@ for r in rows:
           " / ".join("%.3f" % v.get(T, float("nan")) for T in (1, 4, 5, 8, 16, 24, 64))))
 # each knob judged where it acts, against the better of the two default runs, kept when > 2 % better:
 # the slice length and the dp4a rows by decode tok/s, the dp4a range by the verify ms summed over T = 5..16, 24, 32,
-# the split-KV range by the verify ms summed over T = 24..64
+# the dp4a tokens per block over T = 5..16, the split-KV range by the verify ms summed over T = 24..64
 def score(r, knob):
     v = r["verify_ms"]
     if knob in ("attn_split", "qgemm_rows"): return r["decode_tok_s"]
-    Ts = list(range(5, 17)) + [24, 32] if knob == "dp4a_max_t" else (24, 32, 48, 64)
+    Ts = list(range(5, 17)) + [24, 32] if knob == "dp4a_max_t" else range(5, 17) if knob == "qgemm_tokens" else (24, 32, 48, 64)
     return -sum(v.get(T, 1e9) for T in Ts)
 env, best = [], {}
 for r in rows:

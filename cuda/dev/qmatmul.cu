@@ -29,8 +29,10 @@
 //   4 part.., high: 16 + 4 part..), its 8 activations two 32-bit loads, and two dp4a (4 int8 MACs per
 //   instruction, common.cuh dot4_i8; the emulator runs its portable byte loop) replace 8 byte loads
 //   and 8 multiply-adds: ~5 instructions per 8 MACs instead of ~28.
-// version 4 (shipped for T <= QGEMM_DP4A_MAX_T = 16, cuda/gemm_quant.cu gemm_q4_1_kernel): 4 tokens
-//   and 32 rows per block, cdiv(T, 4) token blocks. A thread owns whole (row, 32-block) pairs (a warp reads consecutive blocks, 640 contiguous
+// version 4 (the core of the shipped kernel for T <= QGEMM_DP4A_MAX_T = 16, cuda/gemm_quant.cu
+//   gemm_q4_1_kernel, which also keeps each chunk's weights in registers for 4 such token groups, 16 tokens
+//   a block, so that W is read once per verify of up to 16 tokens): 4 tokens and 32 rows per block, cdiv(T, 4)
+//   token blocks. A thread owns whole (row, 32-block) pairs (a warp reads consecutive blocks, 640 contiguous
 //   bytes), their 16 weight bytes serve the 4 tokens from registers, so W is read T/4 times (2.2 MB instead of
 //   8.8 MB at T = 16) and its unpacking is paid once per 4 tokens. The exact integer dot I_b of each
 //   (token, block) and its scale d_w d_x go through shared memory and one lane per token runs the fma

@@ -114,8 +114,8 @@ static QActs quantize(const std::vector<float>& x, int T, int cols, int block, c
 // The kernels, launched directly (whatever launch_matmul_q would pick) at any T: the dp4a kernels (32, 16
 // or 8 rows x 4 tokens per block, quantizing x themselves), the tensor-core kernels (16 rows x 64 tokens,
 // reading the quantized a).
-enum Kind { DP4A, DP4A_R16, DP4A_R8, MMA };
-static const Kind kinds[] = {DP4A, DP4A_R16, DP4A_R8, MMA};
+enum Kind { DP4A, DP4A_R16, DP4A_R8, DP4A_T16, DP4A_R16_T16, DP4A_R8_T16, MMA };
+static const Kind kinds[] = {DP4A, DP4A_R16, DP4A_R8, DP4A_T16, DP4A_R16_T16, DP4A_R8_T16, MMA};
 // n > 1: matrices ws[0..n-1] (same cols) in one launch (grid z).
 static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* ws, const std::vector<float>& x,
                                                   const QActs& a, int T, Kind kind) {
@@ -145,8 +145,9 @@ static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* 
         if (dt == KD_Q4_1) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_kernel)(g);
         return y;
     }
-    const int R = kind == DP4A ? 32 : kind == DP4A_R16 ? 16 : 8;
-    dim3 grid(cdiv(max_rows, R), cdiv(T, QGEMM_TOKENS), n);
+    const int R = kind == DP4A || kind == DP4A_T16 ? 32 : kind == DP4A_R16 || kind == DP4A_R16_T16 ? 16 : 8;
+    const bool t16 = kind == DP4A_T16 || kind == DP4A_R16_T16 || kind == DP4A_R8_T16;
+    dim3 grid(cdiv(max_rows, R), cdiv(T, t16 ? QGEMM_BLOCK_TOKENS : QGEMM_TOKENS), n);
     const int nth = 32 * QGEMM_WARPS;
     if (kind == DP4A && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_kernel)(g);
     if (kind == DP4A && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_kernel)(g);
@@ -157,6 +158,15 @@ static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* 
     if (kind == DP4A_R8 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_r8_kernel)(g);
     if (kind == DP4A_R8 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_r8_kernel)(g);
     if (kind == DP4A_R8 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_r8_kernel)(g);
+    if (kind == DP4A_T16 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_t16_kernel)(g);
+    if (kind == DP4A_T16 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_t16_kernel)(g);
+    if (kind == DP4A_T16 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_t16_kernel)(g);
+    if (kind == DP4A_R16_T16 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_r16_t16_kernel)(g);
+    if (kind == DP4A_R16_T16 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_r16_t16_kernel)(g);
+    if (kind == DP4A_R16_T16 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_r16_t16_kernel)(g);
+    if (kind == DP4A_R8_T16 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_r8_t16_kernel)(g);
+    if (kind == DP4A_R8_T16 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_r8_t16_kernel)(g);
+    if (kind == DP4A_R8_T16 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_r8_t16_kernel)(g);
     return y;
 }
 
@@ -166,11 +176,12 @@ static std::vector<float> run_gemm(const QWeights& w, const std::vector<float>& 
 }
 
 static std::string qname(int dt, Kind kind) {
-    static const char* suffix[] = {"_kernel", "_r16_kernel", "_r8_kernel", "_mma_kernel"};
+    static const char* suffix[] = {"_kernel", "_r16_kernel", "_r8_kernel", "_t16_kernel", "_r16_t16_kernel", "_r8_t16_kernel",
+                                   "_mma_kernel"};
     return std::string(dt == KD_Q8_0 ? "gemm_q8_0" : dt == KD_Q4_0 ? "gemm_q4_0" : "gemm_q4_1") + suffix[kind];
 }
 
-// The four kernels against the references, and against each other bit for bit (one order per output):
+// The seven kernels against the references, and against each other bit for bit (one order per output):
 // each against the 32-row dp4a kernel (every shape at every T,
 // so the dp4a kernels run at T = 5 .. 70 too: BEAGLE_CUDA_DP4A_MAX_T's path).
 static void check_case(int dt, int rows, int cols, int T, const std::string& tag) {
@@ -324,25 +335,38 @@ int main() {
         }
     // the launcher's rules, by default: 16-row tensor-core blocks (also for 4096 rows);
     // at T <= 16 the dp4a kernel with the most rows per block whose grid has 264 blocks, else 8 rows
-    for (const char* v : {"BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"})
+    for (const char* v : {"BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS", "BEAGLE_CUDA_QGEMM_TOKENS"})
         CHECK(!getenv(v), "%s is set: the launcher checks below assume the defaults", v);
     check_launcher(KD_Q4_1, 4096, QGEMM_DP4A_MAX_T + 1, nullptr, MMA);
-    check_launcher(KD_Q4_1, 4224, QGEMM_DP4A_MAX_T, nullptr, DP4A);  // 132 x 4 token blocks of 32 rows
+    check_launcher(KD_Q4_1, 8448, QGEMM_DP4A_MAX_T, nullptr, DP4A_T16);  // 264 blocks of 32 rows x 16 tokens
+    check_launcher(KD_Q4_1, 4224, QGEMM_DP4A_MAX_T, nullptr, DP4A_R16_T16);  // 132 of 32 rows: one token block
+    check_launcher(KD_Q8_0, 100, 5, nullptr, DP4A_R8_T16);
     check_launcher(KD_Q4_1, 8448, 1, nullptr, DP4A);      // 264 blocks of 32 rows
     check_launcher(KD_Q4_0, 8416, 1, nullptr, DP4A_R16);  // 263 of 32, 526 of 16
     check_launcher(KD_Q8_0, 4224, 4, nullptr, DP4A_R16);  // 132 of 32, 264 of 16
     check_launcher(KD_Q4_1, 4208, 4, nullptr, DP4A_R8);   // 263 of 16
     check_launcher(KD_Q4_1, 100, 2, nullptr, DP4A_R8);    // 13 of 8: none fills the GPU, the smallest
-    CHECK(qgemm_dp4a_rows(2816, 3, 1) == 32 && qgemm_dp4a_rows(2784, 3, 1) == 16 && qgemm_dp4a_rows(4224, 1, 5) == 32,
-          "qgemm_dp4a_rows counts blocks over matrices and token blocks: %d %d %d", qgemm_dp4a_rows(2816, 3, 1),
-          qgemm_dp4a_rows(2784, 3, 1), qgemm_dp4a_rows(4224, 1, 5));
-    // dp4a up to T = 4 only (BEAGLE_CUDA_DP4A_MAX_T=4, the rule before): cdiv(T, 4) token blocks count in the rule
+    CHECK(qgemm_dp4a_rows(2816, 3, 1, 4) == 32 && qgemm_dp4a_rows(2784, 3, 1, 4) == 16 &&
+              qgemm_dp4a_rows(4224, 1, 16, 16) == 16 && qgemm_dp4a_rows(4224, 1, 17, 16) == 32 &&
+              qgemm_dp4a_rows(4224, 1, 5, 4) == 32,
+          "qgemm_dp4a_rows counts blocks over matrices and token blocks: %d %d %d %d %d", qgemm_dp4a_rows(2816, 3, 1, 4),
+          qgemm_dp4a_rows(2784, 3, 1, 4), qgemm_dp4a_rows(4224, 1, 16, 16), qgemm_dp4a_rows(4224, 1, 17, 16),
+          qgemm_dp4a_rows(4224, 1, 5, 4));
+    // dp4a up to T = 4 only (BEAGLE_CUDA_DP4A_MAX_T=4), and up to 32 (two token blocks count in the rule)
     QGemmChoice narrow;
     narrow.dp4a_max_t = 4;
     check_launcher(KD_Q4_1, 4224, 4, &narrow, DP4A_R16);  // 132 blocks of 32 rows, 264 of 16
     check_launcher(KD_Q8_0, 37, 4, &narrow, DP4A_R8);
     check_launcher(KD_Q4_1, 4224, 5, &narrow, MMA);
-    check_launcher(KD_Q4_1, 4224, 5, nullptr, DP4A);  // the default: 132 x 2 blocks of 32 rows
+    check_launcher(KD_Q4_1, 4224, 5, nullptr, DP4A_R16_T16);  // the default: one token block, 132 blocks of 32 rows
+    QGemmChoice wide;
+    wide.dp4a_max_t = 32;
+    check_launcher(KD_Q4_1, 4224, 20, &wide, DP4A_T16);  // 132 x 2 token blocks of 32 rows
+    QGemmChoice four;  // BEAGLE_CUDA_QGEMM_TOKENS=4: the 4-token kernels at every T
+    four.dp4a_tokens = 4;
+    check_launcher(KD_Q4_1, 4224, 5, &four, DP4A);    // 132 x 2 token blocks of 32 rows
+    check_launcher(KD_Q8_0, 4224, 16, &four, DP4A);   // 132 x 4
+    check_launcher(KD_Q4_0, 100, 7, &four, DP4A_R8);
     // R forced (BEAGLE_CUDA_QGEMM_ROWS)
     for (auto [R, kind] : {std::pair<int, Kind>{32, DP4A}, {16, DP4A_R16}, {8, DP4A_R8}}) {
         QGemmChoice forced;
@@ -352,14 +376,16 @@ int main() {
     }
     // the variables parsed into the choice
     QGemmChoice def = qgemm_choice_env();
-    CHECK(def.dp4a_max_t == QGEMM_DP4A_MAX_T && def.dp4a_rows == 0, "qgemm_choice_env without the variables: %d %d",
-          def.dp4a_max_t, def.dp4a_rows);
+    CHECK(def.dp4a_max_t == QGEMM_DP4A_MAX_T && def.dp4a_rows == 0 && def.dp4a_tokens == 0,
+          "qgemm_choice_env without the variables: %d %d %d", def.dp4a_max_t, def.dp4a_rows, def.dp4a_tokens);
     setenv("BEAGLE_CUDA_DP4A_MAX_T", "8", 1);
     setenv("BEAGLE_CUDA_QGEMM_ROWS", "8", 1);
+    setenv("BEAGLE_CUDA_QGEMM_TOKENS", "4", 1);
     QGemmChoice env = qgemm_choice_env();
-    CHECK(env.dp4a_max_t == 8 && env.dp4a_rows == 8, "BEAGLE_CUDA_DP4A_MAX_T=8 QGEMM_ROWS=8 read as %d %d",
-          env.dp4a_max_t, env.dp4a_rows);
-    for (const char* v : {"BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS"}) unsetenv(v);
+    CHECK(env.dp4a_max_t == 8 && env.dp4a_rows == 8 && env.dp4a_tokens == 4,
+          "BEAGLE_CUDA_DP4A_MAX_T=8 QGEMM_ROWS=8 QGEMM_TOKENS=4 read as %d %d %d", env.dp4a_max_t, env.dp4a_rows,
+          env.dp4a_tokens);
+    for (const char* v : {"BEAGLE_CUDA_DP4A_MAX_T", "BEAGLE_CUDA_QGEMM_ROWS", "BEAGLE_CUDA_QGEMM_TOKENS"}) unsetenv(v);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (int T : {1, 3, 6}) check_group(dt, T);
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_zero_nan(dt);
@@ -377,9 +403,11 @@ int main() {
         for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1}) check_case(dt, 9, 320, 6, mode);
     });
     // batch invariance: each token's outputs computed alone (T = 1, dp4a kernel) are bit-identical to
-    // its row in a batch of 7 (dp4a: two token groups), of 16 (the 16- and 8-row dp4a kernels: four token
-    // groups) and of 70 (tensor cores: two 64-token tiles)
-    const std::pair<int, Kind> batches[] = {{7, DP4A}, {16, DP4A_R16}, {16, DP4A_R8}, {70, MMA}};
+    // its row in a batch of 7 (dp4a: two token blocks; _t16: two groups of one block), of 16 (the 16- and
+    // 8-row dp4a kernels: four token blocks; _t16: four groups), of 37 (_t16: three token blocks, the last
+    // of one group and a token) and of 70 (tensor cores: two 64-token tiles)
+    const std::pair<int, Kind> batches[] = {{7, DP4A}, {7, DP4A_T16}, {16, DP4A_R16}, {16, DP4A_R8}, {16, DP4A_R16_T16},
+                                            {16, DP4A_R8_T16}, {37, DP4A_T16}, {70, MMA}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto [T, kind] : batches) {
             int rows = 21, cols = 160;

@@ -1,5 +1,6 @@
 // info.cpp: `beagle info -m MODEL [-z TOKENIZER]`: prints a model file's format, config, every
-// stored tensor (name, dtype, shape, bytes), its metadata and tokenizer facts. A debug option
+// stored tensor (name, dtype, shape, bytes), its metadata and tokenizer facts (or a draft file's, or a
+// training checkpoint's run and state). A debug option
 // dumps tensors dequantized to raw f32 (used by test/oracles/test_loaders_gguf.py against the gguf package).
 #include <sys/stat.h>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include "../core/common.h"
 #include "../io/model_file.h"
 #include "../model/draft.h"
+#include "../train/checkpoint.h"
 #include "args.h"
 #include "commands.h"
 
@@ -98,15 +100,33 @@ static void dump_tensors(const ModelFile& mf, const std::string& names, const st
     if ((to_stdout ? fflush(f) : fclose(f)) != 0) fail("cannot finish writing '%s'", out.c_str());
 }
 
-static bool is_draft_file(const std::string& path) {
+// The first 8 bytes of a regular file ("" if it is not one or is shorter): the project's own formats
+// (draft "BEAGLEDR", training checkpoint "BEAGLECK") are told apart by them.
+static std::string file_magic(const std::string& path) {
     struct stat st;  // only regular files: opening a FIFO would block
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
     FILE* f = fopen(path.c_str(), "rb");
-    if (!f) return false;
+    if (!f) return "";
     char magic[8] = {};
-    bool yes = fread(magic, 1, 8, f) == 8 && memcmp(magic, "BEAGLEDR", 8) == 0;
+    const bool got = fread(magic, 1, 8, f) == 8;
     fclose(f);
-    return yes;
+    return got ? std::string(magic, 8) : "";
+}
+
+// A training checkpoint: the run's config and where it stands (its text lines), and the last step's losses.
+static void print_checkpoint(const std::string& path) {
+    const Checkpoint c = load_checkpoint(path);
+    printf("checkpoint: %s\n", path.c_str());
+    printf("format:     Beagle training checkpoint (BEAGLECK v1); `beagle train ... --resume %s` with the run's\n"
+           "            flags continues it\n", path.c_str());
+    printf("run and state:\n");
+    for (const auto& kv : c.kv.items) printf("  %-17s %s\n", kv.first.c_str(), kv.second.c_str());
+    printf("history:    %zu steps", c.history.size());
+    if (!c.history.empty()) {
+        const StepRecord& h = c.history.back();
+        printf(", the last: loss %.4f (ce %.4f, vloss %.4f), stage %d", h.loss, h.ce, h.vloss, h.stage);
+    }
+    printf("\n");
 }
 
 // A Beagle draft file: its config, tensors, reduced vocabulary and training metadata.
@@ -147,7 +167,8 @@ int cmd_info(int argc, char** argv) {
     Args a("info", "-m MODEL [-z TOKENIZER]",
            "Print a model's format, config, every stored tensor (name, dtype, shape, bytes), metadata and tokenizer.\n"
            "MODEL is a GGUF file, a llama2.c .bin, or an HF safetensors directory / .safetensors / index.json;\n"
-           "for a Beagle draft file (beagle train) it prints the draft's config, tensors and training metadata.");
+           "for a Beagle draft file (beagle train) it prints the draft's config, tensors and training metadata, for a\n"
+           "training checkpoint (train --ckpt-every) the run's config, where it stands and its last losses.");
     a.str("-m,--model", &model, "model file or HF checkpoint directory");
     a.str("-z,--tokenizer", &tok, "tokenizer file (tokenizer.bin, tokenizer.model, tokenizer.json) to describe instead of the model's own");
     a.str("--dump-tensor", &dump,
@@ -161,8 +182,13 @@ int cmd_info(int argc, char** argv) {
     if (!dump.empty() && out.empty()) fail("beagle info: --dump-tensor needs --out FILE");
     if (dump.empty() && !out.empty()) fail("beagle info: --out is only used with --dump-tensor");
 
-    if (dump.empty() && is_draft_file(model)) {
+    const std::string magic = dump.empty() ? file_magic(model) : "";
+    if (magic == "BEAGLEDR") {
         print_draft(model);
+        return 0;
+    }
+    if (magic == "BEAGLECK") {
+        print_checkpoint(model);
         return 0;
     }
     std::unique_ptr<ModelFile> mf = load_model(model);

@@ -61,6 +61,17 @@ static std::unique_ptr<ModelFile> load_any(const std::string& path) {
     bool looks_safetensors = st.st_size > 8 && head[8] == '{' && header_len <= (uint64_t)st.st_size - 8;
     if (ends_with(path, ".safetensors") || ends_with(path, ".json") || looks_safetensors)
         return load_safetensors(path);
+    // the project's own files, which are not target models: say what the file is and where it goes
+    auto is = [&](const char* magic) { return prefix.compare(0, 8, magic) == 0; };
+    if (is("BEAGLEDR"))
+        fail("'%s' is a Beagle draft file, not a target model: give it with -d DRAFT and the target with -m MODEL",
+             path.c_str());
+    if (is("BEAGLECK"))
+        fail("'%s' is a training checkpoint, not a model: `beagle train ... --resume %s` continues the run, `beagle "
+             "info %s` shows where it stands",
+             path.c_str(), path.c_str(), path.c_str());
+    if (is("BEAGLEDS") || is("BEAGLEDX") || is("BEAGLETK"))
+        fail("'%s' is a datagen shard, not a model: give its directory to `beagle train --data`", path.c_str());
     // anything else: llama2.c's headerless format, whose exact-size check rejects other files
     return load_llama2c(path);
 }

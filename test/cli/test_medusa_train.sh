@@ -2,7 +2,8 @@
 # test_medusa_train.sh: `beagle train --arch medusa` (Medusa-1 heads, docs/method.md section 4b) end to end on
 # stories260K: a short run writes a draft whose config says arch medusa and its K, with finite losses and the
 # trainer's evaluation (taus); a checkpoint resumes; `generate -d` with it (chain and tree, --temp 0) prints plain
-# greedy's text, `info` names it and `generate --plan` lists the drafter's buffers; `generate --accept typical` runs at a temperature and is refused at 0, with
+# greedy's text, `info` names it (and shows its checkpoint), a draft, checkpoint or data shard given as -m is
+# refused naming what it is, and `generate --plan` lists the drafter's buffers; `generate --accept typical` runs at a temperature and is refused at 0, with
 # --spec none and with an unknown rule; `bench-sd --accept typical` reports its mismatches without failing; flags
 # that do not apply to Medusa heads are refused with a clear message. (Gradients: test_gradcheck.sh; the drafter:
 # test_medusa_draft, test_spec_sampling; memory: test_stage2_memory.)
@@ -42,6 +43,13 @@ done
 "$B" generate "${T[@]}" -d "$tmp/m.bin" --plan model > "$tmp/plan" 2>&1 && grep -q "Medusa heads W, b" "$tmp/plan" && ! grep -q "draft K/V" "$tmp/plan" \
   && ok "generate --plan: the Medusa drafter's buffers" || { bad "generate --plan"; cat "$tmp/plan"; }
 "$B" info "$tmp/m.bin" > "$tmp/info" 2>&1 && grep -q "arch medusa" "$tmp/info" && grep -q "medusa_w" "$tmp/info" && ok "info" || { bad "info"; cat "$tmp/info"; }
+"$B" info "$tmp/m.bin.ckpt" > "$tmp/info" 2>&1 && grep -q "training checkpoint" "$tmp/info" && grep -q "arch  *medusa" "$tmp/info" \
+  && grep -q "^  step  *[0-9]" "$tmp/info" && grep -q "history: *[0-9]* steps, the last: loss" "$tmp/info" \
+  && ok "info on the checkpoint: its run and state" || { bad "info on the checkpoint"; cat "$tmp/info"; }
+for f in "m.bin|is a Beagle draft file, not a target model" "m.bin.ckpt|is a training checkpoint, not a model" \
+         "x/$(cd "$tmp/x" && ls -- *.bin | head -1)|is a datagen shard, not a model"; do
+  expect_error "generate -m ${f%%|*}" "${f#*|}" "$B" generate -m "$tmp/${f%%|*}" -z "$M/tok512.bin" -p "Once" -n 2
+done
 "$B" "${G[@]}" --temp 0.7 -d weights/medusa-stories260K.bin --spec tree --total-tokens 60 --accept typical --json > /dev/null 2> "$tmp/err" \
   && grep -q '"tau"' "$tmp/err" && ok "generate --accept typical" || { bad "generate --accept typical"; cat "$tmp/err"; }
 expect_error "typical at temperature 0" "--accept typical needs --temp > 0" "$B" "${G[@]}" --temp 0 -d "$tmp/m.bin" --accept typical

@@ -536,27 +536,22 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
         const int R = c.dp4a_rows ? c.dp4a_rows : qgemm_dp4a_rows(max_rows, n, T, bt);
         dim3 grid(cdiv(max_rows, R), cdiv(T, bt), n);
         const int nth = 32 * QGEMM_WARPS;
-        if (bt == QGEMM_TOKENS) {  // one group of tokens a block: the kernels that hold a round of pairs at a time
-            if (R == 32 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_kernel, a);
-            if (R == 32 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_kernel, a);
-            if (R == 32 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_kernel, a);
-            if (R == 16 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r16_kernel, a);
-            if (R == 16 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r16_kernel, a);
-            if (R == 16 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r16_kernel, a);
-            if (R == 8 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r8_kernel, a);
-            if (R == 8 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r8_kernel, a);
-            if (R == 8 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r8_kernel, a);
-            return;
-        }
-        if (R == 32 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_t16_kernel, a);
-        if (R == 32 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_t16_kernel, a);
-        if (R == 32 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_t16_kernel, a);
-        if (R == 16 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r16_t16_kernel, a);
-        if (R == 16 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r16_t16_kernel, a);
-        if (R == 16 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r16_t16_kernel, a);
-        if (R == 8 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r8_t16_kernel, a);
-        if (R == 8 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r8_t16_kernel, a);
-        if (R == 8 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r8_t16_kernel, a);
+        // the kernel of R rows and this dtype among the nine of one token width (SUFFIX: empty or _t16)
+#define KRUN_DP4A(SUFFIX)                                                                          \
+    do {                                                                                           \
+        if (R == 32 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0##SUFFIX##_kernel, a);     \
+        if (R == 32 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0##SUFFIX##_kernel, a);     \
+        if (R == 32 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1##SUFFIX##_kernel, a);     \
+        if (R == 16 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r16##SUFFIX##_kernel, a); \
+        if (R == 16 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r16##SUFFIX##_kernel, a); \
+        if (R == 16 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r16##SUFFIX##_kernel, a); \
+        if (R == 8 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r8##SUFFIX##_kernel, a);   \
+        if (R == 8 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r8##SUFFIX##_kernel, a);   \
+        if (R == 8 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r8##SUFFIX##_kernel, a);   \
+    } while (0)
+        if (bt == QGEMM_TOKENS) KRUN_DP4A();  // one group of tokens a block: a round of pairs at a time
+        else KRUN_DP4A(_t16);
+#undef KRUN_DP4A
         return;
     }
     kcheck(kr, scratch != nullptr, "quantized matmul: T = %d takes the tensor-core path, which needs scratch", T);

@@ -80,7 +80,8 @@ def parse_sources():
          "* n * cdiv(T, block_tokens) >= QGEMM_FILL_BLOCKS) return R; return QGEMM_ROWS_MIN;",
          "qgemm_dp4a_rows: the most rows whose grid has QGEMM_FILL_BLOCKS blocks, else QGEMM_ROWS_MIN (dp4a_rows below)")
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, R), cdiv(T, bt), n);", "dp4a grid")
-    need("cuda/gemm_quant.cu", gq, "if (bt == QGEMM_TOKENS) { // one group of tokens", "the _t16 kernels above 4 tokens")
+    need("cuda/gemm_quant.cu", gq, "if (bt == QGEMM_TOKENS) KRUN_DP4A(); // one group of tokens a block: a round of "
+         "pairs at a time else KRUN_DP4A(_t16);", "the _t16 kernels above 4 tokens")
     need("cuda/gemm_quant.cu", gq, "KRUN(kr, cdiv(T * nb, 8), 256, 0, quantize_q8_kernel, x, xq, xd, xs, T, cols);",
          "one quantize launch per matmul launch above QGEMM_TOKENS")
     need("cuda/gemm_quant.cu", gq, "dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);", "tensor-core grid")

@@ -14,8 +14,8 @@
 //     acc = fmaf(d_w d_x, (float) I_b, acc)        (+ acc = fmaf(m_w, s_x, acc) for Q4_1: x = d q + m).
 //   Nothing in it depends on T, the token's slot or the kernel, so a token's row has the same bits in
 //   decode (T = 1), a prefill chunk or a verify pass of any size, whichever kernel ran it.
-// gemm_q{8_0,4_0,4_1}{,_r16,_r8}{,_t16}_kernel (T <= QGEMM_DP4A_MAX_T = 16, or BEAGLE_CUDA_DP4A_MAX_T: decode,
-//   short verify): a block of 4 warps covers R = 32 (16, 8) weight rows x 4 tokens (T <= 4) or x 16 tokens in
+// gemm_q{8_0,4_0,4_1}{,_r16,_r8,_r4}{,_t16}_kernel (T <= QGEMM_DP4A_MAX_T = 16, or BEAGLE_CUDA_DP4A_MAX_T: decode,
+//   short verify): a block of 4 warps covers R = 32 (16, 8, 4) weight rows x 4 tokens (T <= 4) or x 16 tokens in
 //   4 groups of 4 (_t16, T > 4) of matrix blockIdx.z (Q/K/V or gate/up in one launch: the grid's x extent is
 //   the tallest matrix's, blocks past a shorter one exit at once), so a verify of up to 16 tokens reads every
 //   weight byte ONCE. Per 32 blocks of the row (1024 columns) and group of 4 tokens, the block's 128 threads
@@ -31,11 +31,12 @@
 //   busy (the old warp-per-row mapping left 14 of 32 idle at nb = 18), one memory latency per round of pairs,
 //   the quantization amortized over R rows instead of 4. Why two kinds: holding a chunk's pairs for 4 groups
 //   takes registers (the 32-row _t16 kernel about twice the 4-token one's), which a decode step, one group,
-//   would pay in occupancy for nothing. R (qgemm_dp4a_rows): the largest of 32, 16, 8 whose grid has
-//   QGEMM_FILL_BLOCKS = 264 blocks (2 per H100 SM), else 8: SmolLM2's decode GEMMs are 18-54 blocks of 32
-//   rows, too few for an H100's 132 SMs; 8-row blocks give 4x the blocks for 4x the x re-reads (L2) and fewer
-//   busy threads per pair round (scripts/gpu_knobs.sh times the rule against fixed R).
-//   BEAGLE_CUDA_QGEMM_ROWS=8|16|32 forces R, BEAGLE_CUDA_QGEMM_TOKENS=4 the 4-token kernels at every T
+//   would pay in occupancy for nothing. R (qgemm_dp4a_rows): the largest of 32, 16, 8, 4 whose grid has
+//   QGEMM_FILL_BLOCKS = 264 blocks (2 per H100 SM), else 4: SmolLM2's decode GEMMs are 18-54 blocks of 32
+//   rows, too few for an H100's 132 SMs; 4-row blocks give 8x the blocks (its 576-row matrices: 144, one full
+//   wave) for 8x the x re-reads (L2) and fewer busy threads per pair round (scripts/gpu_knobs.sh times the
+//   rule against fixed R).
+//   BEAGLE_CUDA_QGEMM_ROWS=4|8|16|32 forces R, BEAGLE_CUDA_QGEMM_TOKENS=4 the 4-token kernels at every T
 //   (the same bits: the chain of each output is the same).
 // gemm_q{8_0,4_0,4_1}_mma_kernel (T > QGEMM_DP4A_MAX_T = 16: prefill and verify): tensor cores, after one
 //   quantize_q8_kernel launch (every row block would otherwise requantize 64 tokens). A block of 4
@@ -225,7 +226,7 @@ __device__ void gemm_q_body(const QGemmArgs& a) {
     for (int c0 = 0; c0 < nb; c0 += 32) {
         const int nbc = min(32, nb - c0);
         int w[PR][8];  // the pairs' weights (NG > 1: the whole chunk's, kept for every group)
-        uint16_t dw[PR], mw[PR];
+        uint16_t dw[PR] = {}, mw[PR] = {};  // (zero: a pair past the matrix is never read; the compiler cannot tell)
         UNROLL for (int g = 0; g < NG; g++) {  // acc[g] stays in registers
             if (g >= ng) break;
             const int t0 = tb + g * QGEMM_TOKENS, nt = min(QGEMM_TOKENS, a.T - t0);
@@ -293,6 +294,9 @@ __global__ void gemm_q4_1_r16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 16, 1>(
 __global__ void gemm_q8_0_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 8, 1>(a); }
 __global__ void gemm_q4_0_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 8, 1>(a); }
 __global__ void gemm_q4_1_r8_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 8, 1>(a); }
+__global__ void gemm_q8_0_r4_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 4, 1>(a); }
+__global__ void gemm_q4_0_r4_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 4, 1>(a); }
+__global__ void gemm_q4_1_r4_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 4, 1>(a); }
 __global__ void gemm_q8_0_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 32, QG16>(a); }
 __global__ void gemm_q4_0_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 32, QG16>(a); }
 __global__ void gemm_q4_1_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 32, QG16>(a); }
@@ -302,6 +306,9 @@ __global__ void gemm_q4_1_r16_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 16,
 __global__ void gemm_q8_0_r8_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 8, QG16>(a); }
 __global__ void gemm_q4_0_r8_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 8, QG16>(a); }
 __global__ void gemm_q4_1_r8_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 8, QG16>(a); }
+__global__ void gemm_q8_0_r4_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q8_0, 4, QG16>(a); }
+__global__ void gemm_q4_0_r4_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_0, 4, QG16>(a); }
+__global__ void gemm_q4_1_r4_t16_kernel(QGemmArgs a) { gemm_q_body<KD_Q4_1, 4, QG16>(a); }
 
 // ---- many tokens: int8 tensor cores, 16 (or 64) rows x 64 tokens per block, 4 32-blocks per step -----
 // Half `half` of a block's 32 weights as 4 words of int8 (elements 16 half .. 16 half + 15; Q4_0 minus 8).
@@ -526,8 +533,8 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
     a.cols = cols;
     a.x = x;
     a.T = T;
-    kcheck(kr, c.dp4a_rows == 0 || c.dp4a_rows == 8 || c.dp4a_rows == 16 || c.dp4a_rows == 32,
-           "quantized matmul: %d rows per dp4a block (BEAGLE_CUDA_QGEMM_ROWS), expected 8, 16 or 32", c.dp4a_rows);
+    kcheck(kr, c.dp4a_rows == 0 || c.dp4a_rows == 4 || c.dp4a_rows == 8 || c.dp4a_rows == 16 || c.dp4a_rows == 32,
+           "quantized matmul: %d rows per dp4a block (BEAGLE_CUDA_QGEMM_ROWS), expected 4, 8, 16 or 32", c.dp4a_rows);
     kcheck(kr, c.dp4a_tokens == 0 || c.dp4a_tokens == QGEMM_TOKENS || c.dp4a_tokens == QGEMM_BLOCK_TOKENS,
            "quantized matmul: %d tokens per dp4a block (BEAGLE_CUDA_QGEMM_TOKENS), expected 4 or 16", c.dp4a_tokens);
     if (T <= c.dp4a_max_t) {  // the kernel quantizes x itself; same bits as the tensor-core path
@@ -536,7 +543,7 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
         const int R = c.dp4a_rows ? c.dp4a_rows : qgemm_dp4a_rows(max_rows, n, T, bt);
         dim3 grid(cdiv(max_rows, R), cdiv(T, bt), n);
         const int nth = 32 * QGEMM_WARPS;
-        // the kernel of R rows and this dtype among the nine of one token width (SUFFIX: empty or _t16)
+        // the kernel of R rows and this dtype among the twelve of one token width (SUFFIX: empty or _t16)
 #define KRUN_DP4A(SUFFIX)                                                                          \
     do {                                                                                           \
         if (R == 32 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0##SUFFIX##_kernel, a);     \
@@ -548,6 +555,9 @@ void launch_matmul_q(int n, float* const* ys, const float* x, const uint8_t* con
         if (R == 8 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r8##SUFFIX##_kernel, a);   \
         if (R == 8 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r8##SUFFIX##_kernel, a);   \
         if (R == 8 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r8##SUFFIX##_kernel, a);   \
+        if (R == 4 && dtype == KD_Q8_0) KRUN(kr, grid, nth, 0, gemm_q8_0_r4##SUFFIX##_kernel, a);   \
+        if (R == 4 && dtype == KD_Q4_0) KRUN(kr, grid, nth, 0, gemm_q4_0_r4##SUFFIX##_kernel, a);   \
+        if (R == 4 && dtype == KD_Q4_1) KRUN(kr, grid, nth, 0, gemm_q4_1_r4##SUFFIX##_kernel, a);   \
     } while (0)
         if (bt == QGEMM_TOKENS) KRUN_DP4A();  // one group of tokens a block: a round of pairs at a time
         else KRUN_DP4A(_t16);

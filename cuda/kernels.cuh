@@ -115,9 +115,9 @@ struct QGemmArgs {
 constexpr int QGEMM_WARPS = 4, QGEMM_ROWS = 32, QGEMM_TOKENS = 4;  // dp4a: a block of 4 warps, 32 weight rows x 4 tokens
 // ... at T > 4 (the _t16 kernels): QGEMM_BLOCK_TOKENS tokens a block, 4 at a time, for one load of its weights
 constexpr int QGEMM_BLOCK_TOKENS = 16;
-// ... or 16 or 8 rows (down to QGEMM_ROWS_MIN): the most rows whose grid still has QGEMM_FILL_BLOCKS blocks (2 per
-// H100 SM), else QGEMM_ROWS_MIN (qgemm_dp4a_rows)
-constexpr int QGEMM_ROWS_MIN = 8, QGEMM_FILL_BLOCKS = 264;
+// ... or 16, 8 or 4 rows (down to QGEMM_ROWS_MIN): the most rows whose grid still has QGEMM_FILL_BLOCKS blocks (2
+// per H100 SM), else QGEMM_ROWS_MIN (qgemm_dp4a_rows)
+constexpr int QGEMM_ROWS_MIN = 4, QGEMM_FILL_BLOCKS = 264;
 // the dp4a kernels for T <= QGEMM_DP4A_MAX_T (one token block up to 16 tokens), tensor cores above: the crossover where
 // scripts/gpu_knobs.sh found dp4a faster up to 16 tokens on an H100, on SmolLM2-shaped and 7B-shaped models (the
 // same bits either way)
@@ -127,7 +127,7 @@ constexpr int QMMA_WARPS = 4, QMMA_ROWS = 16, QMMA_TOKENS = 64;  // tensor cores
 // a warp per 32-block, a thread per value: grid cdiv(T * cols, blockDim), blockDim % 32 == 0 (launch_matmul_q: 256)
 __global__ void quantize_q8_kernel(const float* x, int8_t* xq, float* xd, float* xs, int T, int cols);
 // T <= 4: grid (cdiv(max rows, R), cdiv(T, 4), n), 128 threads (dp4a); reads x (f32); R = 32 rows per
-// block, _r16: 16, _r8: 8 (the same bits)
+// block, _r16: 16, _r8: 8, _r4: 4 (the same bits)
 __global__ void gemm_q8_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_kernel(QGemmArgs a);
@@ -137,6 +137,9 @@ __global__ void gemm_q4_1_r16_kernel(QGemmArgs a);
 __global__ void gemm_q8_0_r8_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_r8_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_r8_kernel(QGemmArgs a);
+__global__ void gemm_q8_0_r4_kernel(QGemmArgs a);
+__global__ void gemm_q4_0_r4_kernel(QGemmArgs a);
+__global__ void gemm_q4_1_r4_kernel(QGemmArgs a);
 // T > 4: grid (cdiv(max rows, R), cdiv(T, 16), n), the same with 16 tokens a block (4 groups of 4, the weights
 // loaded once for all of them); the same bits
 __global__ void gemm_q8_0_t16_kernel(QGemmArgs a);
@@ -148,6 +151,9 @@ __global__ void gemm_q4_1_r16_t16_kernel(QGemmArgs a);
 __global__ void gemm_q8_0_r8_t16_kernel(QGemmArgs a);
 __global__ void gemm_q4_0_r8_t16_kernel(QGemmArgs a);
 __global__ void gemm_q4_1_r8_t16_kernel(QGemmArgs a);
+__global__ void gemm_q8_0_r4_t16_kernel(QGemmArgs a);
+__global__ void gemm_q4_0_r4_t16_kernel(QGemmArgs a);
+__global__ void gemm_q4_1_r4_t16_kernel(QGemmArgs a);
 // T > QGEMM_DP4A_MAX_T: grid (cdiv(max rows, 16), cdiv(T, 64), n), 128 threads
 // (int8 wmma); reads xq, xd, xs; the same bits per token
 __global__ void gemm_q8_0_mma_kernel(QGemmArgs a);
@@ -162,7 +168,7 @@ __global__ void gemm_q4_1_mma_kernel(QGemmArgs a);
 // environment sets (qgemm_choice_env, read once per process), so that a device run can time the variants.
 struct QGemmChoice {
     int dp4a_max_t = QGEMM_DP4A_MAX_T;       // BEAGLE_CUDA_DP4A_MAX_T: dp4a for T <= this (cdiv(T, 16) token blocks)
-    int dp4a_rows = 0;                       // BEAGLE_CUDA_QGEMM_ROWS: 8, 16 or 32 rows per block; 0: qgemm_dp4a_rows
+    int dp4a_rows = 0;                       // BEAGLE_CUDA_QGEMM_ROWS: 4, 8, 16 or 32 rows per block; 0: qgemm_dp4a_rows
     int dp4a_tokens = 0;                     // BEAGLE_CUDA_QGEMM_TOKENS: 4 or 16 tokens per dp4a block at T > 4; 0: 16
 };
 // A launch knob: the positive integer in the environment variable `name`, or `otherwise`.

@@ -9,7 +9,8 @@
 #   BEAGLE_CUDA_DP4A_MAX_T      the dp4a GEMM up to T tokens (default 16; above: tensor cores)    } bits (tests memcmp)
 #   BEAGLE_CUDA_QGEMM_TOKENS    tokens per dp4a block above 4 (default 16: weights read once; 4)  }
 # The defaults are the settings this script found fastest on H100 and H200 GPUs (docs/gpu.md), but for
-# BEAGLE_CUDA_QGEMM_TOKENS, not yet timed (16: the byte model's choice, weights read once).
+# BEAGLE_CUDA_QGEMM_TOKENS and the rule's 4-row blocks, not yet timed (the byte model's choices: weights read
+# once; SmolLM2's decode GEMMs one full wave).
 # Usage: scripts/gpu_knobs.sh MODEL OUT.json [--prompt-tokens N] [-z TOKENIZER]   (BEAGLE_CUDA_BIN: default build/beagle-cuda)
 # The knobs a build does not read are timed anyway and come out equal to the default (noise): the JSON
 # says which build ran. Writes OUT.json and OUT.env (`export` lines: each knob's best setting where it beats
@@ -38,6 +39,7 @@ SETTINGS=(
   "attn_split=128|BEAGLE_CUDA_ATTN_SPLIT=128"
   "attn_split=256|BEAGLE_CUDA_ATTN_SPLIT=256"
   "attn_split_max_t=16|BEAGLE_CUDA_ATTN_SPLIT_MAX_T=16"
+  "qgemm_rows=4|BEAGLE_CUDA_QGEMM_ROWS=4"
   "qgemm_rows=8|BEAGLE_CUDA_QGEMM_ROWS=8"
   "qgemm_rows=16|BEAGLE_CUDA_QGEMM_ROWS=16"
   "qgemm_rows=32|BEAGLE_CUDA_QGEMM_ROWS=32"

@@ -1,9 +1,9 @@
 // cuda_emu_kernels_gemm_quant.cpp -> build/test/test_emu_kernels_gemm_quant: the quantized matmul of
 // cuda/gemm_quant.cu in the CPU emulator. quantize_q8_kernel against the CPU backend's rule
 // (src/backend/cpu/quantize.h: d = max|x| / 127, q = round-half-even(x / d), s = d sum q; a NaN makes d
-// NaN) - q exact, d and s exact; the dp4a kernels gemm_q8_0/q4_0/q4_1{,_r16,_r8}_kernel (32, 16, 8 rows
-// per block, quantizing x in shared memory), gemm_q*_mma_kernel (int8 tensor cores, reading
-// quantize_q8_kernel's output), all four bit-identical to
+// NaN) - q exact, d and s exact; the dp4a kernels gemm_q8_0/q4_0/q4_1{,_r16,_r8,_r4}{,_t16}_kernel (32, 16,
+// 8, 4 rows per block, 4 or 16 tokens, quantizing x in shared memory), gemm_q*_mma_kernel (int8 tensor cores,
+// reading quantize_q8_kernel's output), all nine bit-identical to
 // each other (memcmp on every case, every T, the dp4a kernels up to T = 70) and each against a double
 // reference that dequantizes the GGUF blocks with the formulas of src/core/dtype.cpp and uses the int8
 // activations the kernel saw (tolerance atol 1e-6 K, rtol 1e-5: only fp32 accumulation error remains),
@@ -114,8 +114,10 @@ static QActs quantize(const std::vector<float>& x, int T, int cols, int block, c
 // The kernels, launched directly (whatever launch_matmul_q would pick) at any T: the dp4a kernels (32, 16
 // or 8 rows x 4 tokens per block, quantizing x themselves), the tensor-core kernels (16 rows x 64 tokens,
 // reading the quantized a).
-enum Kind { DP4A, DP4A_R16, DP4A_R8, DP4A_T16, DP4A_R16_T16, DP4A_R8_T16, MMA };
-static const Kind kinds[] = {DP4A, DP4A_R16, DP4A_R8, DP4A_T16, DP4A_R16_T16, DP4A_R8_T16, MMA};
+enum Kind { DP4A, DP4A_R16, DP4A_R8, DP4A_R4, DP4A_T16, DP4A_R16_T16, DP4A_R8_T16, DP4A_R4_T16, MMA };
+static const Kind kinds[] = {DP4A, DP4A_R16, DP4A_R8, DP4A_R4, DP4A_T16, DP4A_R16_T16, DP4A_R8_T16, DP4A_R4_T16, MMA};
+static const int kind_rows[] = {32, 16, 8, 4, 32, 16, 8, 4, QMMA_ROWS};  // weight rows per block
+static bool kind_t16(Kind k) { return k >= DP4A_T16 && k <= DP4A_R4_T16; }
 // n > 1: matrices ws[0..n-1] (same cols) in one launch (grid z).
 static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* ws, const std::vector<float>& x,
                                                   const QActs& a, int T, Kind kind) {
@@ -145,28 +147,27 @@ static std::vector<std::vector<float>> run_gemm_n(int n, const QWeights* const* 
         if (dt == KD_Q4_1) TLAUNCH(grid, 32 * QMMA_WARPS, 0, gemm_q4_1_mma_kernel)(g);
         return y;
     }
-    const int R = kind == DP4A || kind == DP4A_T16 ? 32 : kind == DP4A_R16 || kind == DP4A_R16_T16 ? 16 : 8;
-    const bool t16 = kind == DP4A_T16 || kind == DP4A_R16_T16 || kind == DP4A_R8_T16;
-    dim3 grid(cdiv(max_rows, R), cdiv(T, t16 ? QGEMM_BLOCK_TOKENS : QGEMM_TOKENS), n);
+    const int R = kind_rows[kind];
+    dim3 grid(cdiv(max_rows, R), cdiv(T, kind_t16(kind) ? QGEMM_BLOCK_TOKENS : QGEMM_TOKENS), n);
     const int nth = 32 * QGEMM_WARPS;
-    if (kind == DP4A && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_kernel)(g);
-    if (kind == DP4A && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_kernel)(g);
-    if (kind == DP4A && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_kernel)(g);
-    if (kind == DP4A_R16 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_r16_kernel)(g);
-    if (kind == DP4A_R16 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_r16_kernel)(g);
-    if (kind == DP4A_R16 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_r16_kernel)(g);
-    if (kind == DP4A_R8 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_r8_kernel)(g);
-    if (kind == DP4A_R8 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_r8_kernel)(g);
-    if (kind == DP4A_R8 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_r8_kernel)(g);
-    if (kind == DP4A_T16 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_t16_kernel)(g);
-    if (kind == DP4A_T16 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_t16_kernel)(g);
-    if (kind == DP4A_T16 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_t16_kernel)(g);
-    if (kind == DP4A_R16_T16 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_r16_t16_kernel)(g);
-    if (kind == DP4A_R16_T16 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_r16_t16_kernel)(g);
-    if (kind == DP4A_R16_T16 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_r16_t16_kernel)(g);
-    if (kind == DP4A_R8_T16 && dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0_r8_t16_kernel)(g);
-    if (kind == DP4A_R8_T16 && dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0_r8_t16_kernel)(g);
-    if (kind == DP4A_R8_T16 && dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1_r8_t16_kernel)(g);
+#define TLAUNCH_DTYPES(NAME)                                                                 \
+    do {                                                                                     \
+        if (dt == KD_Q8_0) TLAUNCH(grid, nth, 0, gemm_q8_0##NAME##_kernel)(g);                \
+        if (dt == KD_Q4_0) TLAUNCH(grid, nth, 0, gemm_q4_0##NAME##_kernel)(g);                \
+        if (dt == KD_Q4_1) TLAUNCH(grid, nth, 0, gemm_q4_1##NAME##_kernel)(g);                \
+    } while (0)
+    switch (kind) {
+        case DP4A: TLAUNCH_DTYPES(); break;
+        case DP4A_R16: TLAUNCH_DTYPES(_r16); break;
+        case DP4A_R8: TLAUNCH_DTYPES(_r8); break;
+        case DP4A_R4: TLAUNCH_DTYPES(_r4); break;
+        case DP4A_T16: TLAUNCH_DTYPES(_t16); break;
+        case DP4A_R16_T16: TLAUNCH_DTYPES(_r16_t16); break;
+        case DP4A_R8_T16: TLAUNCH_DTYPES(_r8_t16); break;
+        case DP4A_R4_T16: TLAUNCH_DTYPES(_r4_t16); break;
+        case MMA: break;
+    }
+#undef TLAUNCH_DTYPES
     return y;
 }
 
@@ -176,12 +177,12 @@ static std::vector<float> run_gemm(const QWeights& w, const std::vector<float>& 
 }
 
 static std::string qname(int dt, Kind kind) {
-    static const char* suffix[] = {"_kernel", "_r16_kernel", "_r8_kernel", "_t16_kernel", "_r16_t16_kernel", "_r8_t16_kernel",
-                                   "_mma_kernel"};
+    static const char* suffix[] = {"_kernel",         "_r16_kernel",     "_r8_kernel",     "_r4_kernel",    "_t16_kernel",
+                                   "_r16_t16_kernel", "_r8_t16_kernel", "_r4_t16_kernel", "_mma_kernel"};
     return std::string(dt == KD_Q8_0 ? "gemm_q8_0" : dt == KD_Q4_0 ? "gemm_q4_0" : "gemm_q4_1") + suffix[kind];
 }
 
-// The seven kernels against the references, and against each other bit for bit (one order per output):
+// The nine kernels against the references, and against each other bit for bit (one order per output):
 // each against the 32-row dp4a kernel (every shape at every T,
 // so the dp4a kernels run at T = 5 .. 70 too: BEAGLE_CUDA_DP4A_MAX_T's path).
 static void check_case(int dt, int rows, int cols, int T, const std::string& tag) {
@@ -340,12 +341,13 @@ int main() {
     check_launcher(KD_Q4_1, 4096, QGEMM_DP4A_MAX_T + 1, nullptr, MMA);
     check_launcher(KD_Q4_1, 8448, QGEMM_DP4A_MAX_T, nullptr, DP4A_T16);  // 264 blocks of 32 rows x 16 tokens
     check_launcher(KD_Q4_1, 4224, QGEMM_DP4A_MAX_T, nullptr, DP4A_R16_T16);  // 132 of 32 rows: one token block
-    check_launcher(KD_Q8_0, 100, 5, nullptr, DP4A_R8_T16);
+    check_launcher(KD_Q8_0, 100, 5, nullptr, DP4A_R4_T16);
     check_launcher(KD_Q4_1, 8448, 1, nullptr, DP4A);      // 264 blocks of 32 rows
     check_launcher(KD_Q4_0, 8416, 1, nullptr, DP4A_R16);  // 263 of 32, 526 of 16
     check_launcher(KD_Q8_0, 4224, 4, nullptr, DP4A_R16);  // 132 of 32, 264 of 16
     check_launcher(KD_Q4_1, 4208, 4, nullptr, DP4A_R8);   // 263 of 16
-    check_launcher(KD_Q4_1, 100, 2, nullptr, DP4A_R8);    // 13 of 8: none fills the GPU, the smallest
+    check_launcher(KD_Q4_1, 100, 2, nullptr, DP4A_R4);    // 25 of 4: none fills the GPU, the smallest
+    check_launcher(KD_Q4_1, 576, 1, nullptr, DP4A_R4);    // SmolLM2's o / down: 144 of 4, one full wave
     CHECK(qgemm_dp4a_rows(2816, 3, 1, 4) == 32 && qgemm_dp4a_rows(2784, 3, 1, 4) == 16 &&
               qgemm_dp4a_rows(4224, 1, 16, 16) == 16 && qgemm_dp4a_rows(4224, 1, 17, 16) == 32 &&
               qgemm_dp4a_rows(4224, 1, 5, 4) == 32,
@@ -356,7 +358,7 @@ int main() {
     QGemmChoice narrow;
     narrow.dp4a_max_t = 4;
     check_launcher(KD_Q4_1, 4224, 4, &narrow, DP4A_R16);  // 132 blocks of 32 rows, 264 of 16
-    check_launcher(KD_Q8_0, 37, 4, &narrow, DP4A_R8);
+    check_launcher(KD_Q8_0, 37, 4, &narrow, DP4A_R4);
     check_launcher(KD_Q4_1, 4224, 5, &narrow, MMA);
     check_launcher(KD_Q4_1, 4224, 5, nullptr, DP4A_R16_T16);  // the default: one token block, 132 blocks of 32 rows
     QGemmChoice wide;
@@ -366,9 +368,9 @@ int main() {
     four.dp4a_tokens = 4;
     check_launcher(KD_Q4_1, 4224, 5, &four, DP4A);    // 132 x 2 token blocks of 32 rows
     check_launcher(KD_Q8_0, 4224, 16, &four, DP4A);   // 132 x 4
-    check_launcher(KD_Q4_0, 100, 7, &four, DP4A_R8);
+    check_launcher(KD_Q4_0, 100, 7, &four, DP4A_R4);
     // R forced (BEAGLE_CUDA_QGEMM_ROWS)
-    for (auto [R, kind] : {std::pair<int, Kind>{32, DP4A}, {16, DP4A_R16}, {8, DP4A_R8}}) {
+    for (auto [R, kind] : {std::pair<int, Kind>{32, DP4A}, {16, DP4A_R16}, {8, DP4A_R8}, {4, DP4A_R4}}) {
         QGemmChoice forced;
         forced.dp4a_rows = R;
         check_launcher(KD_Q4_1, 100, 3, &forced, kind);
@@ -406,8 +408,9 @@ int main() {
     // its row in a batch of 7 (dp4a: two token blocks; _t16: two groups of one block), of 16 (the 16- and
     // 8-row dp4a kernels: four token blocks; _t16: four groups), of 37 (_t16: three token blocks, the last
     // of one group and a token) and of 70 (tensor cores: two 64-token tiles)
-    const std::pair<int, Kind> batches[] = {{7, DP4A}, {7, DP4A_T16}, {16, DP4A_R16}, {16, DP4A_R8}, {16, DP4A_R16_T16},
-                                            {16, DP4A_R8_T16}, {37, DP4A_T16}, {70, MMA}};
+    const std::pair<int, Kind> batches[] = {{7, DP4A},           {7, DP4A_T16},     {7, DP4A_R4},  {16, DP4A_R16},
+                                            {16, DP4A_R8},       {16, DP4A_R16_T16}, {16, DP4A_R8_T16},
+                                            {16, DP4A_R4_T16},   {37, DP4A_T16},    {70, MMA}};
     for (int dt : {KD_Q8_0, KD_Q4_0, KD_Q4_1})
         for (auto [T, kind] : batches) {
             int rows = 21, cols = 160;

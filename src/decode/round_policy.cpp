@@ -7,7 +7,7 @@
 
 namespace beagle {
 
-RoundPolicy::RoundPolicy(Setup setup) : setup_(std::move(setup)), cost_(setup_.verify_cost) {
+RoundPolicy::RoundPolicy(Setup setup) : setup_(std::move(setup)), cost_(setup_.verify_cost, setup_.plain_rows) {
     calib_pred_.reset(1);
     calib_acc_.reset(1);
     build_arms();
@@ -105,8 +105,8 @@ const RoundChoice& RoundPolicy::choose() {
         return cur_;
     }
     const bool costed = !cost_.empty();
-    // a plain probe (mode auto, one text: a server's batch rounds are not plain steps of one token)
-    if (setup_.lookup_arm && setup_.plain_rows == 1 && costed &&
+    // a plain probe (mode auto; a server's batch: plain rounds of its k rows)
+    if (setup_.lookup_arm && costed &&
         (plain_left_ > 0 || (since_plain_ >= kPlainGap && cost_.t1_stale()))) {
         if (plain_left_ == 0) plain_left_ = kPlainProbe;
         if (--plain_left_ == 0) since_plain_ = 0;

@@ -58,13 +58,13 @@ struct RoundChoice {
 // do well, a hybrid round carrying the lookup match, must not switch on a draft that does not pay), and
 // the lookup side keeps its long mean (a text that suits lookup badly must not make a draft that does
 // not pay look better by comparison).
-// Plain probes (mode auto, one text at a time): when the verify cost's t1 of the current context range
-// is stale (VerifyCost::t1_stale: no plain step observed in the range's last 32 passes, 256 once it has
-// 2), the next 6 rounds are plain steps, whoever wins: the last two come after 4 small passes in a row and
-// measure t1 (verify_cost.h), which prices every verify. Without them a text whose every round drafts
-// keeps the start-up table, however its verifies run. At most one plain probe per 32 rounds; their
-// rounds count for no arm (they measure the step, not a way to run a round). At 256 rounds between them
-// they cost a draft that wins by 20% about 0.5% of its rounds' worth.
+// Plain probes (mode auto, and a server's batch, whose plain rounds are k rows): when the verify cost's t1 of
+// the current context range is stale (VerifyCost::t1_stale: no plain step observed in the range's last 32
+// passes, 256 once it has 2), the next 6 rounds are plain steps, whoever wins: the last two come after 4
+// small passes in a row and measure t1 (verify_cost.h), which prices every verify. Without them a text
+// whose every round drafts keeps the start-up table, however its verifies run. At most one plain probe per
+// 32 rounds; their rounds count for no arm (they measure the step, not a way to run a round). At 256
+// rounds between them they cost a draft that wins by 20% about 0.5% of its rounds' worth.
 // begin() keeps every other estimate and probe gap (costs belong to the machine, not the text) and
 // restarts the counts of rounds since each arm ran.
 // The policy reads no clock: timings come as arguments, so a recorded trace of its observations

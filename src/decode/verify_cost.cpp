@@ -10,18 +10,18 @@
 namespace beagle {
 
 void VerifyCost::observe(int T, double seconds, int context) {
-    if (table_.empty() || T < 1 || T > max_tokens() || !(seconds > 0)) return;
+    if (table_.empty() || T < 1 || !(seconds > 0)) return;
     range_ = range_of(context);
     RunningMean32 &t1 = t1_[range_], &b = b_[range_];
-    const int settled = settled_;
-    settled_ = T <= 2 ? settled_ + 1 : 0;
+    const int settled = settled_, u = unit_ <= max_tokens() ? unit_ : 1;
+    settled_ = T <= std::max(2, u) ? settled_ + 1 : 0;
     since_t1_[range_]++;
-    if (T == 1) {
+    if (T == u) {
         if (settled < kSettle) return;  // soon after a larger pass: not the step plain decoding runs (verify_cost.h)
-        t1.add(seconds);
+        t1.add(seconds / base(u));  // one token's step (base(1) = 1)
         since_t1_[range_] = 0;
-    } else if (t1.n >= kMinT1) {
-        const double e = (seconds / t1.v - table_[T]) / (T - 1);
+    } else if (T > u && t1.n >= kMinT1) {
+        const double e = (seconds / t1.v - base(T)) / (T - 1);
         b.add(std::min(1.0, std::max(-0.25, e)));
     }
     const double step = seconds / (*this)[T];

@@ -33,6 +33,8 @@ namespace beagle {
 // from the nearest shorter range learnt: a text that grows into a new range keeps what its first range
 // learnt until its own steps come, and a verify priced by a shorter context's excess errs towards plain
 // steps, never towards drafting more.
+// A server's batch of k slots (unit k) never runs a one-token pass: its plain round is k rows, and t1 comes
+// from those (t_k / table[k]), so that its b is learnt as a single text's is.
 // A range whose t1 has not been observed for a while is stale (t1_stale): a text whose every round
 // drafts runs no plain steps, and its b stays what it was (at first 0: the table alone, which a start-up
 // timed at a moment of slow plain steps makes cheap) however its verifies run. The round policy then runs
@@ -48,16 +50,13 @@ struct RunningMean32 {
 class VerifyCost {
 public:
     VerifyCost() = default;
-    explicit VerifyCost(std::vector<double> table) : table_(std::move(table)) {}
+    // unit: the rows of a plain round (1; a server's batch of k slots: k), whose passes measure t1 as
+    // t_k / table[k] (seconds of a one-token step) and bound the small passes of the settle rule (<= max(2, k))
+    explicit VerifyCost(std::vector<double> table, int unit = 1) : table_(std::move(table)), unit_(unit) {}
     bool empty() const { return table_.empty(); }
     int max_tokens() const { return (int)table_.size() - 1; }  // cost(T) measured for T = 1..max_tokens()
     // Past the table (a server's batch of trees): its last slope.
-    double operator[](int T) const {
-        if (T <= 1) return 1.0;
-        const int m = max_tokens();
-        const double t = T <= m ? table_[T] : table_[m] + (T - m) * (table_[m] - table_[std::max(1, m - 1)]);
-        return std::max(1.0, t + excess() * (T - 1));
-    }
+    double operator[](int T) const { return T <= 1 ? 1.0 : std::max(1.0, base(T) + excess() * (T - 1)); }
     // Cost of verifying T tokens for a fractional T (a mean over rounds): linear between the integers.
     double at(double T) const {
         if (T <= 1) return (*this)[1];
@@ -107,9 +106,14 @@ private:
             if (b_[r].n > 0) return b_[r].v;
         return 0;
     }
+    double base(int T) const {  // the table at T (past it: its last slope)
+        const int m = max_tokens();
+        return T <= m ? table_[T] : table_[m] + (T - m) * (table_[m] - table_[std::max(1, m - 1)]);
+    }
     int since_t1_[kRanges] = {};  // per range: passes observed since its t1 last was
     double step_s_ = 0;
-    int settled_ = 0;       // passes of at most 2 tokens in a row just before the next (none after a prefill)
+    int unit_ = 1;          // rows of a plain round
+    int settled_ = 0;       // passes of at most max(2, unit_) tokens in a row just before the next (none after a prefill)
 };
 
 // How many candidates of a ranked list a round verifies: p[i] = the estimated chance that candidate i

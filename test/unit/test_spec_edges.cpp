@@ -68,7 +68,6 @@ static void test_verify_cost() {
     for (int i = 0; i < 3; i++) c.observe(1, 0.05, 0);  // soon after the 3-token pass, 10x slow: not counted
     c.observe(1, 0.005, 0);  // the 5th small pass in a row: the 2nd plain step counted
     for (int i = 0; i < 50; i++) c.observe(3, 0.009, 0);
-    c.observe(9, 1.0, 0);
     c.observe(0, 1.0, 0);
     c.observe(2, -1.0, 0);
     c.observe(2, NAN, 0);
@@ -131,6 +130,22 @@ static void test_verify_cost() {
     CHECK(st.t1_stale(), "not stale after 256 passes without a plain step");
     st.observe(3, 0.009, 200);
     CHECK(!st.t1_stale(), "range of 200, never observed: stale after its first pass (expected after 32)");
+    // past the table (a batch of trees): priced and learnt on the table's last slope; a plain round of k
+    // rows (unit k: a server's batch) measures t1 as t_k / table[k], and one-token passes are not its unit
+    VerifyCost past(lin);
+    for (int i = 0; i < 6; i++) past.observe(1, 0.005, 0);
+    for (int i = 0; i < 50; i++) past.observe(12, 0.005 * (1 + 0.3 * 11 + 0.1 * 11), 0);
+    CHECK(std::abs(past.per_token_excess() - 0.1) < 1e-9 && std::abs(past[12] - 5.4) < 1e-9,
+          "passes past the table: excess %.4f, cost(12) %.4f (expected 0.1, 5.4)", past.per_token_excess(), past[12]);
+    VerifyCost k4(lin, 4);
+    for (int i = 0; i < 8; i++) k4.observe(1, 0.05, 0);  // one-token passes: not a batch's plain round
+    for (int i = 0; i < 20; i++) k4.observe(12, 0.005 * (1 + 0.3 * 11 + 0.2 * 11), 0);
+    CHECK(k4.per_token_excess() == 0 && k4.t1_stale() == false, "unit 4: learnt from one-token passes (excess %.4f)",
+          k4.per_token_excess());
+    for (int i = 0; i < 6; i++) k4.observe(4, 0.005 * lin[4], 0);  // settled plain rounds of 4 rows: t1 5 ms
+    for (int i = 0; i < 50; i++) k4.observe(12, 0.005 * (1 + 0.3 * 11 + 0.2 * 11), 0);
+    CHECK(std::abs(k4.per_token_excess() - 0.2) < 1e-9, "unit 4: excess %.4f after plain rounds of 4 rows (expected 0.2)",
+          k4.per_token_excess());
     VerifyCost none;
     none.observe(1, 0.005, 0);  // no table: a no-op
     CHECK(none.empty(), "empty cost table stays empty");

@@ -2,7 +2,6 @@
 // stored tensor (name, dtype, shape, bytes), its metadata and tokenizer facts (or a draft file's, or a
 // training checkpoint's run and state). A debug option
 // dumps tensors dequantized to raw f32 (used by test/oracles/test_loaders_gguf.py against the gguf package).
-#include <sys/stat.h>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -103,14 +102,9 @@ static void dump_tensors(const ModelFile& mf, const std::string& names, const st
 // The first 8 bytes of a regular file ("" if it is not one or is shorter): the project's own formats
 // (draft "BEAGLEDR", training checkpoint "BEAGLECK") are told apart by them.
 static std::string file_magic(const std::string& path) {
-    struct stat st;  // only regular files: opening a FIFO would block
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) return "";
-    char magic[8] = {};
-    const bool got = fread(magic, 1, 8, f) == 8;
-    fclose(f);
-    return got ? std::string(magic, 8) : "";
+    if (!file_exists(path)) return "";  // only regular files: opening a FIFO would block
+    const std::string magic = read_file_prefix(path, 8);
+    return magic.size() == 8 ? magic : "";
 }
 
 // A training checkpoint: the run's config and where it stands (its text lines), and the last step's losses.

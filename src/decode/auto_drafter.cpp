@@ -22,16 +22,16 @@ public:
 
     void propose(const std::vector<int>& history, DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) override {
         const RoundChoice& c = policy_->choose();
-        use_draft_ = c.draft;
-        plain_ = c.plain;
-        if (!plain_) (use_draft_ ? draft_ : lookup_)->propose(history, tree, room, sp, rng);
+        if (!c.plain) (c.draft ? draft_ : lookup_)->propose(history, tree, room, sp, rng);
     }
 
+    // the round's choice is the policy's until its next choose()
     void accept(const DraftTree& tree, const std::vector<int>& path, const float* path_states) override {
-        if (plain_) {  // a plain probe's step: neither proposed
+        const RoundChoice& c = policy_->choice();
+        if (c.plain) {  // a plain probe's step: neither proposed
             draft_->accept_skipped(tree, path, path_states);
             lookup_->accept_skipped(tree, path, path_states);
-        } else if (use_draft_) {
+        } else if (c.draft) {
             draft_->accept(tree, path, path_states);
             lookup_->accept_skipped(tree, path, path_states);
         } else {
@@ -51,7 +51,6 @@ public:
 private:
     std::unique_ptr<Drafter> draft_, lookup_;
     std::shared_ptr<RoundPolicy> policy_;
-    bool use_draft_ = true, plain_ = false;
 };
 
 std::unique_ptr<Drafter> make_auto_drafter(std::unique_ptr<Drafter> draft, std::unique_ptr<Drafter> lookup,

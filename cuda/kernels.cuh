@@ -326,6 +326,9 @@ struct XAttnArgs {
     int n_q;
     const float *k0, *v0;       // set 0 (true states): n0 x kv_dim
     int n0;
+    // forward, PREFIX: when set, set 0 is rows [n0_dev[0], n0_dev[0] + n0_dev[1]) of k0 / v0, read on the device
+    // (a captured step: the launch's arguments stay fixed while the true keys grow and their window slides)
+    const int* n0_dev = nullptr;
     const float *k1, *v1;       // set 1 (predicted states): n1 x kv_dim
     int n1;
     int n_heads, n_kv_heads, head_dim;
@@ -344,7 +347,7 @@ struct XAttnArgs {
     float *dk0, *dv0, *dk1, *dv1;  // backward, accumulated (a null pair: that set is skipped)
     int tiles0;                 // dk/dv kernel: blocks of set 0 (cdiv(n0, XATTN_BKEYS), or 0 to skip set 0)
     template <class F> void pointers(F f) const {
-        f(q); f(qrow); f(k0); f(v0); f(k1); f(v1); f(set1_bits); f(out); f(lse); f(dout); f(o); f(dq); f(D);
+        f(q); f(qrow); f(k0); f(v0); f(n0_dev); f(k1); f(v1); f(set1_bits); f(out); f(lse); f(dout); f(o); f(dq); f(D);
         f(dk0); f(dv0); f(dk1); f(dv1);
     }
 };
@@ -422,8 +425,10 @@ struct TreeExpandKArgs {
     int* ids_next;              // n_next: their ids (-1 as 0)
     int words, n, k, n_nodes, depth, n_next, base;
     float min_score;
+    const float* min_score_dev = nullptr;  // min_score read on the device when set (a captured step)
     template <class F> void pointers(F f) const {
         f(idx); f(val); f(lse); f(nodes); f(rows); f(mask); f(rows_next); f(mask_next); f(ids_next);
+        f(min_score_dev);
     }
 };
 __global__ void tree_expand_kernel(TreeExpandKArgs a);  // one block

@@ -32,10 +32,11 @@ __device__ __forceinline__ float tree_key(const int* nodes, int c) {
 
 __global__ void tree_expand_kernel(TreeExpandKArgs a) {
     const int m = a.n * a.k;
+    const float min_score = a.min_score_dev ? *a.min_score_dev : a.min_score;
     for (int e = threadIdx.x; e < m; e += blockDim.x) {
         const int i = e / a.k, p = a.depth == 0 ? 0 : a.rows[i];
         const float ps = a.depth == 0 ? 0.0f : __int_as_float(a.nodes[4 * p + 2]);
-        const int alive = a.depth == 0 ? 1 : (a.nodes[4 * p + 3] && !(ps < a.min_score));
+        const int alive = a.depth == 0 ? 1 : (a.nodes[4 * p + 3] && !(ps < min_score));
         int* c = a.nodes + 4 * (long long)(a.n_nodes + e);
         c[0] = a.idx[e];
         c[1] = p;

@@ -53,8 +53,9 @@ __device__ __forceinline__ XSegs xattn_segments(const XAttnArgs& a, int t) {
         s.lo1 = b;
         s.hi1 = min(min(q, b + a.n_pred), a.n1);
         s.bits = nullptr;
-    } else {            // PREFIX (set0_qrow: set 0 only up to the query's row)
-        s.hi0 = a.set0_qrow ? max(min(a.qrow[t], a.n0), 0) : a.n0;
+    } else {            // PREFIX (set0_qrow: set 0 only up to the query's row; n0 from the device in a captured step)
+        const int n0 = a.n0_dev ? a.n0_dev[1] : a.n0;
+        s.hi0 = a.set0_qrow ? max(min(a.qrow[t], n0), 0) : n0;
         s.lo1 = 0;
         s.hi1 = a.set1_bits ? a.n1 : 0;
         s.bits = a.set1_bits ? a.set1_bits + (long long)t * a.set1_words : nullptr;
@@ -109,7 +110,8 @@ __global__ void xattn_fwd_kernel(XAttnArgs a, int nq, int tpw) {
         for (int d = lane; d < hd; d += 32) qs[k * hd + d] = qrow[d];
     }
     auto step = [&](int r, float s, const float* vrow) { softmax_step(st[r], s, vrow, hd); };
-    attn_tiled_walk(tl, a.k0 + kvh * hd, a.v0 + kvh * hd, kv_dim, 0, hi0, tpw, ntasks, qs, sc, hd, a.scale,
+    const long long start0 = a.n0_dev ? a.n0_dev[0] * kv_dim : 0;  // a window's first row (captured steps)
+    attn_tiled_walk(tl, a.k0 + start0 + kvh * hd, a.v0 + start0 + kvh * hd, kv_dim, 0, hi0, tpw, ntasks, qs, sc, hd, a.scale,
                     [&](int r, int j) { return j < seg[r].hi0; }, step);
     attn_tiled_walk(tl, a.k1 + kvh * hd, a.v1 + kvh * hd, kv_dim, lo1, hi1, tpw, ntasks, qs, sc, hd, a.scale,
                     [&](int r, int j) {

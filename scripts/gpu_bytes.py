@@ -16,6 +16,7 @@ DOC = "docs/gpu-kernels.md"
 # Bytes per 32 weights of the GGUF block types the shapes use (cuda/gemm_quant.cu QBlock).
 BLOCK_BYTES = {"Q8_0": 34, "Q4_1": 20}
 F = 4  # fp32 activations and KV cache
+GRAPH_TOKENS = 64  # src/model/llama.h kGraphTokens: forwards up to this many tokens are CUDA graphs
 INT8_ACT = 1 + 8 / 32  # int8 x plus d and s (2 floats) per 32-block: bytes per column and token
 
 SHAPES = {
@@ -136,8 +137,10 @@ def parse_sources():
          "swiglu(h, gate, up, (size_t)T * W.cols);\n        matmul(y, h, W, T);", "swiglu_matmul = swiglu, then matmul")
     if "swiglu_matmul" in read("src/backend/gpu/cuda_ops.h"):
         fail("src/backend/gpu/cuda_ops.h overrides swiglu_matmul: the model counts a swiglu and a matmul launch")
-    need("src/model/llama.cpp", ll, "if (T == 1 && !tree_mask && state_layers_.empty() && ops_.step_begin(this, cur_, ctx_ - 1)) {",
-         "T = 1: the graph-captured step (new K/V rows scattered)")
+    need("src/model/llama.cpp", ll, "if (T <= kGraphTokens && words <= kGraphMaskWords && cur_ < kGraphSeqs && state_layers_.empty() &&",
+         "T <= kGraphTokens: the graph-captured forward (new K/V rows scattered)")
+    need("src/model/llama.h", read("src/model/llama.h"), "static constexpr int kGraphTokens = 64,",
+         "forwards of up to 64 tokens are graphs")
     return {k: c[k] for k in CONSTS}
 
 
@@ -280,9 +283,9 @@ def forward(s, T, c, head_T=None):
     tab.add("swiglu", "`swiglu_fwd_kernel`", T, sw, sw)
     rope = L * 2 * T * (qd + kv) * F
     tab.add("rope", "`rope_kernel` (q and k in one launch)", T, rope, rope)
-    if T == 1:  # the graph-captured decode step writes the new K/V rows through a staged row index
+    if T <= GRAPH_TOKENS:  # a graph-captured forward writes the new K/V rows through a staged row list
         sc = L * 2 * 2 * T * kv * F
-        tab.add("scatter", "`rows_scatter_kernel` (T = 1, graph step: new K and V rows)", T, sc, sc)
+        tab.add("scatter", "`rows_scatter_kernel` (T <= 64, a graph: new K and V rows)", T, sc, sc)
     emb = T * (wbytes(1, D, s["embd_dt"]) + D * F)
     tab.add("embed", "`embed_kernel` (%s table)" % s["embd_dt"], T, emb, emb)
     return tab

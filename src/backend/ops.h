@@ -89,6 +89,8 @@ template <class R>
 struct XAttnKeysT {
     const R* k0 = nullptr; const R* v0 = nullptr; int n0 = 0;  // set 0: true states
     const R* k1 = nullptr; const R* v1 = nullptr; int n1 = 0;  // set 1: predicted states (may be empty)
+    int start0 = 0;  // set 0 is a window: rows [start0, start0 + n0) of a buffer at k0 - start0 rows (a device
+                     // backend's captured steps read the window on the device, their pointers fixed)
 };
 // Gradients of the two key sets (accumulated); a null set-1 pair skips set 1.
 template <class R>
@@ -190,12 +192,14 @@ public:
     virtual void set_threads(int n) {}
 
     // A fixed-shape step as one unit the backend may capture once and replay (the CUDA backend: a CUDA
-    // graph of a plain decode step, docs/gpu.md). step_begin(owner, variant, max_past) == true: the op
-    // calls up to step_end() are that step; the first time for (owner, variant) they are captured, later
-    // they must be the same calls with the same buffers (only staged host arrays and AttnMask::n_past may
-    // differ, n_past <= max_past) and the captured graph runs instead of their launches. false (every other
-    // backend, or graphs off): run the ops as usual, no step_end. step_drop(owner): its buffers are gone.
-    virtual bool step_begin(const void* owner, int variant, int max_past) { return false; }
+    // graph of a target forward, a plain decode step or a verify pass; docs/gpu.md).
+    // step_begin(owner, variant, max_past, max_staged) == true: the op calls up to step_end() are that step;
+    // the first time for (owner, variant) they are captured, later they must be the same calls with the same
+    // buffers (only staged host arrays of the same sizes and AttnMask::n_past may differ, n_past <= max_past)
+    // and the captured graph runs instead of their launches. max_staged: the largest host array the step
+    // stages, in bytes. false (every other backend, graphs off, or arrays too large to stage through the
+    // backend's fixed mirrors): run the ops as usual, no step_end. step_drop(owner): its buffers are gone.
+    virtual bool step_begin(const void* owner, int variant, int max_past, size_t max_staged) { return false; }
     virtual void step_end() {}
     virtual void step_drop(const void* owner) {}
 

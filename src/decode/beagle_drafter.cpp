@@ -190,6 +190,9 @@ private:
     // host in one copy after the last step, not one sync per step. Sampled, the q rows stay there for the
     // acceptance (DraftTree::backend_q; SpecDecoder reads q at the drawn tokens and one row at a rejection).
     // The same ids as propose_chain's host loop: on the CPU backend the same floats and draws.
+    // Greedy, the steps are the same calls at every round of `steps` steps and as many new true states (the
+    // accepted path, whose keys the first step computes), so a device backend replays them as one graph
+    // (Draft::begin_steps).
     void propose_chain_on_backend(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
         const int P = draft_->n_true(), steps = std::min(p_.gamma, room - tree->size());
         if (steps <= 0) return;
@@ -198,8 +201,10 @@ private:
         for (float& c : coins_) c = rng.next_f32();
         std::vector<uint64_t> mask(words_, 0);
         const int root = tree->token[0];
+        bool graph = false;
         for (int k = 0; k < steps; k++) {
             int pos = P + k, row = 0;
+            if (k == 0 && !sampled) graph = draft_->begin_steps(steps);  // chains: variants > 0, trees < 0
             if (k == 0) draft_->forward(&root, &pos, 1, nullptr, words_, nullptr, nullptr);
             else draft_->forward_ids(k - 1, &pos, 1, mask.data(), words_);
             if (sampled) draft_->sample_ids(k, sp, coins_[k]);
@@ -207,6 +212,7 @@ private:
             int pr = draft_->keep_pred(&row, 1);
             mask[pr / 64] |= 1ULL << (pr % 64);
         }
+        if (graph) draft_->end_steps();
         std::vector<int> ids(steps);
         draft_->download_ids(ids.data(), steps);
         if (sampled) {
@@ -357,8 +363,11 @@ private:
         const int k = std::min(topk, V_), root = (*nodes_out)[0].tok;
         int n = 1, n_nodes = 1;
         std::vector<int> pos, rows;
+        // the same calls at every round of this shape and count of new true keys (min_score is staged): one graph
+        bool graph = false;
         for (int d = 0; d < depth; d++) {
             pos.assign(n, P + d);
+            if (d == 0 && depth < 64 && topk < 256 && k < 256) graph = draft_->begin_steps(-1 - ((depth * 256 + topk) * 256 + k));
             if (d == 0) draft_->forward(&root, pos.data(), 1, nullptr, words_, nullptr, nullptr);
             else draft_->forward_tree(d, pos.data(), n);
             const bool last = d + 1 == depth;
@@ -373,6 +382,7 @@ private:
             n_nodes += n * k;
             n = n_next;
         }
+        if (graph) draft_->end_steps();
         tree_nodes_.resize(n_nodes);
         draft_->download_tree(tree_nodes_.data() + 1, 1, n_nodes - 1);
         std::vector<int> newidx(n_nodes, -1);  // device node -> index in nodes (live ones)

@@ -314,8 +314,9 @@ int draft_trained_seq_len(const DraftWeights& w) {
 // so the window is a pointer offset; n = 0 or n >= the count: all).
 static void window_true_keys(XAttnKeys* k, int n, int kv_dim) {
     if (n <= 0 || k->n0 <= n) return;
-    k->k0 += (size_t)(k->n0 - n) * kv_dim;
-    k->v0 += (size_t)(k->n0 - n) * kv_dim;
+    k->start0 = k->n0 - n;
+    k->k0 += (size_t)k->start0 * kv_dim;
+    k->v0 += (size_t)k->start0 * kv_dim;
     k->n0 = n;
 }
 
@@ -451,6 +452,7 @@ struct Draft::Acts {
     float* feat = nullptr;  // EAGLE: the queries' input features f_{p-1}
     float *key_ns = nullptr, *key_rstd = nullptr;  // ensure_kv's normed states, kept between rounds
     float* key_s = nullptr;                        //   (state layers: and the fused states f + W_mix h)
+    float *key_k = nullptr, *key_v = nullptr;      //   (Beagle: the new true keys' K/V before they go to their rows)
     float *key_e = nullptr, *key_x = nullptr;      //   (EAGLE: and the keys' embeddings and inputs before the norm;
                                                    //    MoA: key_e the true tokens' embeddings)
     LsaActs<float> lsa;                            //   (MoA: Layer Self-Attention of the new true positions)
@@ -539,8 +541,9 @@ std::vector<MemLine> draft_inference_buffers(const DraftConfig& c, int ctx, int 
             {"draft final norm out + rstd (max_queries x (dim + 1))", f * N * (c.dim + 1.0)},
             {"draft logits (max_queries x head rows)", f * N * c.head_rows()},
             {"draft new-key temporaries (max(max_pred + 1, max_queries) x (dim + 1), + dim with state layers, + 2 dim "
-             "for EAGLE; a longer prompt grows them)",
-             f * std::max((double)max_pred + 1, N) * (c.dim * (1.0 + (c.n_extra() ? 1 : 0) + (eagle ? 2 : 0)) + 1.0)},
+             "for EAGLE, + 2 kv_dim for Beagle's K/V; a longer prompt grows them)",
+             f * std::max((double)max_pred + 1, N) *
+                 (c.dim * (1.0 + (c.n_extra() ? 1 : 0) + (eagle ? 2 : 0)) + 1.0 + (eagle ? 0 : 2.0 * kv))},
             {"draft greedy chain ids ((max_pred + 1) ints)", f * (max_pred + 1.0)},
             {"draft d2t table on the backend (draft_vocab ints)", f * c.draft_vocab},
             {"draft tree nodes ((1 + max_queries x max_pred) x 16 bytes)", 16.0 * draft_tree_nodes(max_pred, max_queries)},
@@ -619,6 +622,7 @@ Draft::Draft(const DraftWeights& w, const DraftFrozen& fz, Ops& ops, int ctx, in
 // ensure_kv's temporaries for n new keys: grown (only ever) at the prompt or a longer batch than before.
 void Draft::key_rows(int n) {
     if (n <= a_->key_rows) return;
+    ops_.step_drop(this);  // captured steps hold the key buffers' addresses
     BufAlloc<Ops>& al = a_->al;
     al.release(a_->key_ns);
     al.release(a_->key_rstd);
@@ -627,6 +631,12 @@ void Draft::key_rows(int n) {
     if (m_->cfg.n_extra() && m_->cfg.arch == ARCH_BEAGLE) {
         al.release(a_->key_s);
         a_->key_s = al.alloc((size_t)n * m_->cfg.dim);
+    }
+    if (m_->cfg.arch == ARCH_BEAGLE) {
+        al.release(a_->key_k);
+        al.release(a_->key_v);
+        a_->key_k = al.alloc((size_t)n * m_->cfg.kv_dim());
+        a_->key_v = al.alloc((size_t)n * m_->cfg.kv_dim());
     }
     if (m_->cfg.arch == ARCH_MOA) {  // the true tokens' embeddings (self-attention K/V) and LSA of n positions
         al.release(a_->key_e);
@@ -643,7 +653,22 @@ void Draft::key_rows(int n) {
     a_->key_rows = n;
 }
 
-Draft::~Draft() = default;  // BufAlloc releases every buffer
+Draft::~Draft() { ops_.step_drop(this); }  // then BufAlloc releases every buffer
+
+bool Draft::begin_steps(int variant) {
+    // the variant also holds the count of true states whose keys the first step computes (at most the
+    // key rows kept, so that nothing grows inside a capture)
+    if (m_->cfg.arch != ARCH_BEAGLE || n_true_pending_ >= 64 || n_true_pending_ > a_->key_rows ||
+        n_pred_pending_ > 0 || variant >= (1 << 24) || variant <= -(1 << 24))
+        return false;
+    variant = variant * 64 + n_true_pending_;
+    // the largest array a step stages: a mask row per query, or RoPE's frequencies
+    const size_t staged = std::max((size_t)max_q_ * draft_mask_words(max_pred_) * sizeof(uint64_t),
+                                   (size_t)m_->cfg.head_dim / 2 * sizeof(float));
+    return ops_.step_begin(this, variant, 0, staged);
+}
+
+void Draft::end_steps() { ops_.step_end(); }
 
 const DraftConfig& Draft::config() const { return m_->cfg; }
 
@@ -926,7 +951,14 @@ void Draft::ensure_kv() {
             fuse_forward(*m_, stage_t_, stage_x_, a_->key_s, n);
             s = a_->key_s;
         }
-        key_forward(*m_, s, a_->key_ns, a_->key_rstd, K, V, n, pos.data());
+        if (set == 0) {  // true keys: computed apart, then scattered to their rows (row = position) by a row
+                         // list, so that the calls stay the same from round to round (begin_steps)
+            key_forward(*m_, s, a_->key_ns, a_->key_rstd, a_->key_k, a_->key_v, n, pos.data());
+            ops_.scatter_rows(kt_, a_->key_k, pos.data(), n, kvd, false);
+            ops_.scatter_rows(vt_, a_->key_v, pos.data(), n, kvd, false);
+        } else {
+            key_forward(*m_, s, a_->key_ns, a_->key_rstd, K, V, n, pos.data());
+        }
         if (set == 0) {
             n_true_cached_ += n;
             n_true_pending_ = 0;

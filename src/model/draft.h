@@ -253,6 +253,13 @@ public:
     void download_ids(int* out, int n);
     bool can_forward_ids() const;
     bool can_forward_tree() const;  // tree_expand / forward_tree: Beagle drafts using the target's embedding
+    // Drafting steps as one graph of a device backend (Ops::step_begin): begin_steps(variant) .. end_steps()
+    // bracket calls that are the same at every round of this variant (a greedy chain's steps after the first:
+    // the true keys' count is read on the device, positions and masks are staged); the backend captures them
+    // once and replays them. false: run them as usual (other backends; drafts other than Beagle's, whose
+    // calls change with the keys' count).
+    bool begin_steps(int variant);
+    void end_steps();
     // The sampled chain without the host (BeagleDrafter, temperature > 0): sample_ids(slot, wp, coin) warps the
     // last forward's one row of logits into row `slot` of a q buffer on the backend (Ops::warp_rows; the buffer,
     // max_pred + 1 rows of head_rows() floats, is allocated at the first call: sampled runs only) and draws

@@ -135,11 +135,17 @@ void Llama::forward(const int* tokens, const int* pos, int T, const uint64_t* tr
     mask.n_past = n_past;
     mask.tree_mask = tree_mask;
     mask.mask_words = mask_words;
-    if (T == 1 && !tree_mask && state_layers_.empty() && ops_.step_begin(this, cur_, ctx_ - 1)) {
-        // a plain step the backend replays as one graph: every launch argument the same at each step, so
-        // the new K/V row goes to the cache through a staged row index, not a pointer into it
-        const int row = cur_ * ctx_ + n_past;
-        run(tokens, pos, 1, {{0, 1, mask, (size_t)cur_ * ctx_}}, &row, n_past);
+    // A plain step or a verify pass of up to kGraphTokens tokens the backend replays as one graph per
+    // (sequence, T, mask width): every launch argument the same at each pass, so the new K/V rows go to the
+    // cache through staged row indices, not a pointer into it, and attention reads n_past from the device
+    const int words = tree_mask ? mask_words : 0;
+    const size_t staged = std::max((size_t)T * sizeof(int), (size_t)T * words * sizeof(uint64_t));
+    if (T <= kGraphTokens && words <= kGraphMaskWords && cur_ < kGraphSeqs && state_layers_.empty() &&
+        ops_.step_begin(this, (cur_ * (kGraphTokens + 1) + T) * (kGraphMaskWords + 1) + words, ctx_ - T, staged)) {
+        std::vector<int>& rows = graph_rows_;
+        rows.resize(T);
+        for (int t = 0; t < T; t++) rows[t] = cur_ * ctx_ + n_past + t;
+        run(tokens, pos, T, {{0, T, mask, (size_t)cur_ * ctx_}}, rows.data(), n_past);
         ops_.step_end();
     } else {
         run(tokens, pos, T, {{0, T, mask, (size_t)cur_ * ctx_}}, nullptr, n_past);
@@ -321,10 +327,15 @@ void Llama::compact(const int* src, int n, int dst_start) {
     bool moved = false;  // an accepted chain, or the root alone, is already in place
     for (int i = 0; i < n; i++) moved = moved || src[i] != dst[i];
     const size_t row0 = (size_t)cur_ * ctx_ * kv_dim;
+    // a device backend replays the moves of every layer as one graph per (sequence, rows kept): the row
+    // lists are staged, the launches' arguments the same at each round
+    const bool graph = moved && n <= kGraphTokens && cur_ < kGraphSeqs &&
+                       ops_.step_begin(this, -1 - (cur_ * (kGraphTokens + 1) + n), ctx_ - 1, (size_t)n * sizeof(int));
     for (int l = 0; l < cfg_.n_layers && moved; l++) {
         ops_.move_rows(kcache_[l] + row0, src, dst.data(), n, kv_dim);
         ops_.move_rows(vcache_[l] + row0, src, dst.data(), n, kv_dim);
     }
+    if (graph) ops_.step_end();
     seq_len_[cur_] = dst_start + n;
 }
 

@@ -142,6 +142,12 @@ private:
     void outputs(int T, float* logits, int n_logits, float* states, int n_states);
     void keep_state_layer(int l, int T);  // after layer l: its residual stream into xw_ if it is a state layer
     std::vector<int> state_idx_;
+    // Forwards a device backend may replay as graphs (forward): up to kGraphTokens rows (a verify's tree
+    // of 64 nodes), a tree mask of up to kGraphMaskWords words a row, sequences below kGraphSeqs; one
+    // graph per (sequence, T, mask width) (variants >= 0; compact's graphs < 0). graph_rows_: the K/V
+    // cache rows such a forward writes.
+    static constexpr int kGraphTokens = 64, kGraphMaskWords = 2, kGraphSeqs = 1024;
+    std::vector<int> graph_rows_;
     void head(int T, int n);  // logits_ = lm_head(norm(x_ rows [T - n, T)))
     std::vector<int> state_layers_;  // set_state_layers
     float* xw_ = nullptr;            // max_batch x (1 + E) dim: the wide state rows (block 0 f, block 1 + k layer k)

@@ -80,8 +80,12 @@ for d in p d e; do
          python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["gpu"]["peak_device_bytes"])')
   gaps="$gaps $d:$plan:$peak:$((peak - plan))"
 done
-echo "$gaps" | awk '{split($1,a,":"); split($2,b,":"); split($3,e,":"); exit !(a[4] >= 0 && a[4] == b[4] && a[4] == e[4] && b[2] > a[2])}' &&
-  ok "generate --plan with state layers (d) and for EAGLE (e): peak - plan the same as plain Beagle (p) (draft:plan:peak:gap$gaps)" ||
+# the gaps may differ by the caching allocator's rounding of each block to 256 bytes: the drafts' buffer lists
+# differ (Beagle's two new-key K/V temporaries), so at most 2 x 255 bytes apart; a buffer missing from a plan
+# is larger
+echo "$gaps" | awk '{split($1,a,":"); split($2,b,":"); split($3,e,":"); d1 = a[4] - b[4]; d2 = a[4] - e[4];
+  exit !(a[4] >= 0 && d1 * d1 <= 510 * 510 && d2 * d2 <= 510 * 510 && b[2] > a[2])}' &&
+  ok "generate --plan with state layers (d) and for EAGLE (e): peak - plan the same as plain Beagle (p) within the allocator's rounding (draft:plan:peak:gap$gaps)" ||
   bad "generate --plan with state layers: draft:plan:peak:gap$gaps"
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -1,10 +1,11 @@
 // cuda_backend_tree.cpp -> build/test/test_cuda_backend_tree: the greedy EAGLE-2 tree drafted with its
 // working tree on the backend (BeagleDrafter's expand_on_backend: Draft::tree_expand, Ops::tree_expand;
-// docs/gpu.md "The device-resident loop") is the host loop's tree (BeagleDraftParams::tree_on_backend false) node
-// for node: tokens, parents and scores bit for bit, every round of greedy speculative decoding, on the CPU
-// backend and on the CUDA backend (kernels in the CPU emulator), stories260K with the shipped draft (depth 5,
-// top-10, 60 nodes; cost-aware, whose rows below min_score are pruned; hybrid) and random drafts (reduced
-// vocabulary through d2t, no-concat). The two drafters run side by side on one session (a Drafter that
+// docs/gpu.md "The device-resident loop"; on the CUDA backend replayed as one graph per shape, Draft::begin_steps)
+// is the host loop's tree (BeagleDraftParams::tree_on_backend false) node for node: tokens, parents and scores bit
+// for bit, every round of greedy speculative decoding, on the CPU backend and on the CUDA backend (kernels in the
+// CPU emulator), stories260K with the shipped draft (depth 5, top-10, 60 nodes; cost-aware, whose rows below
+// min_score are pruned, min_score staged for the graph; hybrid; a window of 16 true keys, which slides inside the
+// replayed rounds) and random drafts (reduced vocabulary through d2t, no-concat). The two drafters run side by side on one session (a Drafter that
 // proposes with both and hands on the first's tree), and the output must equal plain greedy decoding. On
 // the CUDA backend the backend tree's propose costs at most one sync (the tree's one copy down; frees,
 // which sync too, not counted: the draft's key temporaries grow once with a long prompt), the host loop's
@@ -101,6 +102,8 @@ static void run_backend(const std::string& backend, const std::string& M, const 
     for (int T = 1; T <= 24; T++) aware.verify_cost[T] = 1 + 0.3 * (T - 1);
     BeagleDraftParams hybrid = aware;
     hybrid.lookup_ngram = 3;
+    BeagleDraftParams window = small;  // the last 16 true keys only: the window slides inside captured rounds
+    window.true_window = 16;
     struct Case { const char* name; const char* mode; const DraftWeights* w; BeagleDraftParams p; };
     std::vector<Case> cases = {{"random tree, reduced vocab", "tree", &rv, small},
                                {"random tree no-concat", "tree", &rnd, nc}};
@@ -108,6 +111,7 @@ static void run_backend(const std::string& backend, const std::string& M, const 
         cases.push_back({"trained tree 60", "tree", trained, big});
         cases.push_back({"trained tree, cost-aware", "tree", trained, aware});
         cases.push_back({"trained hybrid, cost-aware", "hybrid", trained, hybrid});
+        cases.push_back({"trained tree, window 16", "tree", trained, window});
     }
     for (const Case& c : cases) {
         BeagleDraftParams ph = c.p;

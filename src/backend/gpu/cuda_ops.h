@@ -31,7 +31,7 @@ public:
     const char* name() const override { return "cuda"; }
     const DeviceCounters* device_counters() const override;
     void reserve(const ScratchSizes& s) override;
-    bool step_begin(const void* owner, int variant, int max_past) override;
+    bool step_begin(const void* owner, int variant, int max_past, size_t max_staged) override;
     void step_end() override;
     void step_drop(const void* owner) override;
 
@@ -96,7 +96,8 @@ public:
 private:
     // device scratch slots (host arrays staged for kernels, temporaries)
     enum Slot : int { S_TOKENS, S_POS, S_MASK, S_START, S_LEN, S_IDX, S_IDX2, S_QROW, S_BITS, S_QACT, S_D, S_PART,
-                      S_FREQ, S_LABELS, S_TMP, S_TOPK, S_ATTN_PART, S_NPAST, S_COINS, S_COUNT };
+                      S_FREQ, S_LABELS, S_TMP, S_TOPK, S_ATTN_PART, S_NPAST, S_COINS, S_N0, S_MIN_SCORE,
+                      S_COUNT };
     // Device copy of a host array in scratch slot `slot` (grown on demand, reused by the next call),
     // uploaded asynchronously through the pinned arena; bytes equal to what the slot already holds
     // are not uploaded again (the positions of a forward go up once, not at every layer's RoPE).
@@ -118,26 +119,45 @@ private:
     std::vector<std::vector<unsigned char>> slot_host_;  // what each staged slot holds (the last upload)
     RopeParams rope_rp_;  // the frequencies S_FREQ holds, when slot_host_[S_FREQ] is not empty
 
-    // CUDA graphs of plain decode steps (step_begin .. step_end; docs/gpu.md "CUDA graphs of the plain decode step"). A step's
-    // staged host arrays go through a fixed pinned mirror of their slot (the graph's copy node reads it).
+    // CUDA graphs of fixed-shape steps (step_begin .. step_end; docs/gpu.md "CUDA graphs"). Each graph owns a
+    // block of the step arena (kStepBlocks blocks of kStepBlockBytes, device memory and a pinned mirror):
+    // every host array its step stages gets its own piece of the block, which a copy node of the graph
+    // uploads from the mirror at each launch, so graphs launched back to back never share a mirror.
     struct StepGraph {
-        void* exec = nullptr;                        // cudaGraphExec_t
+        void* exec = nullptr;  // cudaGraphExec_t
         int max_past = 0;
-        std::vector<const char*> kernels;            // the captured launches, in order
-        std::vector<std::pair<int, size_t>> stages;  // the staged slots and their bytes, in order
+        int block = -1;        // its block of the step arena
+        struct Stage {
+            int slot;
+            size_t bytes, offset;  // offset in the block
+        };
+        std::vector<const char*> kernels;  // the captured launches, in order
+        std::vector<Stage> stages;         // the copy nodes, in order
+        std::vector<int> calls;            // each stage() call of the step: the stage it used
+        size_t used = 0;                   // bytes of the block in use
         long long h2d_bytes = 0;
+        long long launched_syncs = -1;     // rt_->n.syncs at its last launch
+        long long last_use = 0;            // step_uses_ at its last launch
     };
     enum StepMode { STEP_OFF, STEP_CAPTURE, STEP_REPLAY };
+    static constexpr int kStepBlocks = 128;
+    static constexpr size_t kStepBlockBytes = 8192, kStepStageMax = 4096;
     void* stage_step(int slot, const void* host, size_t bytes);
+    bool step_arena();  // the arena, allocated on first use (false: no memory for it, graphs off)
+    void drop_graph(StepGraph& g);
     void drop_graphs();
     std::map<std::pair<const void*, int>, StepGraph> graphs_;
-    bool graphs_on_ = true;                      // BEAGLE_CUDA_GRAPH=0: off
+    bool graphs_on_ = true;              // BEAGLE_CUDA_GRAPH=0: off
     StepMode step_mode_ = STEP_OFF;
-    StepGraph* step_ = nullptr;                  // the graph being captured or replayed
-    size_t step_stage_i_ = 0;
-    std::vector<bool> step_staged_;              // slots staged in this step
-    unsigned char* step_pinned_ = nullptr;       // S_COUNT mirrors of STEP_SLOT_BYTES
-    long long syncs_at_graph_ = -1;              // rt_->n.syncs after the last graph launch
+    StepGraph* step_ = nullptr;          // the graph being captured or replayed
+    size_t step_call_ = 0;               // stage() calls so far in this step
+    std::vector<int> step_last_;         // per slot: the stage this step used last (-1: none)
+    std::vector<const void*> step_last_host_;  // and the host array it came from
+    std::vector<char> step_written_;     // replay: the stages written so far
+    unsigned char* step_pinned_ = nullptr;  // the arena's pinned mirrors
+    unsigned char* step_dev_ = nullptr;     // and device blocks
+    std::vector<int> step_free_;            // its free blocks
+    long long step_uses_ = 0;               // graph launches so far
 };
 
 // The CUDA backend, or Error "no CUDA device found (...)" when cudaGetDeviceCount fails or finds none.

@@ -83,7 +83,7 @@ struct CudaRunner : KernelRunner {
 
 CudaOps::CudaOps()
     : rt_(new CudaRt), run_(new CudaRunner(*rt_)), slot_ptr_(S_COUNT, nullptr), slot_bytes_(S_COUNT, 0),
-      slot_host_(S_COUNT), step_staged_(S_COUNT, false) {
+      slot_host_(S_COUNT), step_last_(S_COUNT, -1), step_last_host_(S_COUNT, nullptr) {
     run_->stream = rt_->stream;
     const char* s = getenv("BEAGLE_CUDA_SYNC");
     run_->sync_each = s && atoi(s) > 0;
@@ -104,6 +104,7 @@ CudaOps::~CudaOps() {
     }
     for (void* p : slot_ptr_)
         if (p) cudaFree(p);
+    if (step_dev_) cudaFree(step_dev_);
     for (auto& kv : weights_) cudaFree(kv.second.d);
 }
 
@@ -130,8 +131,6 @@ void* CudaOps::scratch(int slot, size_t bytes) {
 
 // Each slot at its largest use by calls up to s, with the formulas of the ops below (the split-KV
 // partials: the most query rows that split, attn_split_max_t(), over s.keys keys).
-// Bytes of each staged slot of a captured plain step (its pinned mirror; see "CUDA graphs" below).
-static constexpr size_t STEP_SLOT_BYTES = 1024;
 
 void CudaOps::reserve(const ScratchSizes& s) {
     const int R = std::max(s.rows, 1);
@@ -150,12 +149,9 @@ void CudaOps::reserve(const ScratchSizes& s) {
         const int T = std::min(R, attn_split_max_t());
         scratch(S_ATTN_PART, attn_split_scratch_bytes(T, s.n_heads, s.head_dim, std::max(s.keys - T, 0)));
     }
-    // what the first captured plain step (step_begin) would otherwise grow: a sampled or auto run's first
-    // plain step may come rounds after the warm-up
-    if (graphs_on_) {
-        scratch(S_NPAST, sizeof(int));
-        scratch(S_FREQ, STEP_SLOT_BYTES);
-    }
+    // the graphs' step arena, which the first captured step would otherwise allocate: a sampled or auto
+    // run's first plain step may come rounds after the warm-up
+    if (graphs_on_) step_arena();
 }
 
 void* CudaOps::stage(int slot, const void* host, size_t bytes) {
@@ -333,11 +329,12 @@ const float* CudaOps::rope_freq(const RopeParams& rp) {
                 rp.llama3_scaling == rope_rp_.llama3_scaling && rp.factor == rope_rp_.factor &&
                 rp.low_freq_factor == rope_rp_.low_freq_factor && rp.high_freq_factor == rope_rp_.high_freq_factor &&
                 rp.orig_max_pos == rope_rp_.orig_max_pos;
-    if (!same || step_mode_ != STEP_OFF) {  // a captured step uploads them at each launch (one copy node)
+    if (step_mode_ != STEP_OFF || !same) {  // a captured step uploads them at each launch (one copy node)
         std::vector<float> f(rp.head_dim / 2);
         CpuOps::rope_freqs(rp, f.data());
-        stage(S_FREQ, f.data(), bytes);
-        rope_rp_ = rp;
+        const float* d = (const float*)stage(S_FREQ, f.data(), bytes);
+        if (step_mode_ == STEP_OFF) rope_rp_ = rp;
+        return d;
     }
     return (const float*)slot_ptr_[S_FREQ];
 }
@@ -411,7 +408,7 @@ void CudaOps::attention(float* out, const float* q, const float* kcache, const f
     a.kv_start = nullptr;
     a.kv_len = nullptr;
     a.partial = nullptr;
-    if (step_mode_ != STEP_OFF && !mask.kv_start && !mask.tree_mask) {  // a captured step: n_past from the device
+    if (step_mode_ != STEP_OFF && !mask.kv_start) {  // a captured step: n_past from the device
         BEAGLE_CHECK(mask.n_past <= step_->max_past, "CUDA graph: n_past %d above the step's bound %d", mask.n_past,
                      step_->max_past);
         a.n_past = step_->max_past;
@@ -432,14 +429,19 @@ void CudaOps::attention(float* out, const float* q, const float* kcache, const f
 // The kernels' arguments for the op's keys and mask, the mask's host arrays staged on the device.
 XAttnArgs CudaOps::xattn_args(const float* q, const int* qrow, int n_q, const XAttnKeys& K, int n_heads, int n_kv_heads,
                               int head_dim, const XAttnMask& mask) {
-    XAttnArgs a;
-    memset(&a, 0, sizeof a);
+    XAttnArgs a{};
     a.q = q;
     a.qrow = qrow ? (const int*)stage(S_QROW, qrow, (size_t)n_q * sizeof(int)) : nullptr;
     a.n_q = n_q;
     a.k0 = K.k0;
     a.v0 = K.v0;
     a.n0 = K.n0;
+    if (step_mode_ != STEP_OFF && mask.kind == XAttnMask::PREFIX) {  // a captured step: the window from the device
+        const int range[2] = {K.start0, K.n0};
+        a.k0 = K.k0 - (size_t)K.start0 * n_kv_heads * head_dim;
+        a.v0 = K.v0 - (size_t)K.start0 * n_kv_heads * head_dim;
+        a.n0_dev = (const int*)stage(S_N0, range, sizeof range);
+    }
     a.k1 = K.k1;
     a.v1 = K.v1;
     a.n1 = K.k1 ? K.n1 : 0;
@@ -635,44 +637,70 @@ void CudaOps::tree_expand(const float* logits, int n_cols, const TreeExpandArgs&
     a.n_next = t.n_next;
     a.base = t.base;
     a.min_score = t.min_score;
+    a.min_score_dev = step_mode_ != STEP_OFF ? (const float*)stage(S_MIN_SCORE, &t.min_score, sizeof(float)) : nullptr;
     launch_tree_expand(a, *run_);
 }
 
-// ---- CUDA graphs of a plain decode step (ops.h step_begin; docs/gpu.md "CUDA graphs") -------------------
+// ---- CUDA graphs of fixed-shape steps (ops.h step_begin; docs/gpu.md "CUDA graphs") ---------------------
 // The first step of (owner, variant) is captured on the stream and launched as a graph; later steps run
-// the same op calls with the kernel launches skipped (their arguments are the same: the K/V row goes
-// through a staged index, attention reads n_past from a staged slot) and launch the graph. What differs
-// between steps are the staged host arrays: each is written into a fixed pinned mirror of its slot, which
-// a copy node of the graph uploads (STEP_SLOT_BYTES each, defined above reserve()).
+// the same op calls with the kernel launches skipped (their arguments are the same: K/V rows go through
+// staged indices, attention reads n_past and cross-attention its key count from staged values) and launch
+// the graph. What differs between steps are the staged host arrays (tokens, positions, K/V rows, masks,
+// counts): each stage() call of the captured step got a piece of the graph's arena block; a replay writes
+// the call's array into the piece's pinned mirror, which the graph's copy node uploads at its launch. A
+// call that repeats the slot's last array (the same host array, the same bytes: the positions at each
+// layer's RoPE) reuses its piece. A replay must make the captured calls in order (kernels, slots, sizes);
+// anything else is an error, never a silent wrong step. When every block is in use, a new shape takes the
+// block of the least recently launched graph.
 
-bool CudaOps::step_begin(const void* owner, int variant, int max_past) {
-    if (!graphs_on_) return false;
+bool CudaOps::step_arena() {
+    if (step_dev_) return true;
+    const size_t bytes = (size_t)kStepBlocks * kStepBlockBytes;
+    step_pinned_ = (unsigned char*)rt_->pinned(bytes);
+    step_dev_ = step_pinned_ ? (unsigned char*)rt_->malloc_raw(bytes) : nullptr;
+    if (!step_dev_) {  // no memory for it: no graphs (the ops run as usual)
+        graphs_on_ = false;
+        return false;
+    }
+    for (int b = kStepBlocks - 1; b >= 0; b--) step_free_.push_back(b);
+    return true;
+}
+
+bool CudaOps::step_begin(const void* owner, int variant, int max_past, size_t max_staged) {
+    if (!graphs_on_ || max_staged > kStepStageMax || !step_arena()) return false;
     BEAGLE_CHECK(step_mode_ == STEP_OFF, "CUDA graph: step_begin inside a step");
-    if (!step_pinned_) {
-        step_pinned_ = (unsigned char*)rt_->pinned(S_COUNT * STEP_SLOT_BYTES);
-        if (!step_pinned_) {  // no pinned memory: no graphs (the ops run as usual)
-            graphs_on_ = false;
-            return false;
-        }
+    const auto key = std::make_pair(owner, variant);
+    auto it = graphs_.find(key);
+    if (it != graphs_.end() && it->second.max_past != max_past) {
+        drop_graph(it->second);
+        graphs_.erase(it);
+        it = graphs_.end();
     }
-    for (int slot : {S_TOKENS, S_POS, S_IDX, S_NPAST}) scratch(slot, sizeof(int));  // nothing allocated inside
-    scratch(S_FREQ, STEP_SLOT_BYTES);
-    if (rt_->n.syncs == syncs_at_graph_) rt_->sync();  // the last graph's copies may still read the mirrors
-    StepGraph& g = graphs_[std::make_pair(owner, variant)];
-    if (g.exec && g.max_past != max_past) {
-        rt_->graph_destroy(g.exec);
-        g = StepGraph();
+    if (it == graphs_.end() && step_free_.empty()) {  // every block in use: the least recently launched graph goes
+        auto lru = graphs_.begin();
+        for (auto g = graphs_.begin(); g != graphs_.end(); ++g)
+            if (g->second.last_use < lru->second.last_use) lru = g;
+        drop_graph(lru->second);
+        graphs_.erase(lru);
     }
-    std::fill(step_staged_.begin(), step_staged_.end(), false);
-    step_stage_i_ = 0;
-    step_ = &g;
-    if (g.exec) {
+    if (it != graphs_.end() && it->second.launched_syncs == rt_->n.syncs)
+        return false;  // its last launch may still read its mirrors (no sync since): the ops run as usual this time
+    std::fill(step_last_.begin(), step_last_.end(), -1);
+    step_call_ = 0;
+    if (it != graphs_.end()) {
+        StepGraph& g = it->second;
+        step_ = &g;
         step_mode_ = STEP_REPLAY;
+        step_written_.assign(g.stages.size(), 0);
         run_->skip = true;
         run_->step_expect = &g.kernels;
         run_->step_i = 0;
     } else {
+        StepGraph& g = graphs_[key];
         g.max_past = max_past;
+        g.block = step_free_.back();
+        step_free_.pop_back();
+        step_ = &g;
         step_mode_ = STEP_CAPTURE;
         run_->step_kernels = &g.kernels;
         rt_->begin_capture();
@@ -681,31 +709,46 @@ bool CudaOps::step_begin(const void* owner, int variant, int max_past) {
 }
 
 void* CudaOps::stage_step(int slot, const void* host, size_t bytes) {
-    BEAGLE_CHECK(bytes <= STEP_SLOT_BYTES && slot_bytes_[slot] >= bytes,
-                 "CUDA graph: a captured step stages %zu bytes into slot %d (%zu allocated)", bytes, slot,
-                 slot_bytes_[slot]);
-    void* d = slot_ptr_[slot];
-    unsigned char* pin = step_pinned_ + (size_t)slot * STEP_SLOT_BYTES;
-    std::vector<unsigned char>& held = slot_host_[slot];
-    if (step_staged_[slot]) {  // once per step: the graph has one copy node per slot
-        BEAGLE_CHECK(held.size() == bytes && memcmp(held.data(), host, bytes) == 0,
-                     "CUDA graph: a step stages two different arrays into slot %d", slot);
-        return d;
-    }
-    step_staged_[slot] = true;
+    StepGraph& g = *step_;
+    const size_t block = (size_t)g.block * kStepBlockBytes;
+    unsigned char* pin = step_pinned_ + block;
+    int s = step_last_[slot];
     if (step_mode_ == STEP_CAPTURE) {
-        step_->stages.emplace_back(slot, bytes);
-        step_->h2d_bytes += (long long)bytes;
-        rt_->h2d_pinned(d, pin, bytes);  // recorded: reads the mirror at each launch
+        const bool repeat = s >= 0 && step_last_host_[slot] == host && g.stages[s].bytes == bytes &&
+                            memcmp(pin + g.stages[s].offset, host, bytes) == 0;
+        if (!repeat) {
+            const size_t off = (g.used + 63) / 64 * 64;
+            BEAGLE_CHECK(bytes <= kStepStageMax && off + bytes <= kStepBlockBytes,
+                         "CUDA graph: a captured step stages %zu more bytes into slot %d (%zu of its %zu in use)", bytes,
+                         slot, off, kStepBlockBytes);
+            s = (int)g.stages.size();
+            g.stages.push_back({slot, bytes, off});
+            g.used = off + bytes;
+            g.h2d_bytes += (long long)bytes;
+            memcpy(pin + off, host, bytes);
+            rt_->h2d_pinned(step_dev_ + block + off, pin + off, bytes);  // recorded: reads the mirror at each launch
+        }
     } else {
-        BEAGLE_CHECK(step_stage_i_ < step_->stages.size() && step_->stages[step_stage_i_] == std::make_pair(slot, bytes),
-                     "CUDA graph: the replayed step stages slot %d (%zu bytes) where the captured one did not", slot,
-                     bytes);
+        BEAGLE_CHECK(step_call_ < g.calls.size(), "CUDA graph: the replayed step stages more arrays than the captured one");
+        s = g.calls[step_call_];
+        const StepGraph::Stage& st = g.stages[s];
+        BEAGLE_CHECK(st.slot == slot && st.bytes == bytes,
+                     "CUDA graph: the replayed step stages %zu bytes into slot %d where the captured one staged %zu into "
+                     "slot %d", bytes, slot, st.bytes, st.slot);
+        if (!step_written_[s]) {
+            memcpy(pin + st.offset, host, bytes);
+            step_written_[s] = 1;
+        } else {
+            BEAGLE_CHECK(memcmp(pin + st.offset, host, bytes) == 0,
+                         "CUDA graph: the replayed step stages two different arrays where the captured one staged one "
+                         "(slot %d)", slot);
+        }
     }
-    step_stage_i_++;
-    memcpy(pin, host, bytes);
-    held.assign((const unsigned char*)host, (const unsigned char*)host + bytes);  // what the slot holds after the step
-    return d;
+    if (step_mode_ == STEP_CAPTURE) g.calls.push_back(s);
+    step_call_++;
+    step_last_[slot] = s;
+    step_last_host_[slot] = host;
+    return step_dev_ + block + g.stages[s].offset;
 }
 
 void CudaOps::step_end() {
@@ -717,21 +760,28 @@ void CudaOps::step_end() {
     } else {
         run_->skip = false;
         run_->step_expect = nullptr;
-        BEAGLE_CHECK(run_->step_i == g.kernels.size() && step_stage_i_ == g.stages.size(),
-                     "CUDA graph: the replayed step made %zu launches and %zu uploads, the captured one %zu and %zu",
-                     run_->step_i, step_stage_i_, g.kernels.size(), g.stages.size());
+        BEAGLE_CHECK(run_->step_i == g.kernels.size() && step_call_ == g.calls.size(),
+                     "CUDA graph: the replayed step made %zu launches and %zu stages, the captured one %zu and %zu",
+                     run_->step_i, step_call_, g.kernels.size(), g.calls.size());
     }
     step_mode_ = STEP_OFF;
     step_ = nullptr;
     rt_->graph_launch(g.exec);
     rt_->n.h2d_bytes += g.h2d_bytes;
-    syncs_at_graph_ = rt_->n.syncs;
+    g.launched_syncs = rt_->n.syncs;
+    g.last_use = ++step_uses_;
+}
+
+void CudaOps::drop_graph(StepGraph& g) {
+    if (g.launched_syncs == rt_->n.syncs) rt_->sync();  // its block may be reused while its copies still read it
+    rt_->graph_destroy(g.exec);
+    if (g.block >= 0) step_free_.push_back(g.block);
 }
 
 void CudaOps::step_drop(const void* owner) {
     for (auto it = graphs_.begin(); it != graphs_.end();) {
         if (it->first.first == owner) {
-            rt_->graph_destroy(it->second.exec);
+            drop_graph(it->second);
             it = graphs_.erase(it);
         } else {
             ++it;
@@ -740,7 +790,7 @@ void CudaOps::step_drop(const void* owner) {
 }
 
 void CudaOps::drop_graphs() {
-    for (auto& kv : graphs_) rt_->graph_destroy(kv.second.exec);
+    for (auto& kv : graphs_) drop_graph(kv.second);
     graphs_.clear();
 }
 

@@ -190,9 +190,10 @@ private:
     // host in one copy after the last step, not one sync per step. Sampled, the q rows stay there for the
     // acceptance (DraftTree::backend_q; SpecDecoder reads q at the drawn tokens and one row at a rejection).
     // The same ids as propose_chain's host loop: on the CPU backend the same floats and draws.
-    // Greedy, the steps are the same calls at every round of `steps` steps and as many new true states (the
-    // accepted path, whose keys the first step computes), so a device backend replays them as one graph
-    // (Draft::begin_steps).
+    // The steps are the same calls at every round of `steps` steps and as many new true states (the accepted
+    // path, whose keys the first step computes; sampled: the coins staged, the warp the same), so a device
+    // backend replays them as one graph (Draft::begin_steps; variants: greedy chains steps, sampled 1024 +
+    // steps, trees < 0).
     void propose_chain_on_backend(DraftTree* tree, int room, const SamplingParams& sp, Rng& rng) {
         const int P = draft_->n_true(), steps = std::min(p_.gamma, room - tree->size());
         if (steps <= 0) return;
@@ -204,7 +205,7 @@ private:
         bool graph = false;
         for (int k = 0; k < steps; k++) {
             int pos = P + k, row = 0;
-            if (k == 0 && !sampled) graph = draft_->begin_steps(steps);  // chains: variants > 0, trees < 0
+            if (k == 0) graph = sampled ? draft_->begin_steps(1024 + steps, &sp) : draft_->begin_steps(steps);
             if (k == 0) draft_->forward(&root, &pos, 1, nullptr, words_, nullptr, nullptr);
             else draft_->forward_ids(k - 1, &pos, 1, mask.data(), words_);
             if (sampled) draft_->sample_ids(k, sp, coins_[k]);

@@ -655,13 +655,21 @@ void Draft::key_rows(int n) {
 
 Draft::~Draft() { ops_.step_drop(this); }  // then BufAlloc releases every buffer
 
-bool Draft::begin_steps(int variant) {
+bool Draft::begin_steps(int variant, const WarpParams* wp) {
     // the variant also holds the count of true states whose keys the first step computes (at most the
     // key rows kept, so that nothing grows inside a capture)
     if (m_->cfg.arch != ARCH_BEAGLE || n_true_pending_ >= 64 || n_true_pending_ > a_->key_rows ||
         n_pred_pending_ > 0 || variant >= (1 << 24) || variant <= -(1 << 24))
         return false;
     variant = variant * 64 + n_true_pending_;
+    if (wp) {  // sample_ids's q rows exist before a capture; other warp arguments: the old graphs go
+        if (!a_->q) a_->q = a_->al.alloc((size_t)(max_pred_ + 1) * m_->cfg.head_rows());
+        if (steps_wp_set_ && (wp->temperature != steps_wp_.temperature || wp->top_k != steps_wp_.top_k ||
+                              wp->top_p != steps_wp_.top_p))
+            ops_.step_drop(this);
+        steps_wp_ = *wp;
+        steps_wp_set_ = true;
+    }
     // the largest array a step stages: a mask row per query, or RoPE's frequencies
     const size_t staged = std::max((size_t)max_q_ * draft_mask_words(max_pred_) * sizeof(uint64_t),
                                    (size_t)m_->cfg.head_dim / 2 * sizeof(float));

@@ -258,7 +258,9 @@ public:
     // the true keys' count is read on the device, positions and masks are staged); the backend captures them
     // once and replays them. false: run them as usual (other backends; drafts other than Beagle's, whose
     // calls change with the keys' count).
-    bool begin_steps(int variant);
+    // wp: the sampled chain's warp (temperature, top-k, top-p are launch arguments: graphs captured with
+    // other values are dropped first).
+    bool begin_steps(int variant, const WarpParams* wp = nullptr);
     void end_steps();
     // The sampled chain without the host (BeagleDrafter, temperature > 0): sample_ids(slot, wp, coin) warps the
     // last forward's one row of logits into row `slot` of a q buffer on the backend (Ops::warp_rows; the buffer,
@@ -306,6 +308,8 @@ private:
     std::unique_ptr<Tensor> q8_t_[DT_COUNT];
     bool concat_ = true;
     int true_window_ = 0;                 // set_true_window
+    WarpParams steps_wp_;                 // begin_steps: the warp its sampled graphs were captured with
+    bool steps_wp_set_ = false;
     int64_t forwards_ = 0;
     float *kt_, *vt_, *kp_, *vp_;            // K/V caches: true (ctx rows), predicted (max_pred rows)
     float *ks_ = nullptr, *vs_ = nullptr;    // MoA: its self-attention's K/V of the true tokens (ctx rows); kp_, vp_

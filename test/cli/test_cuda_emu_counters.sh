@@ -14,7 +14,8 @@
 #     logits and states stay on the device. The chain is drawn there (Draft::sample_ids: each step's row warped
 #     and drawn with the host's coin) and accepted there but for the coins (SpecDecoder::accept_backend_chain):
 #     per round exactly 3 syncs (its 5 ids; p(x) and q(x) of the chain; the two rows where the walk ends) and
-#     at most 20 + 40 bytes + a p and a q row of 2 KiB down (the host loop: 7.67 syncs, 15.7 KB with this seed).
+#     at most 20 + 40 bytes + a p and a q row of 2 KiB down (the host loop: 7.67 syncs, 15.7 KB with this seed);
+#     its draft steps a graph as the greedy chain's (at most 16 launches a round), the text that without graphs.
 #     The tree's candidates are point masses: only the rows the acceptance walk reads come down (the accepted
 #     path's, tau rows of 2 KiB per round, one copy each), so at most its own downloads (nodes and top-k, under
 #     8 KiB) + tau x 2 KiB and 1 + tau syncs per round (downloading T rows of logits and states would be 60 KiB
@@ -86,10 +87,18 @@ for mode in "chain 4156 3 0" "tree 8192 1 1"; do
   set -- $mode
   args="$1"; [ "$1" = tree ] && args="tree --total-tokens 24"
   "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 40 --temp 0.8 --seed 3 -d "$D" --spec $args --json \
-    > /dev/null 2> "$tmp/g.json" || { echo "FAIL sampled $1: exit $?"; cat "$tmp/g.json"; fails=$((fails+1)); continue; }
+    > "$tmp/sd.txt" 2> "$tmp/g.json" || { echo "FAIL sampled $1: exit $?"; cat "$tmp/g.json"; fails=$((fails+1)); continue; }
   check "sampled $1: allocs_after_warmup == 0, d2h_bytes_per_round <= $2 + $4 x tau x 2048, syncs_per_round <= $3 + $4 x tau" \
     "$tmp/g.json" "g['rounds'] >= 3 and g['allocs_after_warmup'] == 0 and j['tau'] > 1 and \
       g['d2h_bytes_per_round'] <= $2 + $4 * j['tau'] * 2048 + 1 and g['syncs_per_round'] <= $3 + $4 * j['tau'] + 0.01"
+  if [ "$1" = chain ]; then  # its draft steps a graph too (coins staged): 175 launches a round without graphs
+    check "sampled chain: graph_launches_per_round <= 2, launches_per_round <= 16" "$tmp/g.json" \
+      "1 <= g['graph_launches_per_round'] <= 2 and g['launches_per_round'] <= 16"
+    BEAGLE_CUDA_GRAPH=0 "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 40 --temp 0.8 --seed 3 -d "$D" \
+      --spec chain > "$tmp/ng.txt" 2> /dev/null
+    if cmp -s "$tmp/ng.txt" "$tmp/sd.txt"; then echo "ok   sampled chain text == without graphs"; else
+      echo "FAIL sampled chain text differs without graphs"; fails=$((fails+1)); fi
+  fi
 done
 # the shipped EAGLE draft (arch eagle): its chain's ids stay on the device too (forward_ids places the token
 # embedding before fc), greedy <= 2 syncs and sampled 3 per round (6.0 and 7.44 before); its trees keep the host

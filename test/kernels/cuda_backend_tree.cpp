@@ -1,15 +1,17 @@
 // cuda_backend_tree.cpp -> build/test/test_cuda_backend_tree: the greedy EAGLE-2 tree drafted with its
 // working tree on the backend (BeagleDrafter's expand_on_backend: Draft::tree_expand, Ops::tree_expand;
-// docs/gpu.md "The device-resident loop"; on the CUDA backend replayed as one graph per shape, Draft::begin_steps)
-// is the host loop's tree (BeagleDraftParams::tree_on_backend false) node for node: tokens, parents and scores bit
-// for bit, every round of greedy speculative decoding, on the CPU backend and on the CUDA backend (kernels in the
-// CPU emulator), stories260K with the shipped draft (depth 5, top-10, 60 nodes; cost-aware, whose rows below
-// min_score are pruned, min_score staged for the graph; hybrid; a window of 16 true keys, which slides inside the
-// replayed rounds) and random drafts (reduced vocabulary through d2t, no-concat). The two drafters run side by side on one session (a Drafter that
-// proposes with both and hands on the first's tree), and the output must equal plain greedy decoding. On
-// the CUDA backend the backend tree's propose costs at most one sync (the tree's one copy down; frees,
-// which sync too, not counted: the draft's key temporaries grow once with a long prompt), the host loop's
-// one per depth.
+// docs/gpu.md "The device-resident loop"; on the CUDA backend replayed as one graph per shape,
+// Draft::begin_steps) is the host loop's tree (BeagleDraftParams::tree_on_backend false) node for node:
+// tokens, parents and scores bit for bit, every round of greedy speculative decoding, on the CPU backend and
+// on the CUDA backend (kernels in the CPU emulator), stories260K with the shipped draft (depth 5, top-10, 60
+// nodes; cost-aware, whose rows below min_score are pruned, min_score staged for the graph; hybrid; a window
+// of 16 true keys, which slides inside the replayed rounds) and random drafts (reduced vocabulary through
+// d2t, no-concat). The two drafters run side by side on one session (a Drafter that proposes with both and
+// hands on the first's tree), and the output must equal plain greedy decoding. On the CUDA backend the
+// backend tree's propose costs at most one sync (the tree's one copy down; frees, which sync too, not
+// counted: the draft's key temporaries grow once with a long prompt), the host loop's one per depth. Also on
+// the CUDA backend: the sampled chain replayed from graphs, with changing warp arguments, gives the texts of
+// the same runs without graphs (check_sampled_warps).
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -154,6 +156,45 @@ static void run_backend(const std::string& backend, const std::string& M, const 
     }
 }
 
+// The sampled chain's draft steps replayed from a graph (Draft::begin_steps with the warp) give the text of
+// the same run without graphs, seed for seed, when one drafter samples with changing warp arguments (a
+// server's requests): a graph captured at temperature 0.8 and top-p 0.9 must not serve a round at 0.6 and
+// top-k 20.
+static void check_sampled_warps(const std::string& M, const std::vector<std::string>& prompts, const DraftWeights& w) {
+    std::vector<std::vector<int>> outs[2];
+    for (int graphs = 0; graphs < 2; graphs++) {
+        select_backend("cuda");
+        setenv("BEAGLE_CUDA_GRAPH", graphs ? "1" : "0", 1);
+        Session s(M + "stories260K.bin", M + "tok512.bin", 1, 512, 64);
+        unsetenv("BEAGLE_CUDA_GRAPH");
+        BeagleDraftParams p;
+        p.tree = false;
+        std::unique_ptr<Drafter> d = make_drafter(s, "chain", p, &w, "sampled chain");
+        const DeviceCounters before = *s.ops->device_counters();
+        for (const std::string& pr : prompts)
+            for (int c = 0; c < 3; c++) {
+                SamplingParams sp;
+                sp.temperature = c == 1 ? 0.6f : 0.8f;
+                sp.top_k = c == 1 ? 20 : 0;
+                sp.top_p = c == 1 ? 1.0f : 0.9f;
+                sp.seed = 11 + c;
+                SpecParams spp;
+                spp.learn_cost = false;
+                SpecStats st;
+                std::vector<int> got;
+                generate_speculative(s, *d, s.encode_prompt(pr, false, ""), 32, sp, spp, nullptr, &st, &got);
+                outs[graphs].push_back(got);
+            }
+        const DeviceCounters dc = *s.ops->device_counters() - before;
+        CHECK((dc.graph_launches > 0) == (graphs == 1), "sampled chain: %lld graph launches with graphs %s",
+              dc.graph_launches, graphs ? "on" : "off");
+    }
+    int differ = 0;
+    for (size_t i = 0; i < outs[0].size(); i++) differ += outs[0][i] != outs[1][i];
+    printf("  cuda  sampled chain, changing warps: %zu texts, %d differ with graphs\n", outs[0].size(), differ);
+    CHECK(differ == 0, "sampled chain: %d of %zu texts differ between graphs on and off", differ, outs[0].size());
+}
+
 int main() {
     const std::string M = test_models_dir(), root = test_root();
     const std::vector<std::string> prompts = test_stories_prompts();
@@ -166,6 +207,7 @@ int main() {
         else SKIP_PART("%s not present: the trained-draft cases did not run", shipped.c_str());
         run_backend("cpu", M, std::vector<std::string>(prompts.begin(), prompts.begin() + 8), 128, have ? &trained : nullptr);
         run_backend("cuda", M, std::vector<std::string>(prompts.begin(), prompts.begin() + 2), 40, have ? &trained : nullptr);
+        if (have) check_sampled_warps(M, std::vector<std::string>(prompts.begin(), prompts.begin() + 2), trained);
     } catch (const std::exception& e) {
         CHECK(false, "exception: %s", e.what());
     }

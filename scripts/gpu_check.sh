@@ -64,7 +64,7 @@ if [ ! -f "$SMOL" ]; then
   # a dry run, or --only steps that do not read it, can go on
   case "$ONLY" in
     "") [ $DRY = 1 ] || exit 1 ;;
-    *,backend_graph,*|*,generate,*|*,bench_sd,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,knobs,*|*,kernel_profile,*) exit 1 ;;
+    *,backend_graph,*|*,generate,*|*,bench_sd,*|*,bench_sd_nograph,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,knobs,*|*,kernel_profile,*) exit 1 ;;
   esac
 fi
 
@@ -153,6 +153,9 @@ step backend_tree build/test-device/test_cuda_backend_tree
 step generate env BEAGLE_CUDA_BIN=build/beagle-cuda bash test/cli/test_cuda_emu_generate.sh
 step bench_sd build/beagle-cuda bench-sd -m "$SMOL" -d "$SMOL_DRAFT" --prompts "$MTBENCH" --per-category 5 \
   --modes none,chain,tree,auto --total-tokens 60 -n 128 -o "$OUT/bench_sd.json"
+# the same turns with the rounds' kernels launched one by one (BEAGLE_CUDA_GRAPH=0): what the round graphs save
+step bench_sd_nograph env BEAGLE_CUDA_GRAPH=0 build/beagle-cuda bench-sd -m "$SMOL" -d "$SMOL_DRAFT" --prompts "$MTBENCH" \
+  --per-category 5 --modes none,chain,tree --total-tokens 60 -n 128 -o "$OUT/bench_sd_nograph.json"
 
 # training: the same 8 steps on both backends
 T=(-m "$M/stories260K.bin" -z "$M/tok512.bin")
@@ -286,6 +289,8 @@ b = load("bench_nograph.json.part")
 if b: r["bench_without_cuda_graphs"] = b
 s = load("bench_sd.json")
 if s: r["bench_sd_mt_bench_40_tree60"] = s
+s = load("bench_sd_nograph.json")
+if s: r["bench_sd_mt_bench_40_tree60_without_cuda_graphs"] = s
 t = load("smol.bin.json")
 if t: r["train_smollm2"] = {k: t.get(k) for k in ("steps", "train_seconds", "tokens_trained", "gpu")}
 t = load("r7b_draft.bin.json")

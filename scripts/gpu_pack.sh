@@ -43,7 +43,7 @@ export LD_LIBRARY_PATH=$PWD/build/dev/lib
 cp build/dev/beagle-smollm2-135m.bin weights/
 cat build/dev/m1 .dev/b/m2 | xz -dc > weights/SmolLM2-135M-Instruct.Q4_1.gguf && sha256sum -c .dev/b/model.sha || exit 4
 STEP_TIMEOUT=${STEP_TIMEOUT:-120} bash scripts/gpu_check.sh --prebuilt --out build/gpu_check \
-  --only backend_graph,generate,bench_sd,bench,bench_nograph,train_smollm2,counters,knobs,kernel_profile
+  --only backend_graph,generate,bench_sd,bench_sd_nograph,bench,bench_nograph,train_smollm2,counters,knobs,kernel_profile
 cd build/gpu_check && tar -czf "$OUT/results.tgz" *.log *.json *.txt *.tsv *.png *.csv r7b/*.log 2>/dev/null
 cp bench.json "$OUT/" 2>/dev/null; true
 B

@@ -202,10 +202,9 @@ private:
         for (float& c : coins_) c = rng.next_f32();
         std::vector<uint64_t> mask(words_, 0);
         const int root = tree->token[0];
-        bool graph = false;
+        const bool graph = sampled ? draft_->begin_steps(1024 + steps, &sp) : draft_->begin_steps(steps);
         for (int k = 0; k < steps; k++) {
             int pos = P + k, row = 0;
-            if (k == 0) graph = sampled ? draft_->begin_steps(1024 + steps, &sp) : draft_->begin_steps(steps);
             if (k == 0) draft_->forward(&root, &pos, 1, nullptr, words_, nullptr, nullptr);
             else draft_->forward_ids(k - 1, &pos, 1, mask.data(), words_);
             if (sampled) draft_->sample_ids(k, sp, coins_[k]);
@@ -365,10 +364,9 @@ private:
         int n = 1, n_nodes = 1;
         std::vector<int> pos, rows;
         // the same calls at every round of this shape and count of new true keys (min_score is staged): one graph
-        bool graph = false;
+        const bool graph = depth < 64 && topk < 256 && k < 256 && draft_->begin_steps(-1 - ((depth * 256 + topk) * 256 + k));
         for (int d = 0; d < depth; d++) {
             pos.assign(n, P + d);
-            if (d == 0 && depth < 64 && topk < 256 && k < 256) graph = draft_->begin_steps(-1 - ((depth * 256 + topk) * 256 + k));
             if (d == 0) draft_->forward(&root, pos.data(), 1, nullptr, words_, nullptr, nullptr);
             else draft_->forward_tree(d, pos.data(), n);
             const bool last = d + 1 == depth;

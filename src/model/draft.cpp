@@ -945,35 +945,32 @@ void Draft::ensure_kv() {
         n_true_pending_ = 0;
         return;
     }
-    for (int set = 0; set < 2; set++) {
-        int n = set == 0 ? n_true_pending_ : n_pred_pending_;
-        if (n == 0) continue;
-        int r0 = set == 0 ? n_true_cached_ : n_pred_cached_;
-        std::vector<int> pos(n);
-        for (int i = 0; i < n; i++) pos[i] = set == 0 ? r0 + i : pred_pos_[r0 + i];
+    // true keys (state layers fused): computed apart, then scattered to their rows (row = position) by a row
+    // list, so that the calls stay the same from round to round (begin_steps)
+    if (const int n = n_true_pending_) {
+        std::vector<int> rows(n);
+        for (int i = 0; i < n; i++) rows[i] = n_true_cached_ + i;
         key_rows(n);
-        float* K = (set == 0 ? kt_ : kp_) + (size_t)r0 * kvd;
-        float* V = (set == 0 ? vt_ : vp_) + (size_t)r0 * kvd;
-        const float* s = set == 0 ? stage_t_ : stage_p_;
-        if (set == 0 && c.n_extra()) {  // true keys fuse the state layers; predicted ones are last-layer states
+        const float* s = stage_t_;
+        if (c.n_extra()) {
             fuse_forward(*m_, stage_t_, stage_x_, a_->key_s, n);
             s = a_->key_s;
         }
-        if (set == 0) {  // true keys: computed apart, then scattered to their rows (row = position) by a row
-                         // list, so that the calls stay the same from round to round (begin_steps)
-            key_forward(*m_, s, a_->key_ns, a_->key_rstd, a_->key_k, a_->key_v, n, pos.data());
-            ops_.scatter_rows(kt_, a_->key_k, pos.data(), n, kvd, false);
-            ops_.scatter_rows(vt_, a_->key_v, pos.data(), n, kvd, false);
-        } else {
-            key_forward(*m_, s, a_->key_ns, a_->key_rstd, K, V, n, pos.data());
-        }
-        if (set == 0) {
-            n_true_cached_ += n;
-            n_true_pending_ = 0;
-        } else {
-            n_pred_cached_ += n;
-            n_pred_pending_ = 0;
-        }
+        key_forward(*m_, s, a_->key_ns, a_->key_rstd, a_->key_k, a_->key_v, n, rows.data());
+        ops_.scatter_rows(kt_, a_->key_k, rows.data(), n, kvd, false);
+        ops_.scatter_rows(vt_, a_->key_v, rows.data(), n, kvd, false);
+        n_true_cached_ += n;
+        n_true_pending_ = 0;
+    }
+    // predicted keys (last-layer states) after the kept ones, at their queries' positions
+    if (const int n = n_pred_pending_) {
+        const int r0 = n_pred_cached_;
+        const std::vector<int> pos(pred_pos_.begin() + r0, pred_pos_.begin() + r0 + n);
+        key_rows(n);
+        key_forward(*m_, stage_p_, a_->key_ns, a_->key_rstd, kp_ + (size_t)r0 * kvd, vp_ + (size_t)r0 * kvd, n,
+                    pos.data());
+        n_pred_cached_ += n;
+        n_pred_pending_ = 0;
     }
 }
 

@@ -254,9 +254,9 @@ public:
     bool can_forward_ids() const;
     bool can_forward_tree() const;  // tree_expand / forward_tree: Beagle drafts using the target's embedding
     // Drafting steps as one graph of a device backend (Ops::step_begin): begin_steps(variant) .. end_steps()
-    // bracket calls that are the same at every round of this variant (a greedy chain's steps after the first:
-    // the true keys' count is read on the device, positions and masks are staged); the backend captures them
-    // once and replays them. false: run them as usual (other backends; drafts other than Beagle's, whose
+    // bracket calls that are the same at every round of this variant and count of new true states (a chain's
+    // or a device tree's steps, the new true keys first: the keys' window is read on the device, positions,
+    // masks and coins are staged); the backend captures them once and replays them. false: run them as usual (other backends; drafts other than Beagle's, whose
     // calls change with the keys' count).
     // wp: the sampled chain's warp (temperature, top-k, top-p are launch arguments: graphs captured with
     // other values are dropped first).

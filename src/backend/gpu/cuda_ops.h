@@ -151,7 +151,7 @@ private:
     StepMode step_mode_ = STEP_OFF;
     StepGraph* step_ = nullptr;          // the graph being captured or replayed
     size_t step_call_ = 0;               // stage() calls so far in this step
-    std::vector<int> step_last_;         // per slot: the stage this step used last (-1: none)
+    std::vector<int> step_last_;         // capture: per slot, the stage this step used last (-1: none)
     std::vector<const void*> step_last_host_;  // and the host array it came from
     std::vector<char> step_written_;     // replay: the stages written so far
     unsigned char* step_pinned_ = nullptr;  // the arena's pinned mirrors

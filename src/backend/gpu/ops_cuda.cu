@@ -685,7 +685,6 @@ bool CudaOps::step_begin(const void* owner, int variant, int max_past, size_t ma
     }
     if (it != graphs_.end() && it->second.launched_syncs == rt_->n.syncs)
         return false;  // its last launch may still read its mirrors (no sync since): the ops run as usual this time
-    std::fill(step_last_.begin(), step_last_.end(), -1);
     step_call_ = 0;
     if (it != graphs_.end()) {
         StepGraph& g = it->second;
@@ -702,6 +701,7 @@ bool CudaOps::step_begin(const void* owner, int variant, int max_past, size_t ma
         step_free_.pop_back();
         step_ = &g;
         step_mode_ = STEP_CAPTURE;
+        std::fill(step_last_.begin(), step_last_.end(), -1);
         run_->step_kernels = &g.kernels;
         rt_->begin_capture();
     }
@@ -713,7 +713,7 @@ void* CudaOps::stage_step(int slot, const void* host, size_t bytes) {
     const size_t block = (size_t)g.block * kStepBlockBytes;
     unsigned char* pin = step_pinned_ + block;
     int s = step_last_[slot];
-    if (step_mode_ == STEP_CAPTURE) {
+    if (step_mode_ == STEP_CAPTURE) {  // a new piece unless the call repeats the slot's last array
         const bool repeat = s >= 0 && step_last_host_[slot] == host && g.stages[s].bytes == bytes &&
                             memcmp(pin + g.stages[s].offset, host, bytes) == 0;
         if (!repeat) {
@@ -728,7 +728,10 @@ void* CudaOps::stage_step(int slot, const void* host, size_t bytes) {
             memcpy(pin + off, host, bytes);
             rt_->h2d_pinned(step_dev_ + block + off, pin + off, bytes);  // recorded: reads the mirror at each launch
         }
-    } else {
+        g.calls.push_back(s);
+        step_last_[slot] = s;
+        step_last_host_[slot] = host;
+    } else {  // the captured call's piece
         BEAGLE_CHECK(step_call_ < g.calls.size(), "CUDA graph: the replayed step stages more arrays than the captured one");
         s = g.calls[step_call_];
         const StepGraph::Stage& st = g.stages[s];
@@ -744,10 +747,7 @@ void* CudaOps::stage_step(int slot, const void* host, size_t bytes) {
                          "(slot %d)", slot);
         }
     }
-    if (step_mode_ == STEP_CAPTURE) g.calls.push_back(s);
     step_call_++;
-    step_last_[slot] = s;
-    step_last_host_[slot] = host;
     return step_dev_ + block + g.stages[s].offset;
 }
 

@@ -15,27 +15,28 @@
 // (attn_common.cuh softmax_step); the slices' states (m, l, o) are then merged in slice order
 // (softmax_merge). A query's output is a function of its visible key sequence alone: the same bits
 // in a decode step, a prefill chunk of any size, a tree-verify pass (its ancestors at other cache
-// rows have the same visible indices as after compaction), computed by either kernel below.
+// rows have the same visible indices as after compaction), split across blocks or not.
 //
-// attn_fwd_tiled_kernel (prefill, verify, the target forward of training): grid (cdiv(T, nq),
-//   n_kv_heads). A block owns nq consecutive queries x the group's heads = nq * group (query, head)
-//   tasks, spread over up to 8 warps, up to 4 tasks per warp (states in registers, queries in shared
-//   memory). The block walks the union of its queries' key ranges in 32-key tiles of K and V staged
-//   ONCE in shared memory (coalesced) for all its tasks: K/V traffic drops by the factor nq x group
-//   against one pass per (query, head) (SmolLM2 group 3: nq = 10, 30 tasks; 7B hd 128, group 4:
-//   nq = 7). Per task and tile: lane j scores key j (fma chain over head_dim, +1-padded Ks rows:
-//   conflict-free), a ballot gives the visible keys, then the warp's state takes them in order,
-//   merging at every ATTN_SPLIT-th visible key.
-// attn_split_kernel + attn_combine_kernel (flash-decoding; decode and short verify over long caches,
-//   where T x n_kv_heads blocks cannot fill a GPU: SmolLM2 decode is 3 blocks): grid (T, n_kv_heads,
-//   n_slices), one block per slice of one query, a warp per query head (rounds of 8 for larger
-//   groups); the block starts at the slice's first row (a tree node's ancestors beyond n_past are
-//   counted on the way) and writes the slice's (m, l, key count, o) to a.partial. The combine kernel
-//   (grid (T, n_heads), one warp, lane owns dims lane + 32 i) merges the non-empty slices in order
-//   with the same softmax_merge and writes out = o / l. A query that sees no key gets 0 (both).
+// attn_fwd_tiled_kernel: grid (cdiv(T, nq), n_kv_heads, n_slices). A block owns nq consecutive queries x
+//   the group's heads = nq * group (query, head) tasks, spread over up to 8 warps, up to 4 tasks per warp
+//   (states in registers, queries in shared memory). The block walks the union of its tasks' key ranges
+//   in 32-key tiles of K and V staged ONCE in shared memory (coalesced) for all its tasks: K/V traffic
+//   drops by the factor nq x group against one pass per (query, head) (SmolLM2 group 3: nq = 10, 30
+//   tasks; 7B hd 128, group 4: nq = 7). Per task and tile: lane j scores key j (fma chain over head_dim,
+//   +1-padded Ks rows: conflict-free), a ballot gives the visible keys, then the warp's state takes them
+//   in order. n_slices = 1 (prefill, the target forward of training): a task visits all its keys,
+//   merging at every ATTN_SPLIT-th visible key, and writes out. n_slices > 1 (split-KV, flash-decoding:
+//   decode and verify passes over long caches, where cdiv(T, nq) x n_kv_heads blocks cannot fill a GPU,
+//   SmolLM2 decode is 3 blocks): block z takes slice z of every task, rows narrowed to the slice
+//   (attn_restrict: a tree node's ancestors beyond n_past are counted on the way), and writes the
+//   slice's (m, l, key count, o) to a.partial. So a verify of T tokens reads the cache cdiv(T, nq) times
+//   however it is split, not T times as a block per query would (cuda/dev/attention.cu version 6).
+// attn_combine_kernel (after a split launch): grid (T, n_heads), one warp, lane owns dims lane + 32 i;
+//   merges the non-empty slices in order with the same softmax_merge and writes out = o / l.
+// A query that sees no key gets 0 (both ways).
 // head_dim <= 128. Run-tested under the emulator against a double two-pass softmax reference for every
 // mask kind, GQA groups 1..8 (and 32), head_dim 8..128, caches of several slices, poisoned shared
-// memory and reverse/random thread orders; bit-identity of the two kernels for every query tiling; and
+// memory and reverse/random thread orders; bit-identity of split and unsplit launches for every query tiling; and
 // batch invariance (a query alone == in a batch; a tree node == the same keys decoded causally at other
 // cache rows, across a slice boundary). No PTX paths.
 #include <cstdlib>
@@ -78,6 +79,16 @@ __device__ __forceinline__ AttnQuery attn_query(const AttnArgs& a, int t) {
     return q;
 }
 
+// Narrows q to the rows that can hold its visible indices [v0, v1) and returns the visible index of the new
+// first row. Rows below lo + n_pre map to visible indices directly; past them (a tree node's new rows) the
+// index is known only by counting the visible keys on the way, so the range then runs to the query's end.
+__device__ __forceinline__ int attn_restrict(AttnQuery& q, int v0, int v1) {
+    const int c0 = min(v0, q.n_pre);
+    if (v1 <= q.n_pre) q.hi = min(q.hi, q.lo + v1);
+    q.lo += c0;
+    return c0;
+}
+
 // out row of (t, h) = o / l (0 when the query saw no key).
 __device__ __forceinline__ void attn_write(const AttnArgs& a, int t, int h, const OnlineSoftmax& st) {
     const int lane = threadIdx.x % 32, hd = a.head_dim;
@@ -87,21 +98,30 @@ __device__ __forceinline__ void attn_write(const AttnArgs& a, int t, int h, cons
         if (lane + 32 * i < hd) out[lane + 32 * i] = st.o[i] * inv;
 }
 
-// ---- query-tiled flash attention ----------------------------------------------------------------
-__global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw) {
+// Partial state of (t, h, slice): [m, l, n (keys, as float), o[0..hd)] (stride hd + 3 floats).
+__device__ __forceinline__ float* attn_partial(const AttnArgs& a, int t, int h, int slice, int n_slices) {
+    return a.partial + (((long long)t * a.n_heads + h) * n_slices + slice) * (a.head_dim + 3);
+}
+
+// ---- query-tiled flash attention, whole or split over key slices ----------------------------------------
+__global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw, int n_slices) {
     DYN_SMEM(float, smem);
     const int kvh = blockIdx.y, t0 = blockIdx.x * nq;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
     const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
     const long long q_dim = (long long)a.n_heads * hd, kv_dim = (long long)a.n_kv_heads * hd;
     const int nt = min(nq, a.T - t0), ntasks = nt * group;
+    // the visible indices [v0, v1) this block reduces: slice blockIdx.z of a split launch, else all
+    const int v0 = n_slices > 1 ? blockIdx.z * a.split : 0;
+    const int v1 = n_slices > 1 ? v0 + a.split : 0x7fffffff;
     const AttnTiledSmem sm = attn_tiled_smem(smem, hd, nq * group);
     const AttnTile tl = sm.tile;
     float *qs = sm.qs, *sc = sm.sc;  // qs[task][hd], this warp's scores
     // the block's key range: the union of its queries' ranges
     int blo = 0x7fffffff, bhi = 0;
     for (int i = 0; i < nt; i++) {
-        const AttnQuery q = attn_query(a, t0 + i);
+        AttnQuery q = attn_query(a, t0 + i);
+        attn_restrict(q, v0, v1);
         if (q.hi > q.lo) {
             blo = min(blo, q.lo);
             bhi = max(bhi, q.hi);
@@ -110,95 +130,52 @@ __global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw) {
     // this warp's tasks: k = warp + nw r -> query t0 + k / group, head kvh * group + k % group
     AttnQuery tq[ATTN_QT_TPW];
     OnlineSoftmax cur[ATTN_QT_TPW], acc[ATTN_QT_TPW];
-    int nvis[ATTN_QT_TPW];
+    int c[ATTN_QT_TPW];  // visible index of the task's next visible key
     UNROLL for (int r = 0; r < ATTN_QT_TPW; r++) {
         const int k = warp + nw * r;
         softmax_reset(cur[r]);
         softmax_reset(acc[r]);
-        nvis[r] = 0;
+        c[r] = 0;
         if (r >= tpw || k >= ntasks) continue;
         tq[r] = attn_query(a, t0 + k / group);
+        c[r] = attn_restrict(tq[r], v0, v1);
         const float* qrow = a.q + (t0 + k / group) * q_dim + (long long)(kvh * group + k % group) * hd;
         for (int d = lane; d < hd; d += 32) qs[k * hd + d] = qrow[d];
     }
     attn_tiled_walk(tl, a.k + kvh * hd, a.v + kvh * hd, kv_dim, blo, bhi, tpw, ntasks, qs, sc, hd, a.scale,
                     [&](int r, int j) { return tq[r].sees(j); },
                     [&](int r, float s, const float* vrow) {
-                        if (nvis[r] > 0 && nvis[r] % a.split == 0) {  // a slice is complete: merge, restart
-                            softmax_merge(acc[r], cur[r].m, cur[r].l, cur[r].o, hd);
-                            softmax_reset(cur[r]);
+                        if (c[r] >= v0 && c[r] < v1) {
+                            if (c[r] > v0 && (c[r] - v0) % a.split == 0) {  // a slice is complete: merge, restart
+                                softmax_merge(acc[r], cur[r].m, cur[r].l, cur[r].o, hd);
+                                softmax_reset(cur[r]);
+                            }
+                            softmax_step(cur[r], s, vrow, hd);
                         }
-                        softmax_step(cur[r], s, vrow, hd);
-                        nvis[r]++;
+                        c[r]++;
                     });
     UNROLL for (int r = 0; r < ATTN_QT_TPW; r++) {
         const int k = warp + nw * r;
         if (r >= tpw || k >= ntasks) break;
-        if (nvis[r] > 0) softmax_merge(acc[r], cur[r].m, cur[r].l, cur[r].o, hd);
-        attn_write(a, t0 + k / group, kvh * group + k % group, acc[r]);
+        const int t = t0 + k / group, h = kvh * group + k % group;
+        const int n = max(0, min(c[r], v1) - v0);  // keys taken
+        if (n > 0) softmax_merge(acc[r], cur[r].m, cur[r].l, cur[r].o, hd);  // exact from the empty state
+        if (n_slices == 1) {
+            attn_write(a, t, h, acc[r]);
+            continue;
+        }
+        float* p = attn_partial(a, t, h, blockIdx.z, n_slices);
+        if (lane == 0) {
+            p[0] = acc[r].m;
+            p[1] = acc[r].l;
+            p[2] = (float)n;
+        }
+        for (int i = 0; i < ATTN_MAX_HD / 32; i++)
+            if (lane + 32 * i < hd) p[3 + lane + 32 * i] = acc[r].o[i];
     }
 }
 
-// ---- split-KV (flash-decoding) ------------------------------------------------------------------
-// Partial state of (t, h, slice): [m, l, n (keys, as float), o[0..hd)] (stride hd + 3 floats).
-__device__ __forceinline__ float* attn_partial(const AttnArgs& a, int t, int h, int slice, int n_slices) {
-    return a.partial + (((long long)t * a.n_heads + h) * n_slices + slice) * (a.head_dim + 3);
-}
-
-__global__ void attn_split_kernel(AttnArgs a, int n_slices) {
-    DYN_SMEM(float, smem);
-    const int t = blockIdx.x, kvh = blockIdx.y, z = blockIdx.z;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-    const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
-    const long long q_dim = (long long)a.n_heads * hd, kv_dim = (long long)a.n_kv_heads * hd;
-    const AttnSmem sm = attn_smem(smem, hd);
-    const AttnQuery q = attn_query(a, t);
-    const int v0 = z * a.split, v1 = v0 + a.split;  // the slice's visible indices [v0, v1)
-    // Start at the slice's first row when the visible indices map to rows directly, else at the end of
-    // the directly visible rows (a tree node's ancestors: counted on the way).
-    const int c0 = min(v0, q.n_pre);
-    const float* K = a.k + kvh * hd;
-    const float* V = a.v + kvh * hd;
-    for (int r = 0; r < group; r += nw) {  // rounds of nw heads
-        const int hg = r + warp;
-        const bool active = hg < group;
-        const int h = kvh * group + hg;
-        if (active) {
-            for (int d = lane; d < hd; d += 32) sm.qs[d] = a.q[t * q_dim + (long long)h * hd + d];
-            __syncwarp();
-        }
-        OnlineSoftmax st;
-        softmax_reset(st);
-        int c = c0;  // visible index of the next visible key (the same in every warp: block-uniform)
-        for (int k0 = q.lo + c0; k0 < q.hi && c < v1; k0 += ATTN_BK) {
-            const int nk = min(ATTN_BK, q.hi - k0);
-            attn_load_tile(sm.tile, K, V, kv_dim, k0, nk, hd);
-            const bool seen = lane < nk && q.sees(k0 + lane);
-            const unsigned vmask = __ballot_sync(0xffffffffu, seen);
-            if (active && seen) sm.sc[lane] = attn_score(sm.tile, sm.qs, lane, hd, a.scale);
-            __syncwarp();
-            for (int j = 0; j < nk; j++) {
-                if (!((vmask >> j) & 1u)) continue;
-                if (active && c >= v0 && c < v1) softmax_step(st, sm.sc[j], sm.tile.Vs + j * sm.tile.ld, hd);
-                c++;
-            }
-            __syncwarp();  // sc is rewritten by the next tile
-        }
-        if (active) {
-            float* p = attn_partial(a, t, h, z, n_slices);
-            const int n = max(0, min(c, v1) - v0);
-            if (lane == 0) {
-                p[0] = st.m;
-                p[1] = st.l;
-                p[2] = (float)n;
-            }
-            for (int i = 0; i < ATTN_MAX_HD / 32; i++)
-                if (lane + 32 * i < hd) p[3 + lane + 32 * i] = st.o[i];
-            __syncwarp();  // qs is rewritten in the next round
-        }
-    }
-}
-
+// ---- split-KV combine -------------------------------------------------------------------------------------
 __global__ void attn_combine_kernel(AttnArgs a, int n_slices) {
     const int t = blockIdx.x, h = blockIdx.y, lane = threadIdx.x, hd = a.head_dim;
     OnlineSoftmax acc;
@@ -252,13 +229,9 @@ void launch_attention(const AttnArgs& args, KernelRunner& kr) {
     kcheck(kr, group <= ATTN_QT_WARPS * ATTN_QT_TPW, "attention: GQA group of %d heads is larger than %d", group,
            ATTN_QT_WARPS * ATTN_QT_TPW);
     const int n_slices = attn_slices(a.n_past, a.T);
-    if (a.partial && !a.kv_start && a.T <= attn_split_max_t() && n_slices > 1) {
-        const int warps = min(group, ATTN_QT_WARPS);
-        const size_t smem = (size_t)attn_smem_floats(a.head_dim, warps) * sizeof(float);
-        KRUN(kr, dim3(a.T, a.n_kv_heads, n_slices), 32 * warps, smem, attn_split_kernel, a, n_slices);
-        KRUN(kr, dim3(a.T, a.n_heads), 32, 0, attn_combine_kernel, a, n_slices);
-        return;
-    }
+    const bool split = a.partial && !a.kv_start && a.T <= attn_split_max_t() && n_slices > 1;
     const AttnTiling L = attn_tiling(a.T, a.n_heads, a.n_kv_heads, a.head_dim);
-    KRUN(kr, dim3(cdiv(a.T, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, attn_fwd_tiled_kernel, a, L.nq, L.tpw);
+    KRUN(kr, dim3(cdiv(a.T, L.nq), a.n_kv_heads, split ? n_slices : 1), 32 * L.warps, L.smem, attn_fwd_tiled_kernel, a,
+         L.nq, L.tpw, split ? n_slices : 1);
+    if (split) KRUN(kr, dim3(a.T, a.n_heads), 32, 0, attn_combine_kernel, a, n_slices);
 }

@@ -12,9 +12,9 @@
 // compares other lengths (docs/gpu.md).
 // Another slice length is another reduction order (other bits, the same in every kernel and batch size).
 constexpr int ATTN_SPLIT = 32;
-// Split-KV (a block per query, KV head and slice) for passes of at most ATTN_SPLIT_MAX_T queries; the
-// query-tiled kernel above (prefill chunks). 64 covers every verify pass of a tree of 60: a verify pass
-// has too few queries to fill the GPU with query tiles, so it splits the keys instead. Both kernels reduce
+// Split-KV (a block per query tile, KV head and slice) for passes of at most ATTN_SPLIT_MAX_T queries; one
+// block per query tile and KV head above (prefill chunks). 64 covers every verify pass of a tree of 60: a
+// verify pass has too few query tiles to fill the GPU, so it splits the keys as well. Both launches reduce
 // a query's keys in the same slices, so the choice moves time, not bits.
 constexpr int ATTN_SPLIT_MAX_T = 64;
 

@@ -279,11 +279,10 @@ constexpr int ATTN_QT_WARPS = 8, ATTN_QT_TPW = 4;  // query-tiled kernel: up to 
 __host__ __device__ inline int attn_smem_floats(int head_dim, int warps) {
     return 2 * ATTN_BK * (head_dim + 1) + warps * (2 * head_dim + ATTN_BK);
 }
-// Query-tiled flash attention: grid (cdiv(T, nq), n_kv_heads), blockDim.x = 32 * warps, smem from attn_tiling.
-__global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw);
-// Split-KV (flash-decoding): grid (T, n_kv_heads, n_slices), one block per slice of ATTN_SPLIT visible keys,
-// partial (m, l, n, o) to a.partial; then attn_combine_kernel, grid (T, n_heads), 32 threads.
-__global__ void attn_split_kernel(AttnArgs a, int n_slices);
+// Query-tiled flash attention: grid (cdiv(T, nq), n_kv_heads, n_slices), blockDim.x = 32 * warps, smem from
+// attn_tiling. n_slices = 1: out; more (split-KV, flash-decoding): block z reduces slice z of ATTN_SPLIT
+// visible keys of its tasks into a.partial (m, l, n, o), then attn_combine_kernel, grid (T, n_heads), 32 threads.
+__global__ void attn_fwd_tiled_kernel(AttnArgs a, int nq, int tpw, int n_slices);
 __global__ void attn_combine_kernel(AttnArgs a, int n_slices);
 struct AttnTiling {
     int nq, warps, tpw;  // queries per block, warps per block, tasks per warp
@@ -313,7 +312,7 @@ inline AttnTiling attn_tiling(int T, int n_heads, int n_kv_heads, int head_dim) 
 inline int attn_slices(int n_past, int T) { return (n_past + T + attn_split() - 1) / attn_split(); }
 size_t attn_split_scratch_bytes(int T, int n_heads, int head_dim, int n_past);
 // Split-KV when a.partial is set, the mask is causal or tree, T <= attn_split_max_t() and the keys span
-// more than one slice; the query-tiled kernel otherwise. Both give the same bits (attention.cu).
+// more than one slice; one unsplit launch otherwise. Both give the same bits (attention.cu).
 // attn_split_max_t(): ATTN_SPLIT_MAX_T unless BEAGLE_CUDA_ATTN_SPLIT_MAX_T sets another (read once; a launch
 // choice with the same bits, for timing split-KV on long verify passes; the memory plan assumes the default).
 int attn_split_max_t();

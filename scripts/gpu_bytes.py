@@ -98,11 +98,12 @@ def parse_sources():
          "attn_split_max_t() is ATTN_SPLIT_MAX_T unless BEAGLE_CUDA_ATTN_SPLIT_MAX_T is set")
     need("cuda/attention.cu", at, "g_attn_split = v >= ATTN_BK && v % ATTN_BK == 0 ? v : ATTN_SPLIT;",
          "attn_split() is ATTN_SPLIT unless BEAGLE_CUDA_ATTN_SPLIT is set")
-    need("cuda/attention.cu", at, "if (a.partial && !a.kv_start && a.T <= attn_split_max_t() && n_slices > 1) {",
-         "split-KV for small T")
-    need("cuda/attention.cu", at, "dim3(a.T, a.n_kv_heads, n_slices), 32 * warps, smem, attn_split_kernel", "split grid")
-    need("cuda/attention.cu", at, "dim3(cdiv(a.T, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, attn_fwd_tiled_kernel",
-         "query-tiled grid")
+    need("cuda/attention.cu", at, "const bool split = a.partial && !a.kv_start && a.T <= attn_split_max_t() && "
+         "n_slices > 1;", "split-KV for small T")
+    need("cuda/attention.cu", at, "dim3(cdiv(a.T, L.nq), a.n_kv_heads, split ? n_slices : 1), 32 * L.warps, L.smem, "
+         "attn_fwd_tiled_kernel", "query tiles x key slices grid")
+    need("cuda/attention.cu", at, "if (split) KRUN(kr, dim3(a.T, a.n_heads), 32, 0, attn_combine_kernel, a, n_slices);",
+         "the combine after a split launch")
     need("cuda/attention.cu", at, "return attn_partials_bytes(T, n_heads, head_dim, n_past, attn_split());",
          "split partials: attn_split.h's formula at the process's slice length")
     need("cuda/attn_split.h", read("cuda/attn_split.h"),
@@ -252,18 +253,17 @@ def forward(s, T, c, head_T=None):
             tab.notes[key][T] = "T = %d: %s-row blocks" % (T, " and ".join(map(str, sorted(tab.notes[key][T]))))
     slices = cdiv(n, c["ATTN_SPLIT"])
     kvb, qb = n * kv * F * 2, T * qd * F
-    if T <= c["ATTN_SPLIT_MAX_T"] and slices > 1:  # split-KV: K/V once per query, q once per slice, partials
-        tab.notes["attn"] = {T: "T = %d: split-KV, %d slices" % (T, slices)}
-        does = T * kvb + qb * slices + 2 * T * H * slices * (hd + 3) * F + qb
-        passes = T
-        tab.launch("attn_split_kernel", T * Hk * slices, L)
+    nq = attn_tiling(c, T, H, Hk, hd)
+    passes = cdiv(T, nq)  # K/V once per query tile, split or not (a tree's new rows: see the notes above)
+    if T <= c["ATTN_SPLIT_MAX_T"] and slices > 1:  # split-KV: q once per slice, partials written and read
+        tab.notes["attn"] = {T: "T = %d: split-KV, %d query tiles of %d x %d slices" % (T, passes, nq, slices)}
+        does = passes * kvb + qb * slices + 2 * T * H * slices * (hd + 3) * F + qb
+        tab.launch("attn_fwd_tiled_kernel", passes * Hk * slices, L)
         tab.launch("attn_combine_kernel", T * H, L)
     else:
-        nq = attn_tiling(c, T, H, Hk, hd)
-        tab.notes["attn"] = {T: "T = %d: %d query tiles of %d" % (T, cdiv(T, nq), nq)}
-        does = cdiv(T, nq) * kvb + 2 * qb
-        passes = cdiv(T, nq)
-        tab.launch("attn_fwd_tiled_kernel", cdiv(T, nq) * Hk, L)
+        tab.notes["attn"] = {T: "T = %d: %d query tiles of %d" % (T, passes, nq)}
+        does = passes * kvb + 2 * qb
+        tab.launch("attn_fwd_tiled_kernel", passes * Hk, L)
     tab.cache[0] += L * kvb
     tab.cache[1] += L * passes * kvb
     tab.launch("embed_kernel")
@@ -362,29 +362,46 @@ def xattn_labels(c):
     }
 
 
-def launches(spec, c):
-    """--launches: {kernel: {"launches": n, "fewest_blocks": b or None}} of one forward of a shape given as
-    "NAME[,KEY=VALUE...]:T[:HEAD_T]" (KEY: a SHAPES field; numbers or a block type for *_dt)."""
+def shape_forward(spec, c, flag):
+    """One forward of a shape given as "NAME[,KEY=VALUE...]:T[:HEAD_T]" (KEY: a SHAPES field; numbers or a
+    block type for *_dt): its Table and T."""
     parts = spec.split(":")
     if len(parts) not in (2, 3):
-        fail(f"--launches {spec}: expected SHAPE:T[:HEAD_T]")
+        fail(f"{flag} {spec}: expected SHAPE:T[:HEAD_T]")
     name, *over = parts[0].split(",")
     if name not in SHAPES:
-        fail(f"--launches {spec}: shape {name} is not one of {', '.join(SHAPES)}")
+        fail(f"{flag} {spec}: shape {name} is not one of {', '.join(SHAPES)}")
     s = dict(SHAPES[name])
     for kv in over:
         k, _, v = kv.partition("=")
         if k not in s:
-            fail(f"--launches {spec}: {k} is not a field of a shape ({', '.join(s)})")
+            fail(f"{flag} {spec}: {k} is not a field of a shape ({', '.join(s)})")
         s[k] = v if k.endswith("_dt") else int(v)
     T = int(parts[1])
-    tab = forward(s, T, c, int(parts[2]) if len(parts) == 3 else None)
+    return forward(s, T, c, int(parts[2]) if len(parts) == 3 else None), T
+
+
+def launches(spec, c):
+    """--launches: {kernel: {"launches": n, "fewest_blocks": b or None}} of one forward (shape_forward)."""
+    tab, _ = shape_forward(spec, c, "--launches")
     out = {}
     for k, b, n in tab.launches:
         o = out.setdefault(k, {"launches": 0, "fewest_blocks": b})
         o["launches"] += n
         if b is not None and (o["fewest_blocks"] is None or b < o["fewest_blocks"]):
             o["fewest_blocks"] = b
+    return out
+
+
+def row_bytes(spec, c):
+    """--bytes: {row: {"label": ..., "must": bytes, "does": bytes}} of one forward (shape_forward), the rows of
+    the tables above (scripts/ncu_bytes.py sets ncu's DRAM bytes beside them)."""
+    tab, _ = shape_forward(spec, c, "--bytes")
+    out = {}
+    for k in tab.order:  # a row's entries by T (the LM head's under HEAD_T)
+        md = [v for t, v in tab.rows[k].items() if t != "label"]
+        out[k] = {"label": tab.rows[k]["label"], "must": round(sum(m for m, _ in md) * 1e6),
+                  "does": round(sum(d for _, d in md) * 1e6)}
     return out
 
 
@@ -546,8 +563,13 @@ def main():
     ap.add_argument("--launches", metavar="SHAPE:T[:HEAD_T]", help="the kernels one forward launches (JSON: per kernel the "
                     "launches and the fewest thread blocks of one) for a shape (smollm2 or 7b, with overrides such as "
                     "smollm2,L=2,V=512,cache=0) over T rows, the LM head over HEAD_T (default T)")
+    ap.add_argument("--bytes", metavar="SHAPE:T[:HEAD_T]", help="the bytes one forward must and does request, per "
+                    "row of the tables (JSON; the shape as for --launches)")
     a = ap.parse_args()
     c = parse_sources()
+    if a.bytes:
+        print(json.dumps(row_bytes(a.bytes, c), indent=1))
+        return
     if a.launches:
         print(json.dumps(launches(a.launches, c), indent=1, sort_keys=True))
         return

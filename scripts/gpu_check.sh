@@ -114,6 +114,8 @@ plan (output in $OUT):
      fraction of the device's HBM roofline (nominal peak by device name), verify cost T = 1..64
   9. knobs: scripts/gpu_knobs.sh on SmolLM2 (each launch knob's settings timed by beagle bench, knobs.json)
  10. kernel_profile: ncu's per-kernel times of a SmolLM2 prefill and 5 decode steps (kernels.json, scripts/ncu_kernels.py)
+ 11. dram_bytes: ncu's DRAM bytes per kernel row of one forward (T = 1, 4, 16, 64) beside scripts/gpu_bytes.py's must / does
+     (random Q4_1 targets of SmolLM2's shape and the 7B shape; dram/*.json, scripts/ncu_bytes.py)
   $plan7b_line
 EOF
 }
@@ -231,6 +233,41 @@ kernel_profile() {
   python3 scripts/ncu_kernels.py "$OUT/ncu.csv" > "$OUT/kernels.json"
 }
 step kernel_profile kernel_profile
+# the byte model beside the device: ncu's DRAM bytes of one forward, row by row against scripts/gpu_bytes.py
+# (docs/gpu-kernels.md), for a random Q4_1 target of SmolLM2's shape (30 layers) and the 7B shape (2 layers):
+# prefills of T = 4, 16, 64 prompt tokens (forward 0, an empty cache) and a decode step after 4 tokens (forward 1)
+dram_bytes() {
+  command -v ncu > /dev/null 2>&1 || { echo "ncu missing (Nsight Compute)"; return 1; }
+  mkdir -p "$OUT/dram"
+  local shape R spec T p n
+  for shape in smollm2 7b; do
+    R=$OUT/dram/$shape.gguf
+    if [ $shape = smollm2 ]; then
+      [ -s "$R" ] || build/test/tool_random_llama "$R" --layers 30 --vocab 49152 --dim 576 --heads 9 --kv-heads 3 --ffn 1536
+      spec="smollm2,V=49152,head_dt=Q4_1,embd_dt=Q4_1"
+    else
+      [ -s "$R" ] || build/test/tool_random_llama "$R" --layers 2 --vocab 32000
+      spec="7b,L=2,head_dt=Q4_1,embd_dt=Q4_1"
+    fi
+    for T in 1 4 16 64; do
+      # a prompt of exactly T tokens (a decode step: 4, then forward 1): <s>, a leading piece, one token a letter
+      n=$([ $T = 1 ] && echo 4 || echo $T)
+      p=$(python3 -c "import string, sys; print((string.ascii_lowercase * 4)[:int(sys.argv[1]) - 2])" $n)
+      [ "$(build/beagle tokenize -m "$R" -p "$p" 2>&1 > /dev/null | awk '/tokens$/ {print $1}')" = $n ] \
+        || { echo "the prompt of $n tokens tokenizes to another count"; return 1; }
+      ncu --csv --print-units base --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
+        build/beagle-cuda generate -m "$R" -p "$p" -n $([ $T = 1 ] && echo 2 || echo 1) --temp 0 > "$OUT/dram/$shape-$T.csv"
+      if [ $T = 1 ]; then
+        python3 scripts/gpu_bytes.py --bytes "$spec,cache=4:1" > "$OUT/dram/$shape-$T.model.json"
+        python3 scripts/ncu_bytes.py "$OUT/dram/$shape-$T.csv" 1 "$OUT/dram/$shape-$T.model.json" > "$OUT/dram/$shape-$T.json"
+      else
+        python3 scripts/gpu_bytes.py --bytes "$spec,cache=0:$T:1" > "$OUT/dram/$shape-$T.model.json"
+        python3 scripts/ncu_bytes.py "$OUT/dram/$shape-$T.csv" 0 "$OUT/dram/$shape-$T.model.json" > "$OUT/dram/$shape-$T.json"
+      fi
+    done
+  done
+}
+step dram_bytes dram_bytes
 
 # 7B-shaped: the test on the device, then the benchmark runs (random Q4_1 weights, 2 layers, vocab 32000)
 step r7b_test env BEAGLE_CUDA_BIN=build/beagle-cuda R7B_DIR="$OUT/r7b" bash test/cli/test_7b_shaped.sh
@@ -307,6 +344,9 @@ k = load("knobs.json")
 if k: r["knobs_smollm2"] = k
 k = load("kernels.json")
 if k: r["kernels_ncu"] = k
+dram = {"%s_T%d" % (shape, T): load("dram/%s-%d.json" % (shape, T)) for shape in ("smollm2", "7b")
+        for T in (1, 4, 16, 64)}
+if any(dram.values()): r["dram_bytes_ncu_vs_model"] = dram
 r["generate_counters"] = {m: (load("gen_%s.json" % m, True) or {}).get("gpu")
                           for m in ("none", "chain", "tree", "chain_sampled", "tree_sampled")}
 json.dump(r, open(os.path.join(out, "bench.json"), "w"), indent=2)

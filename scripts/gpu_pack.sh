@@ -34,7 +34,7 @@ cp .dev/a/m1 build/dev/m1 && cp -a build/dev/build/. build/ && cp build/dev/beag
 export LD_LIBRARY_PATH=$PWD/build/dev/lib
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 STEP_TIMEOUT=${STEP_TIMEOUT:-120} bash scripts/gpu_check.sh --prebuilt --out build/gpu_check \
-  --only backend_ops,backend_train,backend_tree,train_vs_cpu,r7b_test,r7b_bench,r7b_full
+  --only backend_ops,backend_train,backend_tree,train_vs_cpu,r7b_test,r7b_bench,r7b_full,dram_bytes
 A
 cat > .dev/b/run.sh <<'B'
 set -u
@@ -44,7 +44,7 @@ cp build/dev/beagle-smollm2-135m.bin weights/
 cat build/dev/m1 .dev/b/m2 | xz -dc > weights/SmolLM2-135M-Instruct.Q4_1.gguf && sha256sum -c .dev/b/model.sha || exit 4
 STEP_TIMEOUT=${STEP_TIMEOUT:-120} bash scripts/gpu_check.sh --prebuilt --out build/gpu_check \
   --only backend_graph,generate,bench_sd,bench_sd_nograph,bench,bench_nograph,train_smollm2,counters,knobs,kernel_profile
-cd build/gpu_check && tar -czf "$OUT/results.tgz" *.log *.json *.txt *.tsv *.png *.csv r7b/*.log 2>/dev/null
+cd build/gpu_check && tar -czf "$OUT/results.tgz" *.log *.json *.txt *.tsv *.png *.csv r7b/*.log dram/*.json 2>/dev/null
 cp bench.json "$OUT/" 2>/dev/null; true
 B
 du -sh .dev/a .dev/b

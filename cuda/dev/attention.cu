@@ -1,6 +1,6 @@
 // attention.cu: the target's causal / tree attention over its KV cache (forward), from one thread per
-// (query, head) to the shipped kernels (cuda/attention.cu: attn_fwd_tiled_kernel, and attn_split_kernel
-// + attn_combine_kernel). Read after the two matmuls. Build and run: `make cuda-dev`, or on a GPU `nvcc -O2 -arch=sm_80 cuda/dev/attention.cu -o attention`.
+// (query, head) to the shipped kernels (cuda/attention.cu: attn_fwd_tiled_kernel, whole or split over key
+// slices, and attn_combine_kernel). Read after the two matmuls. Build and run: `make cuda-dev`, or on a GPU `nvcc -O2 -arch=sm_80 cuda/dev/attention.cu -o attention`.
 //
 // out[t, h] = sum_j softmax_j(scale q[t, h] . k[j, kvh]) v[j, kvh] over the cache rows j that query t
 // sees: every row below n_past, then among the T new rows either the causal prefix (rows n_past..
@@ -36,19 +36,25 @@
 //   speculative decoding is exact). That costs two expf per key instead of one per tile, and a serial
 //   update: the price of batch invariance. K/V requests: T x 3 kv heads x 557 KB = 107 MB, served by
 //   L2 (the 1.7 MB of K/V stay resident); DRAM sees them about once.
-// version 5 (shipped, cuda/attention.cu attn_fwd_tiled_kernel): flash-attention's query tiles. A block
-//   owns nq queries x the group's heads (SmolLM2: 10 queries x 3 heads = 30 tasks on 8 warps, states in
-//   registers), so one staged K/V tile serves 30 (query, head) pairs instead of 3: K/V requests drop
-//   to cdiv(64, 10) x 3 x 557 KB = 11.7 MB for the step. The order stays key by key per query, with
-//   one change that makes split-KV possible (v6): the visible keys of a query form fixed slices of
-//   ATTN_SPLIT keys (attn_split.h; by visible index, never chosen from T), each reduced from the empty state, and the slice states
-//   are merged in order (attn_common.cuh softmax_merge).
-// version 6 (shipped, attn_split_kernel + attn_combine_kernel): flash-decoding for decode and short
-//   verify passes over long caches. T x kv heads blocks are too few to fill a GPU (SmolLM2 decode: 3
-//   blocks for 132 SMs); one block per (query, kv head, key slice) writes the slice's (m, l, o) and
-//   a one-warp combine merges the slices in order with the same formula: bit-identical to v5 (the
-//   test below checks it), so the backend picks by T freely and stays batch invariant. A 4096-token
-//   7B decode with 32-key slices: 128 slices x 8 kv heads = 1024 blocks instead of 8.
+// version 5 (shipped for prefill, cuda/attention.cu attn_fwd_tiled_kernel unsplit): flash-attention's query
+//   tiles. A block owns nq queries x the group's heads (SmolLM2: 10 queries x 3 heads = 30 tasks on 8 warps,
+//   states in registers), so one staged K/V tile serves 30 (query, head) pairs instead of 3: K/V requests
+//   drop to cdiv(64, 10) x 3 x 557 KB = 11.7 MB for the step. The order stays key by key per query, with
+//   one change that makes split-KV possible (v6, v7): the visible keys of a query form fixed slices of
+//   ATTN_SPLIT keys (attn_split.h; by visible index, never chosen from T), each reduced from the empty
+//   state, and the slice states are merged in order (attn_common.cuh softmax_merge).
+// version 6: flash-decoding for decode and short verify passes over long caches. T x kv heads blocks
+//   are too few to fill a GPU (SmolLM2 decode: 3 blocks for 132 SMs); one block per (query, kv head,
+//   key slice) writes the slice's (m, l, o) and a one-warp combine (the shipped attn_combine_kernel)
+//   merges the slices in order with the same formula: bit-identical to v5 (test/kernels/cuda_emu_kernels_attention.cpp checks it),
+//   so a backend may pick by T freely and stays batch invariant. A 4096-token 7B decode with 32-key
+//   slices: 128 slices x 8 kv heads = 1024 blocks instead of 8. But a verify pass of T tokens now reads
+//   the cache T times (one block per query): 64 x 279 KB x 6 for this step, 107 MB again.
+// version 7 (shipped for decode and verify, attn_fwd_tiled_kernel split over gridDim.z + the combine):
+//   v5's query tiles, each block one key slice of its tile's tasks. The slices of a tree node past
+//   n_past are known only by counting its ancestors (attention.cu attn_restrict), so the last blocks
+//   walk the new rows and count; the cache is read once per query tile (11.7 MB as v5) by
+//   cdiv(64, 10) x 3 x 35 = 735 blocks, and decode (one query) gets v6's grid.
 // Tolerance (per output element, against a double two-pass reference): a score is an hd-term fp32
 // chain, off by at most e = gamma_hd scale sum_d |q k| + u |s|; a softmax weight then moves by at most
 // 2 E (E the largest e over the visible keys), and the sums, rescalings, exp and division add at most
@@ -256,6 +262,61 @@ __global__ void attention_v4_kernel(AttnArgs a) {
     }
 }
 
+// ---- version 6: a block per (query, kv head, key slice), partials merged by the combine kernel ----------
+__global__ void attention_v6_kernel(AttnArgs a, int n_slices) {
+    DYN_SMEM(float, smem);
+    const int t = blockIdx.x, kvh = blockIdx.y, z = blockIdx.z;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
+    const long long q_dim = (long long)a.n_heads * hd, kv_dim = (long long)a.n_kv_heads * hd;
+    const AttnSmem sm = attn_smem(smem, hd);
+    const AttnQuery q = attn_query(a, t);
+    const int v0 = z * a.split, v1 = v0 + a.split;  // the slice's visible indices [v0, v1)
+    // Start at the slice's first row when the visible indices map to rows directly, else at the end of
+    // the directly visible rows (a tree node's ancestors: counted on the way).
+    const int c0 = min(v0, q.n_pre);
+    const float* K = a.k + kvh * hd;
+    const float* V = a.v + kvh * hd;
+    for (int r = 0; r < group; r += nw) {  // rounds of nw heads
+        const int hg = r + warp;
+        const bool active = hg < group;
+        const int h = kvh * group + hg;
+        if (active) {
+            for (int d = lane; d < hd; d += 32) sm.qs[d] = a.q[t * q_dim + (long long)h * hd + d];
+            __syncwarp();
+        }
+        OnlineSoftmax st;
+        softmax_reset(st);
+        int c = c0;  // visible index of the next visible key (the same in every warp: block-uniform)
+        for (int k0 = q.lo + c0; k0 < q.hi && c < v1; k0 += ATTN_BK) {
+            const int nk = min(ATTN_BK, q.hi - k0);
+            attn_load_tile(sm.tile, K, V, kv_dim, k0, nk, hd);
+            const bool seen = lane < nk && q.sees(k0 + lane);
+            const unsigned vmask = __ballot_sync(0xffffffffu, seen);
+            if (active && seen) sm.sc[lane] = attn_score(sm.tile, sm.qs, lane, hd, a.scale);
+            __syncwarp();
+            for (int j = 0; j < nk; j++) {
+                if (!((vmask >> j) & 1u)) continue;
+                if (active && c >= v0 && c < v1) softmax_step(st, sm.sc[j], sm.tile.Vs + j * sm.tile.ld, hd);
+                c++;
+            }
+            __syncwarp();  // sc is rewritten by the next tile
+        }
+        if (active) {
+            float* p = attn_partial(a, t, h, z, n_slices);
+            const int n = max(0, min(c, v1) - v0);
+            if (lane == 0) {
+                p[0] = st.m;
+                p[1] = st.l;
+                p[2] = (float)n;
+            }
+            for (int i = 0; i < ATTN_MAX_HD / 32; i++)
+                if (lane + 32 * i < hd) p[3 + lane + 32 * i] = st.o[i];
+            __syncwarp();  // qs is rewritten in the next round
+        }
+    }
+}
+
 // ---- launchers ---------------------------------------------------------------------------------------
 static void attention_run(int version, const AttnArgs& a, float* att) {
     const int rows = a.T * a.n_heads;  // (query, head) pairs
@@ -268,15 +329,24 @@ static void attention_run(int version, const AttnArgs& a, float* att) {
             KLAUNCH(dim3(a.T, a.n_kv_heads), L.threads, L.smem, 0, attention_v4_kernel)(a);
             break;
         }
-        case 5: {  // the shipped launch (cuda/attention.cu launch_attention, query-tiled branch)
+        case 5: {  // the shipped unsplit launch (cuda/attention.cu launch_attention for prefill)
             const AttnTiling L = attn_tiling(a.T, a.n_heads, a.n_kv_heads, a.head_dim);
-            KLAUNCH(dim3(cdiv(a.T, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, 0, attn_fwd_tiled_kernel)(a, L.nq, L.tpw);
+            KLAUNCH(dim3(cdiv(a.T, L.nq), a.n_kv_heads), 32 * L.warps, L.smem, 0, attn_fwd_tiled_kernel)(a, L.nq, L.tpw,
+                                                                                                       1);
             break;
         }
-        case 6: {  // the shipped split-KV launch (a.partial: attn_split_scratch_bytes)
+        case 6: {  // a block per query and slice (a.partial: attn_split_scratch_bytes), the shipped combine
             const int n_slices = attn_slices(a.n_past, a.T), warps = min(a.n_heads / a.n_kv_heads, ATTN_QT_WARPS);
             const size_t smem = (size_t)attn_smem_floats(a.head_dim, warps) * sizeof(float);
-            KLAUNCH(dim3(a.T, a.n_kv_heads, n_slices), 32 * warps, smem, 0, attn_split_kernel)(a, n_slices);
+            KLAUNCH(dim3(a.T, a.n_kv_heads, n_slices), 32 * warps, smem, 0, attention_v6_kernel)(a, n_slices);
+            KLAUNCH(dim3(a.T, a.n_heads), 32, 0, 0, attn_combine_kernel)(a, n_slices);
+            break;
+        }
+        case 7: {  // the shipped split launch (launch_attention for decode and verify)
+            const AttnTiling L = attn_tiling(a.T, a.n_heads, a.n_kv_heads, a.head_dim);
+            const int n_slices = attn_slices(a.n_past, a.T);
+            KLAUNCH(dim3(cdiv(a.T, L.nq), a.n_kv_heads, n_slices), 32 * L.warps, L.smem, 0, attn_fwd_tiled_kernel)(
+                a, L.nq, L.tpw, n_slices);
             KLAUNCH(dim3(a.T, a.n_heads), 32, 0, 0, attn_combine_kernel)(a, n_slices);
             break;
         }
@@ -308,7 +378,7 @@ static AttnCase make_case(DevRng& rng, bool tree) {
 }
 
 int main(int argc, char** argv) {
-    const int versions = 6;
+    const int versions = 7;
     DevRng rng(3);
     const AttnCase cases[2] = {make_case(rng, false), make_case(rng, true)};
     std::vector<float> got[versions + 1];
@@ -331,7 +401,7 @@ int main(int argc, char** argv) {
         a.tree = c.parent.empty() ? nullptr : dev_upload(c.bits);
         a.mask_words = c.words;
         a.partial = dev_zeros<float>(attn_split_scratch_bytes(c.T, c.n_heads, c.hd, c.n_past) / sizeof(float));
-        a.split = attn_split();  // versions 5 and 6 launch the shipped kernels directly
+        a.split = attn_split();  // versions 5 to 7 launch the shipped kernels directly
         const size_t n_out = (size_t)c.T * c.n_heads * c.hd;
         float* att = dev_zeros<float>((size_t)c.T * c.n_heads * (c.n_past + c.T));
         for (int v = 1; v <= versions; v++) {

@@ -9,7 +9,7 @@ set -u
 cd "$(dirname "$0")/../.."
 B=$(dirname "${BEAGLE_BIN:-build/beagle}")
 # op:binary:versions (the last version is the shipped kernel)
-expected="matmul:matmul:3 qmatmul:qmatmul:5 attention:attention:6 xattn_fwd:xattn:3 xattn_bwd:xattn:3"
+expected="matmul:matmul:3 qmatmul:qmatmul:5 attention:attention:7 xattn_fwd:xattn:3 xattn_bwd:xattn:3"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 out=$(mktemp -d)

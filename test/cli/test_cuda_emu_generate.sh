@@ -53,8 +53,8 @@ check "cuda-emu prompt, prefill batch 1 == batch 64" "$tmp/cpu_prompt.txt" \
 check "cuda-emu greedy SD (--spec lookup) == plain greedy" "$tmp/cpu_prompt.txt" \
   "$EMU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$P" -n 80 --temp 0 --spec lookup
 # a 408-token prompt: the KV cache spans many key slices, so decode steps and short verify passes
-# run split-KV (attn_split_kernel + attn_combine_kernel) and prefill / long verify passes the
-# query-tiled kernel: one reduction order, so the CPU backend's text and greedy SD == plain greedy
+# run split-KV (attn_fwd_tiled_kernel over key slices + attn_combine_kernel) and prefill / long verify
+# passes it unsplit: one reduction order, so the CPU backend's text and greedy SD == plain greedy
 L=$(for i in $(seq 1 14); do printf "Once upon a time, there was a little dog named Max who liked to run in the park. "; done)
 "$CPU" generate -m "$M/stories260K.bin" -z "$M/tok512.bin" -p "$L" -n 30 --temp 0 > "$tmp/cpu_long.txt" 2>/dev/null
 check "cuda-emu long prompt (split-KV decode) == cpu backend" "$tmp/cpu_long.txt" \

@@ -1,8 +1,9 @@
 // cuda_emu_kernels_attention.cpp -> build/test/test_emu_kernels_attention: the flash-style attention
-// kernels in the CPU emulator against a double two-pass softmax reference: attn_fwd_tiled_kernel and
-// the split-KV pair attn_split_kernel + attn_combine_kernel (cuda/attention.cu; causal with a KV cache,
+// kernels in the CPU emulator against a double two-pass softmax reference: attn_fwd_tiled_kernel, whole
+// and split over key slices with attn_combine_kernel (cuda/attention.cu; causal with a KV cache,
 // tree ancestor bitmasks over two 64-bit words, per-query key ranges incl. empty ones, GQA groups 1..32,
-// head_dim 8..128, caches of several slices (32 and 256 keys), several query tilings, all bit-identical) and the draft's
+// head_dim 8..128, caches of several slices (32 and 256 keys), several query tilings, each whole and split,
+// all bit-identical) and the draft's
 // cross-attention xattn_fwd_kernel / xattn_bwd_dq_kernel / xattn_bwd_dkdv_kernel (cuda/xattn.cu;
 // PREFIX masks with/without set-1 bits (and set 0 cut at the query's row), BLOCK masks of stage 1 and stage-2 steps, the visibility rule
 // taken from src/backend/xattn_mask.h xattn_sees). Plus: the backward against central finite differences of
@@ -57,9 +58,10 @@ static void ref_head(const float* q, const std::vector<const float*>& K, const s
     if (lse) *lse = K.empty() ? -INFINITY : mx + std::log(sum);
 }
 
-// mode: nq > 0 runs attn_fwd_tiled_kernel with nq queries per block; nq == 0 the shipped tiling
-// (attn_tiling); nq < 0 the split-KV pair attn_split_kernel + attn_combine_kernel over `slices` slices
-// (0: attn_slices(n_past, T), what launch_attention launches; more: the trailing ones are empty).
+// nq > 0 runs attn_fwd_tiled_kernel with nq queries per block; nq == 0 the shipped tiling (attn_tiling).
+// slices <= 1: one unsplit launch (as launch_attention for one slice); more: split over that many key slices
+// (attn_slices(n_past, T) is what launch_attention launches; more: the trailing ones are empty) and
+// attn_combine_kernel.
 // device_n_past: the kernels read n_past through AttnArgs::n_past_dev (a captured decode step), the
 // argument n_past is a bound (slices * attn_split() - T).
 static std::vector<float> run_attn(const AttnCase& c, int nq, int slices = 0, bool device_n_past = false) {
@@ -82,18 +84,13 @@ static std::vector<float> run_attn(const AttnCase& c, int nq, int slices = 0, bo
     a.mask_words = c.words;
     a.kv_start = s.empty() ? nullptr : s.data();
     a.kv_len = l.empty() ? nullptr : l.data();
-    a.partial = nullptr;
     const int group = c.n_heads / c.n_kv;
-    if (nq < 0) {
-        const int n_slices = slices > 0 ? slices : attn_slices(c.n_past, c.T), warps = std::min(group, ATTN_QT_WARPS);
-        std::vector<float> part((size_t)c.T * c.n_heads * n_slices * (c.hd + 3), -7.0f);
-        a.partial = part.data();
-        TLAUNCH(dim3(c.T, c.n_kv, n_slices), 32 * warps, attn_smem_floats(c.hd, warps) * 4, attn_split_kernel)(a, n_slices);
-        TLAUNCH(dim3(c.T, c.n_heads), 32, 0, attn_combine_kernel)(a, n_slices);
-        return out;
-    }
+    const int z = std::max(slices, 1);
+    std::vector<float> part((size_t)c.T * c.n_heads * z * (c.hd + 3), -7.0f);
+    a.partial = z > 1 ? part.data() : nullptr;
     const AttnTiling L = nq > 0 ? attn_tiling_nq(nq, group, c.hd) : attn_tiling(c.T, c.n_heads, c.n_kv, c.hd);
-    TLAUNCH(dim3((c.T + L.nq - 1) / L.nq, c.n_kv), 32 * L.warps, L.smem, attn_fwd_tiled_kernel)(a, L.nq, L.tpw);
+    TLAUNCH(dim3((c.T + L.nq - 1) / L.nq, c.n_kv, z), 32 * L.warps, L.smem, attn_fwd_tiled_kernel)(a, L.nq, L.tpw, z);
+    if (z > 1) TLAUNCH(dim3(c.T, c.n_heads), 32, 0, attn_combine_kernel)(a, z);
     return out;
 }
 
@@ -111,10 +108,10 @@ static AttnCase make_attn(int T, int n_heads, int n_kv, int hd, int n_past) {
     return c;
 }
 
-// Runs the case with the given tilings (and split-KV unless it has key ranges), checks each against
-// the reference and every run against the first bit for bit (one reduction order for all kernels).
+// Runs the case with the given tilings, each unsplit and (unless it has key ranges) split over the pass's
+// key slices, checks each against the reference and every run against the first bit for bit (one
+// reduction order for all launches).
 static void check_attn(const AttnCase& c, std::vector<int> tilings, const std::string& tag) {
-    if (c.start.empty()) tilings.push_back(-1);
     int qd = c.n_heads * c.hd, kvd = c.n_kv * c.hd, group = c.n_heads / c.n_kv;
     std::vector<double> ref((size_t)c.T * qd);
     for (int t = 0; t < c.T; t++) {
@@ -129,19 +126,23 @@ static void check_attn(const AttnCase& c, std::vector<int> tilings, const std::s
         }
     }
     std::vector<float> first;
-    for (int nq : tilings) {
-        std::vector<float> out = run_attn(c, nq);
-        std::string what = kt_fmt("T%d heads%d kv%d hd%d past%d%s%s %s%d %s", c.T, c.n_heads, c.n_kv, c.hd, c.n_past,
-                                  c.tree.empty() ? "" : " tree", c.start.empty() ? "" : " ranges",
-                                  nq < 0 ? "split" : "nq", nq, tag.c_str());
-        kt_compare(nq < 0 ? "attn_split_kernel" : "attn_fwd_tiled_kernel", out, ref, 1e-5, 1e-5, what);
-        if (nq < 0) kt_compare("attn_combine_kernel", out, ref, 1e-5, 1e-5, what);
-        if (first.empty())
-            first = out;
-        else
-            CHECK(!memcmp(first.data(), out.data(), out.size() * 4), "attention [%s]: not bit-identical to the first tiling",
-                  what.c_str());
-    }
+    const int n_slices = attn_slices(c.n_past, c.T);
+    for (int nq : tilings)
+        for (int slices : {0, n_slices}) {
+            if (slices > 0 && (slices == 1 || !c.start.empty())) continue;
+            std::vector<float> out = run_attn(c, nq, slices);
+            std::string what = kt_fmt("T%d heads%d kv%d hd%d past%d%s%s nq%d %s", c.T, c.n_heads, c.n_kv, c.hd,
+                                      c.n_past, c.tree.empty() ? "" : " tree", c.start.empty() ? "" : " ranges", nq,
+                                      tag.c_str());
+            if (slices > 1) what += kt_fmt(" split %d", slices);
+            kt_compare("attn_fwd_tiled_kernel", out, ref, 1e-5, 1e-5, what);
+            if (slices > 1) kt_compare("attn_combine_kernel", out, ref, 1e-5, 1e-5, what);
+            if (first.empty())
+                first = out;
+            else
+                CHECK(!memcmp(first.data(), out.data(), out.size() * 4),
+                      "attention [%s]: not bit-identical to the first launch", what.c_str());
+        }
 }
 
 static void test_attention() {
@@ -205,14 +206,15 @@ static void test_attention() {
         int bad = 0;
         for (int n_past : {0, 1, 254, 255, 256, 511, 600, 1023}) {
             AttnCase c = make_attn(1, 9, 3, 64, n_past);
-            const std::vector<float> now = run_attn(c, attn_slices(n_past, 1) > 1 ? -1 : 0);
-            const std::vector<float> graph = run_attn(c, -1, fixed, true);
+            const int slices = attn_slices(n_past, 1);
+            const std::vector<float> now = run_attn(c, 0, slices > 1 ? slices : 0);
+            const std::vector<float> graph = run_attn(c, 0, fixed, true);
             bad += memcmp(now.data(), graph.data(), now.size() * 4) != 0;
         }
         CHECK(bad == 0, "attention: %d of 8 decode steps changed bits with %d fixed slices", bad, fixed);
     }
-    // batch invariance 1: a query computed alone (T = 1, n_past + t: split-KV when its keys span two
-    // slices) equals its row in a causal batch (query-tiled)
+    // batch invariance 1: a query computed alone (T = 1, n_past + t; unsplit, and split when its keys span
+    // two slices) equals its row in a causal batch (one unsplit launch)
     for (int n_past : {20, 250}) {
         AttnCase c = make_attn(9, 8, 4, 32, n_past);
         std::vector<float> all = run_attn(c, 0);
@@ -222,8 +224,8 @@ static void test_attention() {
             one.T = 1;
             one.n_past = c.n_past + t;
             one.q.assign(c.q.begin() + (size_t)t * qd, c.q.begin() + (size_t)(t + 1) * qd);
-            for (int nq : {0, -1}) {
-                std::vector<float> o = run_attn(one, nq);
+            for (int slices : {0, attn_slices(one.n_past, 1)}) {
+                std::vector<float> o = run_attn(one, 0, slices);
                 bad += memcmp(o.data(), all.data() + (size_t)t * qd, qd * 4) != 0;
             }
         }
@@ -253,12 +255,14 @@ static void test_attention() {
             memcpy(&chain.v[(size_t)(P + i) * kvd], &tree.v[(size_t)(P + path[i]) * kvd], kvd * 4);
         }
         chain.q.assign(tree.q.begin() + (size_t)5 * qd, tree.q.begin() + (size_t)6 * qd);
-        for (int nq_tree : {0, 1, -1})
-            for (int nq_chain : {0, -1}) {
-                std::vector<float> ot = run_attn(tree, nq_tree), oc = run_attn(chain, nq_chain);
+        // (query tiling, slices) of the tree pass and of the decode step: unsplit and split
+        const int tree_slices = attn_slices(tree.n_past, tree.T), chain_slices = attn_slices(chain.n_past, 1);
+        for (auto [nq, tree_split] : {std::pair{0, 0}, {1, 0}, {0, tree_slices}, {1, tree_slices}, {3, tree_slices}})
+            for (int chain_split : {0, chain_slices}) {
+                std::vector<float> ot = run_attn(tree, nq, tree_split), oc = run_attn(chain, 0, chain_split);
                 CHECK(!memcmp(oc.data(), ot.data() + (size_t)5 * qd, qd * 4),
-                      "attention: a tree node's output differs from the same keys decoded causally (P %d, %d vs %d)", P,
-                      nq_tree, nq_chain);
+                      "attention: a tree node's output differs from the same keys decoded causally (P %d, tree nq %d "
+                      "split %d, decode split %d)", P, nq, tree_split, chain_split);
             }
     }
     // a query's bits depend on its visible key sequence only: the causal query at n_past 300 (two

@@ -81,7 +81,7 @@ def main():
     # self-check: the checks fail on planted changes in scratch copies: a changed constant makes the doc
     # stale, a changed launch rule stops the script
     plants = [("cuda/kernels.cuh", "QMMA_ROWS = 16", "QMMA_ROWS = 32", "stale", "a changed QMMA_ROWS"),
-              ("cuda/attention.cu", "dim3(a.T, a.n_kv_heads, n_slices)", "dim3(a.T, n_slices, a.n_kv_heads)", "exits",
+              ("cuda/attention.cu", "a.n_kv_heads, split ? n_slices : 1)", "a.n_kv_heads, split ? a.T : 1)", "exits",
                "a changed split-KV grid"),
               ("cuda/gemm_quant.cu", "dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_TOKENS), n);",
                "dim3 grid(cdiv(max_rows, QMMA_ROWS), cdiv(T, QMMA_ROWS), n);", "exits", "a changed tensor-core grid"),

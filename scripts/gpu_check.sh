@@ -64,7 +64,7 @@ if [ ! -f "$SMOL" ]; then
   # a dry run, or --only steps that do not read it, can go on
   case "$ONLY" in
     "") [ $DRY = 1 ] || exit 1 ;;
-    *,backend_graph,*|*,generate,*|*,bench_sd,*|*,bench_sd_nograph,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,knobs,*|*,kernel_profile,*) exit 1 ;;
+    *,backend_graph,*|*,generate,*|*,bench_sd,*|*,bench_sd_nograph,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,knobs,*|*,kernel_profile,*|*,peer_cuda,*) exit 1 ;;
   esac
 fi
 
@@ -116,6 +116,8 @@ plan (output in $OUT):
  10. kernel_profile: ncu's per-kernel times of a SmolLM2 prefill and 5 decode steps (kernels.json, scripts/ncu_kernels.py)
  11. dram_bytes: ncu's DRAM bytes per kernel row of one forward (T = 1, 4, 16, 64) beside scripts/gpu_bytes.py's must / does
      (random Q4_1 targets of SmolLM2's shape and the 7B shape; dram/*.json, scripts/ncu_bytes.py)
+ 12. peer_cuda: llama.cpp's CUDA build (llama-bench, carried) on the same SmolLM2 file: prefill 128 and decode 64 tok/s
+     beside beagle bench's (bench.json llama_cpp_cuda_smollm2)
   $plan7b_line
 EOF
 }
@@ -190,6 +192,16 @@ step nccl_ranks nccl_step
 # benchmarks
 step bench build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench.json.part"
 step bench_nograph env BEAGLE_CUDA_GRAPH=0 build/beagle-cuda bench -m "$SMOL" -o "$OUT/bench_nograph.json.part"
+# the peer on the same device and file: llama.cpp's CUDA build (scripts/build_llama_cpp.sh with CUDA_ARCH, one
+# architecture, carried by gpu_pack.sh), llama-bench's prefill of 128 tokens and decode of 64 as `beagle bench`
+# measures them (its defaults), all layers on the GPU, best of the repetitions set beside Beagle's in bench.json
+peer_cuda() {
+  local L=${LLAMA_BENCH_CUDA:-build/peer-cuda/llama-bench}
+  [ -x "$L" ] || { echo "no llama.cpp CUDA build at $L (CUDA_ARCH=90 bash scripts/build_llama_cpp.sh build/peer" \
+    "llama-cuda90 OFF llama-bench; gpu_pack.sh carries it)"; return 1; }
+  "$L" -m "$SMOL" -ngl 99 -p 128 -n 64 -r 5 -o json > "$OUT/llama_bench_cuda.json"
+}
+step peer_cuda peer_cuda
 # llama.cpp's usual type: SmolLM2 requantized to Q4_K_M here (Q4_K, Q6_K, Q5_0, Q8_0 tensors), benched, and
 # greedy SD == plain on it
 kquant() {
@@ -344,6 +356,16 @@ k = load("knobs.json")
 if k: r["knobs_smollm2"] = k
 k = load("kernels.json")
 if k: r["kernels_ncu"] = k
+# llama-bench's JSON: one object per test (n_prompt, n_gen, avg_ts); Beagle's bench on the same file beside it
+lb = load("llama_bench_cuda.json")
+if lb:
+    peer = {"llama_bench": lb}
+    pp = [t["avg_ts"] for t in lb if t.get("n_prompt", 0) > 0 and t.get("n_gen", 0) == 0]
+    tg = [t["avg_ts"] for t in lb if t.get("n_gen", 0) > 0 and t.get("n_prompt", 0) == 0]
+    mine = (r.get("bench") or {}).get("paths", [{}])[0]
+    if pp and mine.get("prefill_tok_s"): peer["prefill_over_llama_cpp"] = round(mine["prefill_tok_s"] / pp[0], 3)
+    if tg and mine.get("decode_tok_s"): peer["decode_over_llama_cpp"] = round(mine["decode_tok_s"] / tg[0], 3)
+    r["llama_cpp_cuda_smollm2"] = peer
 dram = {"%s_T%d" % (shape, T): load("dram/%s-%d.json" % (shape, T)) for shape in ("smollm2", "7b")
         for T in (1, 4, 16, 64)}
 if any(dram.values()): r["dram_bytes_ncu_vs_model"] = dram

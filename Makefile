@@ -168,13 +168,16 @@ bench-md: $(BUILD)/beagle $(F16_MODEL)
 bench-sd-exact: $(BUILD)/beagle $(MODEL)
 	$(BUILD)/beagle bench-sd -m $(MODEL) --random-draft 7 -t 2 --prompts $(DATA)/eval/mt_bench_question.jsonl --per-category 10 --modes none,chain,tree,hybrid -o $(BUILD)/bench-sd-random.json
 
-# Serving benchmark (about 2 minutes): `beagle serve` at 1/2/4/8 concurrent clients on 127.0.0.1, plain vs
-# speculative (BENCH_SERVE_SPEC, default auto with the shipped draft), 16 greedy MT-Bench chat requests of
-# 128 tokens per level: summed tokens/s, time to first token, per-token latency p50/p99, and responses that
-# differ from the prompt served alone (must be 0). build/bench-serve.json + build/bench-serve*.png.
+# Serving benchmark (about 4 minutes): `beagle serve` at 1/2/4/8 concurrent clients on 127.0.0.1, plain vs
+# speculative (BENCH_SERVE_SPEC, default auto with the shipped draft), BENCH_SERVE_REQUESTS greedy MT-Bench
+# chat requests of 128 tokens per level, each level on both servers in turn, BENCH_SERVE_ROUNDS times: summed
+# tokens/s, time to first token, per-token latency p50/p99, and responses that differ from the prompt served
+# alone (must be 0). build/bench-serve.json + build/bench-serve*.png.
 BENCH_SERVE_SPEC ?= auto
+BENCH_SERVE_REQUESTS ?= 16
+BENCH_SERVE_ROUNDS ?= 2
 bench-serve: $(BUILD)/beagle $(BUILD)/test/tool_plot_bench_serve $(MODEL)
-	python3 scripts/bench_serve.py --bin $(BUILD)/beagle -m $(MODEL) -d $(DRAFT) --spec $(BENCH_SERVE_SPEC) --max-tokens 128 -t 2 --prompts $(DATA)/eval/mt_bench_question.jsonl -o $(BUILD)/bench-serve.json
+	python3 scripts/bench_serve.py --bin $(BUILD)/beagle -m $(MODEL) -d $(DRAFT) --spec $(BENCH_SERVE_SPEC) --max-tokens 128 -t 2 --prompts $(DATA)/eval/mt_bench_question.jsonl --requests $(BENCH_SERVE_REQUESTS) --rounds $(BENCH_SERVE_ROUNDS) -o $(BUILD)/bench-serve.json
 	$(BUILD)/test/tool_plot_bench_serve $(BUILD)/bench-serve.json $(BUILD)/bench-serve.png
 
 # Client-server drafting benchmark (docs/serve.md; about 5 minutes): `beagle generate --server` on

@@ -379,7 +379,10 @@ def serving_page(runs):
         "clients, plain decoding (`--spec none`) against speculative decoding with the shipped draft, greedy "
         "streamed chat requests (MT-Bench first turns). Per level: summed tokens/s (all completion tokens over the "
         "level's wall time), time to first token, per-token latency ((last chunk - first chunk) / (tokens - 1)), and "
-        "the responses that differ from the same prompt served alone (must be 0). Writes build/bench-serve.json.",
+        "the responses that differ from the same prompt served alone (must be 0). Runs with a `rounds` field ran "
+        "both servers side by side, each level on one and then the other, the order alternating, that many times "
+        "(tokens and wall times summed); earlier runs measured all of plain's levels, then all of the speculative "
+        "server's. Writes build/bench-serve.json.",
         "",
         "`make bench-remote` (scripts/bench_remote.py): client-server drafting (`beagle generate --server URL -d "
         "DRAFT`: the draft on the client, the target on `beagle serve`) against remote plain decoding (one server "

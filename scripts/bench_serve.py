@@ -5,7 +5,10 @@
 # per-token latency (p50, p99 over requests: (last chunk - first chunk) / (tokens - 1)), and the number
 # of responses that differ from the same prompt served alone (level 1): batching must not change a
 # greedy token. "batched_4_vs_serial": tokens/s at 4 clients / at 1 client (the same requests one
-# after another). JSON to -o; build/test/tool_plot_bench_serve draws the PNG from it.
+# after another). Both servers run from the start (an idle one takes no CPU) and every level is measured
+# on one and then the other, the order alternating, --rounds times (tokens and wall times summed over the
+# rounds): the ratio of the two modes comes from measurements seconds apart, not minutes.
+# JSON to -o; build/test/tool_plot_bench_serve draws the PNG from it.
 import argparse, json, re, subprocess, sys, threading, time, http.client
 
 ap = argparse.ArgumentParser()
@@ -17,6 +20,7 @@ ap.add_argument("--prompts", required=True, help="MT-Bench JSONL (first turns ar
 ap.add_argument("--requests", type=int, default=16, help="requests per concurrency level")
 ap.add_argument("--max-tokens", type=int, default=128)
 ap.add_argument("--clients", default="1,2,4,8")
+ap.add_argument("--rounds", type=int, default=1, help="times every level runs on each server, alternated")
 ap.add_argument("-t", "--threads", type=int, default=2)
 ap.add_argument("-o", "--out", default="build/bench-serve.json")
 a = ap.parse_args()
@@ -100,30 +104,51 @@ def run_level(port, n_clients):
                      "token_ms_p50": round(1e3 * pct(per_tok, 50), 3), "token_ms_p99": round(1e3 * pct(per_tok, 99), 3)}
 
 
-out = {"model": a.model, "draft": a.draft, "max_tokens": a.max_tokens, "threads": a.threads, "modes": {}}
-for mode, args in [("plain", ["-m", a.model, "--spec", "none"]), (a.spec, ["-m", a.model, "-d", a.draft, "--spec", a.spec])]:
-    proc, port = start(args)
-    try:
-        one(port, prompts[0])  # warm-up
-        rows, alone = [], None
-        for n in levels:
-            res, row = run_level(port, n)
-            alone = alone or [r[0] for r in res]
-            row["mismatches"] = sum(1 for r, w in zip(res, alone) if r[0] != w)
-            rows.append(row)
-            print(f"{mode:6s} {n} clients: {row['tok_s']:7.1f} tok/s, TTFT p50 {row['ttft_ms_p50']:.0f} ms, "
-                  f"token p50/p99 {row['token_ms_p50']:.1f}/{row['token_ms_p99']:.1f} ms, {row['mismatches']} mismatches",
-                  flush=True)
-        by = {r["clients"]: r for r in rows}
-        entry = {"levels": rows}
+def summed(rows):
+    """One level's rows over the rounds as one row: tokens and wall times summed, latencies of the first."""
+    row = dict(rows[0])
+    row["tokens"] = sum(r["tokens"] for r in rows)
+    row["wall_s"] = round(sum(r["wall_s"] for r in rows), 3)
+    row["tok_s"] = round(row["tokens"] / row["wall_s"], 2)
+    row["requests"] = sum(r["requests"] for r in rows)
+    if len(rows) > 1:
+        row["tok_s_rounds"] = [r["tok_s"] for r in rows]
+    return row
+
+
+out = {"model": a.model, "draft": a.draft, "max_tokens": a.max_tokens, "threads": a.threads, "rounds": a.rounds,
+       "modes": {}}
+modes = [("plain", ["-m", a.model, "--spec", "none"]), (a.spec, ["-m", a.model, "-d", a.draft, "--spec", a.spec])]
+servers = {}
+try:
+    for mode, args in modes:
+        servers[mode] = start(args)
+        one(servers[mode][1], prompts[0])  # warm-up
+    rows = {mode: {n: [] for n in levels} for mode, _ in modes}
+    alone = {}  # mode -> the texts served at 1 client in the first round
+    for r in range(a.rounds):
+        for i, n in enumerate(levels):
+            order = modes if (r + i) % 2 == 0 else modes[::-1]
+            for mode, _ in order:
+                res, row = run_level(servers[mode][1], n)
+                alone.setdefault(mode, [x[0] for x in res])
+                row["mismatches"] = sum(1 for x, w in zip(res, alone[mode]) if x[0] != w)
+                rows[mode][n].append(row)
+                print(f"{mode:6s} {n} clients (round {r + 1}): {row['tok_s']:7.1f} tok/s, TTFT p50 "
+                      f"{row['ttft_ms_p50']:.0f} ms, token p50/p99 {row['token_ms_p50']:.1f}/{row['token_ms_p99']:.1f} ms, "
+                      f"{row['mismatches']} mismatches", flush=True)
+    for mode, _ in modes:
+        lv = [summed(rows[mode][n]) for n in levels]
+        for n, row in zip(levels, lv):
+            row["mismatches"] = sum(x["mismatches"] for x in rows[mode][n])
+        by = {x["clients"]: x for x in lv}
+        entry = {"levels": lv}
         if 1 in by and 4 in by:
             entry["batched_4_vs_serial"] = round(by[4]["tok_s"] / by[1]["tok_s"], 3)
         out["modes"][mode] = entry
-        if mode == "plain":
-            plain_alone = alone
-        else:
-            out["modes"][mode]["mismatches_vs_plain"] = sum(1 for x, y in zip(alone, plain_alone) if x != y)
-    finally:
+    out["modes"][a.spec]["mismatches_vs_plain"] = sum(1 for x, y in zip(alone[a.spec], alone["plain"]) if x != y)
+finally:
+    for proc, _ in servers.values():
         proc.terminate()
         proc.wait(30)
 if "plain" in out["modes"] and a.spec in out["modes"]:  # speculative serving over plain, per level

@@ -27,11 +27,24 @@ xz -9 -T0 -c "$MODEL" | split -b 40M - .dev/m.
 mv .dev/m.aa .dev/a/m1
 cat .dev/m.a? > .dev/b/m2 && rm .dev/m.a?
 sha256sum "$MODEL" > .dev/b/model.sha
-# the peer: llama.cpp's CUDA build for sm_90 (H100 / H200), when it has been built here (about 50 minutes on
-# two cores: CUDA_ARCH=90 bash scripts/build_llama_cpp.sh build/peer llama-cuda90 OFF llama-bench)
+# the peer: llama.cpp's CUDA build for sm_90 (H100 / H200), when it has been built here (about 20 minutes on
+# two cores: CUDA_ARCH=90 bash scripts/build_llama_cpp.sh build/peer llama-cuda90 OFF llama-bench). Stripped
+# it is 70 MB, 41 MB compressed: too much beside half of the model, so it goes in a third part, C, whose call
+# (about a minute, after B: it reads the model B unpacked) runs step peer_cuda alone.
 LB=build/peer/llama-cuda90/bin/llama-bench
-if [ -x "$LB" ]; then strip -o "$pk/llama-bench" "$LB" && xz -9 -T0 -c "$pk/llama-bench" > .dev/b/llama-bench.xz
-else echo "gpu_pack.sh: no $LB: step peer_cuda will fail (see the line above it in this script)"; fi
+if [ -x "$LB" ]; then
+  mkdir -p .dev/c && strip -o "$pk/llama-bench" "$LB" && xz -9 -T0 -c "$pk/llama-bench" > .dev/c/llama-bench.xz
+  cat > .dev/c/run.sh <<'C'
+set -u
+[ -f weights/SmolLM2-135M-Instruct.Q4_1.gguf ] || { echo "the model is missing: run part B first, machine warm"; exit 3; }
+export LD_LIBRARY_PATH=$PWD/build/dev/lib
+mkdir -p build/peer-cuda && xz -dc .dev/c/llama-bench.xz > build/peer-cuda/llama-bench && chmod +x build/peer-cuda/llama-bench
+STEP_TIMEOUT=${STEP_TIMEOUT:-120} bash scripts/gpu_check.sh --prebuilt --out build/gpu_check --only peer_cuda
+cd build/gpu_check && cp bench.json llama_bench_cuda.json "$OUT/" 2>/dev/null; true
+C
+else
+  echo "gpu_pack.sh: no $LB: no part C, step peer_cuda not packed (see the line above it in this script)"
+fi
 cat > .dev/a/run.sh <<'A'
 set -u
 mkdir -p build/dev && xz -dc .dev/a/pk.tar.xz | tar -C build/dev -xf -
@@ -47,12 +60,12 @@ set -u
 export LD_LIBRARY_PATH=$PWD/build/dev/lib
 cp build/dev/beagle-smollm2-135m.bin weights/
 cat build/dev/m1 .dev/b/m2 | xz -dc > weights/SmolLM2-135M-Instruct.Q4_1.gguf && sha256sum -c .dev/b/model.sha || exit 4
-[ -f .dev/b/llama-bench.xz ] && mkdir -p build/peer-cuda && xz -dc .dev/b/llama-bench.xz > build/peer-cuda/llama-bench \
-  && chmod +x build/peer-cuda/llama-bench
 STEP_TIMEOUT=${STEP_TIMEOUT:-120} bash scripts/gpu_check.sh --prebuilt --out build/gpu_check \
-  --only backend_graph,generate,bench_sd,bench_sd_nograph,bench,bench_nograph,peer_cuda,train_smollm2,counters,knobs,kernel_profile
+  --only backend_graph,generate,bench_sd,bench_sd_nograph,bench,bench_nograph,train_smollm2,counters,knobs,kernel_profile
 cd build/gpu_check && tar -czf "$OUT/results.tgz" *.log *.json *.txt *.tsv *.png *.csv r7b/*.log dram/*.json 2>/dev/null
 cp bench.json "$OUT/" 2>/dev/null; true
 B
-du -sh .dev/a .dev/b
+du -sh .dev/a .dev/b; [ -d .dev/c ] && du -sh .dev/c
 echo "call 1: run 'bash .dev/a/run.sh' with carry [.dev/a]; call 2 at once after it: 'bash .dev/b/run.sh' with carry [.dev/b]"
+[ -d .dev/c ] && echo "call 3 (llama.cpp's CUDA build, after call 2): 'bash .dev/c/run.sh' with carry [.dev/c]"
+true

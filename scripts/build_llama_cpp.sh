@@ -3,7 +3,8 @@
 # (downloaded there once with pip, unpacked, cmake-configured into BUILD_SUBDIR); the peer that
 # `make bench-peer`, `make interop` and scripts/gpu_check.sh compare against: never part of the product or of
 # make test. CPU only, unless CUDA_ARCH is set (e.g. 90 for H100 / H200): then with ggml's CUDA backend for
-# that one architecture (static, no NCCL), as scripts/gpu_pack.sh carries it to a GPU machine.
+# that one architecture (ggml linked in, no NCCL; the CUDA runtime and cuBLAS stay shared libraries), as
+# scripts/gpu_pack.sh carries it to a GPU machine.
 # Builds only the TARGETS whose binaries are missing, so later runs reuse the build.
 # Usage: bash scripts/build_llama_cpp.sh PEER_DIR BUILD_SUBDIR NATIVE(ON|OFF) TARGET...
 #   prints the bin directory (PEER_DIR/BUILD_SUBDIR/bin) on stdout; logs go to PEER_DIR/BUILD_SUBDIR.*.log

@@ -251,7 +251,7 @@ step kernel_profile kernel_profile
 dram_bytes() {
   command -v ncu > /dev/null 2>&1 || { echo "ncu missing (Nsight Compute)"; return 1; }
   mkdir -p "$OUT/dram"
-  local shape R spec T p n
+  local shape R spec T p
   for shape in smollm2 7b; do
     R=$OUT/dram/$shape.gguf
     if [ $shape = smollm2 ]; then
@@ -262,20 +262,17 @@ dram_bytes() {
       spec="7b,L=2,head_dt=Q4_1,embd_dt=Q4_1"
     fi
     for T in 1 4 16 64; do
-      # a prompt of exactly T tokens (a decode step: 4, then forward 1): <s>, a leading piece, one token a letter
-      n=$([ $T = 1 ] && echo 4 || echo $T)
+      # a prompt of exactly n tokens: <s>, a leading piece, one token a letter; the forward read: the prefill of
+      # T tokens (forward 0, cache 0), or for T = 1 the decode step after a 4-token prompt (forward 1, cache 4)
+      local n=$T gen=1 fwd=0 mspec="$spec,cache=0:$T:1" f=$OUT/dram/$shape-$T
+      [ $T = 1 ] && { n=4; gen=2; fwd=1; mspec="$spec,cache=4:1"; }
       p=$(python3 -c "import string, sys; print((string.ascii_lowercase * 4)[:int(sys.argv[1]) - 2])" $n)
       [ "$(build/beagle tokenize -m "$R" -p "$p" 2>&1 > /dev/null | awk '/tokens$/ {print $1}')" = $n ] \
         || { echo "the prompt of $n tokens tokenizes to another count"; return 1; }
       ncu --csv --print-units base --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
-        build/beagle-cuda generate -m "$R" -p "$p" -n $([ $T = 1 ] && echo 2 || echo 1) --temp 0 > "$OUT/dram/$shape-$T.csv"
-      if [ $T = 1 ]; then
-        python3 scripts/gpu_bytes.py --bytes "$spec,cache=4:1" > "$OUT/dram/$shape-$T.model.json"
-        python3 scripts/ncu_bytes.py "$OUT/dram/$shape-$T.csv" 1 "$OUT/dram/$shape-$T.model.json" > "$OUT/dram/$shape-$T.json"
-      else
-        python3 scripts/gpu_bytes.py --bytes "$spec,cache=0:$T:1" > "$OUT/dram/$shape-$T.model.json"
-        python3 scripts/ncu_bytes.py "$OUT/dram/$shape-$T.csv" 0 "$OUT/dram/$shape-$T.model.json" > "$OUT/dram/$shape-$T.json"
-      fi
+        build/beagle-cuda generate -m "$R" -p "$p" -n $gen --temp 0 > "$f.csv"
+      python3 scripts/gpu_bytes.py --bytes "$mspec" > "$f.model.json"
+      python3 scripts/ncu_bytes.py "$f.csv" $fwd "$f.model.json" > "$f.json"
     done
   done
 }
@@ -366,9 +363,12 @@ if lb:
     if pp and mine.get("prefill_tok_s"): peer["prefill_over_llama_cpp"] = round(mine["prefill_tok_s"] / pp[0], 3)
     if tg and mine.get("decode_tok_s"): peer["decode_over_llama_cpp"] = round(mine["decode_tok_s"] / tg[0], 3)
     r["llama_cpp_cuda_smollm2"] = peer
-dram = {"%s_T%d" % (shape, T): load("dram/%s-%d.json" % (shape, T)) for shape in ("smollm2", "7b")
-        for T in (1, 4, 16, 64)}
-if any(dram.values()): r["dram_bytes_ncu_vs_model"] = dram
+# step dram_bytes: dram/SHAPE-T.json beside its .csv and .model.json
+dram, ddir = {}, os.path.join(out, "dram")
+for f in sorted(os.listdir(ddir)) if os.path.isdir(ddir) else []:
+    d = load("dram/" + f) if f.endswith(".json") and not f.endswith(".model.json") else None
+    if d: dram[f[:-len(".json")].replace("-", "_T")] = d
+if dram: r["dram_bytes_ncu_vs_model"] = dram
 r["generate_counters"] = {m: (load("gen_%s.json" % m, True) or {}).get("gpu")
                           for m in ("none", "chain", "tree", "chain_sampled", "tree_sampled")}
 json.dump(r, open(os.path.join(out, "bench.json"), "w"), indent=2)

@@ -1,7 +1,8 @@
 // losses.cpp: soft-label (or token-label) cross-entropy over vocabulary chunks plus SmoothL1 state
 // regression, forward and backward in one call (see losses.h). Two passes over the vocabulary:
 // pass A builds the logsumexp of the draft's (and the target's) logits chunk by chunk; pass B
-// recomputes each chunk, adds its loss and back-propagates d logits through the frozen LM head.
+// takes each chunk again (kept from pass A, or recomputed when n x vocab is too large to keep), adds
+// its loss and back-propagates d logits through the frozen LM head.
 #include "losses.h"
 
 #include <algorithm>
@@ -12,10 +13,15 @@
 
 namespace beagle {
 
+bool draft_loss_keeps(const DraftConfig& c, int n, const LossOptions& lo) {
+    return (size_t)n * c.head_rows() <= lo.keep_max;
+}
+
 size_t draft_loss_floats(const DraftConfig& c, int n, const LossOptions& lo) {
     size_t N = (size_t)n, C = (size_t)std::min(lo.vocab_chunk, c.head_rows());
-    size_t per = 2 * N * c.dim + 3 * N + 2 * N * C;  // xd, dxd, rstd_d, m_d, s_d, zd, dz
-    if (!lo.hard_labels) per += N * c.dim + 3 * N + N * C;  // xt, rstd_t, m_t, s_t, zt
+    size_t Z = draft_loss_keeps(c, n, lo) ? (size_t)c.head_rows() : C;  // columns of zd and zt
+    size_t per = 2 * N * c.dim + 3 * N + N * Z + N * C;  // xd, dxd, rstd_d, m_d, s_d, zd, dz
+    if (!lo.hard_labels) per += N * c.dim + 3 * N + N * Z;  // xt, rstd_t, m_t, s_t, zt
     return per;
 }
 
@@ -35,11 +41,13 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
     BEAGLE_CHECK(!lo.hard_labels || c.draft_vocab == 0, "hard-label loss with a reduced draft vocabulary is not supported");
     int V = c.head_rows(), dim = c.dim, C = std::min(lo.vocab_chunk, V);
     size_t N = (size_t)n;
+    bool keep = draft_loss_keeps(c, n, lo);
+    size_t Z = keep ? (size_t)V : (size_t)C;  // columns of zd and zt: every chunk, or one at a time
     R* xd = al.alloc(N * dim);   // final_norm(f^)
     R* rd = al.alloc(N);
     R* md = al.alloc(N);
     R* sd = al.alloc(N);
-    R* zd = al.alloc(N * C);     // draft logits chunk
+    R* zd = al.alloc(N * Z);     // draft logits: chunk v0 at zd + N v0 when kept, else at zd
     R* dz = al.alloc(N * C);
     R* dxd = al.alloc(N * dim);
     R *xt = nullptr, *rt = nullptr, *mt = nullptr, *st = nullptr, *zt = nullptr;
@@ -48,7 +56,7 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
         rt = al.alloc(N);
         mt = al.alloc(N);
         st = al.alloc(N);
-        zt = al.alloc(N * C);    // target logits chunk
+        zt = al.alloc(N * Z);    // target logits, laid out as zd
     }
     std::vector<R> neg_inf(N, -INFINITY);
     ops.upload(md, neg_inf.data(), N);
@@ -60,11 +68,12 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
     for (int v0 = 0; v0 < V; v0 += C) {
         int Cc = std::min(C, V - v0);
         const R* W = m.lm_head + (size_t)v0 * dim;
-        ops.matmul_f32(zd, xd, W, n, dim, Cc);
-        ops.lse_update(md, sd, zd, n, Cc);
+        size_t at = keep ? N * v0 : 0;
+        ops.matmul_f32(zd + at, xd, W, n, dim, Cc);
+        ops.lse_update(md, sd, zd + at, n, Cc);
         if (soft) {
-            ops.matmul_f32(zt, xt, W, n, dim, Cc);
-            ops.lse_update(mt, st, zt, n, Cc);
+            ops.matmul_f32(zt + at, xt, W, n, dim, Cc);
+            ops.lse_update(mt, st, zt + at, n, Cc);
         }
     }
     // pass B: loss and d logits, back through the frozen head
@@ -73,17 +82,19 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
     for (int v0 = 0; v0 < V; v0 += C) {
         int Cc = std::min(C, V - v0);
         const R* W = m.lm_head + (size_t)v0 * dim;
-        ops.matmul_f32(zd, xd, W, n, dim, Cc);
+        R* zdc = keep ? zd + N * v0 : zd;
+        R* ztc = soft && keep ? zt + N * v0 : zt;
+        if (!keep) ops.matmul_f32(zdc, xd, W, n, dim, Cc);
         if (soft) {
-            ops.matmul_f32(zt, xt, W, n, dim, Cc);
-            ops.ce_soft_chunk(dz, ce, zt, zd, mt, st, md, sd, n, Cc, scale);
+            if (!keep) ops.matmul_f32(ztc, xt, W, n, dim, Cc);
+            ops.ce_soft_chunk(dz, ce, ztc, zdc, mt, st, md, sd, n, Cc, scale);
         } else {
-            ops.ce_hard_chunk(dz, ce, zd, md, sd, labels, v0, n, Cc, scale);
+            ops.ce_hard_chunk(dz, ce, zdc, md, sd, labels, v0, n, Cc, scale);
         }
         ops.matmul_f32_bwd_x(dxd, dz, W, n, dim, Cc, v0 > 0);
         if (logits_capture) {
             host_chunk.resize(N * Cc);
-            ops.download(host_chunk.data(), zd, N * Cc);
+            ops.download(host_chunk.data(), zdc, N * Cc);
             for (size_t r = 0; r < N; r++)
                 for (int k = 0; k < Cc; k++) (*logits_capture)[r * V + v0 + k] = host_chunk[r * Cc + k];
         }

@@ -4,7 +4,8 @@
 // --sim-grad-through mode is printed for contrast (it grows with S). The memory formula
 // train_memory() must equal the measured peak exactly (several T, offsets, stages), and the same
 // formula gives the budget of a 7B-class target's draft at T = 2048, checked to fit 24 GiB. The EAGLE and MoA
-// drafts' formulas are checked against the allocator the same way.
+// drafts' formulas are checked against the allocator the same way. The loss's logits kept between its two
+// passes or recomputed (LossOptions::keep_max) give the same losses and gradients, bit for bit.
 #include <cstdio>
 #include <vector>
 
@@ -47,9 +48,11 @@ int main() {
     DraftModelT<Ops> m(ops, dw, fz);
     m.enable_grads();
     // the peak of one iteration of model mm with these options (hard: token labels)
+    size_t keep_max = LossOptions().keep_max;  // the loss's logits kept (default) or recomputed (0)
     auto measure_model = [&](DraftModelT<Ops>& mm, int stage, int S, bool through, int offset, int vocab_chunk, int TT,
                              bool hard, bool ttt = false) {
         TrainOptions o;
+        o.loss.keep_max = keep_max;
         o.ttt = ttt;
         o.stage = stage;
         o.w = W;
@@ -90,24 +93,55 @@ int main() {
 
     // the formula equals the measurement
     int checked = 0;
+    for (size_t km : {LossOptions().keep_max, size_t(0)})
     for (int TT : {T, 41, 7})
         for (int off = 0; off < W; off += 2)
             for (int chunk : {1024, 64})
                 for (int stage : {1, 2})
                     for (int S : {1, 3, 6}) {
                         if (stage == 1 && S != 1) continue;
+                        keep_max = km;
                         TrainOptions o;
                         o.stage = stage;
                         o.w = W;
                         o.S = S;
                         o.loss.vocab_chunk = chunk;
+                        o.loss.keep_max = km;
                         double want = train_memory(c, o, TT, off).iteration_peak;
                         double got = measure(stage, S, false, off, chunk, TT);
                         CHECK(got == want, "formula %.0f != measured %.0f (stage %d S %d T %d offset %d chunk %d)", want,
                               got, stage, S, TT, off, chunk);
                         checked++;
                     }
+    keep_max = LossOptions().keep_max;
     printf("memory formula == measured peak in %d configurations\n", checked);
+    {  // kept and recomputed logits: the kept ones must cost memory, and give the same bits
+        TrainOptions o;
+        o.stage = 2;
+        o.w = W;
+        o.S = 3;
+        o.loss.vocab_chunk = 64;
+        o.loss.keep_max = 0;
+        double recompute = train_memory(c, o, T, 1).iteration_peak;
+        o.loss.keep_max = LossOptions().keep_max;
+        CHECK(train_memory(c, o, T, 1).iteration_peak > recompute, "kept logits must show in the memory formula");
+        for (bool hard : {false, true}) {
+            std::vector<float> g[2];
+            double loss[2];
+            for (int k = 0; k < 2; k++) {
+                o.loss.keep_max = k ? 0 : LossOptions().keep_max;
+                o.loss.hard_labels = hard;
+                m.zero_grads();
+                DraftTrainer tr(m, o);
+                loss[k] = tr.run(b, 1, 7, 1.0f, true).loss;
+                for (int t = 0; t < DT_COUNT; t++)
+                    if (m.g[t]) g[k].insert(g[k].end(), m.g[t], m.g[t] + c.numel(t));
+            }
+            CHECK(!g[0].empty() && g[0] == g[1] && loss[0] == loss[1],
+                  "%s labels: kept logits give other gradients or loss (%.9g vs %.9g)", hard ? "hard" : "soft", loss[0],
+                  loss[1]);
+        }
+    }
 
     // a Beagle draft with state layers (s = f + W_mix h, h: E = 2 layers' rows kept for W_mix's gradient):
     // the same formula, its h and d s lines included, against the counting allocator

@@ -15,7 +15,10 @@
 #                                 resumes from OUT.ckpt after a kill. OUT: build/corpus-train/beagle-smollm2-135m.bin
 # Environment: THREADS (datagen and train -t, default 2), NICE (default 19: a background run yields to other
 # work); train: EPOCHS1, EPOCHS2 (stage 1 and 2 epochs, default 4 and 1), MAX_STEPS (0: every epoch), EVAL
-# (held-out MT-Bench turns evaluated at the end, default 10; 0: none).
+# (held-out MT-Bench turns evaluated at the end, default 10; 0: none), ARCH (beagle, eagle, medusa or moa;
+# moa reads the target's layers 22 and 27 besides its last, as in docs/paper-comparison.md), LR_DECAY
+# (train --lr-decay, default 0), TRAIN_PARTS (the parts to train on, default: every committed part; data D
+# of docs/training.md is the eight d-* parts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 M=weights/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -60,10 +63,10 @@ unpack_part() {
   (cd "$dir/$part" && sha256sum -c --quiet "$sums") || { echo "corpus: $dir/$part: shards differ from $sums" >&2; exit 1; }
 }
 
-# every committed part under DIR (unpack_part), then DIR/all: the parts merged
+# every committed part under DIR (unpack_part; TRAIN_PARTS: only these), then DIR/all: the parts merged
 unpack_all() {
   local dir=$1 part have=()
-  for part in $(part_names); do
+  for part in ${TRAIN_PARTS:-$(part_names)}; do
     [ -f "$C/$part/meta.txt" ] || continue
     unpack_part "$part" "$dir"
     have+=("$dir/$part")
@@ -138,12 +141,14 @@ case "${1:-}" in
     [ -f "$M" ] || bash scripts/fetch_model.sh
     unpack_all "$dir"
     resume=(); [ -f "$out.ckpt" ] && resume=(--resume "$out.ckpt")
+    arch=(--arch "${ARCH:-beagle}"); [ "${ARCH:-beagle}" = moa ] && arch+=(--state-layers 22,27)
     eval_args=(); [ "${EVAL:-10}" -gt 0 ] && eval_args=(--eval-prompts data/eval/mt_bench_question.jsonl --eval-n "${EVAL:-10}" --eval-tokens 128)
     # the shipped draft's flags (weights/beagle-smollm2-135m.bin.json), from scratch: reduced vocabulary chosen
     # from this data, stage 1 window 2, stage 2 two simulated steps, vloss weight 1 (SmolLM2's large states)
-    "$B" train -m "$M" --data "$dir/all" -o "$out" --ckpt "$out.ckpt" "${resume[@]}" -t "$THREADS" \
+    nice -n "$NICE" "$B" train -m "$M" --data "$dir/all" -o "$out" --ckpt "$out.ckpt" "${resume[@]}" -t "$THREADS" "${arch[@]}" \
         --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3 --draft-vocab 8192 --loss-on-prompt --vloss-weight 1 \
-        --stage1-epochs "${EPOCHS1:-4}" --stage2-epochs "${EPOCHS2:-1}" --max-steps "${MAX_STEPS:-0}" --seed 1 "${eval_args[@]}" ;;
+        --stage1-epochs "${EPOCHS1:-4}" --stage2-epochs "${EPOCHS2:-1}" --lr-decay "${LR_DECAY:-0}" \
+        --max-steps "${MAX_STEPS:-0}" --seed 1 "${eval_args[@]}" ;;
   *)
-    sed -n 2,17p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n 2,21p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

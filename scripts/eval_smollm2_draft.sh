@@ -6,7 +6,8 @@
 # CNN/DailyMail, qa: Natural Questions, rag: NQ with passages; the drafts saw ShareGPT, self-instruct seeds,
 # GSM8K and self-written turns); (3) teacher-forced top-1 / top-5 of the draft's first step at every position
 # of the target's greedy answers to the 80 MT-Bench first turns, and the share of those positions whose next token
-# is in the draft's (reduced) vocabulary at all. tau and top-k are deterministic (greedy);
+# is in the draft's (reduced) vocabulary at all (drafts of any architecture with a draft block: Beagle, EAGLE,
+# MoA). tau and top-k are deterministic (greedy);
 # the drafting time is wall time of this machine. Usage: bash scripts/eval_smollm2_draft.sh DRAFT [DRAFT ...]
 # (default: the shipped draft). Resumable: what is in OUT is not measured again. About 6 minutes per draft
 # on 2 idle cores, plus 5 for the MT-Bench answers once. Env: OUT (build/eval-smollm2).
@@ -19,9 +20,10 @@ OUT=${OUT:-build/eval-smollm2}
 make -s -j2 build/beagle build/test/draft_topk
 [ -f "$M" ] || bash scripts/fetch_model.sh
 mkdir -p "$OUT"
-held=$OUT/mt-bench-greedy
+# the answers keep the target's layers 22 and 27 too (the same tokens and states), which MoA drafts read
+held=$OUT/mt-bench-greedy-sl
 build/beagle datagen -m "$M" --prompts "$DATA/eval/mt_bench_question.jsonl" -n 256 --max-prompt 1024 --batch 32 \
-    --shard-seqs 80 -t 2 --keep-states -o "$held" > /dev/null
+    --shard-seqs 80 -t 2 --keep-states --state-layers 22,27 -o "$held" > /dev/null
 for d in "$@"; do
   [ -f "$d" ] || { echo "eval_smollm2_draft: no draft file '$d'" >&2; exit 1; }
   n=$OUT/$(basename "$d")

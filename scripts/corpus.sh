@@ -18,7 +18,9 @@
 # (held-out MT-Bench turns evaluated at the end, default 10; 0: none), ARCH (beagle, eagle, medusa or moa;
 # moa reads the target's layers 22 and 27 besides its last, as in docs/paper-comparison.md), LR_DECAY
 # (train --lr-decay, default 0), TRAIN_PARTS (the parts to train on, default: every committed part; data D
-# of docs/training.md is the eight d-* parts).
+# of docs/training.md is the eight d-* parts), STATES=1 (compute the target's states once, datagen
+# --states-of, into the unpacked corpus's folder, and train on them: each later epoch saves a prefill of every
+# token, which on two CPU threads costs more than the step; 1.16 GB per million tokens, 3.5 GB with MoA's layers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 M=weights/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -141,14 +143,20 @@ case "${1:-}" in
     [ -f "$M" ] || bash scripts/fetch_model.sh
     unpack_all "$dir"
     resume=(); [ -f "$out.ckpt" ] && resume=(--resume "$out.ckpt")
-    arch=(--arch "${ARCH:-beagle}"); [ "${ARCH:-beagle}" = moa ] && arch+=(--state-layers 22,27)
+    arch=(--arch "${ARCH:-beagle}"); layers=()
+    [ "${ARCH:-beagle}" = moa ] && layers=(--state-layers 22,27) && arch+=("${layers[@]}")
+    data=$dir/all
+    if [ "${STATES:-0}" = 1 ]; then  # resumable; a folder per set of layers
+      data=$dir/states$([ ${#layers[@]} -gt 0 ] && echo -l22-27)
+      nice -n "$NICE" "$B" datagen -m "$M" -t "$THREADS" --states-of "$dir/all" "${layers[@]}" -o "$data"
+    fi
     eval_args=(); [ "${EVAL:-10}" -gt 0 ] && eval_args=(--eval-prompts data/eval/mt_bench_question.jsonl --eval-n "${EVAL:-10}" --eval-tokens 128)
     # the shipped draft's flags (weights/beagle-smollm2-135m.bin.json), from scratch: reduced vocabulary chosen
     # from this data, stage 1 window 2, stage 2 two simulated steps, vloss weight 1 (SmolLM2's large states)
-    nice -n "$NICE" "$B" train -m "$M" --data "$dir/all" -o "$out" --ckpt "$out.ckpt" "${resume[@]}" -t "$THREADS" "${arch[@]}" \
+    nice -n "$NICE" "$B" train -m "$M" --data "$data" -o "$out" --ckpt "$out.ckpt" "${resume[@]}" -t "$THREADS" "${arch[@]}" \
         --window 2 --sim-steps 2 --batch 4 --seq-len 512 --lr 3e-3 --draft-vocab 8192 --loss-on-prompt --vloss-weight 1 \
         --stage1-epochs "${EPOCHS1:-4}" --stage2-epochs "${EPOCHS2:-1}" --lr-decay "${LR_DECAY:-0}" \
         --max-steps "${MAX_STEPS:-0}" --seed 1 "${eval_args[@]}" ;;
   *)
-    sed -n 2,21p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n 2,23p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

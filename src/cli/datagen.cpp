@@ -2,8 +2,11 @@
 // src/data/datagen.h (the target's answers as token ids, and with --keep-states its true states, in shards).
 #include "../backend/backend.h"
 #include "../core/common.h"
+#include "../core/threadpool.h"
 #include "../data/datagen.h"
+#include "../io/model_file.h"
 #include "../model/draft.h"
+#include "../train/target_states.h"
 #include "args.h"
 #include "commands.h"
 #include "../tokenizer/chat_template.h"
@@ -22,7 +25,10 @@ int cmd_datagen(int argc, char** argv) {
            "sequence's next stream), then answers them as --prompts does; the turns go to DIR/self_prompts.jsonl\n"
            "(--prompts DIR/self_prompts.jsonl with a --max-prompt that cuts nothing gives the same shards).\n"
            "Run it again after a kill to resume. Under mpirun -np N rank r writes shards r, r+N, ... (the same\n"
-           "bytes as one process).");
+           "bytes as one process).\n"
+           "--states-of DIR writes nothing new: the target's states of DIR's tokens-only data (one prefill a\n"
+           "sequence, as beagle train computes them) go with its tokens to -o, the shards --keep-states would have\n"
+           "written; training of many epochs then reads them instead of recomputing them each epoch.");
     a.str("-m,--model", &o.model, "target model");
     a.str("-z,--tokenizer", &o.tokenizer, "tokenizer file if the model has none");
     a.str("--prompts", &o.prompts, "prompt file: ShareGPT JSON, JSONL (turns/question/instruction/prompt/text) or text lines");
@@ -44,6 +50,9 @@ int cmd_datagen(int argc, char** argv) {
     a.flag("--keep-states", &o.keep_states,
            "also keep the target's states (f16, 2 x dim bytes a token: a cache; without it the data is token ids and\n"
            "beagle train computes the states, one prefill per sequence)");
+    std::string states_of;
+    a.str("--states-of", &states_of, "tokens-only data whose states to compute and store in -o (no generation; with -m, -o,\n"
+          "--state-layers, -t, --backend)");
     std::string state_layers;
     a.str("--state-layers", &state_layers,
           "with --keep-states: also keep the residual stream after these target layers, e.g. 22,27 (EAGLE-3-style fused\n"
@@ -60,6 +69,16 @@ int cmd_datagen(int argc, char** argv) {
     o.chat = !no_chat;
     check_chat_template_name(o.chat_template);
     if (!state_layers.empty()) o.state_layers = parse_layer_list(state_layers, "beagle datagen --state-layers");
+    if (!states_of.empty()) {
+        if (!o.prompts.empty() || o.sample > 0 || o.self_prompts > 0)
+            fail("beagle datagen --states-of: the answers are DIR's; --prompts, --sample and --self-prompts do not apply");
+        if (o.model.empty() || o.out_dir.empty()) fail("beagle datagen --states-of: needs -m MODEL and -o DIR");
+        std::unique_ptr<ModelFile> mf = load_model(o.model);
+        const TokenizerSpec spec = o.tokenizer.empty() ? mf->tokenizer : load_tokenizer_file(o.tokenizer);
+        cache_states(*mf, o.model, tokenizer_fingerprint(spec), states_of, o.out_dir, o.state_layers,
+                     o.threads > 0 ? (int)o.threads : default_threads());
+        return 0;
+    }
     run_datagen(o);
     return 0;
 }

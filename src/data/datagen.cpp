@@ -1,8 +1,6 @@
 // datagen.cpp: see datagen.h.
 #include "datagen.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -101,21 +99,6 @@ std::vector<Item> make_items(const DatagenOptions& o, const TokenizerSpec& spec,
     }
     BEAGLE_CHECK(!items.empty(), "no work: no prompts");
     return items;
-}
-
-// The directory and its meta.txt: a resumed run must use the same settings.
-void open_data_dir(const DatagenOptions& o, const std::vector<std::pair<std::string, std::string>>& meta) {
-    mkdir(o.out_dir.c_str(), 0755);
-    if (!is_directory(o.out_dir)) fail("cannot create directory '%s'", o.out_dir.c_str());
-    remove_stale_temps(o.out_dir + "/");  // half-written shards of a killed run
-    std::string meta_path = o.out_dir + "/meta.txt";
-    if (!file_exists(meta_path)) return write_meta(meta_path, meta);
-    auto old = read_meta(meta_path);
-    for (auto& kv : meta)
-        for (auto& ov : old)
-            if (ov.first == kv.first && ov.second != kv.second && kv.first != "model")
-                fail("'%s' holds data made with %s = %s, this run has %s (use another -o DIR)", o.out_dir.c_str(),
-                     kv.first.c_str(), ov.second.c_str(), kv.second.c_str());
 }
 
 // What generate_shard needs besides the items.
@@ -330,9 +313,9 @@ void run_datagen(const DatagenOptions& o) {
         meta.push_back({"prompt_temp", strfmt("%g", o.prompt_temp)});
         meta.push_back({"prompt_top_p", strfmt("%g", o.prompt_top_p)});
     }
-    if (rank == 0) open_data_dir(o, meta);
+    if (rank == 0) open_data_dir(o.out_dir, meta);
     comm->barrier();
-    if (rank != 0) open_data_dir(o, meta);
+    if (rank != 0) open_data_dir(o.out_dir, meta);
 
     int threads = o.threads > 0 ? (int)o.threads : default_threads();
     std::unique_ptr<Ops> ops = make_ops("", threads);

@@ -5,6 +5,7 @@
 #include "../model/draft.h"  // kMaxStateLayers
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -106,6 +107,8 @@ Dataset::Dataset(const std::string& dir) : dir_(dir) {
     if (names.empty()) fail("data directory '%s' holds no shard-*.bin files", dir.c_str());
     check_complete(names);
     for (const std::string& n : names) {
+        shard_names_.push_back(n);
+        shard_first_.push_back(seqs_.size());
         const std::string magic = read_file_prefix(dir + "/" + n, 8);
         const bool x = magic == std::string("BEAGLEDX", 8);   // with state layers
         const bool tk = magic == std::string("BEAGLETK", 8);  // tokens only
@@ -232,6 +235,28 @@ void Dataset::check_fits(int dim, int vocab, uint64_t tokenizer_hash, const std:
              "%d, tokenizer %016llx)%s",
              dir_.c_str(), dim_, vocab_, (unsigned long long)tok_hash_, model_path.c_str(), dim, vocab,
              (unsigned long long)tokenizer_hash, meta("model").empty() ? "" : (" — it came from " + meta("model")).c_str());
+}
+
+int Dataset::longest_seq() const {
+    int n = 1;
+    for (const SeqView& v : seqs_) n = std::max(n, v.len);
+    return n;
+}
+
+// Creates dir (or finds it) and writes meta there; a resumed run must use the same settings ("model", the
+// path, may differ). Half-written shards of a killed run are removed.
+void open_data_dir(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& meta) {
+    mkdir(dir.c_str(), 0755);
+    if (!is_directory(dir)) fail("cannot create directory '%s'", dir.c_str());
+    remove_stale_temps(dir + "/");
+    std::string meta_path = dir + "/meta.txt";
+    if (!file_exists(meta_path)) return write_meta(meta_path, meta);
+    auto old = read_meta(meta_path);
+    for (auto& kv : meta)
+        for (auto& ov : old)
+            if (ov.first == kv.first && ov.second != kv.second && kv.first != "model")
+                fail("'%s' holds data made with %s = %s, this run has %s (use another -o DIR)", dir.c_str(),
+                     kv.first.c_str(), ov.second.c_str(), kv.second.c_str());
 }
 
 }  // namespace beagle

@@ -60,6 +60,11 @@ public:
     size_t n_seqs() const { return seqs_.size(); }
     int64_t n_tokens() const { return n_tokens_; }
     SeqView seq(size_t i) const { return seqs_[i]; }
+    int longest_seq() const;  // tokens of the longest sequence (at least 1)
+    // The shard files in name order: shard k holds sequences [shard_first(k), shard_first(k + 1)).
+    size_t n_shards() const { return shard_names_.size(); }
+    const std::string& shard_name(size_t k) const { return shard_names_[k]; }
+    size_t shard_first(size_t k) const { return k < shard_first_.size() ? shard_first_[k] : seqs_.size(); }
     // The meta.txt value for key ("" if absent).
     std::string meta(const std::string& key) const;
     // Throws a clear Error if this data was not made by a target with these dims/vocabulary.
@@ -75,11 +80,16 @@ private:
     int64_t n_tokens_ = 0;
     std::vector<std::unique_ptr<ContainerReader>> files_;  // mapped shards: seqs_ point into them
     std::vector<SeqView> seqs_;
+    std::vector<std::string> shard_names_;
+    std::vector<size_t> shard_first_;
     std::vector<std::pair<std::string, std::string>> meta_;
 };
 
 // meta.txt: "key value" lines.
 std::vector<std::pair<std::string, std::string>> read_meta(const std::string& path);
 void write_meta(const std::string& path, const std::vector<std::pair<std::string, std::string>>& kv);
+// A data directory for writing: created if need be, its meta.txt written, or compared with meta when it is
+// there (a resumed run: the same settings, else a clear error); half-written shards removed.
+void open_data_dir(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& meta);
 
 }  // namespace beagle

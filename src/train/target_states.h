@@ -1,9 +1,11 @@
 // target_states.h: the target's true states of a training sequence computed inside `beagle train` from
 // its tokens (tokens-only data, the default of beagle datagen): one causal prefill on the training
-// backend, rounded to f16 as datagen stores them. Called by train_loop.cpp for each item it runs.
+// backend, rounded to f16 as datagen stores them. Called by train_loop.cpp for each item it runs, and by
+// `beagle datagen --states-of` (cache_states) to store them once for runs of many epochs.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "../data/dataset.h"
@@ -13,6 +15,16 @@ namespace beagle {
 class Llama;
 class Ops;
 struct ModelFile;
+
+// Tokens-only data written with --f32-weights: its states come from the target's weights in f32 too.
+void match_datagen_weights(const Dataset& ds, ModelFile& mf);
+
+// `beagle datagen --states-of IN -o OUT`: the states of every sequence of tokens-only data IN (with the rows of
+// `layers`, as --state-layers keeps them) computed by the target of mf and written with the tokens to OUT:
+// shards of IN's names and sequences, byte for byte the shards `datagen --keep-states` writes for the same
+// answers; OUT/meta.txt is IN's with the states kept. Complete shards of OUT are kept (a killed run resumes).
+void cache_states(ModelFile& mf, const std::string& model_path, uint64_t tokenizer_hash, const std::string& in,
+                  const std::string& out, const std::vector<int>& layers, int threads);
 
 // The target's kernels are batch-invariant (one reduction order per output row, whatever the number of
 // rows a forward runs), so a prefill gives each position the bits datagen's token-by-token decode gave it,

@@ -309,7 +309,7 @@ TrainState resume(const std::string& path, const KV& config, const Schedule& sc,
 // dequantized here). A target other than the one that wrote the answers is allowed (distillation data of
 // another model) and said.
 void prepare_states_target(const Dataset& ds, ModelFile& mf, const TrainLoopOptions& o) {
-    if (ds.meta("f32_weights") == "1") dequantize_weights_f32(mf);
+    match_datagen_weights(ds, mf);
     const std::string want = ds.meta("target_sha256");
     if (want.empty() || o.quiet) return;
     const std::string have = sha256_file(o.model);
@@ -317,12 +317,6 @@ void prepare_states_target(const Dataset& ds, ModelFile& mf, const TrainLoopOpti
         fprintf(stderr, "train: note: the answers in '%s' were written by a target of SHA-256 %.16s.. (%s), -m '%s' is "
                 "%.16s..: the states come from -m\n", o.data.c_str(), want.c_str(), ds.meta("model").c_str(),
                 o.model.c_str(), have.c_str());
-}
-
-int longest_seq(const Dataset& ds) {
-    int n = 1;
-    for (size_t i = 0; i < ds.n_seqs(); i++) n = std::max(n, ds.seq(i).len);
-    return n;
 }
 
 // ---- one optimizer step ----------------------------------------------------------------------------
@@ -594,7 +588,7 @@ TrainResult run_train(const TrainLoopOptions& o_in) {
     std::unique_ptr<Comm> dcomm = make_device_comm(*ops, *comm);  // NCCL on the CUDA backend, else none
     std::unique_ptr<TargetStates> ts;  // tokens-only data: the target computes the states
     if (!ds.has_states())  // slots: this step's sequences, the next step's, and warm_up's longest
-        ts.reset(new TargetStates(*mf, *ops, longest_seq(ds), cfg.state_layers, 2 * o.batch + 1));
+        ts.reset(new TargetStates(*mf, *ops, ds.longest_seq(), cfg.state_layers, 2 * o.batch + 1));
     const ItemData data{ds, ts.get(), ts ? cfg.state_layers.size() : ds.state_layers().size()};
     DraftWeights dw = initial_weights(o, cfg, d2t, iw);
     DraftModelT<Ops> model(*ops, dw, fz);

@@ -18,8 +18,8 @@
 # (held-out MT-Bench turns evaluated at the end, default 10; 0: none), ARCH (beagle, eagle, medusa or moa;
 # moa reads the target's layers 22 and 27 besides its last, as in docs/paper-comparison.md), LR_DECAY
 # (train --lr-decay, default 0), TRAIN_PARTS (the parts to train on, default: every committed part; data D
-# of docs/training.md is the eight d-* parts), STATES=1 (compute the target's states once, datagen
-# --states-of, into the unpacked corpus's folder, and train on them: each later epoch saves a prefill of every
+# of docs/training.md is the eight d-* parts), STATES=1 (compute the target's states once per part, datagen
+# --states-of, beside the unpacked corpus, and train on them: each later epoch saves a prefill of every
 # token, which on two CPU threads costs more than the step; 1.16 GB per million tokens, 3.5 GB with MoA's layers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -146,9 +146,16 @@ case "${1:-}" in
     arch=(--arch "${ARCH:-beagle}"); layers=()
     [ "${ARCH:-beagle}" = moa ] && layers=(--state-layers 22,27) && arch+=("${layers[@]}")
     data=$dir/all
-    if [ "${STATES:-0}" = 1 ]; then  # resumable; a folder per set of layers
-      data=$dir/states$([ ${#layers[@]} -gt 0 ] && echo -l22-27)
-      nice -n "$NICE" "$B" datagen -m "$M" -t "$THREADS" --states-of "$dir/all" "${layers[@]}" -o "$data"
+    if [ "${STATES:-0}" = 1 ]; then  # per part (a part's states outlive a change of TRAIN_PARTS), resumable
+      sdir=$dir/states$([ ${#layers[@]} -gt 0 ] && echo -l22-27) have=()
+      mkdir -p "$sdir"
+      for part in ${TRAIN_PARTS:-$(part_names)}; do
+        [ -f "$dir/$part/meta.txt" ] || continue
+        nice -n "$NICE" "$B" datagen -m "$M" -t "$THREADS" --states-of "$dir/$part" "${layers[@]}" -o "$sdir/$part"
+        have+=("$sdir/$part")
+      done
+      bash scripts/merge_data.sh "$sdir/all" "${have[@]}"
+      data=$sdir/all
     fi
     eval_args=(); [ "${EVAL:-10}" -gt 0 ] && eval_args=(--eval-prompts data/eval/mt_bench_question.jsonl --eval-n "${EVAL:-10}" --eval-tokens 128)
     # the shipped draft's flags (weights/beagle-smollm2-135m.bin.json), from scratch: reduced vocabulary chosen

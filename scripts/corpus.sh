@@ -129,11 +129,11 @@ case "${1:-}" in
     for part in "${parts[@]}"; do pack_part "$part"; done ;;
   status)
     for part in $(part_names); do
-      n=$(ls "$C/$part"/shard-*.bin.xz 2> /dev/null | wc -l)
+      n=$(compgen -G "$C/$part/shard-*.bin.xz" | wc -l || true)  # a part not started has no folder
       items=$(awk '$1 == "items" {print $2}' "$C/$part/meta.txt" 2> /dev/null || true)
       per=$(awk '$1 == "shard_seqs" {print $2}' "$C/$part/meta.txt" 2> /dev/null || true)
       total=$([ -n "$items" ] && echo $(((items + per - 1) / per)) || echo "?")
-      bytes=$(du -cb "$C/$part"/shard-*.bin.xz 2> /dev/null | tail -1 | cut -f1 || echo 0)
+      bytes=$(cat "$C/$part"/shard-*.bin.xz 2> /dev/null | wc -c || true)
       printf "%-24s %4s of %4s shards committed, %6.2f MB\n" "$part" "$n" "$total" "$(echo "${bytes:-0} / 1000000" | bc -l)"
     done ;;
   train)

@@ -1,6 +1,8 @@
 // loss.cpp: the draft's losses (ops.h): the online logsumexp over vocabulary chunks, the soft- and
 // token-label cross-entropy chunks (loss and dz together) and SmoothL1, for CpuOps and CpuOps64.
-// One row per job, each row's sums in index order.
+// One row per job. CpuOps64 sums each row in index order; CpuOps's logsumexp and soft-label chunks take
+// eight vocabulary entries at a time (exp8_neg, eight lane sums added in one fixed tree at the row's end),
+// so a row's result does not depend on the rows beside it or on the ISA path.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include "../ops.h"
 #include "cpu_ops.h"
 #include "ops_f64.h"
+#include "simd.h"  // exp8_neg, hsum8, hmax8, tail_mask8
 
 namespace beagle {
 namespace {
@@ -29,6 +32,27 @@ void lse_update_t(ThreadPool& pool, R* m, R* s, const R* z, int n, int C) {
     });
 }
 
+// f32: the row's exp sum over its chunk in eight lanes
+void lse_update_t(ThreadPool& pool, float* m, float* s, const float* z, int n, int C) {
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; r++) {
+            const float* zr = z + r * C;
+            float mx = m[r];
+            for (int c = 0; c < C; c++) mx = std::max(mx, zr[c]);
+            const __m256 vmx = _mm256_set1_ps(mx);
+            __m256 acc = _mm256_setzero_ps();
+            for (int c = 0; c < C; c += 8) {
+                const __m256i lanes = tail_mask8(C - c);
+                const __m256 ez = exp8_neg(_mm256_sub_ps(_mm256_maskload_ps(zr + c, lanes), vmx));
+                acc = _mm256_add_ps(acc, _mm256_and_ps(ez, _mm256_castsi256_ps(lanes)));
+            }
+            float sum = m[r] == -INFINITY ? 0.0f : s[r] * std::exp(m[r] - mx);
+            m[r] = mx;
+            s[r] = sum + hsum8(acc);
+        }
+    });
+}
+
 template <class R>
 void ce_soft_chunk_t(ThreadPool& pool, R* dz, R* loss, const R* zt, const R* zd, const R* m_t, const R* s_t,
                      const R* m_d, const R* s_d, int n, int C, R scale) {
@@ -42,6 +66,28 @@ void ce_soft_chunk_t(ThreadPool& pool, R* dz, R* loss, const R* zt, const R* zd,
                 dz[k] = scale * (std::exp(logq) - p);
             }
             loss[r] += -scale * acc;
+        }
+    });
+}
+
+// f32: eight entries at a time; the masked tail lanes add nothing and store nothing
+void ce_soft_chunk_t(ThreadPool& pool, float* dz, float* loss, const float* zt, const float* zd, const float* m_t,
+                     const float* s_t, const float* m_d, const float* s_d, int n, int C, float scale) {
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+        const __m256 vscale = _mm256_set1_ps(scale);
+        for (int64_t r = b; r < e; r++) {
+            const __m256 lt = _mm256_set1_ps(m_t[r] + std::log(s_t[r])), ld = _mm256_set1_ps(m_d[r] + std::log(s_d[r]));
+            __m256 acc = _mm256_setzero_ps();
+            for (int c = 0; c < C; c += 8) {
+                const int64_t k = r * C + c;
+                const __m256i lanes = tail_mask8(C - c);
+                const __m256 p = _mm256_and_ps(exp8_neg(_mm256_sub_ps(_mm256_maskload_ps(zt + k, lanes), lt)),
+                                               _mm256_castsi256_ps(lanes));
+                const __m256 logq = _mm256_sub_ps(_mm256_maskload_ps(zd + k, lanes), ld);
+                acc = _mm256_fmadd_ps(p, logq, acc);
+                _mm256_maskstore_ps(dz + k, lanes, _mm256_mul_ps(vscale, _mm256_sub_ps(exp8_neg(logq), p)));
+            }
+            loss[r] += -scale * hsum8(acc);
         }
     });
 }

@@ -9,12 +9,17 @@
 #                                 each checked against SHA256SUMS; then DIR/all merges the parts present
 #   corpus.sh pack [PART...]      pack the finished shards of build/corpus now (generate does it as it goes)
 #   corpus.sh status              shards per part, committed and to go
+#   corpus.sh ingest DIR          parts packed on another machine (DIR/PART/: meta.txt, SHA256SUMS, shard xz files,
+#                                 as gpu_check.sh's step corpus brings them back) into data/corpus, each shard
+#                                 checked against its SHA-256; a part already here must have the same meta.txt
 #   corpus.sh train [OUT]         a SmolLM2 draft from the committed corpus alone (a clone needs nothing else):
 #                                 unpack beside OUT (its folder's corpus/), then `beagle train` from scratch with the
 #                                 shipped draft's flags (docs/training.md, "Retraining from the corpus");
 #                                 resumes from OUT.ckpt after a kill. OUT: build/corpus-train/beagle-smollm2-135m.bin
 # Environment: THREADS (datagen and train -t, default 2), NICE (default 19: a background run yields to other
-# work); train: EPOCHS1, EPOCHS2 (stage 1 and 2 epochs, default 4 and 1), MAX_STEPS (0: every epoch), EVAL
+# work); generate: BIN (the beagle binary, default build/beagle, made first; build/beagle-cuda runs datagen on
+# the GPU), BATCH (sequences decoded together, default 32; the shards do not depend on it); train: EPOCHS1,
+# EPOCHS2 (stage 1 and 2 epochs, default 4 and 1), MAX_STEPS (0: every epoch), EVAL
 # (held-out MT-Bench turns evaluated at the end, default 10; 0: none), ARCH (beagle, eagle, medusa or moa;
 # moa reads the target's layers 22 and 27 besides its last, as in docs/paper-comparison.md), LR_DECAY
 # (train --lr-decay, default 0), TRAIN_PARTS (the parts to train on, default: every committed part; data D
@@ -25,14 +30,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 M=weights/SmolLM2-135M-Instruct.Q4_1.gguf
 C=data/corpus/smollm2
-B=build/beagle
+B=${BIN:-build/beagle}
 tr=data/train
 sg=$tr/sharegpt_sg90k_first_sampled_sorted.json
 v3=$tr/sharegpt_v3_filtered_1000.json
 THREADS=${THREADS:-2}
 NICE=${NICE:-19}
-gen="-n 256 --max-prompt 256 --batch 32 --shard-seqs 64"
-# PART | datagen arguments (besides -m, -t and -o): greedy answers first, then the sampled ones
+gen="-n 256 --max-prompt 256 --shard-seqs 64"
+# PART | datagen arguments (besides -m, -t, --batch and -o): greedy answers first, then the sampled ones; the g-*
+# parts are large, for a GPU (gpu_check.sh's step corpus): self-written conversations (Magpie) and more samples
+# of the prompts here. A part is resumed on the backend that began it (its meta.txt says which).
 PARTS="
 d-sg90k-greedy|$gen --prompts $sg
 d-v3-greedy|$gen --prompts $v3
@@ -46,6 +53,11 @@ e-sg90k-t07c|$gen --prompts $sg --temp 0.7 --seed 41
 e-v3-t07c|$gen --prompts $v3 --temp 0.7 --seed 42
 e-gsm8k-rest-greedy|$gen --prompts $tr/gsm8k_train.jsonl --skip 3000
 e-self|$gen --self-prompts 8000 --max-prompt 128 --seed 51
+g-self-a|$gen --self-prompts 30000 --max-prompt 128 --seed 61
+g-sg90k-t07d|$gen --prompts $sg --temp 0.7 --seed 62
+g-v3-t07d|$gen --prompts $v3 --temp 0.7 --seed 63
+g-gsm8k-t07|$gen --prompts $tr/gsm8k_train.jsonl --temp 0.7 --seed 64
+g-self-b|$gen --self-prompts 30000 --max-prompt 128 --seed 65
 "
 part_args() { echo "$PARTS" | awk -F'|' -v p="$1" '$1 == p {print $2}'; }
 part_names() { echo "$PARTS" | awk -F'|' 'NF == 2 {print $1}'; }
@@ -95,18 +107,62 @@ pack_part() {
   done > "$C/$part/SHA256SUMS.tmp"
   # SHA256SUMS lists the uncompressed shards: check with unpack (or xz -dc shard | sha256sum)
   mv "$C/$part/SHA256SUMS.tmp" "$C/$part/SHA256SUMS"
-  # data/ rules (test_self_contained.py): a licence in every folder, every data file in data/SHA256SUMS
-  for d in data/corpus "$C" "$C/$part"; do cp data/corpus/LICENSE.corpus "$d/LICENSE.corpus" 2> /dev/null || true; done
+  register_part "$part"
+  [ $n -eq 0 ] || echo "corpus: $part: $n shard(s) packed into $C/$part"
+}
+
+# data/ rules (test_self_contained.py): a licence in every folder, every data file in data/SHA256SUMS
+register_part() {
+  for d in data/corpus "$C" "$C/$1"; do cp data/corpus/LICENSE.corpus "$d/LICENSE.corpus" 2> /dev/null || true; done
   { grep -v '  corpus/' data/SHA256SUMS; (cd data && sha256sum corpus/smollm2/*/meta.txt corpus/smollm2/*/shard-*.bin.xz); } \
     > data/SHA256SUMS.tmp && mv data/SHA256SUMS.tmp data/SHA256SUMS
-  [ $n -eq 0 ] || echo "corpus: $part: $n shard(s) packed into $C/$part"
+}
+
+# DIR/PART packed elsewhere: every shard checked against DIR/PART/SHA256SUMS (and against this part's own list
+# where it has the shard), the meta.txt equal to this part's if it has one; then the new shards join data/corpus
+ingest_part() {
+  local src=$1 part
+  part=$(basename "$src")
+  fail() { echo "corpus: ingest $src: $*" >&2; exit 1; }
+  [ -n "$(part_args "$part")" ] || fail "'$part' is not a part of this corpus (parts: $(part_names | tr '\n' ' '))"
+  [ -f "$src/meta.txt" ] && [ -f "$src/SHA256SUMS" ] || fail "expected meta.txt and SHA256SUMS there"
+  [ ! -f "$C/$part/meta.txt" ] || cmp -s "$C/$part/meta.txt" "$src/meta.txt" ||
+    fail "its meta.txt differs from $C/$part/meta.txt (another recipe, target or backend): $(diff "$C/$part/meta.txt" "$src/meta.txt" | tr '\n' ' ')"
+  local tmp
+  tmp=$(mktemp -d)
+  for z in "$src"/shard-*.bin.xz; do
+    [ -e "$z" ] || fail "no shard-*.bin.xz files"
+    xz -dc "$z" > "$tmp/$(basename "$z" .xz)" || { rm -rf "$tmp"; fail "$(basename "$z"): not xz"; }
+  done
+  local sums=$PWD/$src/SHA256SUMS
+  case $src in /*) sums=$src/SHA256SUMS ;; esac
+  (cd "$tmp" && sha256sum -c --quiet --strict "$sums" && [ "$(ls | wc -l)" -eq "$(grep -c . "$sums")" ]) ||
+    { rm -rf "$tmp"; fail "the shards differ from its SHA256SUMS"; }
+  rm -rf "$tmp"
+  if [ -f "$C/$part/SHA256SUMS" ]; then  # a shard both lists hold must be the same shard
+    local clash
+    clash=$(awk 'NR == FNR {have[$2] = $1; next} ($2 in have) && have[$2] != $1 {print $2}' "$C/$part/SHA256SUMS" "$src/SHA256SUMS")
+    [ -z "$clash" ] || fail "shards other than the committed ones of the same names: $clash"
+  fi
+  mkdir -p "$C/$part"
+  cp "$src/meta.txt" "$C/$part/meta.txt"
+  local n=0
+  for z in "$src"/shard-*.bin.xz; do
+    [ -f "$C/$part/$(basename "$z")" ] && continue
+    cp "$z" "$C/$part/" && n=$((n + 1))
+  done
+  local lists=("$src/SHA256SUMS"); [ -f "$C/$part/SHA256SUMS" ] && lists+=("$C/$part/SHA256SUMS")
+  sort -u -k2,2 "${lists[@]}" > "$C/$part/SHA256SUMS.tmp"
+  mv "$C/$part/SHA256SUMS.tmp" "$C/$part/SHA256SUMS"
+  register_part "$part"
+  echo "corpus: $part: $n new shard(s) ingested from $src"
 }
 
 case "${1:-}" in
   generate)
     shift
     parts=("$@"); [ ${#parts[@]} -gt 0 ] || mapfile -t parts < <(part_names)
-    make -j2 build/beagle
+    [ -n "${BIN:-}" ] || make -j2 build/beagle
     [ -f "$M" ] || bash scripts/fetch_model.sh
     command -v xz > /dev/null || { echo "corpus: xz not found (apt-get install xz-utils)" >&2; exit 1; }
     for part in "${parts[@]}"; do
@@ -117,7 +173,8 @@ case "${1:-}" in
       # datagen writes one shard at a time; a watcher packs each as it lands, and the end packs the rest
       ( while sleep 60; do pack_part "$part"; done ) & watcher=$!
       # shellcheck disable=SC2086
-      nice -n "$NICE" "$B" datagen -m "$M" -t "$THREADS" $args -o "build/corpus/$part" || { kill $watcher; exit 1; }
+      nice -n "$NICE" "$B" datagen -m "$M" -t "$THREADS" --batch "${BATCH:-32}" $args -o "build/corpus/$part" ||
+        { kill $watcher; exit 1; }
       kill $watcher 2> /dev/null || true
       pack_part "$part"
     done ;;
@@ -127,6 +184,10 @@ case "${1:-}" in
     shift
     parts=("$@"); [ ${#parts[@]} -gt 0 ] || mapfile -t parts < <(part_names)
     for part in "${parts[@]}"; do pack_part "$part"; done ;;
+  ingest)
+    [ -d "${2:-}" ] || { echo "usage: corpus.sh ingest DIR (DIR/PART/ folders)" >&2; exit 2; }
+    command -v xz > /dev/null || { echo "corpus: xz not found (apt-get install xz-utils)" >&2; exit 1; }
+    for d in "$2"/*/; do ingest_part "${d%/}"; done ;;
   status)
     for part in $(part_names); do
       n=$(compgen -G "$C/$part/shard-*.bin.xz" | wc -l || true)  # a part not started has no folder
@@ -165,5 +226,5 @@ case "${1:-}" in
         --stage1-epochs "${EPOCHS1:-4}" --stage2-epochs "${EPOCHS2:-1}" --lr-decay "${LR_DECAY:-0}" \
         --max-steps "${MAX_STEPS:-0}" --seed 1 "${eval_args[@]}" ;;
   *)
-    sed -n 2,23p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n 2,28p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -64,7 +64,7 @@ if [ ! -f "$SMOL" ]; then
   # a dry run, or --only steps that do not read it, can go on
   case "$ONLY" in
     "") [ $DRY = 1 ] || exit 1 ;;
-    *,backend_graph,*|*,generate,*|*,bench_sd,*|*,bench_sd_nograph,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,knobs,*|*,kernel_profile,*|*,peer_cuda,*) exit 1 ;;
+    *,backend_graph,*|*,generate,*|*,bench_sd,*|*,bench_sd_nograph,*|*,bench,*|*,bench_nograph,*|*,train_smollm2,*|*,counters,*|*,knobs,*|*,kernel_profile,*|*,peer_cuda,*|*,corpus,*) exit 1 ;;
   esac
 fi
 
@@ -118,6 +118,8 @@ plan (output in $OUT):
      (random Q4_1 targets of SmolLM2's shape and the 7B shape; dram/*.json, scripts/ncu_bytes.py)
  12. peer_cuda: llama.cpp's CUDA build (llama-bench, carried) on the same SmolLM2 file: prefill 128 and decode 64 tok/s
      beside beagle bench's (bench.json llama_cpp_cuda_smollm2)
+ 13. corpus: the corpus's g-* parts generated on the device (tokens only, CORPUS_SECONDS, default 120 s) into
+     $OUT/corpus for scripts/corpus.sh ingest; corpus.json (tokens per second)
   $plan7b_line
 EOF
 }
@@ -245,6 +247,41 @@ kernel_profile() {
   python3 scripts/ncu_kernels.py "$OUT/ncu.csv" > "$OUT/kernels.json"
 }
 step kernel_profile kernel_profile
+# the corpus's GPU parts (scripts/corpus.sh: the g-* parts not complete, or CORPUS_PARTS): the target's answers
+# as token ids, CORPUS_BATCH (256) sequences a pass, for CORPUS_SECONDS (120) at most; every complete shard is
+# packed into $OUT/corpus (commit with `bash scripts/corpus.sh ingest DIR/corpus`), corpus.json says how fast
+corpus_gen() {
+  local parts=${CORPUS_PARTS:-$(bash scripts/corpus.sh status | awk '$1 ~ /^g-/ && $2 != $4 {print $1}')} t0=$SECONDS p
+  for p in $parts; do cat "data/corpus/smollm2/$p/SHA256SUMS" 2> /dev/null | awk -v p="$p" '{print p "/" $2}'; done \
+    > "$OUT/corpus_before.txt"  # shards committed before this run: not counted
+  # shellcheck disable=SC2086
+  timeout "${CORPUS_SECONDS:-120}" env BIN=build/beagle-cuda BATCH="${CORPUS_BATCH:-256}" THREADS="$JOBS" NICE=0 \
+    bash scripts/corpus.sh generate $parts || true
+  local secs=$((SECONDS - t0))
+  # shellcheck disable=SC2086
+  bash scripts/corpus.sh pack $parts
+  mkdir -p "$OUT/corpus"
+  for p in $parts; do [ -d "data/corpus/smollm2/$p" ] && cp -r "data/corpus/smollm2/$p" "$OUT/corpus/"; done
+  python3 - "$OUT" "$secs" $parts <<'PY'
+import glob, json, os, struct, sys
+out, secs, parts = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+before = set(open(os.path.join(out, "corpus_before.txt")).read().split())
+r = {"seconds": secs, "parts": {}}
+for p in parts:  # the shards this run wrote
+    seqs = toks = 0
+    shards = [f for f in sorted(glob.glob(os.path.join("build/corpus", p, "shard-*.bin")))
+              if p + "/" + os.path.basename(f) not in before]
+    for f in shards:
+        n_seqs, n_toks = struct.unpack_from("<IQ", open(f, "rb").read(32), 20)
+        seqs, toks = seqs + n_seqs, toks + n_toks
+    r["parts"][p] = {"shards": len(shards), "sequences": seqs, "tokens": toks}
+r["tokens"] = sum(v["tokens"] for v in r["parts"].values())
+r["tokens_per_s"] = round(r["tokens"] / max(secs, 1), 1)
+json.dump(r, open(os.path.join(out, "corpus.json"), "w"), indent=2)
+print(json.dumps(r))
+PY
+}
+step corpus corpus_gen
 # the byte model beside the device: ncu's DRAM bytes of one forward, row by row against scripts/gpu_bytes.py
 # (docs/gpu-kernels.md), for a random Q4_1 target of SmolLM2's shape (30 layers) and the 7B shape (2 layers):
 # prefills of T = 4, 16, 64 prompt tokens (forward 0, an empty cache) and a decode step after 4 tokens (forward 1)
@@ -353,6 +390,8 @@ k = load("knobs.json")
 if k: r["knobs_smollm2"] = k
 k = load("kernels.json")
 if k: r["kernels_ncu"] = k
+k = load("corpus.json")
+if k: r["corpus_datagen_cuda"] = k
 # llama-bench's JSON: one object per test (n_prompt, n_gen, avg_ts); Beagle's bench on the same file beside it
 lb = load("llama_bench_cuda.json")
 if lb:

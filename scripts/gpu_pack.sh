@@ -4,7 +4,8 @@
 # H100 or H200): stripped binaries built here (make cuda cuda-device-tests, the same nvcc), the shared
 # libraries they need beyond the CUDA image (data/ travels with the tree), the shipped SmolLM2 draft,
 # and the default model xz-compressed and split in two. Part A goes with the first call (the steps
-# without SmolLM2), part B with the second (the SmolLM2 steps); the machine must stay warm between
+# without SmolLM2), part B with the second (the SmolLM2 steps, then CORPUS_SECONDS of the corpus's GPU parts, whose
+# shards come back in corpus/ for `bash scripts/corpus.sh ingest`); the machine must stay warm between
 # them, since part A's half of the model waits in build/dev/ there. Writes .dev/a, .dev/b (git-ignored
 # through .git/info/exclude) and prints the two calls. Move weights/beagle-smollm2-135m.bin out of the
 # tree during the calls (it travels in part A) so that the tree plus a part stays under 64 MiB.
@@ -61,11 +62,18 @@ export LD_LIBRARY_PATH=$PWD/build/dev/lib
 cp build/dev/beagle-smollm2-135m.bin weights/
 cat build/dev/m1 .dev/b/m2 | xz -dc > weights/SmolLM2-135M-Instruct.Q4_1.gguf && sha256sum -c .dev/b/model.sha || exit 4
 STEP_TIMEOUT=${STEP_TIMEOUT:-120} bash scripts/gpu_check.sh --prebuilt --out build/gpu_check \
-  --only backend_graph,generate,bench_sd,bench_sd_nograph,bench,bench_nograph,train_smollm2,counters,knobs,kernel_profile
+  --only backend_graph,generate,bench_sd,bench_sd_nograph,bench,bench_nograph,train_smollm2,counters,knobs,kernel_profile,corpus
 cd build/gpu_check && tar -czf "$OUT/results.tgz" *.log *.json *.txt *.tsv *.png *.csv r7b/*.log dram/*.json 2>/dev/null
-cp bench.json "$OUT/" 2>/dev/null; true
+cp bench.json "$OUT/" 2>/dev/null; cp -r corpus "$OUT/" 2>/dev/null; true
 B
 du -sh .dev/a .dev/b; [ -d .dev/c ] && du -sh .dev/c
+# what travels with each part: the tracked tree (less the draft, which part A carries); tree + part <= 64 MiB
+tree=$(git ls-files -z | grep -zv '^weights/beagle-smollm2-135m.bin$' | xargs -0 du -cb | tail -1 | cut -f1)
+for p in .dev/a .dev/b .dev/c; do
+  [ -d "$p" ] || continue
+  total=$((tree + $(du -sb "$p" | cut -f1)))
+  echo "$p: tree + part = $((total / 1048576)) MiB$([ $total -le 67108864 ] || echo ': over 64 MiB, move data/corpus out of the tree during the call too')"
+done
 echo "call 1: run 'bash .dev/a/run.sh' with carry [.dev/a]; call 2 at once after it: 'bash .dev/b/run.sh' with carry [.dev/b]"
 [ -d .dev/c ] && echo "call 3 (llama.cpp's CUDA build, after call 2): 'bash .dev/c/run.sh' with carry [.dev/c]"
 true

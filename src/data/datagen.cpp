@@ -305,6 +305,9 @@ void run_datagen(const DatagenOptions& o) {
         {"shard_seqs", std::to_string(o.shard_seqs)},
         {"f32_weights", o.f32_weights ? "1" : "0"},
         {"states", o.keep_states ? "kept" : "none"},
+        // the backends' kernels sum in different orders, so their answers differ at near ties: a directory is
+        // resumed on the backend that began it (older directories, without the key, on either)
+        {"backend", selected_backend()},
         {"target_sha256", sha256_file(o.model)},
         {"template", chat_family_used(o, spec)},
     };

@@ -2,7 +2,9 @@
 # test_corpus.sh: the SmolLM2 corpus committed under data/corpus/ (scripts/corpus.sh). `unpack` restores every
 # committed shard, each equal to the SHA-256 its part lists (checked again here with Python's hashlib), and a
 # shard changed after unpacking is caught; `train` reads exactly the sequences it unpacked (64 per full shard) and
-# writes a draft from them alone, one optimizer step here (MAX_STEPS=1) so the test stays short.
+# writes a draft from them alone, one optimizer step here (MAX_STEPS=1) so the test stays short. `ingest` (in a
+# copy of the corpus) adds a part's shards packed elsewhere, as a GPU run brings them back, and refuses a damaged
+# shard, another recipe's meta.txt, a shard unlike the committed one of its name and a name that is no part.
 set -u
 R=$BEAGLE_ROOT
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -58,4 +60,35 @@ assert j["data_seqs"] == seqs, f"trained on {j['data_seqs']} sequences, the unpa
 assert j["steps"] == 1 and os.path.getsize(summary[:-5]) > 0
 print(f"{seqs} sequences")
 PY
+# ingest, in a copy of the corpus: d-selfinstruct-greedy as if its last shard came back from another machine
+P=d-selfinstruct-greedy
+mkdir -p "$tmp/r/scripts" "$tmp/r/data" "$tmp/dev"
+cp "$R/scripts/corpus.sh" "$R/scripts/merge_data.sh" "$tmp/r/scripts/" && cp -r "$R/data/corpus" "$R/data/SHA256SUMS" "$tmp/r/data/"
+cp -r "$tmp/r/data/corpus/smollm2/$P" "$tmp/dev/$P"
+rm "$tmp/r/data/corpus/smollm2/$P/shard-00002.bin.xz"
+grep -v shard-00002 "$tmp/r/data/corpus/smollm2/$P/SHA256SUMS" > "$tmp/s" && mv "$tmp/s" "$tmp/r/data/corpus/smollm2/$P/SHA256SUMS"
+grep -v "$P/shard-00002" "$tmp/r/data/SHA256SUMS" > "$tmp/s" && mv "$tmp/s" "$tmp/r/data/SHA256SUMS"
+ingest() { bash "$tmp/r/scripts/corpus.sh" ingest "$1" > "$tmp/log" 2>&1; }
+if ingest "$tmp/dev" && cmp -s "$R/data/corpus/smollm2/$P/SHA256SUMS" "$tmp/r/data/corpus/smollm2/$P/SHA256SUMS" &&
+   cmp -s "$R/data/corpus/smollm2/$P/shard-00002.bin.xz" "$tmp/r/data/corpus/smollm2/$P/shard-00002.bin.xz" &&
+   grep -q "$P/shard-00002.bin.xz" "$tmp/r/data/SHA256SUMS" &&
+   (cd "$tmp/r/data" && grep "$P/" SHA256SUMS | sha256sum -c --quiet); then ok "ingest: the part's missing shard added and listed ($(tail -1 "$tmp/log"))"
+else bad "ingest"; cat "$tmp/log"; fi
+refused() {  # what, pattern: ingest of $tmp/bad must fail with the pattern
+  if ingest "$tmp/bad"; then bad "ingest accepted $1"
+  elif grep -q "$2" "$tmp/log"; then ok "ingest refuses $1: $(head -c 150 "$tmp/log")"
+  else bad "ingest: $1: unclear error"; cat "$tmp/log"; fi
+}
+rm -rf "$tmp/bad" && mkdir "$tmp/bad" && cp -r "$tmp/dev/$P" "$tmp/bad/"
+xz -dc "$tmp/bad/$P/shard-00001.bin.xz" | python3 -c "import sys; b = bytearray(sys.stdin.buffer.read()); b[300] ^= 1; sys.stdout.buffer.write(b)" | xz > "$tmp/x" && mv "$tmp/x" "$tmp/bad/$P/shard-00001.bin.xz"
+refused "a damaged shard" "differ from its SHA256SUMS"
+rm -rf "$tmp/bad" && mkdir "$tmp/bad" && cp -r "$tmp/dev/$P" "$tmp/bad/" && sed -i 's/^backend .*/backend cuda/; t; $a backend cuda' "$tmp/bad/$P/meta.txt"
+refused "another meta.txt" "meta.txt differs"
+rm -rf "$tmp/bad" && mkdir "$tmp/bad" && cp -r "$tmp/dev/$P" "$tmp/bad/"
+cp "$tmp/bad/$P/shard-00000.bin.xz" "$tmp/bad/$P/shard-00001.bin.xz"
+(cd "$tmp/bad/$P" && for z in shard-*.bin.xz; do echo "$(xz -dc "$z" | sha256sum | cut -d' ' -f1)  ${z%.xz}"; done > SHA256SUMS)
+refused "a shard unlike the committed one" "other than the committed"
+rm -rf "$tmp/bad" && mkdir "$tmp/bad" && cp -r "$tmp/dev/$P" "$tmp/bad/x-nopart"
+refused "a folder that is no part" "is not a part"
+
 exit $((fails > 0))

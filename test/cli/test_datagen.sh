@@ -2,7 +2,8 @@
 # test_datagen.sh: `beagle datagen` writes shards atomically and resumes after a kill with exactly
 # the bytes of an uninterrupted run; a deleted shard is regenerated bit-identically; the batch size
 # and thread count do not change the data (batch-invariant target, per-sequence RNG streams);
-# a data dir made with other settings is refused; training on a directory datagen did not finish is refused;
+# a data dir made with other settings (the backend among them) is refused; training on a directory datagen did
+# not finish is refused;
 # a resumed run removes the temp files of killed writers (not those of live processes).
 set -u
 M=$BEAGLE_ROOT/data/models
@@ -44,6 +45,15 @@ if "$B" train -m "$M/stories260K.bin" -z "$M/tok512.bin" --data "$tmp/p" -o "$tm
 # other settings into the same dir: refused with a clear message
 if "$B" datagen -m "$M/stories260K.bin" -z "$M/tok512.bin" --sample 48 -n 100 --shard-seqs 8 -o "$tmp/a" 2> "$tmp/e.log"; then bad "mismatched settings accepted"; else
   grep -q "max_new" "$tmp/e.log" && ok "mismatched settings refused: $(cat "$tmp/e.log")" || { bad "unclear message"; cat "$tmp/e.log"; }; fi
+# the backend is part of the settings: a directory begun on the CPU is not resumed on the (emulated) GPU
+grep -qx "backend cpu" "$tmp/a/meta.txt" && ok "meta.txt names the backend" || bad "meta.txt: no backend line"
+EMU=${BEAGLE_CUDA_EMU_BIN:-$(dirname "$B")/beagle-cuda-emu}
+if [ ! -x "$EMU" ]; then bad "no $EMU (make cuda-emu)"
+else
+  if "$EMU" datagen -m "$M/stories260K.bin" -z "$M/tok512.bin" --sample 48 -n 200 --shard-seqs 8 --backend cuda -o "$tmp/a" 2> "$tmp/e.log"; then
+    bad "a CPU directory resumed on the GPU backend"
+  else grep -q "backend = cpu, this run has cuda" "$tmp/e.log" && ok "other backend refused: $(cat "$tmp/e.log")" || { bad "backend: unclear message"; cat "$tmp/e.log"; }; fi
+fi
 # bad inputs
 "$B" datagen -m "$M/stories260K.bin" -z "$M/tok512.bin" -o "$tmp/x" 2> "$tmp/e.log"; [ $? -eq 1 ] && grep -q "exactly one of" "$tmp/e.log" && ok "no source: $(cat "$tmp/e.log")" || bad "no source"
 printf '[{"conversations": [{"from": "human", "value": "hi"}]}, 7]' > "$tmp/bad.json"

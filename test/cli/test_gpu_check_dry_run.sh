@@ -18,7 +18,7 @@ bad() { echo "FAIL $1"; fails=$((fails+1)); }
 if JOBS=2 bash scripts/gpu_check.sh --dry-run > "$tmp/out" 2>&1; then ok "--dry-run exits 0"; else bad "--dry-run failed"; tail -20 "$tmp/out"; fi
 grep -q "^dry run: built everything, no GPU used" "$tmp/out" && ok "says it used no GPU" || bad "no dry-run line"
 for s in test_cuda_backend_ops test_cuda_backend_train test_cuda_emu_generate.sh bench-sd bench.json test_7b_shaped.sh \
-         ncu_bytes.py llama-bench; do
+         ncu_bytes.py llama-bench "corpus.sh ingest"; do
   grep -q "$s" "$tmp/out" && ok "plan names $s" || bad "plan does not name $s"
 done
 grep -Eq "^  7B plan \(build/beagle generate --plan 7b,ffn=14336,q4_1 -c 4096\): [0-9.]+ GiB < 24 GiB" "$tmp/out" &&

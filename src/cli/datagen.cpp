@@ -55,7 +55,8 @@ int cmd_datagen(int argc, char** argv) {
           "--state-layers, -t, --backend)");
     std::string state_layers;
     a.str("--state-layers", &state_layers,
-          "with --keep-states: also keep the residual stream after these target layers, e.g. 22,27 (EAGLE-3-style fused\n"
+          "with --keep-states or --states-of: also keep the residual stream after these target layers, e.g. 22,27\n"
+          "(EAGLE-3-style fused "
           "states of a draft with --state-layers; docs/paper-comparison.md)");
     bool no_chat = false;
     a.flag("--f32-weights", &o.f32_weights, "compute with the weights dequantized to f32 (float-accurate, slower)");

@@ -93,6 +93,7 @@ void cache_states(ModelFile& mf, const std::string& model_path, uint64_t tokeniz
     meta.push_back({"states", "kept"});
     if (!layers.empty()) meta.push_back({"state_layers", format_layer_list(layers)});
     meta.push_back({"states_of", in});
+    meta.push_back({"states_backend", selected_backend()});  // "backend" stays the one that wrote the answers
     open_data_dir(out, meta);
 
     std::unique_ptr<Ops> ops = make_ops("", threads);

@@ -252,6 +252,8 @@ step kernel_profile kernel_profile
 # packed into $OUT/corpus (commit with `bash scripts/corpus.sh ingest DIR/corpus`), corpus.json says how fast
 corpus_gen() {
   local parts=${CORPUS_PARTS:-$(bash scripts/corpus.sh status | awk '$1 ~ /^g-/ && $2 != $4 {print $1}')} t0=$SECONDS p
+  # without data/train (gpu_pack.sh stash leaves it here), only the parts whose prompts the target writes itself
+  [ -n "${CORPUS_PARTS:-}" ] || [ -d data/train ] || parts=$(for p in $parts; do case $p in g-self*) echo "$p" ;; esac; done)
   for p in $parts; do cat "data/corpus/smollm2/$p/SHA256SUMS" 2> /dev/null | awk -v p="$p" '{print p "/" $2}'; done \
     > "$OUT/corpus_before.txt"  # shards committed before this run: not counted
   # shellcheck disable=SC2086

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_corpus.sh: the SmolLM2 corpus committed under data/corpus/ (scripts/corpus.sh). `unpack` restores every
 # committed shard, each equal to the SHA-256 its part lists (checked again here with Python's hashlib), and a
-# shard changed after unpacking is caught; `train` reads exactly the sequences it unpacked (64 per full shard) and
-# writes a draft from them alone, one optimizer step here (MAX_STEPS=1) so the test stays short. `ingest` (in a
+# shard changed after unpacking is caught; `train` reads exactly the sequences it unpacked of the parts asked
+# (TRAIN_PARTS) and writes a draft from them alone, a MoA draft for one optimizer step here (MAX_STEPS=1). `ingest` (in a
 # copy of the corpus) adds a part's shards packed elsewhere, as a GPU run brings them back, and refuses a damaged
 # shard, another recipe's meta.txt, a shard unlike the committed one of its name and a name that is no part.
 set -u
@@ -42,8 +42,11 @@ if bash "$R/scripts/corpus.sh" unpack "$tmp/u" > "$tmp/log" 2>&1; then bad "a ch
 elif grep -q "shards differ" "$tmp/log"; then ok "a changed shard is refused: $(head -c 160 "$tmp/log")"
 else bad "a changed shard: unexpected error"; cat "$tmp/log"; fi
 
-# train from the corpus alone: one step, on exactly the committed sequences
-MAX_STEPS=1 EVAL=0 THREADS=2 bash "$R/scripts/corpus.sh" train "$tmp/t/d.bin" > "$tmp/log" 2>&1 || { bad "corpus.sh train"; tail -5 "$tmp/log"; }
+# train from the corpus alone: one step, on exactly the committed sequences of two small parts (TRAIN_PARTS;
+# the whole corpus is every part's, and its vocabulary choice would read them all), a MoA draft (ARCH=moa: the
+# target's layers 22 and 27 computed in the loop too)
+TRAIN_PARTS="d-selfinstruct-greedy d-v3-greedy" ARCH=moa MAX_STEPS=1 EVAL=0 THREADS=2 \
+  bash "$R/scripts/corpus.sh" train "$tmp/t/d.bin" > "$tmp/log" 2>&1 || { bad "corpus.sh train"; tail -5 "$tmp/log"; }
 # (counted in the copy train unpacked, beside its output: a background corpus.sh generate may add shards meanwhile)
 python3 - "$tmp/t/d.bin.json" "$tmp/t/corpus" <<'PY' && ok "train: a draft from the committed sequences" || { bad "train's data"; tail -5 "$tmp/log"; }
 import glob, json, os, struct, sys
@@ -58,6 +61,8 @@ assert parts and seqs > 0 and len(glob.glob(os.path.join(unpacked, "all", "shard
     len(glob.glob(os.path.join(p, "shard-*.bin"))) for p in parts), "all/ does not hold every unpacked shard"
 assert j["data_seqs"] == seqs, f"trained on {j['data_seqs']} sequences, the unpacked corpus holds {seqs}"
 assert j["steps"] == 1 and os.path.getsize(summary[:-5]) > 0
+assert sorted(os.path.basename(p) for p in parts) == ["d-selfinstruct-greedy", "d-v3-greedy"], parts
+assert j["config"].get("arch") == "moa" and j["config"].get("state_layers") == "22,27", j["config"]
 print(f"{seqs} sequences")
 PY
 # ingest, in a copy of the corpus: d-selfinstruct-greedy as if its last shard came back from another machine

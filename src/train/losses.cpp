@@ -58,6 +58,8 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
         st = al.alloc(N);
         zt = al.alloc(N * Z);    // target logits, laid out as zd
     }
+    // where chunk v0 of z's logits lies: its own block when every chunk is kept, else the one chunk's buffer
+    auto chunk_at = [&](R* z, int v0) { return keep && z ? z + N * v0 : z; };
     std::vector<R> neg_inf(N, -INFINITY);
     ops.upload(md, neg_inf.data(), N);
     if (soft) ops.upload(mt, neg_inf.data(), N);
@@ -68,12 +70,12 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
     for (int v0 = 0; v0 < V; v0 += C) {
         int Cc = std::min(C, V - v0);
         const R* W = m.lm_head + (size_t)v0 * dim;
-        size_t at = keep ? N * v0 : 0;
-        ops.matmul_f32(zd + at, xd, W, n, dim, Cc);
-        ops.lse_update(md, sd, zd + at, n, Cc);
+        R *zdc = chunk_at(zd, v0), *ztc = chunk_at(zt, v0);
+        ops.matmul_f32(zdc, xd, W, n, dim, Cc);
+        ops.lse_update(md, sd, zdc, n, Cc);
         if (soft) {
-            ops.matmul_f32(zt + at, xt, W, n, dim, Cc);
-            ops.lse_update(mt, st, zt + at, n, Cc);
+            ops.matmul_f32(ztc, xt, W, n, dim, Cc);
+            ops.lse_update(mt, st, ztc, n, Cc);
         }
     }
     // pass B: loss and d logits, back through the frozen head
@@ -82,8 +84,7 @@ void draft_loss(DraftModelT<O>& m, BufAlloc<O>& al, const RealOf<O>* fh, const R
     for (int v0 = 0; v0 < V; v0 += C) {
         int Cc = std::min(C, V - v0);
         const R* W = m.lm_head + (size_t)v0 * dim;
-        R* zdc = keep ? zd + N * v0 : zd;
-        R* ztc = soft && keep ? zt + N * v0 : zt;
+        R *zdc = chunk_at(zd, v0), *ztc = chunk_at(zt, v0);
         if (!keep) ops.matmul_f32(zdc, xd, W, n, dim, Cc);
         if (soft) {
             if (!keep) ops.matmul_f32(ztc, xt, W, n, dim, Cc);

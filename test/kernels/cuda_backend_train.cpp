@@ -181,6 +181,7 @@ static void check_arch(int arch, bool ttt = false) {
         // later iterations start from weights that already differ slightly (see the weight tolerance)
         CHECK_CLOSE(b.losses[i], a.losses[i], 0.0, i == 0 || i == (size_t)steps ? 1e-5 : 1e-3, "loss");
     }
+    std::vector<double> gmax1(DT_COUNT, 0.0);  // max |g| of each tensor's first stage-1 gradient (CPU)
     for (int i = 0; i < DT_COUNT; i++) {
         if (!s.c.has(i)) continue;
         const size_t n = (size_t)s.c.numel(i);
@@ -194,6 +195,7 @@ static void check_arch(int arch, bool ttt = false) {
                    gmax, err);
             CHECK(err <= 1e-5 * gmax, "%s: stage-%d gradient of %s: cuda and cpu differ by %g (max |g| %g)", an, st + 1,
                   draft_tensor_name(i), err, gmax);
+            if (st == 0) gmax1[i] = gmax;
         }
     }
     // AdamW divides each gradient by its own running magnitude, so a gradient difference d moves a weight by
@@ -203,19 +205,18 @@ static void check_arch(int arch, bool ttt = false) {
     const double wtol = 2e-6 + 1e-3 * (2 * steps) * lr;
     for (int i = 0; i < DT_COUNT; i++) {
         if (!s.c.has(i)) continue;
-        const size_t n = (size_t)s.c.numel(i);
-        double gmax = 0;
-        for (size_t k = 0; k < n; k++) gmax = std::max(gmax, (double)std::fabs(a.grads.t[i][k]));
-        double err = 0, moved = 0;
+        double err = 0, worst = 0, moved = 0;  // max |w_cuda - w_cpu|, its largest share of the weight's tolerance
         for (size_t k = 0; k < a.weights.t[i].size(); k++) {
-            const double g = std::fabs(a.grads.t[i][k]);
-            const double tol = wtol + (2 * steps) * lr * std::min(1.0, 1e-5 * gmax / std::max(g, 1e-30));
-            err = std::max(err, (double)std::fabs(a.weights.t[i][k] - b.weights.t[i][k]) / tol * wtol);
+            const double g = std::fabs(a.grads.t[i][k]), d = std::fabs(a.weights.t[i][k] - b.weights.t[i][k]);
+            const double tol = wtol + (2 * steps) * lr * std::min(1.0, 1e-5 * gmax1[i] / std::max(g, 1e-30));
+            err = std::max(err, d);
+            worst = std::max(worst, d / tol);
             moved = std::max(moved, (double)std::fabs(a.weights.t[i][k] - s.dw.t[i][k]));
         }
-        printf("%s weights %-12s moved up to %.3e by training; max |w_cuda - w_cpu| scaled to wtol %.3e (tol %.1e)\n", an,
-               draft_tensor_name(i), moved, err, wtol);
-        CHECK(err <= wtol, "%s: trained %s: cuda and cpu differ by %g", an, draft_tensor_name(i), err);
+        printf("%s weights %-12s moved up to %.3e by training; max |w_cuda - w_cpu| %.3e, at most %.3f of its tolerance "
+               "(base %.1e)\n", an, draft_tensor_name(i), moved, err, worst, wtol);
+        CHECK(worst <= 1.0, "%s: trained %s: cuda and cpu differ by %.3f of a weight's tolerance (max difference %g)", an,
+              draft_tensor_name(i), worst, err);
         CHECK(moved > 10 * wtol, "%s: %s did not train (moved %g)", an, draft_tensor_name(i), moved);
     }
     double ferr = 0, fmax = 0;

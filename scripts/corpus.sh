@@ -62,19 +62,26 @@ g-self-b|$gen --self-prompts 30000 --max-prompt 128 --seed 65
 part_args() { echo "$PARTS" | awk -F'|' -v p="$1" '$1 == p {print $2}'; }
 part_names() { echo "$PARTS" | awk -F'|' 'NF == 2 {print $1}'; }
 
+# SRC's shard-*.bin.xz decompressed into DST (those not there yet), then DST checked against SRC/SHA256SUMS;
+# fails (status 1) on a file that is not xz or a shard that differs
+unpack_shards() {
+  local src=$1 dst=$2 z f sums
+  sums=$(cd "$src" && pwd)/SHA256SUMS
+  for z in "$src"/shard-*.bin.xz; do
+    [ -e "$z" ] || continue
+    f=$dst/$(basename "$z" .xz)
+    [ -f "$f" ] || { xz -dc "$z" > "$f.tmp" && mv "$f.tmp" "$f"; } || return 1
+  done
+  (cd "$dst" && sha256sum -c --quiet --strict "$sums")
+}
+
 # DIR/PART: the committed shards decompressed (and checked), beside what a datagen run there already wrote
 unpack_part() {
   local part=$1 dir=$2
   [ -f "$C/$part/meta.txt" ] || return 0
   mkdir -p "$dir/$part"
   [ -f "$dir/$part/meta.txt" ] || cp "$C/$part/meta.txt" "$dir/$part/meta.txt"
-  for z in "$C/$part"/shard-*.bin.xz; do
-    [ -e "$z" ] || continue
-    local f=$dir/$part/$(basename "$z" .xz)
-    [ -f "$f" ] || { xz -dc "$z" > "$f.tmp" && mv "$f.tmp" "$f"; }
-  done
-  local sums=$PWD/$C/$part/SHA256SUMS
-  (cd "$dir/$part" && sha256sum -c --quiet "$sums") || { echo "corpus: $dir/$part: shards differ from $sums" >&2; exit 1; }
+  unpack_shards "$C/$part" "$dir/$part" || { echo "corpus: $dir/$part: shards differ from $C/$part/SHA256SUMS" >&2; exit 1; }
 }
 
 # every committed part under DIR (unpack_part; TRAIN_PARTS: only these), then DIR/all: the parts merged
@@ -128,15 +135,11 @@ ingest_part() {
   [ -f "$src/meta.txt" ] && [ -f "$src/SHA256SUMS" ] || fail "expected meta.txt and SHA256SUMS there"
   [ ! -f "$C/$part/meta.txt" ] || cmp -s "$C/$part/meta.txt" "$src/meta.txt" ||
     fail "its meta.txt differs from $C/$part/meta.txt (another recipe, target or backend): $(diff "$C/$part/meta.txt" "$src/meta.txt" | tr '\n' ' ')"
+  compgen -G "$src/shard-*.bin.xz" > /dev/null || fail "no shard-*.bin.xz files"
   local tmp
   tmp=$(mktemp -d)
-  for z in "$src"/shard-*.bin.xz; do
-    [ -e "$z" ] || fail "no shard-*.bin.xz files"
-    xz -dc "$z" > "$tmp/$(basename "$z" .xz)" || { rm -rf "$tmp"; fail "$(basename "$z"): not xz"; }
-  done
-  local sums=$PWD/$src/SHA256SUMS
-  case $src in /*) sums=$src/SHA256SUMS ;; esac
-  (cd "$tmp" && sha256sum -c --quiet --strict "$sums" && [ "$(ls | wc -l)" -eq "$(grep -c . "$sums")" ]) ||
+  # every shard listed, every listed shard there and equal
+  { unpack_shards "$src" "$tmp" && [ "$(ls "$tmp" | wc -l)" -eq "$(grep -c . "$src/SHA256SUMS")" ]; } ||
     { rm -rf "$tmp"; fail "the shards differ from its SHA256SUMS"; }
   rm -rf "$tmp"
   if [ -f "$C/$part/SHA256SUMS" ]; then  # a shard both lists hold must be the same shard

@@ -16,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=weights/SmolLM2-135M-Instruct.Q4_1.gguf
 STASH="weights/beagle-smollm2-135m.bin docs data/train data/corpus"
+LIMIT=67108864  # bytes a call may carry, tree and part together (64 MiB)
 for x in /.dev/ /.dev-stash/; do grep -qx "$x" .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo "$x" >> .git/info/exclude; }; done
 case "${1:-}" in
   stash)
@@ -48,7 +49,7 @@ tar -C "$pk" -cf - . | xz -6 -T0 > .dev/a/pk.tar.xz
 sha256sum "$MODEL" > .dev/b/model.sha
 cmp -s .dev/b/model.sha .dev/model.xz.sha 2> /dev/null || { xz -9 -T0 -c "$MODEL" > .dev/model.xz && cp .dev/b/model.sha .dev/model.xz.sha; }
 tree=$(git ls-files -z | grep -zv "^\($(echo "$STASH" | sed 's/ /\\|/g')\)" | xargs -0 du -cb | tail -1 | cut -f1)
-budget=$((67108864 - tree - 262144))  # bytes a part may take beside the stashed tree (256 KiB for the scripts)
+budget=$((LIMIT - tree - 262144))  # bytes a part may take beside the stashed tree (256 KiB for the scripts)
 m1=$((budget - $(stat -c %s .dev/a/pk.tar.xz)))
 head -c "$m1" .dev/model.xz > .dev/a/m1
 tail -c +$((m1 + 1)) .dev/model.xz > .dev/b/m2
@@ -96,7 +97,7 @@ for p in .dev/a .dev/b .dev/c; do
   [ -d "$p" ] || continue
   total=$((tree + $(du -sb "$p" | cut -f1)))
   echo "$p: tree $((tree / 1048576)) MiB + part = $(echo "$total / 1048576" | bc -l | cut -c1-5) MiB"
-  [ $total -le 67108864 ] || { echo "gpu_pack.sh: $p is over 64 MiB with the tree" >&2; over=1; }
+  [ $total -le $LIMIT ] || { echo "gpu_pack.sh: $p is over 64 MiB with the tree" >&2; over=1; }
 done
 [ $over = 0 ] || exit 1
 echo "first: bash scripts/gpu_pack.sh stash (and bash scripts/gpu_pack.sh restore after the last call)"
